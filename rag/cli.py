@@ -1,0 +1,160 @@
+"""The `rag` command line: `rag index PATH...`, `rag ask "question"`.
+
+Each subcommand is a pair of functions, `_add_<name>(subparsers)` and `_cmd_<name>(args)`,
+registered in `COMMANDS`. User mistakes (missing store, bad JSON filter, empty directory)
+print one line to stderr and exit 2; no traceback.
+
+Example:
+    $ rag index docs/ --collection docs
+    $ rag ask "How do I filter by year?" --k 4 --filter '{"year": {"$gt": 2024}}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rag.core.errors import ConfigError, RagError
+
+__all__ = ["main"]
+
+DEFAULT_STORE = ".rag"
+DEFAULT_COLLECTION = "docs"
+
+
+def _store_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection name (default: %(default)s)")
+    parser.add_argument("--store", default=DEFAULT_STORE, help="store directory (default: %(default)s)")
+
+
+# --------------------------------------------------------------------------- index
+def _add_index(sub: Any) -> None:
+    p = sub.add_parser("index", help="index files or directories into a persistent store")
+    p.add_argument("paths", nargs="+", help="files or directories (txt, md, html, pdf)")
+    p.add_argument("--glob", default="**/*", help="which files to take under a directory (default: %(default)s)")
+    p.add_argument("--exclude", action="append", default=[], help="glob of files to leave out (repeatable)")
+    _store_args(p)
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rag.core.resource import Resource, _doc_id, new_chroma
+    from rag.indexing.chunking import split_documents
+    from rag.indexing.loaders import LoadReport, load_directory
+    from rag.models.embeddings import default_embeddings
+
+    console = Console(stderr=True)
+    report = LoadReport()
+    for path in args.paths:
+        part = load_directory(path, glob=args.glob, exclude=args.exclude)
+        report.documents += part.documents
+        report.skipped += part.skipped
+        report.files += part.files
+    for skipped in report.skipped:
+        console.print(f"[yellow]skipped[/] {skipped.path}: {skipped.reason}")
+    if not report.documents:
+        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}")
+    chunks = split_documents(report.documents)
+    store = new_chroma(args.collection, default_embeddings(), persist_directory=args.store)
+    batch = 64
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        task = progress.add_task("embedding chunks", total=len(chunks))
+        for start in range(0, len(chunks), batch):
+            part = chunks[start:start + batch]
+            store.add_documents(part, ids=[_doc_id(d) for d in part])
+            progress.advance(task, len(part))
+    Resource.from_vectorstore(args.collection, store)  # validates the store opens as a resource
+    console.print(f"indexed {report.files - len(report.skipped)} file(s), {len(report.documents)} document(s), "
+                  f"{len(chunks)} chunk(s) into {args.store} (collection {args.collection!r}); "
+                  f"skipped {len(report.skipped)}")
+    return 0
+
+
+# --------------------------------------------------------------------------- ask
+def _add_ask(sub: Any) -> None:
+    p = sub.add_parser("ask", help="answer a question from an indexed store")
+    p.add_argument("question")
+    p.add_argument("--k", type=int, default=4, help="chunks to retrieve (default: %(default)s)")
+    p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"page": {"$lt": 3}}\'')
+    p.add_argument("--json", action="store_true", help="print the whole output as JSON")
+    _store_args(p)
+
+
+def open_store_resource(store: str, collection: str) -> Any:
+    """A `Resource` over an existing persistent collection; a clear error when it is missing."""
+    import chromadb
+
+    from rag.core.resource import Resource, _chroma_collection_name, new_chroma
+    from rag.models.embeddings import default_embeddings
+
+    if not Path(store).is_dir():
+        raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")
+    client = chromadb.PersistentClient(path=store)
+    names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
+    if _chroma_collection_name(collection) not in names:
+        raise ConfigError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")
+    vs = new_chroma(collection, default_embeddings(), client=client)
+    return Resource.from_vectorstore(collection, vs)
+
+
+def _cmd_ask(args: argparse.Namespace) -> int:
+    from rag.core.generator import RAG
+    from rag.generation.prompts import source_label
+
+    if args.k < 1:
+        raise ConfigError(f"--k must be a positive integer, got {args.k}")
+    search: dict[str, Any] = {"k": args.k}
+    if args.filter:
+        try:
+            search["filter"] = json.loads(args.filter)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): {args.filter}") from exc
+    resource = open_store_resource(args.store, args.collection)
+    rag = RAG(resources=[resource])
+    out = rag.chain(retrieval_chain={resource.name: {"search_kwargs": search}}).invoke(args.question)
+    if args.json:
+        payload = {**out, "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
+        print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+        return 0
+    print(out["answer"])
+    print("\nSources:")
+    for i, doc in enumerate(out["context"], start=1):
+        print(f"  [{i}] {source_label(doc)}")
+    return 0
+
+
+COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
+    "index": (_add_index, _cmd_index),
+    "ask": (_add_ask, _cmd_ask),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rag", description="Retrieval-augmented generation, offline by default.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add, _ in COMMANDS.values():
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command][1](args)
+    except RagError as exc:
+        print(f"rag {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rag {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""`RAG`: resources retrieved in parallel, aggregated, answered, plus extras.
+
+```
+question ─► RunnableParallel{resource: retriever, ...} ─► aggregate (tag + dedupe) ─► context
+        └──────────────────────────────────────────────► generation_chain(question, context) ─► answer
+                                                          extras(question, answer, context) ─► ...
+```
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from langchain_core.language_models import FakeListChatModel
+    >>> from rag.generation.rag_with_source import rag_chain_from_docs
+    >>> docs = Resource.from_texts("docs", ["Rome is in Italy."], embedding=DeterministicFakeEmbedding(size=8))
+    >>> rag = RAG(resources=[docs], generation_chain=rag_chain_from_docs(FakeListChatModel(responses=["Italy [1]"])),
+    ...           extras={"count_docs": lambda x: len(x["context"])})
+    >>> out = rag.chain().invoke("Where is Rome?")
+    >>> out["answer"], out["count_docs"], out["context"][0].metadata["resource"]
+    ('Italy [1]', 1, 'docs')
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from operator import itemgetter
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableParallel, RunnablePassthrough
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rag.core.errors import ConfigError, InputError
+from rag.core.resource import Resource, validate_search_kwargs
+from rag.generation.rag_with_source import GenerationChain, rag_chain_from_docs
+
+__all__ = ["OUTPUT_KEYS", "RAG", "aggregate_documents"]
+
+OUTPUT_KEYS = ("question", "answer", "context")
+RETRIEVAL_KEYS = ("search_kwargs",)
+_REQUEST_KEY = "retrieval_chain"           # per-request settings (public)
+_BUILD_KEY = "rag_retrieval_defaults"      # settings given to chain() (internal)
+
+
+def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
+    """Flatten `{resource: docs}` into one list, tag `metadata["resource"]`, drop exact duplicates.
+
+    Order: resources in the order given, each resource's documents in rank order.
+
+    Example:
+        >>> d = Document(page_content="x")
+        >>> [doc.metadata for doc in aggregate_documents({"a": [d], "b": [d]})]
+        [{'resource': 'a'}]
+    """
+    seen: set[str] = set()
+    out: list[Document] = []
+    for name, docs in results.items():
+        for doc in docs or []:
+            key = json.dumps([doc.page_content, {k: v for k, v in doc.metadata.items() if k != "resource"}],
+                             sort_keys=True, default=str)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(Document(page_content=doc.page_content, metadata={**doc.metadata, "resource": name},
+                                id=doc.id))
+    return out
+
+
+class RAG(BaseModel):
+    """Retrieval-augmented generation over named resources.
+
+    Attributes:
+        resources: the resources to search; names must be unique.
+        generation_chain: `{"question", "context"} -> answer`; default `rag_chain_from_docs()`
+            on the configured answerer (offline extractive unless `RAG_LLM` says otherwise).
+        extras: `{key: callable(output_dict) -> value}` added to every output.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    resources: list[Resource]
+    generation_chain: Runnable = Field(default_factory=rag_chain_from_docs)
+    extras: dict[str, Callable[[dict[str, Any]], Any]] = Field(default_factory=dict)
+
+    @field_validator("extras")
+    @classmethod
+    def _check_extras(cls, extras: dict[str, Callable]) -> dict[str, Callable]:
+        clash = sorted(set(extras) & set(OUTPUT_KEYS))
+        if clash:
+            raise ValueError(f"extras cannot be named {clash}: those output keys are taken by {list(OUTPUT_KEYS)}")
+        bad = sorted(k for k, fn in extras.items() if not callable(fn))
+        if bad:
+            raise ValueError(f"extras {bad} are not callable; each extra is a function of the output dict")
+        return extras
+
+    @model_validator(mode="after")
+    def _check_resources(self) -> RAG:
+        names = [r.name for r in self.resources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"resource names must be unique; duplicated: {dupes}")
+        return self
+
+    @property
+    def resource_names(self) -> list[str]:
+        return [r.name for r in self.resources]
+
+    @property
+    def resources_retrieval_chain(self) -> Runnable[str, list[Document]]:
+        """One parallel branch per resource, then `aggregate_documents`. Override to customise retrieval."""
+        if not self.resources:
+            return RunnableLambda(lambda _: [], name="no_resources")
+        parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
+        return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
+
+    # ------------------------------------------------------------------ settings
+    def validate_retrieval_settings(self, settings: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+        """Check `{resource: {"search_kwargs": {...}}}`; unknown names or keys raise `ConfigError`."""
+        if not settings:
+            return {}
+        if not isinstance(settings, Mapping):
+            raise ConfigError(f"retrieval_chain must be a dict of resource name -> settings, got {type(settings).__name__}")
+        valid = self.resource_names
+        out: dict[str, dict[str, Any]] = {}
+        for name, spec in settings.items():
+            if name not in valid:
+                raise ConfigError(f"unknown resource {name!r} in retrieval_chain; valid: {', '.join(valid) or '(none)'}")
+            if not isinstance(spec, Mapping):
+                raise ConfigError(f"retrieval_chain[{name!r}] must be a dict like {{'search_kwargs': {{'k': 4}}}}")
+            unknown = sorted(set(spec) - set(RETRIEVAL_KEYS))
+            if unknown:
+                raise ConfigError(f"unknown key(s) {unknown} in retrieval_chain[{name!r}]; valid: {', '.join(RETRIEVAL_KEYS)}")
+            out[name] = {"search_kwargs": validate_search_kwargs(spec.get("search_kwargs"),
+                                                                 where=f"retrieval_chain[{name!r}].search_kwargs")}
+        return out
+
+    def _generation_with(self, settings: Mapping[str, Any] | None) -> Runnable:
+        if not settings:
+            return self.generation_chain
+        if isinstance(self.generation_chain, GenerationChain):
+            return self.generation_chain.with_settings(**settings)
+        valid = [spec.id for spec in self.generation_chain.config_specs]
+        unknown = sorted(set(settings) - set(valid))
+        if unknown:
+            raise ConfigError(f"unknown generation setting(s) {unknown} for {type(self.generation_chain).__name__}; "
+                              f"valid: {', '.join(valid) or '(none: build it with rag_chain_from_docs or configurable_fields)'}")
+        return self.generation_chain.with_config(configurable=dict(settings))
+
+    # ------------------------------------------------------------------ the chain
+    def chain(self, retrieval_chain: dict[str, Any] | None = None,
+              generation_chain: dict[str, Any] | None = None) -> Runnable:
+        """Build the runnable: `question -> {"question", "answer", "context", <extras>}`.
+
+        Args:
+            retrieval_chain: per-resource settings, e.g. `{"docs": {"search_kwargs": {"k": 10,
+                "filter": {"year": {"$gt": 2024}}}}}`. At call time the same dict can be passed as
+                `config={"configurable": {"retrieval_chain": {...}}}`; its search settings win.
+            generation_chain: generation settings (`temperature`, `max_tokens`, `prompt`, `llm`).
+        """
+        defaults = self.validate_retrieval_settings(retrieval_chain)
+        generation = self._generation_with(generation_chain)
+        retrieval = self.resources_retrieval_chain
+        if defaults:
+            retrieval = retrieval.with_config(configurable={_BUILD_KEY: defaults})
+
+        def to_input(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            self.validate_retrieval_settings(((config or {}).get("configurable") or {}).get(_REQUEST_KEY))
+            return _normalise_input(value)
+
+        chain = (
+            RunnableLambda(to_input, name="input")
+            | RunnablePassthrough.assign(context=itemgetter("question") | retrieval).with_config(run_name="retrieve")
+            | RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")
+        )
+        if self.extras:
+            extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}
+            chain = chain | RunnablePassthrough.assign(**extras).with_config(run_name="extras")
+        return chain.with_config(run_name=type(self).__name__)
+
+    def get_chain(self, retrieval_chain: dict[str, Any] | None = None,
+                  generation_chain: dict[str, Any] | None = None) -> Runnable:
+        """Same as `chain` (the seed uses both names)."""
+        return self.chain(retrieval_chain=retrieval_chain, generation_chain=generation_chain)
+
+
+def _normalise_input(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        question = value
+        value = {"question": value}
+    elif isinstance(value, Mapping):
+        question = value.get("question")
+        value = dict(value)
+    else:
+        raise InputError(f"a RAG chain takes a question string or a dict with 'question', got {type(value).__name__}")
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question must be a non-empty string")
+    return value

