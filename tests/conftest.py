@@ -17,7 +17,9 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest
     """The user's RAG_* settings must not change what a test sees."""
     for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path_factory.getbasetemp() / "home"))
+    home = tmp_path_factory.getbasetemp() / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
 
 
 @pytest.fixture
