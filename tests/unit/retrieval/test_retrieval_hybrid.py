@@ -116,3 +116,9 @@ class TestHybridRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "Acme revenue"
+
+
+def test_fetch_k_per_call_widens_the_candidate_lists(chunks):
+    hybrid = HybridRetriever.from_documents(chunks, embedding=DeterministicFakeEmbedding(size=16), fetch_k=2)
+    assert len(hybrid.candidates("Acme", k=1)["dense"]) == 2
+    assert len(hybrid.candidates("Acme", k=1, fetch_k=6)["dense"]) == 6
