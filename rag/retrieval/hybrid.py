@@ -57,24 +57,29 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     """Top-k chunks from a vector store as (document copy, cosine similarity), filter applied.
 
     `query` is a string or an already computed query vector. Chroma gets the filter as a
-    `where`; `PartitionedChroma` takes the portable filter; other stores are over-fetched and
-    filtered in Python.
+    `where`; `PartitionedChroma` takes the portable filter; other stores (searched by text, scored
+    with their own relevance function) are over-fetched and filtered in Python.
     """
     from rag.retrieval.partitioned import PartitionedChroma
 
     flt = and_filters(filter)
+    if not isinstance(store, PartitionedChroma) and type(store).__name__ != "Chroma":
+        if not isinstance(query, str):
+            raise ConfigError(f"a {type(store).__name__} is searched by text; pass the query string")
+        # the store's own relevance function, else its raw score (InMemoryVectorStore: cosine)
+        fetch = k * _OVERFETCH if flt else k
+        try:
+            fetched = store.similarity_search_with_relevance_scores(query, k=fetch)
+        except NotImplementedError:
+            fetched = store.similarity_search_with_score(query, k=fetch)
+        hits = [(doc, rel) for doc, rel in fetched if matches(doc.metadata, flt)][:k]
+        return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
     vector = store.embeddings.embed_query(query) if isinstance(query, str) else list(query)
     if isinstance(store, PartitionedChroma):
         hits = store.search_by_vector(vector, k=k, filter=flt)
-    elif type(store).__name__ == "Chroma":
+    else:
         # despite its name this returns cosine distances (lower is closer)
         hits = store.similarity_search_by_vector_with_relevance_scores(vector, k=k, filter=to_chroma_where(flt))
-    else:
-        fetched = store.similarity_search_with_score_by_vector(vector, k=k * _OVERFETCH if flt else k) \
-            if hasattr(store, "similarity_search_with_score_by_vector") \
-            else store.similarity_search_with_score(query if isinstance(query, str) else "", k=k * _OVERFETCH)
-        hits = [(doc, 1.0 - dist) for doc, dist in fetched if matches(doc.metadata, flt)][:k]
-        return [(with_scores(doc, sim, {"dense": sim}), sim) for doc, sim in hits]
     return [(with_scores(doc, 1.0 - dist, {"dense": 1.0 - dist}), 1.0 - dist) for doc, dist in hits]
 
 
