@@ -106,7 +106,6 @@ def bench_paths(args: argparse.Namespace) -> list[dict]:
     from rag.core.resource import Resource
     from rag.models.embeddings import default_embeddings
     from rag.retrieval.hybrid import HybridRetriever, dense_search
-    from rag.retrieval.lexical import BM25Retriever
     from rag.retrieval.rerank import EmbeddingReranker
     from rag.retrieval.retrieve import retrieve
     from rag.retrieval.routing import DocumentRouter
