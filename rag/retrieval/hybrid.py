@@ -39,7 +39,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from rag.core.errors import ConfigError
 from rag.core.filters import and_filters, matches, to_chroma_where
@@ -108,6 +108,7 @@ class HybridRetriever(BaseRetriever):
     rrf_k: int = Field(default=60, ge=0)
     weights: dict[str, float] | None = None
     filter: dict[str, Any] | None = None
+    _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
 
     @field_validator("fusion")
     @classmethod
@@ -172,10 +173,11 @@ class HybridRetriever(BaseRetriever):
                    fetch_k: int | None = None) -> dict[str, Scored]:
         """The per-retriever candidate lists {"dense": [...], "bm25": [...]}, searched concurrently."""
         _, fetch, flt = self._plan(k, filter, fetch_k)
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-hybrid") as pool:
-            dense = pool.submit(self._dense, query, fetch, flt)
-            lexical = pool.submit(self._lexical, query, fetch, flt)
-            return {"dense": dense.result(), "bm25": lexical.result()}
+        if self._pool is None:  # created on first use, reused: starting threads costs milliseconds
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-hybrid")
+        dense = self._pool.submit(self._dense, query, fetch, flt)
+        lexical = self._pool.submit(self._lexical, query, fetch, flt)
+        return {"dense": dense.result(), "bm25": lexical.result()}
 
     async def acandidates(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
                           fetch_k: int | None = None) -> dict[str, Scored]:
