@@ -16,6 +16,7 @@ search in the global collection, the same collection with a ``where`` selecting 
 
 Usage:
     python bench/query.py paths --n 100000 --dir /tmp/rag-bench-100k
+    python bench/query.py paths --n 100000 --dir /tmp/rag-bench-100k --partitioned   # filtered, partitioned
     nohup python bench/_dense_build.py --dir /tmp/rag-bench-1m &     # 15-80 minutes
     python bench/query.py dense --dir /tmp/rag-bench-1m
 """
@@ -102,6 +103,54 @@ def build_paths_store(directory: Path, n: int, docs: int):
     return store, bm25
 
 
+def build_partitioned(directory: Path, n: int, docs: int):
+    """The same chunks in a PartitionedChroma keyed on doc_name (no global collection)."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from rag.retrieval.partitioned import PartitionedChroma
+
+    emb = DeterministicFakeEmbedding(size=DIM)
+    store = PartitionedChroma("paths", emb, partition_key="doc_name", persist_directory=directory,
+                              keep_global=False)
+    if len(store.partition_values()) >= docs:
+        return store
+    chunks = synthetic_chunks(n, docs)
+    start = time.perf_counter()
+    for i in range(0, n, 5000):
+        part = chunks[i:i + 5000]
+        store.add_embeddings(emb.embed_documents([c.page_content for c in part]), metadatas=[c.metadata for c in part],
+                             documents=[c.page_content for c in part], ids=[c.id for c in part])
+        print(f"  partitioned: {min(i + 5000, n)} chunks, {time.perf_counter() - start:.0f} s", file=sys.stderr,
+              flush=True)
+    return store
+
+
+def bench_partitioned(args: argparse.Namespace) -> list[dict]:
+    from rag.core.resource import Resource
+    from rag.retrieval.hybrid import HybridRetriever, dense_search
+    from rag.retrieval.lexical import BM25Index
+    from rag.retrieval.retrieve import retrieve
+
+    store = build_partitioned(args.dir / "partitioned", args.n, args.docs)
+    bm25 = BM25Index.load(args.dir / "bm25")
+    hybrid = HybridRetriever(vectorstore=store, bm25=bm25, k=8, fetch_k=40)
+    resource = Resource.from_retriever("bench", hybrid)
+    rng = np.random.default_rng(1)
+    queries = [" ".join(f"term{int(w)}" for w in rng.integers(0, 300, size=5)) for _ in range(args.queries + 5)]
+    one_doc = {"doc_name": f"doc-{args.docs // 2:04d}"}
+    label = f" [1 doc of {args.docs}, PartitionedChroma]"
+    q = args.queries
+    header()
+    return [
+        row(f"dense{label}", percentiles(lambda i: dense_search(store, queries[i], k=8, filter=one_doc), q), q),
+        row(f"hybrid rrf{label}", percentiles(lambda i: hybrid.invoke(queries[i], filter=one_doc), q), q),
+        row(f"retrieve: hybrid + expand 2{label}", percentiles(
+            lambda i: retrieve(queries[i], resource, filter=one_doc, expand=2, token_counter="approx"), q), q),
+        row(f"retrieve: hybrid + RSE{label}", percentiles(
+            lambda i: retrieve(queries[i], resource, filter=one_doc, rse="balanced", token_counter="approx"), q), q),
+    ]
+
+
 def bench_paths(args: argparse.Namespace) -> list[dict]:
     from rag.core.resource import Resource
     from rag.models.embeddings import default_embeddings
@@ -184,13 +233,18 @@ def main() -> None:
     p.add_argument("--docs", type=int, default=100)
     p.add_argument("--queries", type=int, default=50)
     p.add_argument("--dir", type=Path, default=Path("/tmp/rag-bench-100k"))
+    p.add_argument("--partitioned", action="store_true",
+                   help="only the filtered paths, on a PartitionedChroma copy of the chunks (built once)")
     d = sub.add_parser("dense", help="dense search in the 1M store written by bench/_dense_build.py")
     d.add_argument("--dir", type=Path, default=Path("/tmp/rag-bench-1m"))
     d.add_argument("--queries", type=int, default=200)
     for s in (p, d):
         s.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     args = parser.parse_args()
-    results = bench_paths(args) if args.command == "paths" else bench_dense(args)
+    if args.command == "dense":
+        results = bench_dense(args)
+    else:
+        results = bench_partitioned(args) if args.partitioned else bench_paths(args)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2))
