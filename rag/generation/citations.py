@@ -6,7 +6,9 @@
 - `check_citations(answer, context)`: for each cited sentence, whether each cited chunk supports
   it, and per answer
 
-  * citation precision = supporting citations / all citations (a dangling one counts as wrong);
+  * citation precision = supporting citations / all citations (a dangling one counts as wrong).
+    As in ALCE, a citation supports its sentence when its chunk supports it alone, or when the
+    cited chunks support it together and no longer do without this one;
   * citation recall = claim sentences supported by their cited chunks taken together / all
     claim sentences (an uncited claim counts as not supported; "I don't know" is not a claim).
 
@@ -99,6 +101,10 @@ class CitationReport(BaseModel):
     recall: float | None = None
 
 
+def _joint_score(sentence: str, texts: list[str]) -> float:
+    return SupportScorer(["\n".join(texts)], embedding=None).score(sentence, 0) if texts else 0.0
+
+
 def check_citations(answer: str, context: Sequence[Document | str], *,
                     embedding: Embeddings | str | None = "default", threshold: float = 0.6,
                     scorer: SupportScorer | None = None) -> CitationReport:
@@ -123,12 +129,16 @@ def check_citations(answer: str, context: Sequence[Document | str], *,
         invalid = [n for n in sentence.citations if n not in valid]
         scores = scorer.scores(sentence.text) if valid else []
         supporting = [n for n in valid if scores[n - 1][0] >= threshold]
-        together = 0.0
-        if valid:
-            together = max(scores[n - 1][0] for n in valid)
-            if together < threshold and len(valid) > 1:
-                joined = SupportScorer(["\n".join(texts[n - 1] for n in valid)], embedding=None)
-                together = max(together, joined.score(sentence.text, 0))
+        together = max((scores[n - 1][0] for n in valid), default=0.0)
+        if together < threshold and len(valid) > 1:
+            together = max(together, _joint_score(sentence.text, [texts[n - 1] for n in valid]))
+            if together >= threshold:
+                # Needed for the joint support: without this chunk the others fall short.
+                for n in valid:
+                    rest = [texts[m - 1] for m in valid if m != n]
+                    if n not in supporting and _joint_score(sentence.text, rest) < threshold:
+                        supporting.append(n)
+                supporting.sort(key=valid.index)
         supported = together >= threshold
         total += len(sentence.citations)
         good += len(supporting)

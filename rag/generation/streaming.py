@@ -44,7 +44,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from rag.core.errors import InputError
 from rag.generation.citations import source_map
 from rag.generation.postprocess import check_answer
-from rag.generation.usage import UsageTracker
+from rag.generation.usage import UsageTracker, with_tracker
 
 __all__ = ["EVENT_TYPES", "stream_events"]
 
@@ -65,20 +65,6 @@ def _sources_event(question: str, standalone: str | None, context: list[Document
     return {"type": "sources", "question": question, "standalone_question": standalone, "sources": sources}
 
 
-def _with_tracker(config: RunnableConfig | None, tracker: UsageTracker) -> RunnableConfig:
-    config = dict(config or {})
-    callbacks = config.get("callbacks")
-    if callbacks is None:
-        config["callbacks"] = [tracker]
-    elif isinstance(callbacks, list):
-        config["callbacks"] = [*callbacks, tracker]
-    else:  # a callback manager
-        manager = callbacks.copy()
-        manager.add_handler(tracker, inherit=True)
-        config["callbacks"] = manager
-    return config  # type: ignore[return-value]
-
-
 async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, config: RunnableConfig | None = None,
                         embedding: Embeddings | str | None = "default",
                         threshold: float = 0.6) -> AsyncIterator[dict[str, Any]]:
@@ -93,7 +79,7 @@ async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, co
     """
     runnable = _runnable(chain_or_rag)
     tracker = UsageTracker()
-    run_config = _with_tracker(config, tracker)
+    run_config = with_tracker(config, tracker)
     text = question if isinstance(question, str) else str((question or {}).get("question", ""))
     context: list[Document] | None = None
     standalone: str | None = None

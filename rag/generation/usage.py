@@ -23,10 +23,11 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
+from langchain_core.runnables import RunnableConfig
 
 from rag.generation.pricing import cost
 
-__all__ = ["UsageTracker", "add_usage", "empty_usage"]
+__all__ = ["UsageTracker", "add_usage", "empty_usage", "with_tracker"]
 
 
 def empty_usage() -> dict[str, Any]:
@@ -85,3 +86,18 @@ class UsageTracker(BaseCallbackHandler):
         """`{"input_tokens", "output_tokens", "total_tokens", "calls", "cost", "models"}` so far."""
         with self._lock:
             return dict(self._usage)
+
+
+def with_tracker(config: RunnableConfig | None, tracker: UsageTracker) -> RunnableConfig:
+    """A copy of the config with the tracker added to its callbacks."""
+    config = dict(config or {})
+    callbacks = config.get("callbacks")
+    if callbacks is None:
+        config["callbacks"] = [tracker]
+    elif isinstance(callbacks, list):
+        config["callbacks"] = [*callbacks, tracker]
+    else:  # a callback manager
+        manager = callbacks.copy()
+        manager.add_handler(tracker, inherit=True)
+        config["callbacks"] = manager
+    return config  # type: ignore[return-value]
