@@ -24,10 +24,10 @@ from rag.core.text import split_sentences
 
 __all__ = ["CITATION_PATTERN", "AnswerSentence", "is_abstention", "parse_answer", "strip_citations"]
 
-#: One citation marker: `[3]` or `[1, 2]`.
-CITATION_PATTERN = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
-_MARKER_WITH_SPACE = re.compile(r"[ \t]*\[(\d+(?:\s*,\s*\d+)*)\]")
-_BOUNDARY = re.compile(r"(\[\d+(?:\s*,\s*\d+)*\])[ \t]+(?=[^\s.,;:!?)\[])")
+#: One citation marker: `[3]` or `[1, 2]`. Sources are numbered from 1, so "[0, 1]" (an interval) is text.
+CITATION_PATTERN = re.compile(r"\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
+_MARKER_WITH_SPACE = re.compile(r"[ \t]*\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
+_BOUNDARY = re.compile(r"(\[[1-9]\d*(?:\s*,\s*[1-9]\d*)*\])[ \t]+(?=[^\s.,;:!?)\[])")
 _ABSTAIN = re.compile(r"^\s*(i don'?t know|i do not know|i cannot answer|the (retrieved )?(context|sources) do(es)? not)",
                       re.IGNORECASE)
 
