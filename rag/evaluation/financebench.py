@@ -146,11 +146,17 @@ def chunk_pages(pages: Sequence[str], *, metadata: dict[str, Any], chunk_size: i
         >>> [(d.metadata["page"], d.metadata["chunk_index"]) for d in docs]
         [(0, 0), (0, 1), (2, 2)]
     """
-    from rag.indexing.chunking import split_documents
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    page_docs = [Document(page_content=text, metadata={**metadata, "doc_id": metadata["doc_name"], "page": i})
-                 for i, text in enumerate(pages) if text.strip()]
-    return split_documents(page_docs, chunk_size=chunk_size, chunk_overlap=0)
+    # The benchmark protocol fixes chunks in characters (the README baselines use 1,000), so it
+    # uses a character splitter rather than the library's token chunker, whose sizes are word pieces.
+    splitter = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=0)
+    chunks = []
+    for page, text in enumerate(pages):
+        for piece in splitter.split_text(text):
+            chunks.append(Document(page_content=piece, metadata={**metadata, "doc_id": metadata["doc_name"],
+                                                                 "page": page, "chunk_index": len(chunks)}))
+    return chunks
 
 
 def document_title(meta: dict[str, Any]) -> str:
