@@ -92,6 +92,8 @@ class SupportScorer:
         self.lexical_weight = lexical_weight
         self._embedding_spec = embedding
         self._normalised = [_normalise(c) for c in self.chunks]
+        # split_sentences rewrites some units (table rows, bullets), so quotes are also matched per unit.
+        self._units = [{_normalise(u) for u in split_sentences(c)} for c in self.chunks]
         self._tokens = [tokenize(c) for c in self.chunks]
         self._idf = idf_weights(self._tokens) if self.chunks else {}
         self._sentence_vectors: list[np.ndarray] | None = None
@@ -146,7 +148,7 @@ class SupportScorer:
         for i in range(len(self.chunks)):
             lex = self.lexical(sentence, i)
             sem = None if semantic is None else float(np.clip(semantic[i], 0.0, 1.0))
-            if needle and needle in self._normalised[i]:
+            if needle and (needle in self._normalised[i] or needle in self._units[i]):
                 score = 1.0                     # quoted verbatim
             elif sem is None:
                 score = lex

@@ -81,7 +81,7 @@ def test_markers_attach_to_the_sentence_they_follow():
 def test_a_marker_followed_by_more_text_ends_its_claim():
     sentences = parse_answer("Rome is in Italy [1] and Paris is in France [2]. The list: - item one [3] | cell [4]")
     assert [(s.text, s.citations) for s in sentences] == [
-        ("Rome is in Italy", [1]), ("and Paris is in France.", [2]), ("The list: - item one", [3]), ("| cell", [4])]
+        ("Rome is in Italy", [1]), ("and Paris is in France.", [2]), ("The list: - item one", [3]), ("cell", [4])]
 
 
 def test_strip_citations_tidies_spaces_before_punctuation():
