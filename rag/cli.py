@@ -168,7 +168,7 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
     report = run_qa_evals(rag, evals, k=args.k, embedding=None if args.lexical_support else "default")
     path = write_qa_report(report, args.out, title=f"QA evaluation of {args.store} ({args.collection})")
     for name, value in report.metrics.items():
-        print(f"{name:>20}: {'n/a' if value is None else f'{value:.3f}'}")
+        print(f"{name:>20}: {'n/a' if value is None else value if isinstance(value, int) else f'{value:.3f}'}")
     print(f"report: {path}")
     return 0
 
