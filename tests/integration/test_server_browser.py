@@ -1,0 +1,100 @@
+"""End to end in headless Chromium: the demo config served by uvicorn, a question typed into the page."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _chromium() -> str:
+    """The Debian chromium binary; a failure (not a skip) when RAG_REQUIRE_BROWSER=1."""
+    path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        path = None
+    if path is None:
+        message = "headless Chromium and the python playwright package are needed (apt-get install chromium)"
+        if os.environ.get("RAG_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + "; RAG_REQUIRE_BROWSER=1 makes this a failure")
+        pytest.skip(message)
+    return path
+
+
+@contextlib.contextmanager
+def _browser_page(tmp_path: Path, **context_kwargs):
+    """A page in a fresh Chromium profile (a new user-data-dir per test)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = _chromium()
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+            **context_kwargs)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def demo_url(tmp_path, monkeypatch):
+    """configs/default.yaml served on loopback, over a copy of the project's docs/ (index in tmp)."""
+    from rag.core.config import build_rag, load_config
+    from rag.server.app import create_app
+    from rag.testing.live_server import live_server
+
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAG_LLM", raising=False)
+    monkeypatch.delenv("RAG_API_TOKEN", raising=False)
+    config = load_config(ROOT / "configs" / "default.yaml")
+    app = create_app(build_rag(config), settings=config.server)
+    with live_server(app) as url:
+        yield url
+
+
+def test_page_answers_a_question_with_sources(demo_url, tmp_path):
+    shot = tmp_path / "page.png"
+    errors: list[str] = []
+    with _browser_page(tmp_path, viewport={"width": 1100, "height": 1000}) as page:
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(demo_url + "/")
+        page.wait_for_selector("#resources code")  # /resources was fetched and rendered
+        page.fill("#question", "How do I require a bearer token for the API?")
+        page.click("#ask")
+        page.wait_for_selector("#status:has-text('Done')", timeout=60_000)
+        answer = page.inner_text("#answer")
+        labels = page.locator("#sources li .label").all_inner_texts()
+        cited = page.locator("#answer a.cite").count()
+        page.screenshot(path=str(shot), full_page=True)
+    assert errors == []
+    assert answer.strip() and "I don't know" not in answer
+    assert labels and all(label.endswith(".md") for label in labels)
+    assert "serving.md" in labels
+    assert cited >= 1  # [n] markers became links to the sources
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("RAG_SCREENSHOT_DIR"):  # keep a copy for reviewers of CI artefacts
+        shutil.copy(shot, Path(os.environ["RAG_SCREENSHOT_DIR"]) / "rag-serve-page.png")
+
+
+def test_page_shows_a_bad_filter_error(demo_url, tmp_path):
+    with _browser_page(tmp_path) as page:
+        page.goto(demo_url + "/")
+        page.fill("#question", "anything")
+        page.click("#options summary")
+        page.fill("#filter", '{"page": {"$lessthan": 3}}')
+        page.click("#ask")
+        page.wait_for_selector("#status.error", timeout=30_000)
+        status = page.inner_text("#status")
+    assert "unknown operator '$lessthan'" in status
