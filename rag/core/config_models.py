@@ -148,6 +148,8 @@ class ServerConfig(StrictModel):
         max_batch: the most questions in one `/batch` call.
         max_request_bytes: the largest request body accepted.
         max_question_chars: the longest question accepted.
+        support_scoring: how `/stream` scores each answer sentence's support: `semantic`
+            (lexical overlap plus MiniLM similarity) or `lexical` (no embedding model).
     """
 
     auth_token_env: str = "RAG_API_TOKEN"
@@ -157,6 +159,7 @@ class ServerConfig(StrictModel):
     max_batch: int = Field(default=16, ge=1, le=1000)
     max_request_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     max_question_chars: int = Field(default=2000, ge=1, le=100_000)
+    support_scoring: Literal["semantic", "lexical"] = "semantic"
 
     @field_validator("auth_token_env")
     @classmethod
@@ -224,7 +227,8 @@ def _openai_llm(config: LLMConfig) -> Any:
         raise ConfigError(f"llm kind 'openai' needs the environment variable {config.api_key_env} "
                           f"(or base_url{where} for a local OpenAI-compatible server)")
     params: dict[str, Any] = {"model": config.model or os.environ.get("RAG_OPENAI_MODEL", "gpt-4o-mini"),
-                              "base_url": base_url, "api_key": key or "not-needed", "temperature": 0.0}
+                              "base_url": base_url, "api_key": key or "not-needed", "temperature": 0.0,
+                              "stream_usage": True}  # token counts in streamed answers too
     if config.timeout is not None:
         params["timeout"] = config.timeout
     return ChatOpenAI(**params)

@@ -43,7 +43,8 @@ except ImportError as _exc:  # the server is an optional extra
 
 from rag.core.config_models import ServerConfig
 from rag.core.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
-from rag.server.events import citations, error_body, rag_events, source_dict, sse
+from rag.generation.streaming import stream_events
+from rag.server.events import error_body, invoke_body, sse
 from rag.server.schemas import BatchRequest, QueryRequest, retrieval_settings
 
 __all__ = ["STATIC_DIR", "app_from_config", "create_app"]
@@ -128,6 +129,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     if settings.require_auth and not token:
         raise ConfigError(f"server.require_auth is set but the environment variable {settings.auth_token_env} is empty")
     chain = rag.chain()
+    support_embedding = "default" if settings.support_scoring == "semantic" else None
     defaults = {r.name: dict(r.search_kwargs) for r in rag.resources}
 
     app = FastAPI(title=title, version=__version__,
@@ -182,12 +184,6 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         return {"configurable": {"retrieval_chain": retrieval_settings(body, defaults, settings)},
                 "run_name": "rag-serve"}
 
-    def to_json(out: dict[str, Any]) -> dict[str, Any]:
-        sources = [source_dict(i, d) for i, d in enumerate(out["context"], start=1)]
-        extras = {k: v for k, v in out.items() if k not in ("question", "answer", "context")}
-        return {"question": out["question"], "answer": out["answer"], "sources": sources,
-                **citations(str(out["answer"]), sources), "extras": _jsonable(extras)}
-
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers={"Content-Security-Policy": _PAGE_CSP})
@@ -214,7 +210,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     async def invoke(body: QueryRequest) -> dict[str, Any]:
         """Answer one question; returns the answer, numbered sources, citations and extras."""
         out = await chain.ainvoke({"question": body.question}, config=config_for(body))
-        return to_json(out)
+        return invoke_body(out)
 
     @app.post("/batch", tags=["rag"], dependencies=auth)
     async def batch(body: BatchRequest) -> dict[str, Any]:
@@ -236,7 +232,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
                 results.append(error_body(*((_status_for(out)[1], str(out)) if isinstance(out, RagError)
                                             else ("internal_error", "internal error; see the server log"))))
             else:
-                results.append(to_json(out))
+                results.append(invoke_body(out))
         return {"results": results}
 
     @app.post("/stream", tags=["rag"], dependencies=auth,
@@ -248,7 +244,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
 
         async def events() -> AsyncIterator[str]:
             try:
-                async for event in rag_events(rag, body.question, config):
+                async for event in stream_events(chain, body.question, config=config, embedding=support_embedding):
                     yield sse(event)
             except RagError as exc:
                 yield sse({"type": "error", **error_body(_status_for(exc)[1], str(exc))})
@@ -268,12 +264,6 @@ def _valid_fields(loc: tuple[Any, ...]) -> list[str]:
     if "retrieval_chain" in loc:
         return list(ResourceSettings.model_fields)
     return list(QueryRequest.model_fields) if "requests" not in loc[:2] or len(loc) > 3 else ["requests"]
-
-
-def _jsonable(value: Any) -> Any:
-    import json
-
-    return json.loads(json.dumps(value, default=str))
 
 
 def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:

@@ -97,6 +97,9 @@ def test_openai_kind_streams_tokens_from_the_server(llama_base_url, tmp_path, mo
         text = client.post("/stream", json={"question": "Where is the Colosseum?"}).text
     events = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
     types = [e["type"] for e in events]
-    assert types[0] == "sources" and types[-1] == "done", types
+    assert types[0] == "sources" and types[-4:] == ["citations", "support", "usage", "done"], types
     tokens = [e["text"] for e in events if e["type"] == "token"]
-    assert len(tokens) > 1 and "".join(tokens) == events[-1]["answer"]
+    assert len(tokens) > 1 and "".join(tokens).strip() and events[-1]["answer"].strip()
+    usage = events[-2]["usage"]
+    # llama.cpp's server sends no token counts while streaming; the call itself is still recorded.
+    assert usage["calls"] >= 1, usage

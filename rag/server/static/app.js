@@ -47,7 +47,7 @@ function withCitations(text) {
   for (const m of text.matchAll(/\[(\d{1,4})\]/g)) {
     frag.append(text.slice(last, m.index));
     const n = Number(m[1]);
-    if (state.sources.some((s) => s.id === n)) {
+    if (state.sources.some((s) => sourceId(s) === n)) {
       const a = document.createElement("a");
       a.className = "cite";
       a.href = "#source-" + n;
@@ -63,11 +63,14 @@ function withCitations(text) {
   return frag;
 }
 
+const sourceId = (s) => Number(s.n ?? s.id);
+
 function supportClass(item) {
   const label = String(item.label || "").toLowerCase();
-  if (label.startsWith("support")) return "support-high";
-  if (label.startsWith("part")) return "support-mid";
-  if (label.startsWith("unsupport")) return "support-low";
+  if (label === "supported") return "support-high";
+  if (label === "partial") return "support-mid";
+  if (label === "unsupported") return "support-low";
+  if (label === "no_answer") return "support-none";
   const score = Number(item.score);
   if (score >= 0.66) return "support-high";
   if (score >= 0.33) return "support-mid";
@@ -83,7 +86,10 @@ function renderAnswer() {
       const span = document.createElement("span");
       span.className = "sentence " + supportClass(item);
       if (item.score !== undefined) span.title = "support " + Number(item.score).toFixed(2);
-      span.append(withCitations(String(item.text ?? item.sentence ?? "")));
+      if (item.score !== undefined) span.dataset.score = Number(item.score).toFixed(2);
+      span.dataset.label = item.label || "";
+      span.append(withCitations(String(item.sentence ?? item.text ?? "")));
+      for (const n of item.citations || []) span.append(" ", withCitations("[" + n + "]"));
       box.append(i ? " " : "", span);
     });
     $("legend").hidden = false;
@@ -100,11 +106,11 @@ function renderSources() {
   list.replaceChildren();
   for (const s of state.sources) {
     const li = document.createElement("li");
-    li.id = "source-" + s.id;
-    li.dataset.id = s.id;
+    li.id = "source-" + sourceId(s);
+    li.dataset.id = sourceId(s);
     const num = document.createElement("span");
     num.className = "num";
-    num.textContent = "[" + s.id + "]";
+    num.textContent = "[" + sourceId(s) + "]";
     const label = document.createElement("span");
     label.className = "label";
     label.textContent = s.label;
@@ -113,7 +119,7 @@ function renderSources() {
     resource.textContent = s.resource || "";
     const text = document.createElement("p");
     text.className = "text";
-    text.textContent = s.text || "";
+    text.textContent = s.content ?? s.text ?? "";
     li.append(num, label, resource, text);
     list.append(li);
   }
@@ -132,6 +138,7 @@ function handleEvent(event) {
       $("answer").textContent = state.answer;
       break;
     case "citations":
+      if (typeof event.answer === "string") state.answer = event.answer;  // dangling [n] removed
       renderAnswer();
       if (event.invalid && event.invalid.length) {
         $("invalid").textContent = "Citations that point at no source were ignored: " +

@@ -40,6 +40,7 @@ def make_client() -> Callable[..., object]:
     clients = []
 
     def make(rag: RAG | None = None, **settings) -> TestClient:
+        settings.setdefault("support_scoring", "lexical")  # no embedding model in unit tests
         client = TestClient(create_app(rag or build_rag(), settings=ServerConfig(**settings)),
                             raise_server_exceptions=False)
         clients.append(client)

@@ -23,22 +23,23 @@ def test_invoke_returns_answer_numbered_sources_citations_and_extras(client):
     assert r.status_code == 200
     body = r.json()
     assert body["answer"] == "Revenue grew [1]."
-    assert [s["id"] for s in body["sources"]] == [1, 2]
-    assert body["citations"] == [{"id": 1, "label": body["sources"][0]["label"]}]
+    assert [s["n"] for s in body["sources"]] == [1, 2]
+    assert body["cited"] == [1] and body["invalid"] == []
     assert body["extras"] == {"count_docs": 2}
 
 
 def test_sources_carry_file_and_one_based_page(client):
     body = client.post("/invoke", json={"question": "q", "filter": {"source": "/data/acme-2024.pdf"}}).json()
     (source,) = body["sources"]
-    assert source["label"] == "acme-2024.pdf, page 3" and source["page"] == 3
-    assert source["text"] == "Acme revenue grew 10% in 2024." and source["resource"] == "reports"
+    assert source["label"] == "acme-2024.pdf, page 3" and source["page"] == 2  # metadata stays zero-based
+    assert source["content"] == "Acme revenue grew 10% in 2024." and source["resource"] == "reports"
 
 
-def test_citations_pointing_at_nothing_are_reported_apart(make_client, make_rag):
+def test_citations_pointing_at_nothing_are_removed_and_reported(make_client, make_rag):
     client = make_client(make_rag("Revenue grew [1]. It also rained [9]."))
     body = client.post("/invoke", json={"question": "revenue", "k": 1}).json()
-    assert body["invalid"] == [9] and [c["id"] for c in body["citations"]] == [1]
+    assert body["invalid"] == [9] and body["cited"] == [1]
+    assert body["answer"] == "Revenue grew [1]. It also rained."
 
 
 def test_request_filter_narrows_results(client):
@@ -138,7 +139,7 @@ def test_tenant_filter_applies_to_batch_and_stream(make_client):
     for result in batch.json()["results"]:
         assert {s["metadata"]["tenant"] for s in result["sources"]} == {"globex"}
     sources = _events(client.post("/stream", json={"question": "q"}).text)[0]["sources"]
-    assert sources and {s["metadata"]["tenant"] for s in sources} == {"globex"}
+    assert sources and {s["source"] for s in sources} == {"/data/globex.md"}
 
 
 def test_auth_token_is_required_when_configured(make_client, monkeypatch):
@@ -190,10 +191,14 @@ def test_stream_emits_the_protocol_in_order(client):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = _events(r.text)
     types = [e["type"] for e in events]
-    assert types[0] == "sources" and types[-3:] == ["citations", "usage", "done"]
+    assert types[0] == "sources" and types[-4:] == ["citations", "support", "usage", "done"]
+    assert set(types[1:-4]) == {"token"}
     tokens = [e["text"] for e in events if e["type"] == "token"]
     assert len(tokens) > 1 and "".join(tokens) == events[-1]["answer"] == "Revenue grew [1]."
-    assert len(events[0]["sources"]) == 2 and events[-3]["citations"][0]["id"] == 1
+    by_type = {e["type"]: e for e in events}
+    assert len(by_type["sources"]["sources"]) == 2 and by_type["citations"]["cited"] == [1]
+    assert [s["sentence"] for s in by_type["support"]["sentences"]] == ["Revenue grew."]
+    assert by_type["support"]["sentences"][0]["label"] in ("supported", "partial", "unsupported")
     assert "event: sources\n" in r.text
 
 
