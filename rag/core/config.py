@@ -46,7 +46,8 @@ from rag.core.config_models import (
     build_embedding,
     build_llm,
 )
-from rag.core.config_resources import RESOURCE_KINDS, ResourceConfig
+from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
+from rag.core.config_resources import ChromaResourceConfig, ChromaServerResourceConfig, KnowledgeBaseResourceConfig
 from rag.core.errors import ConfigError
 from rag.core.resource import validate_search_kwargs
 
@@ -67,6 +68,18 @@ __all__ = [
 ]
 
 MAX_CONFIG_BYTES = 1_000_000
+
+ResourceConfig = (ChromaResourceConfig | ChromaServerResourceConfig | KnowledgeBaseResourceConfig
+                  | BM25ResourceConfig | HybridResourceConfig)
+
+#: kind -> config model: the only resource types a config can build.
+RESOURCE_KINDS: dict[str, type] = {
+    "chroma": ChromaResourceConfig,
+    "chroma_server": ChromaServerResourceConfig,
+    "knowledge_base": KnowledgeBaseResourceConfig,
+    "bm25": BM25ResourceConfig,
+    "hybrid": HybridResourceConfig,
+}
 
 
 # ------------------------------------------------------------------------------ extras registry

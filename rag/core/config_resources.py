@@ -1,7 +1,8 @@
-"""Resource kinds a config can declare, each a strict pydantic model with a `build()` method.
+"""Store-backed resource kinds a config can declare, each a strict pydantic model with `build()`.
 
 - `chroma`: a persistent Chroma collection in a local directory (`path`, default `.rag`);
-- `chroma_server`: a collection on a running Chroma server (`chromadb.HttpClient`; `host`, `port`).
+- `chroma_server`: a collection on a running Chroma server (`chromadb.HttpClient`; `host`, `port`);
+- `knowledge_base`: a persistent `rag.indexing.KnowledgeBase` (manifest, incremental sync, AutoContext).
 
 Both take an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size`): when the
 collection is missing or empty it is built from those files on first use, so a config can
@@ -28,11 +29,12 @@ from rag.core.errors import ConfigError, StoreError
 from rag.core.resource import Resource, validate_search_kwargs
 
 __all__ = [
-    "RESOURCE_KINDS",
     "ChromaResourceConfig",
     "ChromaServerResourceConfig",
     "IndexConfig",
-    "ResourceConfig",
+    "KnowledgeBaseResourceConfig",
+    "ResourceBase",
+    "load_chunks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -48,7 +50,9 @@ class IndexConfig(StrictModel):
     chunk_size: int | None = Field(default=None, ge=50, le=20_000)
 
 
-class _ResourceBase(StrictModel):
+class ResourceBase(StrictModel):
+    """Keys every resource kind has."""
+
     name: str = Field(min_length=1)
     description: str = ""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -62,7 +66,7 @@ class _ResourceBase(StrictModel):
         return {**defaults, **self.search_kwargs}
 
 
-class _ChromaBase(_ResourceBase):
+class _ChromaBase(ResourceBase):
     collection: str | None = None
     index: IndexConfig | None = None
     create: bool = False
@@ -141,9 +145,61 @@ class ChromaServerResourceConfig(_ChromaBase):
         return self._resource(client, embedding, default_search_kwargs, where)
 
 
-def _index_files(store: Any, spec: IndexConfig, *, resource: str) -> None:
-    """Load, chunk and embed the files of `spec` into `store` (ids are content hashes)."""
-    from rag.core.resource import _doc_id
+class KnowledgeBaseResourceConfig(ResourceBase):
+    """A persistent `KnowledgeBase` (manifest, incremental sync, AutoContext) in `path`.
+
+    With an `index:` block the knowledge base is synced from those files on every build:
+    unchanged files cost a hash check, changed ones are re-indexed, deleted ones removed.
+    `autocontext` and `chunk_size` (MiniLM word pieces) apply to a new knowledge base; an
+    existing one keeps the settings in its manifest (a different value is an error).
+    """
+
+    kind: Literal["knowledge_base"]
+    path: str = ".rag"
+    knowledge_base: str | None = None
+    index: IndexConfig | None = None
+    create: bool = False
+    autocontext: bool | None = None
+    chunk_size: int | None = Field(default=None, ge=8, le=254)
+
+    @field_validator("index")
+    @classmethod
+    def _no_char_chunks(cls, index: IndexConfig | None) -> IndexConfig | None:
+        if index is not None and index.chunk_size is not None:
+            raise ValueError("a knowledge base sets chunk_size (in word pieces) on the resource, not under index")
+        return index
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        from rag.indexing.knowledge_base import KnowledgeBase
+
+        kb_name = self.knowledge_base or self.name
+        kwargs: dict[str, Any] = {"embedding": embedding, "description": self.description}
+        if self.autocontext is not None:
+            from rag.indexing.autocontext import AutoContext
+
+            kwargs["autocontext"] = AutoContext(enabled=self.autocontext)
+        if self.chunk_size is not None:
+            from rag.indexing.chunking import TokenChunker
+
+            kwargs["chunker"] = TokenChunker(chunk_size=self.chunk_size, chunk_overlap=min(30, self.chunk_size // 4))
+        if self.index is None and not self.create:
+            kb = KnowledgeBase.open(kb_name, Path(self.path).expanduser(), **kwargs)
+        else:
+            kb = KnowledgeBase(kb_name, Path(self.path).expanduser(), **kwargs)
+        if self.index is not None:
+            report = kb.add_documents([str(Path(p).expanduser()) for p in self.index.paths], include=self.index.glob,
+                                      exclude=self.index.exclude, cleanup="incremental")
+            for skipped in report.skipped:
+                logger.warning("resource %s: skipped %s: %s", self.name, skipped.path, skipped.reason)
+            if kb.count() == 0:
+                raise ConfigError(f"resource {self.name!r}: no readable documents in {self.index.paths} "
+                                  f"matching {self.index.glob!r}")
+        return kb.as_resource(name=self.name, search_kwargs=self.merged_search_kwargs(default_search_kwargs),
+                              description=self.description or None)
+
+
+def load_chunks(spec: IndexConfig, *, resource: str) -> list[Any]:
+    """Load and chunk the files of an `index:` block; skipped files are logged with the reason."""
     from rag.indexing.chunking import split_documents
     from rag.indexing.loaders import LoadReport, load_directory
 
@@ -158,17 +214,15 @@ def _index_files(store: Any, spec: IndexConfig, *, resource: str) -> None:
         raise ConfigError(f"resource {resource!r}: no readable documents in {spec.paths} matching {spec.glob!r}")
     kwargs = {} if spec.chunk_size is None else {"chunk_size": spec.chunk_size,
                                                   "chunk_overlap": min(100, spec.chunk_size // 8)}
-    chunks = split_documents(report.documents, **kwargs)
+    return split_documents(report.documents, **kwargs)
+
+
+def _index_files(store: Any, spec: IndexConfig, *, resource: str) -> None:
+    """Embed the chunks of `spec` into `store` (ids are content hashes, so re-adding is harmless)."""
+    from rag.core.resource import _doc_id
+
+    chunks = load_chunks(spec, resource=resource)
     for start in range(0, len(chunks), _BATCH):
         part = chunks[start:start + _BATCH]
         store.add_documents(part, ids=[_doc_id(d) for d in part])
-    logger.info("resource %s: indexed %d chunks from %d documents", resource, len(chunks), len(report.documents))
-
-
-ResourceConfig = ChromaResourceConfig | ChromaServerResourceConfig
-
-#: kind -> config model; the only resource types a config can build.
-RESOURCE_KINDS: dict[str, type[_ResourceBase]] = {
-    "chroma": ChromaResourceConfig,
-    "chroma_server": ChromaServerResourceConfig,
-}
+    logger.info("resource %s: indexed %d chunks", resource, len(chunks))

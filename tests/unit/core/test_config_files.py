@@ -14,7 +14,7 @@ CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"
 
 
 def test_configs_folder_is_not_empty():
-    assert {p.name for p in CONFIGS} >= {"default.yaml", "openai.yaml", "chroma_server.yaml"}
+    assert {p.name for p in CONFIGS} >= {"default.yaml", "hybrid.yaml", "openai.yaml", "chroma_server.yaml"}
 
 
 @pytest.fixture
