@@ -96,3 +96,14 @@ def test_hybrid_weights_and_fusion_are_validated(tmp_path):
         parse_config({"resources": [{"name": "h", "kind": "hybrid", "path": "x", "weights": {"sparse": 1.0}}]})
     with pytest.raises(ConfigError, match=r"fusion: Input should be 'rrf' or 'convex'"):
         parse_config({"resources": [{"name": "h", "kind": "hybrid", "path": "x", "fusion": "max"}]})
+
+
+@pytest.mark.parametrize("kind", ["knowledge_base", "bm25", "hybrid"])
+async def test_async_retrieval_keeps_k_and_filter(kind, tmp_path):
+    # The server retrieves with ainvoke: k and the portable filter must survive the async path.
+    docs = _docs(tmp_path / "docs")
+    resource = _rag({"name": "r", "kind": kind, "path": str(tmp_path / "store"), "index": {"paths": [str(docs)]}}
+                    ).resources[0]
+    found = await resource.aretrieve("capital", search_kwargs={"k": 1, "filter": {"title": "Paris"}})
+    assert _titles(found) == {"paris"}
+    assert len(await resource.aretrieve("capital", search_kwargs={"k": 2})) == 2
