@@ -66,7 +66,7 @@ def build_app(*, embedding: str, latency: float, chunks: int) -> Any:
     resource = Resource.from_texts("reports", texts, metadatas=metas, embedding=emb, search_kwargs={"k": 4})
     llm = SlowFakeChatModel(messages=iter(()), latency=latency)
     rag = RAG(resources=[resource], generation_chain=rag_chain_from_docs(llm))
-    return create_app(rag, settings=ServerConfig(max_batch=100))
+    return create_app(rag, settings=ServerConfig(max_batch=100, support_scoring="lexical"))
 
 
 async def run_load(url: str, *, requests: int, concurrency: int, endpoint: str) -> tuple[list[float], int, float]:

@@ -52,7 +52,8 @@ class StrictModel(BaseModel):
             if unknown:
                 hint = ""
                 if any(k in _SECRET_KEYS for k in unknown):
-                    hint = " (secrets are never written in a config: give the name of an environment variable, e.g. api_key_env)"
+                    hint = (" (secrets are never written in a config: give the name of an environment "
+                            "variable, e.g. api_key_env)")
                 word = "key" if len(unknown) == 1 else "keys"
                 shown = ", ".join(repr(k) for k in unknown)
                 raise ValueError(f"unknown {word} {shown}; valid: {', '.join(valid)}{hint}")

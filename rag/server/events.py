@@ -38,14 +38,18 @@ def sources_with_content(context: Sequence[Document]) -> list[dict[str, Any]]:
     """The protocol's numbered source entries, with the chunk text and its scalar metadata.
 
     Example:
-        >>> [s["label"] for s in sources_with_content([Document(page_content="x", metadata={"source": "a.pdf", "page": 0})])]
+        >>> doc = Document(page_content="x", metadata={"source": "a.pdf", "page": 0})
+        >>> [s["label"] for s in sources_with_content([doc])]
         ['a.pdf, page 1']
     """
     from rag.generation.citations import source_map
 
-    return [{**entry, "content": doc.page_content,
-             "metadata": {k: v for k, v in doc.metadata.items() if isinstance(v, str | int | float | bool) or v is None}}
+    return [{**entry, "content": doc.page_content, "metadata": _scalars(doc.metadata)}
             for entry, doc in zip(source_map(context), context, strict=True)]
+
+
+def _scalars(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if isinstance(v, str | int | float | bool) or v is None}
 
 
 def invoke_body(output: Mapping[str, Any]) -> dict[str, Any]:

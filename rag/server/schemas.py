@@ -80,7 +80,8 @@ def retrieval_settings(request: QueryRequest, defaults: Mapping[str, Mapping[str
     if not request.question.strip():
         raise InputError("the question must not be blank")
     if len(request.question) > limits.max_question_chars:
-        raise InputError(f"the question has {len(request.question)} characters; the limit is {limits.max_question_chars}")
+        raise InputError(f"the question has {len(request.question)} characters; "
+                         f"the limit is {limits.max_question_chars}")
     per_resource = request.retrieval_chain or {}
     unknown = sorted(set(per_resource) - set(defaults))
     if unknown:

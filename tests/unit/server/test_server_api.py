@@ -277,3 +277,19 @@ async def test_concurrent_requests_keep_their_own_settings(make_rag):
         year, k = (2023, 1) if i % 2 else (2024, 2)
         assert len(body["sources"]) == k
         assert {s["metadata"]["year"] for s in body["sources"]} == {year}
+
+
+def test_the_chain_is_built_once_per_app_not_per_request(make_client, make_rag):
+    built = []
+
+    class CountingRAG(RAG):
+        def chain(self, *args, **kwargs):
+            built.append(1)
+            return super().chain(*args, **kwargs)
+
+    base = make_rag()
+    client = make_client(CountingRAG(resources=base.resources, generation_chain=base.generation_chain))
+    for path in ("/invoke", "/stream", "/invoke"):
+        assert client.post(path, json={"question": "q", "k": 1}).status_code == 200
+    assert client.post("/batch", json={"requests": [{"question": "a"}, {"question": "b"}]}).status_code == 200
+    assert len(built) == 1
