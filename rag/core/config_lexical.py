@@ -18,13 +18,12 @@ Example:
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from rag.core.config_models import StrictModel
-from rag.core.config_resources import IndexConfig, ResourceBase, load_chunks
+from rag.core.config_resources import IndexConfig, ResourceBase, load_chunks, store_path
 from rag.core.errors import ConfigError
 from rag.core.resource import Resource
 
@@ -54,7 +53,7 @@ class BM25ResourceConfig(ResourceBase):
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         from rag.retrieval.lexical import BM25Index, BM25Retriever
 
-        folder = Path(self.path).expanduser()
+        folder = store_path(self.path)
         if not (folder / "index.json").exists():
             if self.index is None:
                 raise ConfigError(f"resource {self.name!r}: no BM25 index at {str(folder)!r}; add an 'index:' "
@@ -94,7 +93,7 @@ class HybridResourceConfig(ResourceBase):
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         from rag.retrieval.hybrid import HybridRetriever
 
-        folder = Path(self.path).expanduser()
+        folder = store_path(self.path)
         settings = {"fusion": self.fusion, "weights": self.weights, "fetch_k": self.fetch_k, "rrf_k": self.rrf_k}
         collection = self.collection or self.name
         if (folder / "bm25" / "index.json").exists():

@@ -35,10 +35,20 @@ __all__ = [
     "KnowledgeBaseResourceConfig",
     "ResourceBase",
     "load_chunks",
+    "store_path",
 ]
 
 logger = logging.getLogger(__name__)
 _BATCH = 64
+
+
+def store_path(raw: str) -> Path:
+    """A store directory as an absolute path.
+
+    Relative paths are taken from the current directory when the config is built; making them
+    absolute matters because Chroma shares one client per path string within a process.
+    """
+    return Path(raw).expanduser().resolve()
 
 
 class IndexConfig(StrictModel):
@@ -100,7 +110,7 @@ class ChromaResourceConfig(_ChromaBase):
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         import chromadb
 
-        path = Path(self.path).expanduser()
+        path = store_path(self.path)
         if not path.is_dir() and self.index is None and not self.create:
             raise ConfigError(f"resource {self.name!r}: no store at {str(path)!r}; create one with "
                               f"`rag index PATH --store {self.path}` or add an 'index:' block")
@@ -183,9 +193,9 @@ class KnowledgeBaseResourceConfig(ResourceBase):
 
             kwargs["chunker"] = TokenChunker(chunk_size=self.chunk_size, chunk_overlap=min(30, self.chunk_size // 4))
         if self.index is None and not self.create:
-            kb = KnowledgeBase.open(kb_name, Path(self.path).expanduser(), **kwargs)
+            kb = KnowledgeBase.open(kb_name, store_path(self.path), **kwargs)
         else:
-            kb = KnowledgeBase(kb_name, Path(self.path).expanduser(), **kwargs)
+            kb = KnowledgeBase(kb_name, store_path(self.path), **kwargs)
         if self.index is not None:
             report = kb.add_documents([str(Path(p).expanduser()) for p in self.index.paths], include=self.index.glob,
                                       exclude=self.index.exclude, cleanup="incremental")

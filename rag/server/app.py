@@ -45,7 +45,7 @@ from rag.core.config_models import ServerConfig
 from rag.core.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
 from rag.generation.streaming import stream_events
 from rag.server.events import error_body, invoke_body, sse
-from rag.server.schemas import BatchRequest, QueryRequest, retrieval_settings
+from rag.server.schemas import BatchRequest, QueryRequest, ResourceSettings, retrieval_settings
 
 __all__ = ["STATIC_DIR", "app_from_config", "create_app"]
 
@@ -164,7 +164,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
             msg = str(e.get("msg", "invalid"))
             if e.get("type") == "extra_forbidden":
-                msg = f"unknown field; valid: {', '.join(_valid_fields(e.get('loc', ())))}"
+                msg = f"unknown field; valid: {', '.join(_valid_fields(e.get('loc', ()), request.url.path))}"
             parts.append(f"{where}: {msg}")
         return JSONResponse(error_body("invalid_request", "; ".join(parts)), status_code=422)
 
@@ -258,12 +258,13 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     return app
 
 
-def _valid_fields(loc: tuple[Any, ...]) -> list[str]:
-    from rag.server.schemas import ResourceSettings
-
+def _valid_fields(loc: tuple[Any, ...], path: str) -> list[str]:
+    """The fields valid where an unknown one was found (loc is pydantic's error location)."""
     if "retrieval_chain" in loc:
         return list(ResourceSettings.model_fields)
-    return list(QueryRequest.model_fields) if "requests" not in loc[:2] or len(loc) > 3 else ["requests"]
+    if path.rstrip("/").endswith("/batch") and len(loc) <= 2:
+        return list(BatchRequest.model_fields)
+    return list(QueryRequest.model_fields)
 
 
 def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:

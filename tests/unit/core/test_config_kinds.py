@@ -107,3 +107,16 @@ async def test_async_retrieval_keeps_k_and_filter(kind, tmp_path):
     found = await resource.aretrieve("capital", search_kwargs={"k": 1, "filter": {"title": "Paris"}})
     assert _titles(found) == {"paris"}
     assert len(await resource.aretrieve("capital", search_kwargs={"k": 2})) == 2
+
+
+def test_relative_store_paths_follow_the_working_directory(tmp_path, monkeypatch):
+    # Chroma shares clients per path string in a process: ".rag" must not reuse another folder's store.
+    spec = {"name": "kb", "kind": "knowledge_base", "path": ".rag", "autocontext": False, "index": {"paths": ["docs"]}}
+    names = []
+    for project, text in (("a", "Apples grow on trees."), ("b", "Boats float on water.")):
+        (tmp_path / project / "docs").mkdir(parents=True)
+        (tmp_path / project / "docs" / f"{project}.md").write_text(f"# {project}\n\n{text}\n")
+        monkeypatch.chdir(tmp_path / project)
+        names.append(_titles(_rag(spec).resources[0].retrieve("what?", search_kwargs={"k": 5})))
+    assert names == [{"a"}, {"b"}]
+    assert (tmp_path / "a" / ".rag").is_dir() and (tmp_path / "b" / ".rag").is_dir()

@@ -293,3 +293,12 @@ def test_the_chain_is_built_once_per_app_not_per_request(make_client, make_rag):
         assert client.post(path, json={"question": "q", "k": 1}).status_code == 200
     assert client.post("/batch", json={"requests": [{"question": "a"}, {"question": "b"}]}).status_code == 200
     assert len(built) == 1
+
+
+def test_unknown_fields_in_batch_and_per_resource_settings_list_the_valid_ones(client):
+    r = client.post("/batch", json={"requests": [{"question": "q"}], "parallel": True})
+    assert r.json()["error"]["message"] == "parallel: unknown field; valid: requests"
+    r = client.post("/batch", json={"requests": [{"question": "q", "kk": 1}]})
+    assert r.json()["error"]["message"] == "requests.0.kk: unknown field; valid: question, k, filter, retrieval_chain"
+    r = client.post("/invoke", json={"question": "q", "retrieval_chain": {"reports": {"k": 1}}})
+    assert r.json()["error"]["message"] == "retrieval_chain.reports.k: unknown field; valid: search_kwargs"
