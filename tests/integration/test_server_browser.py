@@ -12,6 +12,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
+DEMO_PAGES = ("index.md", "serving.md", "configuration.md", "filters.md")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -47,19 +48,33 @@ def _browser_page(tmp_path: Path, **context_kwargs):
             context.close()
 
 
-@pytest.fixture
-def demo_url(tmp_path, monkeypatch):
-    """configs/default.yaml served on loopback, over a copy of the project's docs/ (index in tmp)."""
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The RAG of configs/default.yaml over a copy of part of the project's docs/ (index in tmp), and its config."""
     from rag.core.config import build_rag, load_config
+
+    work = tmp_path_factory.mktemp("demo")
+    (work / "docs").mkdir()
+    for name in DEMO_PAGES:  # a fixed subset keeps the indexing time independent of the docs' growth
+        if (ROOT / "docs" / name).exists():
+            shutil.copy(ROOT / "docs" / name, work / "docs" / name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        mp.delenv("RAG_LLM", raising=False)
+        config = load_config(ROOT / "configs" / "default.yaml")
+        yield build_rag(config), config
+
+
+@pytest.fixture(scope="module")
+def demo_url(demo):
+    """The demo served by uvicorn on loopback, without a token."""
     from rag.server.app import create_app
     from rag.testing.live_server import live_server
 
-    shutil.copytree(ROOT / "docs", tmp_path / "docs")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RAG_LLM", raising=False)
-    monkeypatch.delenv("RAG_API_TOKEN", raising=False)
-    config = load_config(ROOT / "configs" / "default.yaml")
-    app = create_app(build_rag(config), settings=config.server)
+    rag, config = demo
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(config.server.auth_token_env, raising=False)
+        app = create_app(rag, settings=config.server)
     with live_server(app) as url:
         yield url
 
@@ -103,3 +118,25 @@ def test_page_shows_a_bad_filter_error(demo_url, tmp_path):
         page.wait_for_selector("#status.error", timeout=30_000)
         status = page.inner_text("#status")
     assert "unknown operator '$lessthan'" in status
+
+
+def test_page_asks_for_the_token_when_the_server_requires_one(demo, tmp_path, monkeypatch):
+    from rag.server.app import create_app
+    from rag.testing.live_server import live_server
+
+    rag, config = demo
+    monkeypatch.setenv(config.server.auth_token_env, "browser-s3cret")
+    with live_server(create_app(rag, settings=config.server)) as url, _browser_page(tmp_path) as page:
+        page.goto(url + "/")
+        page.wait_for_selector("#token", state="visible")  # /resources answered 401
+        page.fill("#question", "How are tokens compared?")
+        page.fill("#token", "wrong")
+        page.click("#ask")
+        page.wait_for_selector("#status.error")
+        refused = page.inner_text("#status")
+        page.fill("#token", "browser-s3cret")
+        page.click("#ask")
+        page.wait_for_selector("#status:has-text('Done')", timeout=60_000)
+        sources = page.locator("#sources li").count()
+    assert "wrong bearer token" in refused
+    assert sources > 0
