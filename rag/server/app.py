@@ -120,7 +120,8 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         title: shown in the OpenAPI docs.
 
     Raises:
-        ConfigError: `require_auth` is set but the token variable is empty.
+        ConfigError: `require_auth` is set but the token variable is empty, or a resource's
+            default `k` is over `max_k`.
     """
     from rag import __version__
 
@@ -128,6 +129,10 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     token = os.environ.get(settings.auth_token_env) or ""
     if settings.require_auth and not token:
         raise ConfigError(f"server.require_auth is set but the environment variable {settings.auth_token_env} is empty")
+    too_big = {r.name: r.search_kwargs["k"] for r in rag.resources if r.search_kwargs.get("k", 0) > settings.max_k}
+    if too_big:
+        raise ConfigError(f"resource default k {too_big} is over server.max_k={settings.max_k}; every request "
+                          "would be refused: lower the resources' k or raise server.max_k")
     chain = rag.chain()
     support_embedding = "default" if settings.support_scoring == "semantic" else None
     defaults = {r.name: dict(r.search_kwargs) for r in rag.resources}

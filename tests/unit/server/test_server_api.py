@@ -48,11 +48,11 @@ def test_request_filter_narrows_results(client):
 
 
 def test_k_over_the_limit_is_422_with_the_valid_range(make_client):
-    client = make_client(max_k=3)
+    client = make_client(max_k=4)
     r = client.post("/invoke", json={"question": "revenue", "k": 5})
     assert r.status_code == 422
     assert r.json()["error"] == {"type": "invalid_setting",
-                                 "message": "k=5 for resource 'reports' is over this server's limit; valid: 1..3"}
+                                 "message": "k=5 for resource 'reports' is over this server's limit; valid: 1..4"}
     assert client.post("/invoke", json={"question": "revenue", "k": 0}).status_code == 422
 
 
@@ -302,3 +302,11 @@ def test_unknown_fields_in_batch_and_per_resource_settings_list_the_valid_ones(c
     assert r.json()["error"]["message"] == "requests.0.kk: unknown field; valid: question, k, filter, retrieval_chain"
     r = client.post("/invoke", json={"question": "q", "retrieval_chain": {"reports": {"k": 1}}})
     assert r.json()["error"]["message"] == "retrieval_chain.reports.k: unknown field; valid: search_kwargs"
+
+
+def test_a_resource_default_k_over_max_k_is_refused_at_startup(make_rag):
+    from rag.core.config_models import ServerConfig
+    from rag.server.app import create_app
+
+    with pytest.raises(ConfigError, match=r"resource default k \{'reports': 4\} is over server.max_k=3"):
+        create_app(make_rag(), settings=ServerConfig(max_k=3))
