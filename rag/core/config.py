@@ -183,11 +183,11 @@ def _format_errors(exc: ValidationError) -> str:
 
 def _loc(loc: tuple[Any, ...]) -> str:
     out = ""
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in RESOURCE_KINDS and out.endswith("]"):
-            continue  # the discriminator tag pydantic inserts into the path
+        elif part in RESOURCE_KINDS and i >= 2 and loc[i - 2] == "resources" and isinstance(loc[i - 1], int):
+            continue  # the discriminator tag pydantic inserts after resources[i]
         else:
             out += f".{part}" if out else str(part)
     return out or "(top level)"

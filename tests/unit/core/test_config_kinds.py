@@ -120,3 +120,10 @@ def test_relative_store_paths_follow_the_working_directory(tmp_path, monkeypatch
         names.append(_titles(_rag(spec).resources[0].retrieve("what?", search_kwargs={"k": 5})))
     assert names == [{"a"}, {"b"}]
     assert (tmp_path / "a" / ".rag").is_dir() and (tmp_path / "b" / ".rag").is_dir()
+
+
+def test_errors_in_nested_bm25_settings_give_the_full_path():
+    with pytest.raises(ConfigError, match=r"resources\[0\]\.bm25\.k1: Input should be greater than or equal to 0"):
+        parse_config({"resources": [{"name": "w", "kind": "bm25", "path": "x", "bm25": {"k1": -1}}]})
+    with pytest.raises(ConfigError, match=r"resources\[0\]\.bm25: unknown key 'kk'; valid: k1, b, stem"):
+        parse_config({"resources": [{"name": "w", "kind": "hybrid", "path": "x", "bm25": {"kk": 1}}]})
