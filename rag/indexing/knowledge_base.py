@@ -128,9 +128,9 @@ class KnowledgeBase:
             name=name, description=description, embedding=EmbeddingInfo(id=model_id),
             chunking=self.chunker.settings(), autocontext=self.autocontext.settings(),
             tagger=tagger.settings() if tagger is not None else None, store=StoreInfo(collection=_collection(name)))
-        if description and existing and description != existing.description:
-            self.manifest.description = description
-        self.manifest.save(self.manifest_path)
+        if existing is None or (description and description != existing.description):
+            self.manifest.description = description or self.manifest.description
+            self.manifest.save(self.manifest_path)
         self.records = RecordStore(self.home / "records.sqlite")
         self._collection: Any = None
 
