@@ -72,7 +72,7 @@ class QAEvalReport(BaseModel):
     """Per-question rows and the averaged metrics of one `run_qa_evals` call."""
 
     k: int
-    metrics: dict[str, float | None]
+    metrics: dict[str, float | int | None]
     rows: list[dict[str, Any]]
 
 
@@ -245,6 +245,6 @@ def run_qa_evals(rag: Any, evals: Sequence[QAEval] | str | Path, *, k: int = 5, 
         "citation_precision": _mean([r["citation_precision"] for r in rows]),
         "citation_recall": _mean([r["citation_recall"] for r in rows]),
         "answer_correctness": _mean([r["correct"] for r in rows]),
-        "questions": float(len(rows)), "mean_seconds": _mean([r["seconds"] for r in rows]),
+        "questions": len(rows), "mean_seconds": _mean([r["seconds"] for r in rows]),
     }
     return QAEvalReport(k=k, metrics=metrics, rows=rows)

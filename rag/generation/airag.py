@@ -36,7 +36,8 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from rag.core.errors import InputError
+from rag.core.errors import ConfigError, InputError
+from rag.core.resource import validate_search_kwargs
 from rag.core.result import Candidate, RAGResult
 from rag.core.text import lexical_overlap, tokenize
 from rag.generation.postprocess import check_answer
@@ -107,7 +108,10 @@ def retrieve_into(rag: Any, question: str, *, config: RunnableConfig | None = No
 
 # ----------------------------------------------------------------------------- steps
 class TakeContext:
-    """build_context: the last stage's documents (or the segments' text), at most `max_chunks`."""
+    """build_context: the context retrieval chose, else the segments' text, else the last stage's documents.
+
+    At most `max_chunks` are kept.
+    """
 
     def __init__(self, *, max_chunks: int | None = None) -> None:
         if max_chunks is not None and max_chunks < 1:
@@ -115,12 +119,14 @@ class TakeContext:
         self.max_chunks = max_chunks
 
     def __call__(self, result: RAGResult, config: RunnableConfig) -> None:
-        if result.segments:
+        if result.context:
+            docs = list(result.context)
+        elif result.segments:
             docs = [Document(page_content=s.text, metadata={**s.metadata, "doc_id": s.doc_id}) for s in result.segments]
         elif result.stages:
             docs = [c.document for c in list(result.stages.values())[-1]]
         else:
-            docs = list(result.context)
+            docs = []
         result.context = docs[: self.max_chunks] if self.max_chunks else docs
 
 
@@ -217,10 +223,35 @@ def generate(result: RAGResult, *, rag: Any = None, generation_chain: Runnable |
     return result
 
 
+_GENERATE_OPTIONS = ("generation_chain", "build_context", "answer", "refine", "postprocess", "embedding", "threshold")
+_PORTABLE_SEARCH = {"k", "filter", "fetch_k"}
+
+
+def _library_retrieve() -> Callable[..., RAGResult] | None:
+    try:
+        from rag.retrieval.retrieve import retrieve
+    except ImportError:
+        return None
+    return retrieve
+
+
+def _retrieval_option_names() -> tuple[str, ...]:
+    try:
+        from rag.retrieval.retrieve import RetrievalSettings
+    except ImportError:
+        return ()
+    return tuple(RetrievalSettings.model_fields)
+
+
 def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: Any = None,
           search_kwargs: dict[str, Any] | None = None, config: RunnableConfig | None = None,
           **kwargs: Any) -> str | RAGResult:
     """Retrieve and answer in one call.
+
+    Retrieval runs `rag.retrieval.retrieve.retrieve` (rephrase, rerank, RSE, budget, ... all
+    recorded) unless the RAG overrides `resources_retrieval_chain`, the config carries per-request
+    `retrieval_chain` settings, or `search_kwargs` uses backend-specific keys: then the RAG's own
+    retrieval chain runs and its documents are recorded as stage `"retrieved"`.
 
     Args:
         rag_or_index: a `RAG`, a `Resource`, a list of resources, or an index with `.as_resource()`.
@@ -229,28 +260,47 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
         llm: answer with this model instead of the RAG's generation chain.
         search_kwargs: search settings for every resource (`k`, `filter`, ...).
         config: runnable config (callbacks, per-request `configurable` settings).
-        **kwargs: passed to `generate` (steps, `embedding`, `threshold`).
+        **kwargs: retrieval options (`RetrievalSettings` fields such as `k`, `reranker`, `rse`,
+            `rephrase`, `max_tokens`) and generation options (`generate`'s keyword arguments).
 
     Returns:
         The final answer (dangling citations removed), or the `RAGResult` with `return_all=True`.
+
+    Raises:
+        ConfigError: for an unknown option (listing the valid ones) or bad search settings.
     """
     if not isinstance(question, str) or not question.strip():
         raise InputError("the question must be a non-empty string")
+    retrieval_names = _retrieval_option_names()
+    unknown = sorted(set(kwargs) - set(retrieval_names) - set(_GENERATE_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown airag option(s) {unknown}; valid: "
+                          f"{', '.join((*_GENERATE_OPTIONS, *retrieval_names))}")
+    options = {key: kwargs.pop(key) for key in list(kwargs) if key in retrieval_names}
     rag = as_rag(rag_or_index, llm=llm)
-    if search_kwargs:
-        settings = rag.validate_retrieval_settings({name: {"search_kwargs": search_kwargs}
-                                                    for name in rag.resource_names})
-        config = {**(config or {}), "configurable": {**((config or {}).get("configurable") or {}),
-                                                     "retrieval_chain": settings}}
-    result = _retrieve(rag, question, config)
+    search = validate_search_kwargs(search_kwargs, where="search_kwargs") if search_kwargs else {}
+    settings = rag.validate_retrieval_settings({name: {"search_kwargs": search} for name in rag.resource_names}) \
+        if search else {}
+    result = _retrieve(rag, question, config=config, search=search, settings=settings, options=options)
     generate(result, rag=rag, config=config, **kwargs)
     return result if return_all else (result.final_answer or "")
 
 
-def _retrieve(rag: Any, question: str, config: RunnableConfig | None) -> RAGResult:
-    try:
-        from rag.retrieval.retrieve import retrieve as library_retrieve
-    except ImportError:
+def _retrieve(rag: Any, question: str, *, config: RunnableConfig | None, search: dict[str, Any],
+              settings: dict[str, Any], options: dict[str, Any]) -> RAGResult:
+    from rag.core.generator import RAG
+
+    library = _library_retrieve()
+    own_chain = type(rag).resources_retrieval_chain is not RAG.resources_retrieval_chain
+    per_request = bool(((config or {}).get("configurable") or {}).get("retrieval_chain"))
+    use_library = library is not None and not own_chain and not per_request and set(search) <= _PORTABLE_SEARCH
+    if not use_library:
+        if options:
+            raise ConfigError(f"retrieval option(s) {sorted(options)} need rag.retrieval.retrieve, which cannot "
+                              "run here (a custom resources_retrieval_chain, per-request retrieval_chain settings "
+                              "or backend-specific search_kwargs)")
+        if settings:
+            config = {**(config or {}), "configurable": {**((config or {}).get("configurable") or {}),
+                                                         "retrieval_chain": settings}}
         return retrieve_into(rag, question, config=config)
-    found = library_retrieve(rag, question, return_all=True, config=config)
-    return found if isinstance(found, RAGResult) else retrieve_into(rag, question, config=config)
+    return library(question, rag, **{**search, **options})

@@ -121,7 +121,10 @@ def check_citations(answer: str, context: Sequence[Document | str], *,
     scorer = scorer or SupportScorer(texts, embedding=embedding)
     checks: list[CitationCheck] = []
     total = good = claims = recalled = 0
-    for sentence in parse_answer(answer or ""):
+    sentences = parse_answer(answer or "")
+    if texts:
+        scorer.warm([s.text for s in sentences if s.citations and not is_abstention(s.text)])
+    for sentence in sentences:
         if is_abstention(sentence.text):
             continue
         claims += 1

@@ -2,7 +2,10 @@
 
 An answer such as `"Paris is in France. [1] It has the Louvre [2][3]."` is split into sentences,
 each with the source numbers cited right after it (or inside it, before the full stop). Markers
-may be `[1]`, `[1][2]` or `[1, 2]`; a marker belongs to the sentence it follows.
+may be `[1]`, `[1][2]` or `[1, 2]`; a marker belongs to the sentence it follows. A marker followed by
+more text (not by punctuation) also ends its claim: "Rome is in Italy [1] and Paris in France [2]."
+gives two claims, each checked against its own citation, and answers made of quoted fragments
+without full stops (list items, table rows, code) split where they were cited.
 
 Example:
     >>> [(s.text, s.citations) for s in parse_answer("Paris is in France. [1] It has the Louvre [2][3].")]
@@ -21,9 +24,10 @@ from rag.core.text import split_sentences
 
 __all__ = ["CITATION_PATTERN", "AnswerSentence", "is_abstention", "parse_answer", "strip_citations"]
 
-#: One citation marker: `[3]` or `[1, 2]`.
-CITATION_PATTERN = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
-_MARKER_WITH_SPACE = re.compile(r"[ \t]*\[(\d+(?:\s*,\s*\d+)*)\]")
+#: One citation marker: `[3]` or `[1, 2]`. Sources are numbered from 1, so "[0, 1]" (an interval) is text.
+CITATION_PATTERN = re.compile(r"\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
+_MARKER_WITH_SPACE = re.compile(r"[ \t]*\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
+_BOUNDARY = re.compile(r"(\[[1-9]\d*(?:\s*,\s*[1-9]\d*)*\])[ \t]+(?=[^\s.,;:!?)\[])")
 _ABSTAIN = re.compile(r"^\s*(i don'?t know|i do not know|i cannot answer|the (retrieved )?(context|sources) do(es)? not)",
                       re.IGNORECASE)
 
@@ -49,6 +53,7 @@ def is_abstention(sentence: str) -> bool:
 
 def parse_answer(answer: str) -> list[AnswerSentence]:
     """Split an answer into sentences and attach each marker to the sentence it follows."""
+    answer = _BOUNDARY.sub(lambda m: m.group(1) + "\n\n", answer)
     markers: list[tuple[int, list[int]]] = []   # (position in the cleaned text, numbers)
     pieces: list[str] = []
     cursor = 0

@@ -92,9 +92,13 @@ class SupportScorer:
         self.lexical_weight = lexical_weight
         self._embedding_spec = embedding
         self._normalised = [_normalise(c) for c in self.chunks]
+        # split_sentences rewrites some units (table rows, bullets), so quotes are also matched per unit.
+        self._units = [{_normalise(u) for u in split_sentences(c)} for c in self.chunks]
         self._tokens = [tokenize(c) for c in self.chunks]
         self._idf = idf_weights(self._tokens) if self.chunks else {}
         self._sentence_vectors: list[np.ndarray] | None = None
+        self._cache: dict[str, list[tuple[float, float, float | None]]] = {}
+        self._queries: dict[str, np.ndarray] = {}
 
     @property
     def uses_embedding(self) -> bool:
@@ -116,29 +120,42 @@ class SupportScorer:
     def lexical(self, sentence: str, index: int) -> float:
         return lexical_overlap(tokenize(sentence), self._tokens[index], self._idf)
 
+    def warm(self, sentences: Sequence[str]) -> None:
+        """Embed the sentences in one batch (later `scores` calls reuse the vectors)."""
+        if not self.uses_embedding:
+            return
+        todo = [s for s in dict.fromkeys(sentences) if s not in self._queries]
+        if todo:
+            embedding = _resolve_embedding(self._embedding_spec)
+            for text, vector in zip(todo, _unit(np.asarray(embedding.embed_documents(todo), dtype=float))):
+                self._queries[text] = vector
+
     def semantic(self, sentence: str) -> np.ndarray:
         """Best cosine between the sentence and each chunk's sentences (one value per chunk)."""
-        embedding = _resolve_embedding(self._embedding_spec)
-        query = _unit(np.asarray([embedding.embed_query(sentence)], dtype=float))[0]
+        self.warm([sentence])
+        query = self._queries[sentence]
         return np.array([float(np.max(v @ query)) if len(v) else 0.0 for v in self._vectors()])
 
     def scores(self, sentence: str) -> list[tuple[float, float, float | None]]:
         """(score, lexical, semantic) of the sentence against every chunk."""
         if not self.chunks:
             return []
+        if sentence in self._cache:
+            return self._cache[sentence]
         needle = _normalise(sentence)
         semantic = self.semantic(sentence) if self.uses_embedding else None
         out = []
         for i in range(len(self.chunks)):
             lex = self.lexical(sentence, i)
             sem = None if semantic is None else float(np.clip(semantic[i], 0.0, 1.0))
-            if needle and needle in self._normalised[i]:
+            if needle and (needle in self._normalised[i] or needle in self._units[i]):
                 score = 1.0                     # quoted verbatim
             elif sem is None:
                 score = lex
             else:
                 score = self.lexical_weight * lex + (1 - self.lexical_weight) * sem
             out.append((round(float(score), 4), round(float(lex), 4), None if sem is None else round(sem, 4)))
+        self._cache[sentence] = out
         return out
 
     def score(self, sentence: str, index: int) -> float:
@@ -185,7 +202,10 @@ def annotate_support(answer: str, context: Sequence[Document | str] | str, *,
         raise ValueError(f"need 0 <= partial_threshold <= threshold <= 1, got {partial_threshold} and {threshold}")
     scorer = scorer or SupportScorer(_texts(context), embedding=embedding, lexical_weight=lexical_weight)
     out: list[SentenceSupport] = []
-    for sentence in parse_answer(answer or ""):
+    sentences = parse_answer(answer or "")
+    if scorer.chunks:
+        scorer.warm([s.text for s in sentences if not is_abstention(s.text)])
+    for sentence in sentences:
         if is_abstention(sentence.text):
             out.append(SentenceSupport(sentence=sentence.text, citations=sentence.citations, label="no_answer"))
             continue

@@ -74,7 +74,7 @@ def test_run_scores_retrieval_support_and_citations(resource):
     assert 0 < report.metrics["ndcg@4"] <= 1.0
     assert report.metrics["answer_support"] == 1.0
     assert report.metrics["citation_precision"] == 1.0 and report.metrics["citation_recall"] == 1.0
-    assert report.metrics["answer_correctness"] is None and report.metrics["questions"] == 4.0
+    assert report.metrics["answer_correctness"] is None and report.metrics["questions"] == 4
 
 
 def test_missing_source_chunk_scores_zero_retrieval(resource):

@@ -13,7 +13,7 @@ from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.pricing import register_price
 from rag.generation.rag_with_source import rag_chain_from_docs
 
-STEPS = ["retrieve", "build_context", "answer", "refine", "postprocess"]
+GENERATION_STEPS = ["build_context", "answer", "refine", "postprocess"]
 
 
 def test_return_all_gives_a_complete_result(city_resource, fake_llm_cls):
@@ -22,15 +22,16 @@ def test_return_all_gives_a_complete_result(city_resource, fake_llm_cls):
                        model_name="fake-airag-model")
     result = airag(city_resource, "Where is the Colosseum?", llm=llm, return_all=True, embedding=None)
     assert isinstance(result, RAGResult) and result.question == "Where is the Colosseum?"
-    assert len(result.stages["retrieved"]) == 3
-    assert all(c.resource == "cities" and "lexical" in c.scores for c in result.stages["retrieved"])
-    assert [d.page_content for d in result.context] == [c.document.page_content for c in result.stages["retrieved"]]
+    # rag.retrieval.retrieve records the search per resource and the fused ranking.
+    assert len(result.stages["candidates/cities"]) == 3 and len(result.stages["fused"]) == 3
+    assert all(c.resource == "cities" for c in result.stages["fused"])
+    assert [d.page_content for d in result.context] == [c.document.page_content for c in result.stages["fused"]]
     assert result.answer == "The Colosseum is in Rome. [2] It holds 50,000 spectators [5]."
     assert result.final_answer == "The Colosseum is in Rome. [2] It holds 50,000 spectators."
     assert result.citations["invalid"] == [5] and "invalid_citations" in result.flags
     assert [s["n"] for s in result.sources] == [1, 2, 3]
     assert len(result.support) == 2 and result.citations["precision"] is not None
-    assert list(result.timings) == STEPS
+    assert list(result.timings)[-4:] == GENERATION_STEPS and "search" in result.timings
     assert result.usage["answer"]["output_tokens"] == 11 and result.usage["answer"]["cost"] > 0
     assert result.usage["postprocess"]["calls"] == 0
     assert result.total_usage()["total_tokens"] == result.usage["answer"]["total_tokens"]
@@ -51,10 +52,42 @@ def test_plain_call_returns_the_final_answer(city_resource):
     assert "Antoni Gaudi designed the basilica." in answer and "[" in answer
 
 
-def test_search_kwargs_limit_the_candidates(city_resource):
+def test_search_kwargs_limit_the_context(city_resource):
     result = airag(city_resource, "Rome", llm=ExtractiveAnswerer(), search_kwargs={"k": 1}, return_all=True,
                    embedding=None)
-    assert len(result.stages["retrieved"]) == 1
+    assert len(result.context) == 1
+
+
+def test_retrieval_options_go_to_retrieve_and_the_rest_to_generate(city_resource):
+    result = airag(city_resource, "Rome", llm=ExtractiveAnswerer(), k=2, max_tokens=None, return_all=True,
+                   embedding=None, threshold=0.9)
+    assert len(result.context) == 2 and result.extras["settings"]["k"] == 2
+
+
+def test_unknown_option_lists_the_valid_ones(city_resource):
+    with pytest.raises(ConfigError, match=r"unknown airag option\(s\) \['top_n'\]; valid: generation_chain.*rse"):
+        airag(city_resource, "Rome", top_n=3)
+
+
+class _OwnRetrievalRAG(RAG):
+    """A RAG with its own retrieval chain (as in the seed's reranked RAG): airag must use it."""
+
+    @property
+    def resources_retrieval_chain(self):
+        from langchain_core.runnables import RunnableLambda
+
+        return RunnableLambda(lambda q: [Document(page_content="The Colosseum is in Rome.",
+                                                  metadata={"resource": "own", "score": 0.5})])
+
+
+def test_a_rag_with_its_own_retrieval_chain_is_recorded_as_stage_retrieved(city_resource):
+    rag = _OwnRetrievalRAG(resources=[city_resource], generation_chain=rag_chain_from_docs(ExtractiveAnswerer()))
+    result = airag(rag, "Where is the Colosseum?", return_all=True, embedding=None)
+    [candidate] = result.stages["retrieved"]
+    assert candidate.score == 0.5 and candidate.scores["lexical"] == 1.0 and candidate.resource == "own"
+    assert result.final_answer == "The Colosseum is in Rome. [1]" and "retrieve" in result.timings
+    with pytest.raises(ConfigError, match=r"retrieval option\(s\) \['rse'\] need rag.retrieval.retrieve"):
+        airag(rag, "Where is the Colosseum?", rse="balanced")
 
 
 def test_bad_search_kwargs_are_rejected(city_resource):

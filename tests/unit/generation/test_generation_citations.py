@@ -73,9 +73,15 @@ def test_dangling_citations_are_removed_and_reported():
 
 
 def test_markers_attach_to_the_sentence_they_follow():
-    sentences = parse_answer("Paris is in France. [1] Rome [2] is in Italy [3, 4]. Done.")
+    sentences = parse_answer("Paris is in France. [1] Rome is in Italy [3, 4], old [2]. Done.")
     assert [(s.text, s.citations) for s in sentences] == [
-        ("Paris is in France.", [1]), ("Rome is in Italy.", [2, 3, 4]), ("Done.", [])]
+        ("Paris is in France.", [1]), ("Rome is in Italy, old.", [3, 4, 2]), ("Done.", [])]
+
+
+def test_a_marker_followed_by_more_text_ends_its_claim():
+    sentences = parse_answer("Rome is in Italy [1] and Paris is in France [2]. The list: - item one [3] | cell [4]")
+    assert [(s.text, s.citations) for s in sentences] == [
+        ("Rome is in Italy", [1]), ("and Paris is in France.", [2]), ("The list: - item one", [3]), ("cell", [4])]
 
 
 def test_strip_citations_tidies_spaces_before_punctuation():

@@ -104,3 +104,51 @@ async def test_offline_extractive_answer_is_fully_supported(city_resource):
 async def test_rejects_something_that_is_not_a_chain():
     with pytest.raises(InputError, match="takes a RAG"):
         await _collect(42, "q")
+
+
+class _SlowEmbedding:
+    """An embedding model that takes 0.6 s per call (time.sleep releases the GIL, like real inference)."""
+
+    def __init__(self) -> None:
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        self.inner = DeterministicFakeEmbedding(size=16)
+
+    def embed_documents(self, texts):
+        import time
+
+        time.sleep(0.6)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+
+
+async def test_post_checks_do_not_block_the_event_loop(city_resource, fake_llm_cls):
+    from langchain_core.embeddings import Embeddings
+
+    slow = type("SlowEmbedding", (_SlowEmbedding, Embeddings), {})()
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker():
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    async def run():
+        try:
+            return [e async for e in stream_events(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?",
+                                                   embedding=slow)]
+        finally:
+            done.set()
+
+    events, _ = await asyncio.gather(run(), ticker())
+    assert events[-1]["type"] == "done"
+    support = next(e for e in events if e["type"] == "support")
+    assert support["sentences"][0]["semantic"] is not None          # the slow model was used
+    assert max(gaps) < 0.4, f"the event loop stalled for {max(gaps):.2f} s"

@@ -18,6 +18,12 @@ def test_verbatim_sentence_is_fully_supported_by_its_chunk():
     assert (item.chunk, item.score, item.label, item.citations) == (2, 1.0, "supported", [2])
 
 
+def test_a_table_row_quoted_as_a_unit_counts_as_verbatim():
+    table = "| city | landmark |\n|---|---|\n| Rome | Colosseum |"
+    [item] = annotate_support("Rome; Colosseum [1]", [table], embedding=None)
+    assert (item.chunk, item.score) == (1, 1.0)
+
+
 def test_sentence_with_no_shared_terms_is_unsupported_and_has_no_chunk():
     [item] = annotate_support("Bananas are yellow.", CHUNKS, embedding=None)
     assert (item.chunk, item.score, item.label) == (None, 0.0, "unsupported")
