@@ -44,7 +44,7 @@ except ImportError as _exc:  # the server is an optional extra
 from rag.core.config_models import ServerConfig
 from rag.core.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
 from rag.generation.streaming import stream_events
-from rag.server.events import error_body, invoke_body, sse
+from rag.server.events import checks_body, error_body, invoke_body, sse
 from rag.server.schemas import BatchRequest, QueryRequest, ResourceSettings, retrieval_settings
 
 __all__ = ["STATIC_DIR", "app_from_config", "create_app"]
@@ -213,9 +213,16 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
 
     @app.post("/invoke", tags=["rag"], dependencies=auth)
     async def invoke(body: QueryRequest) -> dict[str, Any]:
-        """Answer one question; returns the answer, numbered sources, citations and extras."""
+        """Answer one question; returns the answer, numbered sources, citations and extras.
+
+        With `"checks": true` the response also has `checks`: citation precision / recall and the
+        support label of every answer sentence (the stream's citations and support events).
+        """
         out = await chain.ainvoke({"question": body.question}, config=config_for(body))
-        return invoke_body(out)
+        response = invoke_body(out)
+        if body.checks:
+            response["checks"] = await checks_body(out, embedding=support_embedding)
+        return response
 
     @app.post("/batch", tags=["rag"], dependencies=auth)
     async def batch(body: BatchRequest) -> dict[str, Any]:

@@ -12,13 +12,14 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
 
-__all__ = ["error_body", "invoke_body", "sources_with_content", "sse"]
+__all__ = ["checks_body", "error_body", "invoke_body", "sources_with_content", "sse"]
 
 _OUTPUT_KEYS = ("question", "answer", "context")
 
@@ -62,3 +63,17 @@ def invoke_body(output: Mapping[str, Any]) -> dict[str, Any]:
     return {"question": output.get("question"), "answer": resolved.answer, "sources": sources_with_content(context),
             "cited": resolved.cited, "invalid": resolved.invalid,
             "extras": json.loads(json.dumps(extras, default=str))}
+
+
+async def checks_body(output: Mapping[str, Any], *, embedding: Any) -> dict[str, Any]:
+    """Citation and support checks of one answer (as in the stream's citations and support events).
+
+    The checks embed the answer sentences, so they run in a worker thread, off the event loop.
+    """
+    from rag.generation.postprocess import check_answer
+
+    checks = await asyncio.to_thread(check_answer, str(output.get("answer") or ""), list(output.get("context") or []),
+                                     embedding=embedding)
+    citations = {k: v for k, v in checks.citations_dict().items() if k != "sources"}
+    return {"citations": citations, "support": [s.model_dump() for s in checks.support],
+            "summary": checks.summary, "flags": checks.flags}

@@ -49,12 +49,14 @@ class QueryRequest(_Body):
         k: how many chunks to retrieve from each resource (capped by the server's `max_k`).
         filter: a metadata filter in the portable dialect, for every resource.
         retrieval_chain: per-resource settings; they win over `k` / `filter`.
+        checks: `/invoke` only: add citation and support checks to the response.
     """
 
     question: str = Field(min_length=1, examples=["How do I filter by year?"])
     k: int | None = Field(default=None, ge=1, examples=[4])
     filter: dict[str, Any] | None = Field(default=None, examples=[{"year": {"$gte": 2024}}])
     retrieval_chain: dict[str, ResourceSettings] | None = None
+    checks: bool = False
 
 
 class BatchRequest(_Body):

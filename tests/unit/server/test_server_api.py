@@ -66,7 +66,7 @@ def test_bad_filter_is_422_listing_valid_operators(client):
 def test_unknown_body_field_is_422_listing_valid_fields(client):
     r = client.post("/invoke", json={"question": "q", "top_k": 3})
     assert r.status_code == 422
-    assert r.json()["error"]["message"] == "top_k: unknown field; valid: question, k, filter, retrieval_chain"
+    assert r.json()["error"]["message"] == "top_k: unknown field; valid: question, k, filter, retrieval_chain, checks"
 
 
 def test_missing_question_and_blank_question_are_422(client):
@@ -299,7 +299,7 @@ def test_unknown_fields_in_batch_and_per_resource_settings_list_the_valid_ones(c
     r = client.post("/batch", json={"requests": [{"question": "q"}], "parallel": True})
     assert r.json()["error"]["message"] == "parallel: unknown field; valid: requests"
     r = client.post("/batch", json={"requests": [{"question": "q", "kk": 1}]})
-    assert r.json()["error"]["message"] == "requests.0.kk: unknown field; valid: question, k, filter, retrieval_chain"
+    assert r.json()["error"]["message"] == "requests.0.kk: unknown field; valid: question, k, filter, retrieval_chain, checks"
     r = client.post("/invoke", json={"question": "q", "retrieval_chain": {"reports": {"k": 1}}})
     assert r.json()["error"]["message"] == "retrieval_chain.reports.k: unknown field; valid: search_kwargs"
 
@@ -310,3 +310,14 @@ def test_a_resource_default_k_over_max_k_is_refused_at_startup(make_rag):
 
     with pytest.raises(ConfigError, match=r"resource default k \{'reports': 4\} is over server.max_k=3"):
         create_app(make_rag(), settings=ServerConfig(max_k=3))
+
+
+def test_invoke_checks_report_support_and_citation_quality(make_client, make_rag):
+    client = make_client(make_rag("Acme revenue grew 10% in 2024 [1]. Cats can fly [1]."))
+    body = client.post("/invoke", json={"question": "Acme revenue", "filter": {"source": "/data/acme-2024.pdf"},
+                                        "checks": True}).json()
+    labels = [s["label"] for s in body["checks"]["support"]]
+    assert labels[0] == "supported" and labels[1] == "unsupported"
+    assert body["checks"]["citations"]["precision"] == 0.5
+    assert "unsupported_sentences" in body["checks"]["flags"]
+    assert "checks" not in client.post("/invoke", json={"question": "q"}).json()
