@@ -43,6 +43,8 @@ _LAZY = {
     "InMemoryMessageStore": "rag.generation.chat",
     "ExtractiveAnswerer": "rag.generation.extractive",
     "register_price": "rag.generation.pricing",
+    # configuration
+    "load_config": "rag.core.config",
     # evaluation
     "build_qa_evals": "rag.evaluation.qa_evals",
     "run_qa_evals": "rag.evaluation.qa_evals",
