@@ -1,4 +1,4 @@
-"""The `rag` command line: `rag index PATH...`, `rag ask "question"`.
+"""The `rag` command line: `rag index PATH...`, `rag ask "question"`, `rag eval qa`, `rag serve`.
 
 Each subcommand is a pair of functions, `_add_<name>(subparsers)` and `_cmd_<name>(args)`,
 registered in `COMMANDS`. User mistakes (missing store, bad JSON filter, empty directory)
@@ -7,6 +7,9 @@ print one line to stderr and exit 2; no traceback.
 Example:
     $ rag index docs/ --collection docs
     $ rag ask "How do I filter by year?" --k 4 --filter '{"year": {"$gt": 2024}}'
+    $ rag eval qa --n 20 --out eval-report/
+    $ rag eval financebench --settings single --limit 10
+    $ rag serve --config configs/default.yaml --port 8000
 """
 
 from __future__ import annotations
@@ -33,48 +36,17 @@ def _store_args(parser: argparse.ArgumentParser) -> None:
 
 # --------------------------------------------------------------------------- index
 def _add_index(sub: Any) -> None:
-    p = sub.add_parser("index", help="index files or directories into a persistent store")
-    p.add_argument("paths", nargs="+", help="files or directories (txt, md, html, pdf)")
-    p.add_argument("--glob", default="**/*", help="which files to take under a directory (default: %(default)s)")
-    p.add_argument("--exclude", action="append", default=[], help="glob of files to leave out (repeatable)")
+    from rag.indexing.index_command import add_index_arguments
+
+    p = sub.add_parser("index", help="index files or directories into a persistent knowledge base")
+    add_index_arguments(p)
     _store_args(p)
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rag.indexing.index_command import run_index
 
-    from rag.core.resource import Resource, _doc_id, new_chroma
-    from rag.indexing.chunking import split_documents
-    from rag.indexing.loaders import LoadReport, load_directory
-    from rag.models.embeddings import default_embeddings
-
-    console = Console(stderr=True)
-    report = LoadReport()
-    for path in args.paths:
-        part = load_directory(path, glob=args.glob, exclude=args.exclude)
-        report.documents += part.documents
-        report.skipped += part.skipped
-        report.files += part.files
-    for skipped in report.skipped:
-        console.print(f"[yellow]skipped[/] {skipped.path}: {skipped.reason}")
-    if not report.documents:
-        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}")
-    chunks = split_documents(report.documents)
-    store = new_chroma(args.collection, default_embeddings(), persist_directory=args.store)
-    batch = 64
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress:
-        task = progress.add_task("embedding chunks", total=len(chunks))
-        for start in range(0, len(chunks), batch):
-            part = chunks[start:start + batch]
-            store.add_documents(part, ids=[_doc_id(d) for d in part])
-            progress.advance(task, len(part))
-    Resource.from_vectorstore(args.collection, store)  # validates the store opens as a resource
-    console.print(f"indexed {report.files - len(report.skipped)} file(s), {len(report.documents)} document(s), "
-                  f"{len(chunks)} chunk(s) into {args.store} (collection {args.collection!r}); "
-                  f"skipped {len(report.skipped)}")
-    return 0
+    return run_index(args)
 
 
 # --------------------------------------------------------------------------- ask
@@ -94,8 +66,13 @@ def open_store_resource(store: str, collection: str) -> Any:
     from rag.core.resource import Resource, _chroma_collection_name, new_chroma
     from rag.models.embeddings import default_embeddings
 
+    from rag.indexing.index_command import open_knowledge_base_resource
+
     if not Path(store).is_dir():
         raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")
+    knowledge_base = open_knowledge_base_resource(store, collection)
+    if knowledge_base is not None:
+        return knowledge_base
     client = chromadb.PersistentClient(path=store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if _chroma_collection_name(collection) not in names:
@@ -132,9 +109,142 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- eval
+def _add_eval_qa(sub: Any) -> None:
+    p = sub.add_parser("qa", help="generate QA items from an indexed store and score retrieval, support and citations")
+    p.add_argument("--evals", default=None,
+                   help="JSONL of QA items; read if it exists, else generated and written there "
+                        "(default: OUT/evals.jsonl)")
+    p.add_argument("--n", type=int, default=20, help="items to generate when there is no evals file (default: %(default)s)")
+    p.add_argument("--k", type=int, default=5, help="chunks to retrieve and metric cut-off (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the chunk sample (default: %(default)s)")
+    p.add_argument("--lexical-support", action="store_true",
+                   help="score support lexically only (no embedding model)")
+    p.add_argument("--out", default="eval-report", help="report directory (default: %(default)s)")
+    _store_args(p)
+
+
+def _cmd_eval_qa(args: argparse.Namespace) -> int:
+    from rag.core.generator import RAG
+    from rag.evaluation.qa_evals import build_qa_evals, load_qa_evals, run_qa_evals
+    from rag.evaluation.qa_report import write_qa_report
+
+    if args.n < 1 or args.k < 1:
+        raise ConfigError(f"--n and --k must be positive integers, got --n {args.n} --k {args.k}")
+    resource = open_store_resource(args.store, args.collection)
+    rag = RAG(resources=[resource])
+    evals_path = Path(args.evals) if args.evals else Path(args.out) / "evals.jsonl"
+    if evals_path.exists():
+        evals = load_qa_evals(evals_path)
+        print(f"read {len(evals)} QA item(s) from {evals_path}", file=sys.stderr)
+    else:
+        evals = build_qa_evals(resource, n=args.n, seed=args.seed, path=evals_path)
+        print(f"wrote {len(evals)} QA item(s) to {evals_path}", file=sys.stderr)
+    report = run_qa_evals(rag, evals, k=args.k, embedding=None if args.lexical_support else "default")
+    path = write_qa_report(report, args.out, title=f"QA evaluation of {args.store} ({args.collection})")
+    for name, value in report.metrics.items():
+        print(f"{name:>20}: {'n/a' if value is None else value if isinstance(value, int) else f'{value:.3f}'}")
+    print(f"report: {path}")
+    return 0
+
+
+def _add_eval_financebench(sub: Any) -> None:
+    p = sub.add_parser("financebench", help="retrieval benchmark on FinanceBench filings (context hit rate)")
+    p.add_argument("--data", default=None,
+                   help="data directory (default: $RAG_FINANCEBENCH_DIR or ../shared/data/financebench)")
+    p.add_argument("--cache-dir", default="bench/results/cache",
+                   help="page texts and embeddings cache (default: %(default)s)")
+    p.add_argument("--out", default="bench/results", help="where the md/json/png go (default: %(default)s)")
+    p.add_argument("--settings", default="single,shared", help="comma-separated: single, shared (default: %(default)s)")
+    p.add_argument("--configs", default=None, help="comma-separated configuration names (default: all)")
+    p.add_argument("--list-configs", action="store_true", help="print the configurations and exit")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--budget", type=int, default=4000, help="context budget in tokens (default: %(default)s)")
+    p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in characters (default: %(default)s)")
+    p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+
+
+def _cmd_eval_financebench(args: argparse.Namespace) -> int:
+    from rag.evaluation.financebench_pipelines import CONFIGURATIONS, run_financebench
+
+    if args.list_configs:
+        for name, (description, _) in CONFIGURATIONS.items():
+            print(f"{name:24s} {description}")
+        return 0
+    for flag in ("limit", "budget", "chunk_size"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
+    _, paths = run_financebench(
+        data_dir=args.data, cache_dir=args.cache_dir, out_dir=args.out,
+        settings=[s.strip() for s in args.settings.split(",") if s.strip()],
+        configs=[c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None,
+        limit=args.limit, budget=args.budget, chunk_size=args.chunk_size, chart=not args.no_chart,
+        progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+#: `rag eval <name>`: each evaluation is an `(_add, _cmd)` pair like the top-level commands.
+EVALUATIONS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
+    "qa": (_add_eval_qa, _cmd_eval_qa),
+    "financebench": (_add_eval_financebench, _cmd_eval_financebench),
+}
+
+
+def _add_eval(sub: Any) -> None:
+    p = sub.add_parser("eval", help="run an evaluation (see `rag eval -h`)")
+    evals = p.add_subparsers(dest="eval_command", required=True, metavar="EVALUATION")
+    for add, _ in EVALUATIONS.values():
+        add(evals)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    return EVALUATIONS[args.eval_command][1](args)
+
+
+# --------------------------------------------------------------------------- serve
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve a config over HTTP: JSON API, streaming and a web page")
+    p.add_argument("--config", default="configs/default.yaml", help="YAML config file (default: %(default)s)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    try:
+        import uvicorn
+    except ImportError as exc:
+        from rag.core.errors import MissingDependencyError
+
+        raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
+    from rag.core.config import build_rag, load_config
+    from rag.server.app import create_app
+
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port must be in 1..65535, got {args.port}")
+    config = load_config(args.config)
+    if args.host not in _LOOPBACK and not os.environ.get(config.server.auth_token_env):
+        print(f"rag serve: warning: listening on {args.host} without a token; set {config.server.auth_token_env} "
+              "to require 'Authorization: Bearer <token>'", file=sys.stderr)
+    print(f"rag serve: building {args.config} ...", file=sys.stderr)
+    app = create_app(build_rag(config), settings=config.server, title=f"rag: {Path(args.config).stem}")
+    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
     "index": (_add_index, _cmd_index),
     "ask": (_add_ask, _cmd_ask),
+    "eval": (_add_eval, _cmd_eval),
+    "serve": (_add_serve, _cmd_serve),
 }
 
 

@@ -1,19 +1,25 @@
 """Loaders for txt, md, html and pdf files, and a directory walk that reports what it skipped.
 
-PDFs are read with pypdfium2, one `Document` per page with a zero-based `page`. A file that
-cannot be read never stops the walk: it is listed in `LoadReport.skipped` with the reason.
+PDFs are read with pypdfium2, one `Document` per page with a zero-based `page`. Every
+document carries `source` (the path), `title` (markdown `#` heading, html `<title>`/`<h1>`,
+otherwise the file name) and `file_type`. Text is made safe to store and embed: NUL bytes
+are dropped and lone surrogates replaced (`clean_text`).
+
+A file that cannot be read never stops the walk: it is listed in `LoadReport.skipped` with the
+reason (encrypted or corrupt PDF, binary, empty, too large, ...).
 
 Example:
-    >>> report = load_directory("docs", glob="**/*.md")      # doctest: +SKIP
-    >>> len(report.documents), report.skipped                 # doctest: +SKIP
+    >>> report = load_directory("docs", include="**/*.md", exclude=["drafts/*"])   # doctest: +SKIP
+    >>> len(report.documents), report.skipped                                      # doctest: +SKIP
     (7, [])
 """
 
 from __future__ import annotations
 
+import codecs
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -22,9 +28,22 @@ from langchain_core.documents import Document
 
 from rag.core.errors import LoaderError
 
-__all__ = ["SUPPORTED_SUFFIXES", "LoadReport", "Skipped", "load_directory", "load_file"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "SUPPORTED_SUFFIXES",
+    "LoadReport",
+    "Skipped",
+    "clean_text",
+    "iter_files",
+    "load_directory",
+    "load_file",
+]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # larger files are skipped, not read into memory
+_BINARY_SHARE = 0.10  # share of control bytes in the first 8 KiB above which a text file is binary
+_CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -37,38 +56,85 @@ class Skipped:
 
 @dataclass
 class LoadReport:
-    """What a directory walk loaded and what it skipped."""
+    """What a directory walk loaded and what it skipped.
+
+    Attributes:
+        documents: one per text file, one per PDF page with text.
+        skipped: unreadable files with the reason.
+        files: supported files seen (loaded or skipped).
+        unsupported: files under the directory whose type is not supported (not read).
+    """
 
     documents: list[Document] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     files: int = 0
+    unsupported: list[str] = field(default_factory=list)
+
+    def extend(self, other: LoadReport) -> None:
+        """Append another report's results to this one."""
+        self.documents += other.documents
+        self.skipped += other.skipped
+        self.files += other.files
+        self.unsupported += other.unsupported
 
 
-def _read_text(path: Path) -> str:
-    data = path.read_bytes()
-    if b"\x00" in data[:8192]:
-        raise LoaderError(f"{path}: looks like a binary file (NUL bytes)")
+def clean_text(text: str) -> str:
+    """Make text safe to store and embed: drop NUL bytes, replace lone surrogates with U+FFFD.
+
+    Example:
+        >>> clean_text("a\\x00b \\ud800c")
+        'ab \\ufffdc'
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATE.sub("\ufffd", text)
     return text
 
 
+def _decode(path: Path, data: bytes) -> str:
+    for bom, codec in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                       (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            return data.decode(codec, "replace")
+    head = data[:8192]
+    if head and sum(head.count(b) for b in _CONTROL) / len(head) > _BINARY_SHARE:
+        raise LoaderError(f"{path}: looks like a binary file (control bytes), not text")
+    try:
+        # surrogatepass also accepts encoded lone surrogates; clean_text replaces them later.
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        pass
+    # Not UTF-8: assume the usual legacy encoding of Western text files.
+    return data.decode("cp1252", "replace")
+
+
 _TAG = re.compile(r"<[^>]+>")
-_DROP = re.compile(r"<(script|style)\b.*?</\1>", re.S | re.I)
+_DROP = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.S | re.I)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.S | re.I)
+_H1 = re.compile(r"<h1\b[^>]*>(.*?)</h1\s*>", re.S | re.I)
+_MD_TITLE = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
+
+
+def _inline(fragment: str) -> str:
+    return " ".join(html.unescape(_TAG.sub("", fragment)).split())
 
 
 def _html_to_text(raw: str) -> tuple[str, str | None]:
-    title_match = _TITLE.search(raw)
-    title = html.unescape(_TAG.sub("", title_match.group(1))).strip() if title_match else None
+    """Visible text with headings turned into markdown `#` lines (so chunking sees sections)."""
+    title_match = _TITLE.search(raw) or _H1.search(raw)
+    title = _inline(title_match.group(1)) if title_match else None
     body = _DROP.sub(" ", raw)
-    body = re.sub(r"<(br|/p|/div|/h[1-6]|/li|/tr)\b[^>]*>", "\n", body, flags=re.I)
-    body = re.sub(r"<h([1-6])\b[^>]*>", lambda m: "\n" + "#" * int(m.group(1)) + " ", body, flags=re.I)
+    body = re.sub(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>",
+                  lambda m: "\n\n" + "#" * int(m.group(1)) + " " + _inline(m.group(2)) + "\n\n",
+                  body, flags=re.S | re.I)
+    body = re.sub(r"<(br|/p|/div|/li|/tr|/table|/ul|/ol|/pre|/blockquote)\b[^>]*>", "\n", body, flags=re.I)
     text = html.unescape(_TAG.sub("", body))
-    text = re.sub(r"[ \t]+", " ", text)
-    return re.sub(r"\n\s*\n+", "\n\n", text).strip(), title
+    text = re.sub(r"[ \t\r\f\v]+", " ", text)
+    text = re.sub(r" *\n *", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip(), title or None
 
 
 def _load_pdf(path: Path) -> list[Document]:
@@ -77,62 +143,153 @@ def _load_pdf(path: Path) -> list[Document]:
     try:
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as exc:
-        raise LoaderError(f"{path}: cannot open PDF ({exc}); it may be encrypted or corrupt") from exc
+        if "password" in str(exc).lower():
+            raise LoaderError(f"{path}: the PDF is encrypted (password-protected); "
+                              "remove the password to index it") from exc
+        raise LoaderError(f"{path}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
     try:
         docs = []
         for index in range(len(pdf)):
             page = pdf[index]
-            textpage = page.get_textpage()
-            text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
-            textpage.close()
-            page.close()
+            try:
+                textpage = page.get_textpage()
+                text = textpage.get_text_range()
+                textpage.close()
+            finally:
+                page.close()
+            text = clean_text(text.replace("\r\n", "\n").replace("\r", "\n"))
             if text.strip():
-                docs.append(Document(page_content=text, metadata={"source": str(path), "page": index,
-                                                                  "title": path.stem}))
+                docs.append(Document(page_content=text, metadata={
+                    "source": str(path), "page": index, "title": path.stem, "file_type": "pdf"}))
         return docs
     finally:
         pdf.close()
 
 
-def load_file(path: str | Path) -> list[Document]:
-    """Load one file into Documents (one per PDF page, one for other formats).
+def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Document]:
+    """Load one file into Documents (one per PDF page with text, one for other formats).
+
+    Args:
+        path: a .txt, .md, .markdown, .html, .htm or .pdf file.
+        max_bytes: larger files are refused without being read.
 
     Raises:
-        LoaderError: unsupported type, binary, empty, encrypted or corrupt file.
+        LoaderError: unsupported type, too large, binary, empty, encrypted or corrupt file.
+
+    Example:
+        >>> docs = load_file("README.md")         # doctest: +SKIP
+        >>> docs[0].metadata["title"]             # doctest: +SKIP
+        'rag'
     """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
-        raise LoaderError(f"{path}: unsupported file type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_SUFFIXES)}")
+        raise LoaderError(f"{path}: unsupported file type {suffix or '(none)'}; "
+                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}")
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise LoaderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if size == 0:
+        raise LoaderError(f"{path}: empty file")
+    if size > max_bytes:
+        raise LoaderError(f"{path}: {size:,} bytes is more than max_bytes={max_bytes:,}")
     if suffix == ".pdf":
         docs = _load_pdf(path)
     else:
-        text = _read_text(path)
+        try:
+            text = _decode(path, path.read_bytes())
+        except OSError as exc:
+            raise LoaderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
         title = None
-        if suffix in (".html", ".htm"):
+        file_type = "html" if suffix in (".html", ".htm") else suffix.lstrip(".").replace("markdown", "md")
+        if file_type == "html":
             text, title = _html_to_text(text)
-        # Lone surrogates cannot be stored or embedded; replace them instead of failing the file.
-        text = text.encode("utf-8", "replace").decode("utf-8")
-        docs = [Document(page_content=text, metadata={"source": str(path), "title": title or path.stem})]
+        elif file_type == "md":
+            match = _MD_TITLE.search(text)
+            title = match.group(1).strip() if match else None
+        text = clean_text(text)
+        docs = [Document(page_content=text, metadata={"source": str(path), "title": title or path.stem,
+                                                      "file_type": file_type})]
     if not any(d.page_content.strip() for d in docs):
-        raise LoaderError(f"{path}: no text found (empty file, or a scanned PDF without a text layer)")
+        raise LoaderError(f"{path}: no text found (blank file, or a scanned PDF without a text layer)")
     return docs
 
 
-def load_directory(path: str | Path, *, glob: str = "**/*", exclude: Sequence[str] = ()) -> LoadReport:
-    """Load every supported file under `path` matching `glob` and none of `exclude`."""
+def _as_patterns(patterns: str | Sequence[str]) -> tuple[str, ...]:
+    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
+
+
+def _matches(rel: str, patterns: Sequence[str]) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    for pattern in patterns:
+        if fnmatch(rel, pattern) or fnmatch(name, pattern):
+            return True
+        # "**/x" also matches x at the top level, as users expect from shell globs.
+        if pattern.startswith("**/") and fnmatch(rel, pattern[3:]):
+            return True
+    return False
+
+
+def iter_files(path: str | Path, *, include: str | Sequence[str] = "**/*",
+               exclude: str | Sequence[str] = ()) -> Iterator[tuple[Path, bool]]:
+    """Files under `path` matching an `include` glob and no `exclude` glob, sorted.
+
+    Yields `(file, supported)`; hidden files and folders (starting with ".") are left out.
+    Globs match the path relative to `path` (posix separators) or the bare file name.
+
+    Raises:
+        LoaderError: `path` does not exist.
+    """
     root = Path(path)
     if not root.exists():
         raise LoaderError(f"{root}: no such file or directory")
-    files = [root] if root.is_file() else sorted(p for p in root.glob(glob) if p.is_file())
+    if root.is_file():
+        yield root, root.suffix.lower() in SUPPORTED_SUFFIXES
+        return
+    includes, excludes = _as_patterns(include), _as_patterns(exclude)
+    for file in sorted(root.rglob("*")):
+        rel = file.relative_to(root).as_posix()
+        if any(part.startswith(".") for part in rel.split("/")) or not file.is_file():
+            continue
+        if not _matches(rel, includes) or _matches(rel, excludes):
+            continue
+        yield file, file.suffix.lower() in SUPPORTED_SUFFIXES
+
+
+def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
+                   exclude: str | Sequence[str] = (), glob: str | None = None,
+                   max_bytes: int = DEFAULT_MAX_BYTES) -> LoadReport:
+    """Load every supported file under `path` (or `path` itself when it is a file).
+
+    Args:
+        path: a directory or a single file.
+        include: glob(s) a file must match, e.g. `"**/*.pdf"` or `["*.md", "guides/*"]`.
+        exclude: glob(s) that leave a file out, e.g. `["drafts/*", "*.tmp.md"]`.
+        glob: older name of `include` (kept for compatibility).
+        max_bytes: larger files are skipped with a reason.
+
+    Returns:
+        The documents, the skipped files with reasons, and counts.
+
+    Raises:
+        LoaderError: `path` does not exist.
+
+    Example:
+        >>> report = load_directory("reports", include="**/*.pdf")   # doctest: +SKIP
+        >>> [s.reason for s in report.skipped]                       # doctest: +SKIP
+        ['reports/locked.pdf: the PDF is encrypted (password-protected); remove the password to index it']
+    """
     report = LoadReport()
-    for file in files:
-        rel = file.relative_to(root).as_posix() if root.is_dir() else file.name
-        if any(fnmatch(rel, pattern) for pattern in exclude) or file.suffix.lower() not in SUPPORTED_SUFFIXES:
+    for file, supported in iter_files(path, include=glob or include, exclude=exclude):
+        if not supported:
+            report.unsupported.append(str(file))
             continue
         report.files += 1
         try:
-            report.documents.extend(load_file(file))
-        except (LoaderError, OSError) as exc:
+            report.documents.extend(load_file(file, max_bytes=max_bytes))
+        except LoaderError as exc:
             report.skipped.append(Skipped(str(file), str(exc)))
+        except Exception as exc:  # noqa: BLE001 - one bad file must not stop the walk; reported below
+            report.skipped.append(Skipped(str(file), f"{file}: {type(exc).__name__}: {exc}"))
     return report
