@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
@@ -301,3 +302,10 @@ class PartitionedRetriever(BaseRetriever):
         return [Document(page_content=d.page_content, id=d.id,
                          metadata={**d.metadata, "score": 1.0 - dist, "scores": {"dense": 1.0 - dist}})
                 for d, dist in hits]
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        # the default async path would drop k and filter; the work is CPU / blocking I/O
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
+                                       k=k, filter=filter)
