@@ -21,15 +21,18 @@ from typing import Literal
 
 import numpy as np
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError
 from rag.evaluation.financebench_index import BenchIndex
+from rag.evaluation.financebench_query import route_documents, sub_queries
 from rag.evaluation.financebench_run import DEFAULT_BUDGET, BenchReport, Retrieval
 
 __all__ = ["CONFIGURATIONS", "Pipeline", "PipelineSpec", "run_financebench"]
 
 _RRF_K = 60
 _POOL = 200            # candidates kept after first-stage scoring
+_FEEDBACK_DOCS = 5
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,14 @@ class PipelineSpec:
     rerank: bool = False
     neighbours: int = 0
     rse: bool = False
+    main_query_weight: float = 0.5       # multi-query: weight of the whole question against its best part
+    route_weight: float = 0.3            # routing: boost of a chunk by its document's routing score
+    rerank_depth: int = 50
+    rerank_weight: float = 0.5
+    rse_penalty: float = 0.3             # RSE: value subtracted from every chunk's relevance
+    rse_max_length: int = 8              # RSE: longest segment, in chunks
+    feedback: float = 0.0                # pseudo-relevance feedback: weight of the top chunks' centroid
+    page_diversity: float = 0.0          # context: score discount of a chunk per chunk already taken from its page
 
 
 def _specs() -> list[PipelineSpec]:
@@ -92,30 +103,67 @@ class Pipeline:
         """Rank the chunks of `doc_name` (or of every filing) for `question` and assemble the context."""
         spec, index = self.spec, self.index
         pool = index.pool(doc_name)
-        scores = self._first_stage(question, pool)
+        queries = sub_queries(question) if spec.multi_query else [question]
+        scores = self._first_stage(queries, pool)
+        if spec.routing and doc_name is None:
+            prior = route_documents(question, index.documents)
+            scores = scores + spec.route_weight * np.array([prior.get(n, 0.0) for n in index.doc_names[pool].tolist()])
         order = np.argsort(-scores, kind="stable")[:_POOL]
         ranked, values = pool[order], scores[order]
-        chosen = _pack(index, ranked, self.budget)
-        context = [_chunk_doc(index, [int(i)]) for i in chosen]
+        if spec.rerank:
+            ranked, values = self._rerank(queries, ranked, values)
+        if spec.rse:
+            context = [_chunk_doc(index, seg) for seg in _segments(index, ranked, values, self.budget)]
+        elif spec.neighbours:
+            context = [_chunk_doc(index, win) for win in _windows(index, ranked, spec.neighbours, self.budget)]
+        else:
+            if spec.page_diversity:
+                ranked, values = _diversify(index, ranked, values, spec.page_diversity)
+            context = [_chunk_doc(index, [i]) for i in _pack(index, ranked, self.budget)]
         return Retrieval(ranked=[index.chunks[int(i)] for i in ranked[:50]], context=context)
 
-    def _first_stage(self, question: str, pool: np.ndarray) -> np.ndarray:
+    def _first_stage(self, queries: list[str], pool: np.ndarray) -> np.ndarray:
         spec, index = self.spec, self.index
         parts: list[np.ndarray] = []
         if spec.dense:
             vectors = (index.context_vectors(title_weight=spec.title_weight, heading_weight=spec.heading_weight)
                        if spec.autocontext else index.vectors)
-            q = index.embed_queries([question])[0]
-            parts.append(vectors[pool] @ q)
+            qv = index.embed_queries(queries)
+            sims = vectors[pool] @ qv.T                                     # (pool, queries)
+            if spec.feedback:
+                # Rocchio: move the question vector towards its own top chunks, then search again
+                top = pool[np.argsort(-sims[:, 0])[:_FEEDBACK_DOCS]]
+                shifted = qv[0] + spec.feedback * vectors[top].mean(axis=0)
+                sims[:, 0] = vectors[pool] @ (shifted / np.linalg.norm(shifted))
+            parts.append(sims[:, 0] if sims.shape[1] == 1 else
+                         spec.main_query_weight * sims[:, 0] + (1 - spec.main_query_weight) * sims[:, 1:].max(axis=1))
         if spec.lexical:
             bm25 = index.bm25_context if (spec.autocontext or not spec.dense) else index.bm25
-            parts.append(bm25.scores(question)[pool])
+            parts.append(bm25.scores(queries[0])[pool])
         if len(parts) == 1:
             return parts[0]
         if spec.fusion == "rrf":
             return sum(1.0 / (_RRF_K + _ranks(p)) for p in parts)
         dense, lexical = parts
         return spec.dense_weight * _minmax(dense) + (1 - spec.dense_weight) * _minmax(lexical)
+
+    def _rerank(self, queries: list[str], ranked: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Re-score the top candidates with the embedding model, fused with the first-stage score.
+
+        The reranker compares every part of the question (`sub_queries`) with each candidate and
+        keeps the best match, so a candidate that answers one part (a line item named in a
+        definition) rises even when the whole question matches it weakly.
+        """
+        spec, index = self.spec, self.index
+        top = ranked[:spec.rerank_depth]
+        vectors = (index.context_vectors(title_weight=spec.title_weight, heading_weight=spec.heading_weight)
+                   if spec.autocontext else index.vectors)
+        parts = queries if len(queries) > 1 else sub_queries(queries[0])
+        rerank = (vectors[top] @ index.embed_queries(parts).T).max(axis=1)
+        fused = spec.rerank_weight * _minmax(rerank) + (1 - spec.rerank_weight) * _minmax(values[:len(top)])
+        order = np.argsort(-fused, kind="stable")
+        return (np.concatenate([top[order], ranked[len(top):]]),
+                np.concatenate([fused[order], np.minimum(values[len(top):], fused.min(initial=0.0))]))
 
 
 def _ranks(scores: np.ndarray) -> np.ndarray:
@@ -127,6 +175,91 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
 def _minmax(scores: np.ndarray) -> np.ndarray:
     lo, hi = float(scores.min(initial=0.0)), float(scores.max(initial=0.0))
     return (scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores, dtype=np.float64)
+
+
+def _diversify(index: BenchIndex, ranked: np.ndarray, values: np.ndarray,
+               discount: float) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy re-ordering that discounts a chunk by `discount` per better chunk already taken from its page."""
+    rel = _minmax(values)
+    taken: dict[tuple[str, int], int] = {}
+    left = list(range(len(ranked)))
+    order: list[int] = []
+    while left:
+        best = max(left, key=lambda j: rel[j] - discount * taken.get(_page_key(index, ranked[j]), 0))
+        left.remove(best)
+        order.append(best)
+        key = _page_key(index, ranked[best])
+        taken[key] = taken.get(key, 0) + 1
+        if len(order) >= 40:
+            order += left
+            break
+    return ranked[order], values[order]
+
+
+def _page_key(index: BenchIndex, position: int) -> tuple[str, int]:
+    return index.doc_names[position], index.chunks[int(position)].metadata["page"]
+
+
+def _windows(index: BenchIndex, ranked: np.ndarray, radius: int, budget: int) -> list[list[int]]:
+    """Neighbour expansion: each ranked chunk with `radius` chunks either side, merged, until the budget."""
+    chosen: set[int] = set()
+    used = 0
+    for i in ranked:
+        i = int(i)
+        name = index.doc_names[i]
+        window = [j for j in range(i - radius, i + radius + 1)
+                  if 0 <= j < len(index.chunks) and index.doc_names[j] == name and j not in chosen]
+        cost = int(index.tokens[window].sum()) if window else 0
+        if used + cost > budget:
+            break
+        chosen.update(window)
+        used += cost
+    return _runs(sorted(chosen), index)
+
+
+def _runs(positions: list[int], index: BenchIndex) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for p in positions:
+        if runs and p == runs[-1][-1] + 1 and index.doc_names[p] == index.doc_names[runs[-1][-1]]:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
+
+
+def _segments(index: BenchIndex, ranked: np.ndarray, values: np.ndarray, budget: int, *,
+              penalty: float = 0.3, max_length: int = 8, decay: float = 20.0) -> list[list[int]]:
+    """Relevant segment extraction: best runs of consecutive chunks by summed (relevance - penalty)."""
+    rel = _minmax(values)
+    value: dict[int, float] = {}
+    for rank, (i, r) in enumerate(zip(ranked.tolist(), rel.tolist(), strict=True)):
+        value[i] = float(np.exp(-rank / decay) * r)
+    docs = sorted({index.doc_names[i] for i in ranked[:50].tolist()})
+    candidates = []
+    for name in docs:
+        pos = index.positions[name]
+        v = np.array([value.get(int(p), 0.0) - penalty for p in pos])
+        for start in range(len(pos)):
+            total = 0.0
+            for end in range(start, min(start + max_length, len(pos))):
+                total += v[end]
+                if total > 0:
+                    candidates.append((total, name, start, end + 1))
+    candidates.sort(key=lambda c: -c[0])
+    taken: dict[str, list[tuple[int, int]]] = {}
+    out: list[list[int]] = []
+    used = 0
+    for total, name, start, end in candidates:
+        if any(s < end and start < e for s, e in taken.get(name, [])):
+            continue
+        seg = [int(p) for p in index.positions[name][start:end]]
+        cost = int(index.tokens[seg].sum())
+        if used + cost > budget:
+            continue
+        taken.setdefault(name, []).append((start, end))
+        out.append(seg)
+        used += cost
+    return out
 
 
 def _pack(index: BenchIndex, ranked: np.ndarray, budget: int) -> list[int]:
@@ -160,9 +293,11 @@ def _chunk_doc(index: BenchIndex, positions: Sequence[int]) -> Document:
 def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Path | None = "bench/results/cache",
                      out_dir: str | Path | None = "bench/results", settings: Sequence[str] = ("single", "shared"),
                      configs: Sequence[str] | None = None, limit: int | None = None, budget: int = DEFAULT_BUDGET,
-                     chunk_size: int = 1000, chart: bool = True,
+                     chunk_size: int = 1000, chart: bool = True, embeddings: Embeddings | None = None,
                      progress: Callable[[str], None] | None = None) -> tuple[BenchReport, list[Path]]:
     """Build the index, run the configurations, and write the report files (when `out_dir` is set).
+
+    `embeddings` defaults to the offline MiniLM model; vectors are cached in `cache_dir`.
 
     Raises:
         ConfigError: an unknown configuration name or setting, or a missing data directory.
@@ -177,7 +312,8 @@ def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Pat
         raise ConfigError(f"unknown configuration(s) {unknown}; valid: {', '.join(CONFIGURATIONS)}")
     started = time.perf_counter()
     data = FinanceBenchData.load(resolve_data_dir(data_dir), limit=limit)
-    index = BenchIndex.build(data, cache_dir=cache_dir, chunk_size=chunk_size, progress=progress)
+    index = BenchIndex.build(data, cache_dir=cache_dir, chunk_size=chunk_size, embeddings=embeddings,
+                             progress=progress)
     pipelines = [Pipeline(index, CONFIGURATIONS[n][1], budget=budget) for n in names]
     report = run_benchmark(data, pipelines, settings=settings, budget=budget, progress=progress)
     report.meta.update(chunk_size=chunk_size, chunks=len(index.chunks), seconds=time.perf_counter() - started,
