@@ -106,6 +106,7 @@ def open_store_resource(store: str, collection: str) -> Any:
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
+    from rag.core.filters import validate_filter
     from rag.core.generator import RAG
     from rag.generation.prompts import source_label
 
@@ -117,6 +118,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             search["filter"] = json.loads(args.filter)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): {args.filter}") from exc
+        validate_filter(search["filter"])  # a bad filter is reported before the store is opened
     resource = open_store_resource(args.store, args.collection)
     rag = RAG(resources=[resource])
     out = rag.chain(retrieval_chain={resource.name: {"search_kwargs": search}}).invoke(args.question)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from operator import itemgetter
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableParallel, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -42,19 +42,25 @@ _BUILD_KEY = "rag_retrieval_defaults"      # settings given to chain() (internal
 
 
 def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
-    """Flatten `{resource: docs}` into one list, tag `metadata["resource"]`, drop exact duplicates.
+    """Merge `{resource: docs}` into one list, tag `metadata["resource"]`, drop exact duplicates.
 
-    Order: resources in the order given, each resource's documents in rank order.
+    Documents are interleaved by rank (every resource's first hit, then every second hit, ...),
+    so no resource's best match is pushed to the end of the context by another's long tail.
 
     Example:
-        >>> d = Document(page_content="x")
-        >>> [doc.metadata for doc in aggregate_documents({"a": [d], "b": [d]})]
-        [{'resource': 'a'}]
+        >>> a, b, c = (Document(page_content=t) for t in "abc")
+        >>> [(d.page_content, d.metadata["resource"]) for d in aggregate_documents({"r1": [a, b], "r2": [a, c]})]
+        [('a', 'r1'), ('b', 'r1'), ('c', 'r2')]
     """
     seen: set[str] = set()
     out: list[Document] = []
-    for name, docs in results.items():
-        for doc in docs or []:
+    ranked = [(name, docs or []) for name, docs in results.items()]
+    depth = max((len(docs) for _, docs in ranked), default=0)
+    for rank in range(depth):
+        for name, docs in ranked:
+            if rank >= len(docs):
+                continue
+            doc = docs[rank]
             key = json.dumps([doc.page_content, {k: v for k, v in doc.metadata.items() if k != "resource"}],
                              sort_keys=True, default=str)
             if key in seen:
@@ -112,6 +118,12 @@ class RAG(BaseModel):
         parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
         return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
 
+    def as_retriever(self, *, k: int | None = None, filter: dict[str, Any] | None = None) -> BaseRetriever:
+        """This RAG's aggregated retrieval as a LangChain retriever (see `RAGRetriever`)."""
+        from rag.core.retriever import RAGRetriever
+
+        return RAGRetriever(rag=self, k=k, filter=filter)
+
     # ------------------------------------------------------------------ settings
     def validate_retrieval_settings(self, settings: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         """Check `{resource: {"search_kwargs": {...}}}`; unknown names or keys raise `ConfigError`."""
@@ -159,22 +171,32 @@ class RAG(BaseModel):
         defaults = self.validate_retrieval_settings(retrieval_chain)
         generation = self._generation_with(generation_chain)
         retrieval = self.resources_retrieval_chain
-        if defaults:
-            retrieval = retrieval.with_config(configurable={_BUILD_KEY: defaults})
 
-        def to_input(value: Any, config: RunnableConfig) -> dict[str, Any]:
+        def check(config: RunnableConfig) -> None:
             self.validate_retrieval_settings(((config or {}).get("configurable") or {}).get(_REQUEST_KEY))
-            return _normalise_input(value)
+
+        # One step normalises the input and retrieves: no extra run or thread hop per call.
+        def retrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            check(config)
+            inputs = _normalise_input(value)
+            return {**inputs, "context": retrieval.invoke(inputs["question"], config)}
+
+        async def aretrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            check(config)
+            inputs = _normalise_input(value)
+            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], config)}
 
         chain = (
-            RunnableLambda(to_input, name="input")
-            | RunnablePassthrough.assign(context=itemgetter("question") | retrieval).with_config(run_name="retrieve")
+            RunnableLambda(retrieve, afunc=aretrieve, name="retrieve")
             | RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")
         )
         if self.extras:
             extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}
             chain = chain | RunnablePassthrough.assign(**extras).with_config(run_name="extras")
-        return chain.with_config(run_name=type(self).__name__)
+        # Build-time settings travel in the config of the whole run, so they also reach retrievers
+        # nested inside other retrievers (which pass on only the context's config).
+        configurable = {_BUILD_KEY: defaults} if defaults else {}
+        return chain.with_config(run_name=type(self).__name__, configurable=configurable)
 
     def get_chain(self, retrieval_chain: dict[str, Any] | None = None,
                   generation_chain: dict[str, Any] | None = None) -> Runnable:

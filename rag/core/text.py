@@ -31,6 +31,8 @@ STOP_WORDS = frozenset(
 )
 
 _WORD = re.compile(r"[^\W_]+(?:[.,'][^\W_]+)*", re.UNICODE)
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
+_BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$€£])")
 
 
@@ -65,13 +67,49 @@ def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[s
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split text into sentences on terminal punctuation and on blank lines / line-ended headings."""
-    sentences = []
-    for block in re.split(r"\n\s*\n|\n(?=[-*•#])", text):
-        block = " ".join(block.split())
-        if not block:
+    """Split text into sentences.
+
+    Lines of a paragraph are joined (PDF text breaks lines anywhere); blank lines, list items and
+    table rows start new units; Markdown headings, table rules and fenced code are left out, since
+    they are not statements.
+
+    Example:
+        >>> split_sentences("# Title\\n\\nFirst line\\ncontinues. Second one.\\n- a bullet point")
+        ['First line continues.', 'Second one.', 'a bullet point']
+    """
+    sentences: list[str] = []
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            block = " ".join(paragraph)
+            sentences.extend(s.strip() for s in _SENTENCE_END.split(block) if s.strip())
+            paragraph.clear()
+
+    in_code = False
+    for raw in text.splitlines():
+        line = " ".join(raw.split())
+        if line.startswith("```"):
+            flush()
+            in_code = not in_code
             continue
-        sentences.extend(s.strip() for s in _SENTENCE_END.split(block) if s.strip())
+        if in_code:
+            continue
+        if not line or line.startswith("#") or _TABLE_RULE.match(line):
+            flush()
+            continue
+        if line.startswith("|"):
+            flush()
+            cells = [c.strip() for c in line.strip("|").split("|") if c.strip()]
+            paragraph.append("; ".join(cells))
+            flush()
+            continue
+        bullet = _BULLET.match(line)
+        if bullet:
+            flush()
+            line = line[bullet.end():]
+        paragraph.append(line)
+    flush()
     return sentences
 
 

@@ -30,6 +30,7 @@ from rag.core.text import idf_weights, lexical_overlap, split_sentences, tokeniz
 
 __all__ = ["NO_ANSWER", "ExtractiveAnswerer", "ScoredSentence"]
 
+_MAX_WORDS = 80  # longer "sentences" are tables or run-on PDF text, not answers
 NO_ANSWER = "I don't know: the retrieved context does not answer this question."
 
 
@@ -87,7 +88,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
         """All context sentences scored against the question, best first."""
         candidates = [(i, s) for i, doc in enumerate(docs, start=1)
-                      for s in split_sentences(doc.page_content) if len(s.split()) >= 3]
+                      for s in split_sentences(doc.page_content) if 3 <= len(s.split()) <= _MAX_WORDS]
         if not candidates:
             return []
         q_tokens = tokenize(question)

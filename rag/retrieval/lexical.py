@@ -176,12 +176,13 @@ class BM25Index:
             if key.startswith("$") or not set(cond) <= {"$eq", "$in"}:
                 continue
             values = cond["$in"] if "$in" in cond else [cond["$eq"]]
-            index = self._values_of(key)
+            index = self.value_positions(key)
             parts = [index[v] for v in values if v in index]
             return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return None
 
-    def _values_of(self, key: str) -> dict[Any, np.ndarray]:
+    def value_positions(self, key: str) -> dict[Any, np.ndarray]:
+        """Metadata value -> chunk positions having it, for `key` (built once per key, cached)."""
         if key not in self._value_index:
             groups: dict[Any, list[int]] = {}
             for i, md in enumerate(self.metadatas):
@@ -190,6 +191,13 @@ class BM25Index:
                     groups.setdefault(value, []).append(i)
             self._value_index[key] = {v: np.array(ix, dtype=np.int64) for v, ix in groups.items()}
         return self._value_index[key]
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Every chunk whose metadata matches the portable filter, in index order."""
+        flt = validate_filter(filter)
+        pool = self._prefilter(flt)
+        positions = range(len(self.texts)) if pool is None else np.sort(pool)
+        return [self.document(int(i)) for i in positions if flt is None or matches(self.metadatas[i], flt)]
 
     def document(self, position: int, score: float | None = None) -> Document:
         """A copy of the chunk at `position`, with the score on its metadata when given."""

