@@ -34,48 +34,17 @@ def _store_args(parser: argparse.ArgumentParser) -> None:
 
 # --------------------------------------------------------------------------- index
 def _add_index(sub: Any) -> None:
-    p = sub.add_parser("index", help="index files or directories into a persistent store")
-    p.add_argument("paths", nargs="+", help="files or directories (txt, md, html, pdf)")
-    p.add_argument("--glob", default="**/*", help="which files to take under a directory (default: %(default)s)")
-    p.add_argument("--exclude", action="append", default=[], help="glob of files to leave out (repeatable)")
+    from rag.indexing.index_command import add_index_arguments
+
+    p = sub.add_parser("index", help="index files or directories into a persistent knowledge base")
+    add_index_arguments(p)
     _store_args(p)
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rag.indexing.index_command import run_index
 
-    from rag.core.resource import Resource, _doc_id, new_chroma
-    from rag.indexing.chunking import split_documents
-    from rag.indexing.loaders import LoadReport, load_directory
-    from rag.models.embeddings import default_embeddings
-
-    console = Console(stderr=True)
-    report = LoadReport()
-    for path in args.paths:
-        part = load_directory(path, glob=args.glob, exclude=args.exclude)
-        report.documents += part.documents
-        report.skipped += part.skipped
-        report.files += part.files
-    for skipped in report.skipped:
-        console.print(f"[yellow]skipped[/] {skipped.path}: {skipped.reason}")
-    if not report.documents:
-        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}")
-    chunks = split_documents(report.documents)
-    store = new_chroma(args.collection, default_embeddings(), persist_directory=args.store)
-    batch = 64
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress:
-        task = progress.add_task("embedding chunks", total=len(chunks))
-        for start in range(0, len(chunks), batch):
-            part = chunks[start:start + batch]
-            store.add_documents(part, ids=[_doc_id(d) for d in part])
-            progress.advance(task, len(part))
-    Resource.from_vectorstore(args.collection, store)  # validates the store opens as a resource
-    console.print(f"indexed {report.files - len(report.skipped)} file(s), {len(report.documents)} document(s), "
-                  f"{len(chunks)} chunk(s) into {args.store} (collection {args.collection!r}); "
-                  f"skipped {len(report.skipped)}")
-    return 0
+    return run_index(args)
 
 
 # --------------------------------------------------------------------------- ask
@@ -95,8 +64,13 @@ def open_store_resource(store: str, collection: str) -> Any:
     from rag.core.resource import Resource, _chroma_collection_name, new_chroma
     from rag.models.embeddings import default_embeddings
 
+    from rag.indexing.index_command import open_knowledge_base_resource
+
     if not Path(store).is_dir():
         raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")
+    knowledge_base = open_knowledge_base_resource(store, collection)
+    if knowledge_base is not None:
+        return knowledge_base
     client = chromadb.PersistentClient(path=store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if _chroma_collection_name(collection) not in names:

