@@ -44,8 +44,12 @@ def chunk_range(source: Any, doc_id: str, start: int, end: int) -> list[Document
     """
     if end <= start:
         return []
-    flt = {"doc_id": doc_id, "chunk_index": {"$gte": start, "$lt": end}}
-    if hasattr(source, "get_documents"):  # BM25Index, PartitionedChroma
+    # Chroma answers a short `$in` list far faster than a range (about 20 ms vs 700 ms at 100k chunks)
+    span = {"$in": list(range(start, end))} if end - start <= 256 else {"$gte": start, "$lt": end}
+    flt = {"doc_id": doc_id, "chunk_index": span}
+    if hasattr(source, "chunks_of"):  # BM25Index: in memory, indexed by doc_id
+        chunks = source.chunks_of(doc_id, start, end)
+    elif hasattr(source, "get_documents"):  # PartitionedChroma
         chunks = source.get_documents(flt)
     elif hasattr(source, "_collection") and type(source).__name__ == "Chroma":
         res = source._collection.get(where=to_chroma_where(flt), include=["documents", "metadatas"])

@@ -24,7 +24,7 @@ from rag.retrieval.rerank import (
     Reranker,
     RerankerCompressor,
 )
-from rag.retrieval.retrieve import RetrievalSettings, retrieve
+from rag.retrieval.retrieve import RetrievalSettings, aretrieve, retrieve
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever
 from rag.retrieval.rse import RSE_PRESETS, RSEConfig, RSERetriever, relevant_segments
 
@@ -49,6 +49,7 @@ __all__ = [
     "RoutedRetriever",
     "TokenCounter",
     "apply_budget",
+    "aretrieve",
     "dense_search",
     "expand_neighbours",
     "fuse",

@@ -4,7 +4,6 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
-from retrieval_corpus import filing_chunks
 
 from rag.core.errors import ConfigError
 from rag.core.resource import new_chroma

@@ -107,3 +107,33 @@ def test_langchain_compressor_works_as_a_reranker(chunks):
 def test_bad_top_n_is_rejected():
     with pytest.raises(ConfigError, match="top_n must be a positive integer"):
         EmbeddingReranker(top_n=0)
+
+
+def test_stored_vectors_give_the_same_scores_without_embedding_again(chunks):
+    from langchain_core.embeddings import Embeddings
+
+    from rag.core.resource import new_chroma
+
+    class CountingEmbedding(Embeddings):
+        def __init__(self):
+            self.inner, self.documents = DeterministicFakeEmbedding(size=32), 0
+
+        def embed_documents(self, texts):
+            self.documents += len(texts)
+            return self.inner.embed_documents(texts)
+
+        def embed_query(self, text):
+            return self.inner.embed_query(text)
+
+    emb = CountingEmbedding()
+    store = new_chroma("rerank", emb)
+    store.add_documents(chunks[:5], ids=[c.id for c in chunks[:5]])
+    emb.documents = 0
+    extra = Document(page_content="not in the store")
+    fresh = EmbeddingReranker(embedding=emb).rerank("gross margin", chunks[:5] + [extra])
+    assert emb.documents == 6
+    emb.documents = 0
+    cached = EmbeddingReranker(embedding=emb, store=store).rerank("gross margin", chunks[:5] + [extra])
+    assert emb.documents == 1   # only the chunk missing from the store is embedded
+    assert [(d.page_content, pytest.approx(s, abs=1e-5)) for d, s in cached] == \
+        [(d.page_content, s) for d, s in fresh]
