@@ -38,7 +38,7 @@ from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.chunking import TokenChunker
+from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo, embedding_from_id
@@ -73,7 +73,8 @@ class KnowledgeBase:
         directory: where it is stored (created if missing).
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
             `rag.models.embeddings.default_embeddings()` for a new knowledge base.
-        chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap).
+        chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap);
+            `PassthroughChunker()` stores already-chunked documents as they are.
         autocontext: defaults to `AutoContext()` (title / section + extractive summary);
             `AutoContext(enabled=False)` embeds chunks alone.
         tagger: optional, e.g. `KeywordTagger()` (tags in metadata, selectable by filters).
@@ -87,8 +88,8 @@ class KnowledgeBase:
     """
 
     def __init__(self, name: str, directory: str | Path = DEFAULT_DIRECTORY, *, embedding: Embeddings | None = None,
-                 chunker: TokenChunker | None = None, autocontext: AutoContext | None = None, tagger: Any = None,
-                 description: str = "", cache: bool = True, lock_timeout: float = 0.0) -> None:
+                 chunker: TokenChunker | PassthroughChunker | None = None, autocontext: AutoContext | None = None,
+                 tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigError(f"knowledge base name {name!r} is not valid: use 1-63 letters, digits, '.', '_' "
                               "or '-', starting with a letter or digit")
@@ -109,7 +110,7 @@ class KnowledgeBase:
             raise ConfigError(f"knowledge base {name!r} in {self.directory} was built with the embedding model "
                               f"{existing.embedding.id!r}{dim}; got {model_id!r}. Open it with the same model, "
                               "or index into a new knowledge base name")
-        self.chunker = chunker or (TokenChunker(**_chunker_kwargs(existing.chunking)) if existing else TokenChunker())
+        self.chunker = chunker or (_chunker_from(existing.chunking) if existing else TokenChunker())
         self.autocontext = autocontext or (AutoContext(**_autocontext_kwargs(existing.autocontext)) if existing
                                            else AutoContext())
         self.tagger = tagger
@@ -144,7 +145,7 @@ class KnowledgeBase:
 
     def _check_same(self, existing: Manifest, part: str, settings: dict[str, Any]) -> None:
         recorded = getattr(existing, part)
-        for key in _COMPARED[part]:
+        for key in ("type", *_COMPARED[part]):
             if key in recorded and recorded[key] != settings.get(key):
                 raise ConfigError(f"knowledge base {self.name!r} was built with {part} {key}={recorded[key]!r}, "
                                   f"got {settings.get(key)!r}; use the recorded settings or a new knowledge base")
@@ -279,8 +280,10 @@ def _collection(name: str) -> str:
     return _chroma_collection_name(name)
 
 
-def _chunker_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers") if k in settings}
+def _chunker_from(settings: dict[str, Any]) -> Any:
+    if settings.get("type") == "passthrough":
+        return PassthroughChunker()
+    return TokenChunker(**{k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers") if k in settings})
 
 
 def _autocontext_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
