@@ -243,12 +243,25 @@ class KnowledgeBase:
         """Records of the documents it holds (source, doc_id, hash, chunk ids, title, summary)."""
         return [r for r in self.records.all().values() if r.state == "ok"]
 
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Chunks matching a portable filter (all when None), in no particular order.
+
+        This makes a knowledge base a chunk source for `rag.indexing.neighbours`
+        (`neighbours(kb, doc_id, chunk_index, window=2)`).
+
+        Example:
+            >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
+        """
+        from rag.core.filters import to_chroma_where, validate_filter
+
+        flt = validate_filter(filter)
+        got = self.collection.get(where=to_chroma_where(flt) if flt else None, include=["documents", "metadatas"])
+        return [Document(id=i, page_content=t or "", metadata=m or {})
+                for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+
     def get_chunks(self, doc_id: str) -> list[Document]:
         """All chunks of a document, in `chunk_index` order."""
-        got = self.collection.get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
-        docs = [Document(id=i, page_content=t or "", metadata=m or {})
-                for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
-        return sorted(docs, key=lambda d: d.metadata.get("chunk_index", 0))
+        return sorted(self.get_documents({"doc_id": doc_id}), key=lambda d: d.metadata.get("chunk_index", 0))
 
     def as_retriever(self, *, k: int = 4, filter: dict[str, Any] | None = None,
                      score_threshold: float | None = None) -> Any:
