@@ -184,9 +184,8 @@ class TokenChunker:
 
     def settings(self) -> dict[str, Any]:
         """The settings as data, for a knowledge base manifest."""
-        name = self._tokenizer.name if self._tokenizer is not None else "default"
         return {"type": "token", "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
-                "headers": self.headers, "tokenizer": name}
+                "headers": self.headers, "tokenizer": self.tokenizer.name}
 
     def _sections(self, doc: Document, text: str) -> list[tuple[str | None, int, int]]:
         use = self.headers
