@@ -28,6 +28,7 @@ __all__ = [
     "COMPARISON_OPERATORS",
     "LOGICAL_OPERATORS",
     "and_filters",
+    "chroma_where_from_canonical",
     "matches",
     "to_chroma_where",
     "validate_filter",
@@ -144,6 +145,11 @@ def to_chroma_where(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """
     canon = validate_filter(flt)
     return None if canon is None else _to_chroma(canon, negate=False)
+
+
+def chroma_where_from_canonical(canon: dict[str, Any]) -> dict[str, Any]:
+    """`to_chroma_where` for a filter already returned by `validate_filter` (no second validation)."""
+    return _to_chroma(canon, negate=False)
 
 
 def _to_chroma(flt: dict[str, Any], *, negate: bool) -> dict[str, Any]:

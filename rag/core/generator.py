@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from operator import itemgetter
 from typing import Any
 
 from langchain_core.documents import Document
@@ -173,13 +172,22 @@ class RAG(BaseModel):
         generation = self._generation_with(generation_chain)
         retrieval = self.resources_retrieval_chain
 
-        def to_input(value: Any, config: RunnableConfig) -> dict[str, Any]:
+        def check(config: RunnableConfig) -> None:
             self.validate_retrieval_settings(((config or {}).get("configurable") or {}).get(_REQUEST_KEY))
-            return _normalise_input(value)
+
+        # One step normalises the input and retrieves: no extra run or thread hop per call.
+        def retrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            check(config)
+            inputs = _normalise_input(value)
+            return {**inputs, "context": retrieval.invoke(inputs["question"], config)}
+
+        async def aretrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            check(config)
+            inputs = _normalise_input(value)
+            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], config)}
 
         chain = (
-            RunnableLambda(to_input, name="input")
-            | RunnablePassthrough.assign(context=itemgetter("question") | retrieval).with_config(run_name="retrieve")
+            RunnableLambda(retrieve, afunc=aretrieve, name="retrieve")
             | RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")
         )
         if self.extras:

@@ -32,7 +32,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.core.errors import ConfigError
-from rag.core.filters import matches, to_chroma_where, validate_filter
+from rag.core.filters import chroma_where_from_canonical, matches, validate_filter
 
 __all__ = ["SEARCH_KWARGS", "Resource", "new_chroma", "validate_search_kwargs"]
 
@@ -245,14 +245,24 @@ class Resource(BaseModel):
 
     def retrieve(self, query: str, *, search_kwargs: Mapping[str, Any] | None = None,
                  config: RunnableConfig | None = None) -> list[Document]:
-        """Search this resource with the defaults plus `search_kwargs`."""
+        """Search this resource with the defaults plus `search_kwargs`.
+
+        Plain similarity search on a vector store goes straight to the store and records the
+        relevance score (cosine similarity for Chroma) in `metadata["score"]`.
+        """
         retriever, kwargs, post = self._plan(self.effective_search_kwargs(search_kwargs))
+        if _is_plain_chroma_similarity(retriever):
+            store = retriever.vectorstore
+            return post(_scored(store.similarity_search_with_score(query, **kwargs), store))
         return post(retriever.invoke(query, config=config, **kwargs))
 
     async def aretrieve(self, query: str, *, search_kwargs: Mapping[str, Any] | None = None,
                         config: RunnableConfig | None = None) -> list[Document]:
         """Async `retrieve`."""
         retriever, kwargs, post = self._plan(self.effective_search_kwargs(search_kwargs))
+        if _is_plain_chroma_similarity(retriever):
+            store = retriever.vectorstore
+            return post(_scored(await store.asimilarity_search_with_score(query, **kwargs), store))
         return post(await retriever.ainvoke(query, config=config, **kwargs))
 
     def as_runnable(self) -> Runnable[str, list[Document]]:
@@ -287,7 +297,7 @@ class Resource(BaseModel):
         if isinstance(retriever, VectorStoreRetriever):
             kwargs = {key: v for key, v in settings.items() if key != "filter"}
             if flt and _is_chroma(retriever.vectorstore):
-                kwargs["filter"] = to_chroma_where(flt)
+                kwargs["filter"] = chroma_where_from_canonical(flt)
                 return retriever, kwargs, _identity
             if flt:
                 kwargs["k"] = k * _OVERFETCH
@@ -296,6 +306,17 @@ class Resource(BaseModel):
         if "k" in type(retriever).model_fields:
             retriever = retriever.model_copy(update={"k": k * _OVERFETCH if flt else k})
         return retriever, {}, _python_filter(flt, k)
+
+
+def _is_plain_chroma_similarity(retriever: BaseRetriever) -> bool:
+    return (type(retriever) is VectorStoreRetriever and retriever.search_type == "similarity"
+            and not retriever.search_kwargs and _is_chroma(retriever.vectorstore))
+
+
+def _scored(found: list[tuple[Document, float]], store: VectorStore) -> list[Document]:
+    relevance = store._select_relevance_score_fn()  # cosine space: 1 - distance
+    return [Document(page_content=d.page_content, metadata={**d.metadata, "score": float(relevance(s))}, id=d.id)
+            for d, s in found]
 
 
 def _identity(docs: list[Document]) -> list[Document]:

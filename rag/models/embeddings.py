@@ -58,12 +58,23 @@ def minilm_embeddings(*, batch_size: int = 64) -> Embeddings:
         raise MissingDependencyError.for_extra("langchain-huggingface", "local", "The offline embedding model") from exc
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    _quiet_transformers()
     emb = HuggingFaceEmbeddings(
         model_name=str(minilm_model_path()),
         model_kwargs={"device": "cpu"},
         encode_kwargs={"normalize_embeddings": True, "batch_size": batch_size},
     )
     return emb
+
+
+def _quiet_transformers() -> None:
+    """No weight-loading progress bars on the CLI's stderr (warnings and errors still show)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def _openai_embeddings() -> Embeddings:

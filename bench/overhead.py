@@ -1,0 +1,109 @@
+"""What does the framework cost? `RAG.chain().invoke` vs a hand-written LCEL chain doing the same work.
+
+Both run three Chroma resources (fake embeddings, k=4, one with a metadata filter), aggregate and
+tag the documents, format the prompt and call a fake LLM, then add one extra. Calls alternate
+between the two chains in the same run, so machine noise hits both alike.
+
+    python bench/overhead.py [--calls 300]
+
+Prints the median ratio (target <= 1.10) and the absolute overhead per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
+from langchain_core.language_models import FakeListChatModel  # noqa: E402
+from langchain_core.output_parsers import StrOutputParser  # noqa: E402
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough  # noqa: E402
+
+from rag import RAG, Resource, rag_chain_from_docs  # noqa: E402
+from rag.generation.prompts import DEFAULT_PROMPT, format_docs  # noqa: E402
+
+
+def build(n_docs: int = 200):
+    emb = DeterministicFakeEmbedding(size=384)
+    resources = [
+        Resource.from_texts(name, [f"{name} document {i} about topic {i % 7}" for i in range(n_docs)],
+                            metadatas=[{"year": 2000 + i % 25} for i in range(n_docs)], embedding=emb)
+        for name in ("news", "editos", "reports")
+    ]
+    llm = FakeListChatModel(responses=["An answer citing [1]."])
+    settings = {"news": {"search_kwargs": {"k": 4, "filter": {"year": {"$gt": 2010}}}},
+                "editos": {"search_kwargs": {"k": 4}}, "reports": {"search_kwargs": {"k": 4}}}
+    rag = RAG(resources=resources, generation_chain=rag_chain_from_docs(llm),
+              extras={"count_docs": lambda x: len(x["context"])})
+    framework = rag.chain(retrieval_chain=settings)
+
+    stores = {r.name: r.retriever.vectorstore for r in resources}
+    where = {"year": {"$gt": 2010}}
+
+    def aggregate(results: dict) -> list[Document]:
+        seen, out = set(), []
+        for name, docs in results.items():
+            for d in docs:
+                key = json.dumps([d.page_content, d.metadata], sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(Document(page_content=d.page_content, metadata={**d.metadata, "resource": name}))
+        return out
+
+    retrieval = RunnableParallel({
+        "news": RunnableLambda(lambda q: stores["news"].similarity_search(q, k=4, filter=where)),
+        "editos": RunnableLambda(lambda q: stores["editos"].similarity_search(q, k=4)),
+        "reports": RunnableLambda(lambda q: stores["reports"].similarity_search(q, k=4)),
+    }) | RunnableLambda(aggregate)
+    generation = (RunnablePassthrough.assign(context=lambda x: format_docs(x["context"]))
+                  | DEFAULT_PROMPT | llm | StrOutputParser())
+    hand = (RunnablePassthrough.assign(context=(lambda x: x["question"]) | retrieval)
+            | RunnablePassthrough.assign(answer=generation)
+            | RunnablePassthrough.assign(count_docs=lambda x: len(x["context"])))
+    return framework, hand
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    framework, hand = build()
+    question = "what about topic 3?"
+    a, b = framework.invoke(question), hand.invoke({"question": question})
+    assert a["answer"] == b["answer"] and len(a["context"]) == len(b["context"]), "the two chains must do the same work"
+    for _ in range(20):  # warm-up
+        framework.invoke(question)
+        hand.invoke({"question": question})
+    t_fw, t_hand, c_fw, c_hand = [], [], [], []
+    for _ in range(args.calls):
+        t0, c0 = time.perf_counter(), time.process_time()
+        framework.invoke(question)
+        t1, c1 = time.perf_counter(), time.process_time()
+        hand.invoke({"question": question})
+        t2, c2 = time.perf_counter(), time.process_time()
+        t_fw.append(t1 - t0)
+        t_hand.append(t2 - t1)
+        c_fw.append(c1 - c0)
+        c_hand.append(c2 - c1)
+    med_fw, med_hand = statistics.median(t_fw), statistics.median(t_hand)
+    ratios = [f / h for f, h in zip(t_fw, t_hand)]
+    print(f"calls: {args.calls} each, 3 resources, fake embeddings (384-d), fake LLM")
+    print(f"RAG.chain().invoke   median {med_fw * 1e3:.2f} ms")
+    print(f"hand-written LCEL    median {med_hand * 1e3:.2f} ms")
+    print(f"ratio of medians     {med_fw / med_hand:.3f}  (target <= 1.10)")
+    print(f"median paired ratio  {statistics.median(ratios):.3f}")
+    print(f"overhead per call    {(med_fw - med_hand) * 1e3:+.2f} ms (wall)")
+    # CPU time of the process (all threads) is less disturbed by other load on a shared machine.
+    cpu_fw, cpu_hand = sum(c_fw) / len(c_fw), sum(c_hand) / len(c_hand)
+    print(f"CPU time per call    {cpu_fw * 1e3:.2f} ms vs {cpu_hand * 1e3:.2f} ms, ratio {cpu_fw / cpu_hand:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Fetch a run of consecutive chunks of one document from a store, by `doc_id` / `chunk_index`.
+
+`split_documents` numbers the chunks of each document (``doc_id``, ``chunk_index``); these
+helpers read them back in order, for neighbour expansion and Relevant Segment Extraction.
+A *chunk source* is any of:
+
+- a `langchain_chroma.Chroma` store (``collection.get(where=...)``, no embedding needed);
+- a `rag.retrieval.partitioned.PartitionedChroma` (its global collection, else every partition);
+- a `rag.retrieval.lexical.BM25Index`, which holds every chunk in memory (fastest).
+
+Example:
+    >>> from langchain_core.documents import Document
+    >>> from rag.retrieval.lexical import BM25Index
+    >>> index = BM25Index.from_documents([Document(page_content=f"c{i}", metadata={"doc_id": "d", "chunk_index": i})
+    ...                                   for i in range(6)])
+    >>> [c.page_content for c in neighbours(index, "d", 1, window=2)]
+    ['c0', 'c1', 'c2', 'c3']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.core.errors import ConfigError
+from rag.core.filters import to_chroma_where
+
+__all__ = ["chunk_range", "neighbours"]
+
+
+def neighbours(source: Any, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
+    """Chunks ``chunk_index - window .. chunk_index + window`` of `doc_id`, in order (those that exist)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ConfigError(f"window must be a non-negative integer, got {window!r}")
+    return chunk_range(source, doc_id, max(0, chunk_index - window), chunk_index + window + 1)
+
+
+def chunk_range(source: Any, doc_id: str, start: int, end: int) -> list[Document]:
+    """Chunks of `doc_id` with ``start <= chunk_index < end``, sorted by chunk_index.
+
+    Raises:
+        ConfigError: when `source` is not a supported chunk source (the message lists them).
+    """
+    if end <= start:
+        return []
+    flt = {"doc_id": doc_id, "chunk_index": {"$gte": start, "$lt": end}}
+    if hasattr(source, "get_documents"):  # BM25Index, PartitionedChroma
+        chunks = source.get_documents(flt)
+    elif hasattr(source, "_collection") and type(source).__name__ == "Chroma":
+        res = source._collection.get(where=to_chroma_where(flt), include=["documents", "metadatas"])
+        chunks = [Document(page_content=text or "", metadata=dict(md or {}), id=id_)
+                  for id_, text, md in zip(res["ids"], res["documents"], res["metadatas"], strict=True)]
+    else:
+        raise ConfigError(f"cannot read chunks from a {type(source).__name__}; valid chunk sources: "
+                          "langchain_chroma.Chroma, PartitionedChroma, BM25Index (anything with get_documents)")
+    unique = {c.metadata["chunk_index"]: c for c in chunks}
+    return [unique[i] for i in sorted(unique)]
+

@@ -1,0 +1,200 @@
+"""Hybrid search: a dense vector store and a BM25 index searched concurrently and fused.
+
+`HybridRetriever` runs the dense search (a cosine-space Chroma, a `PartitionedChroma`, or any
+vector store) and the BM25 search (`BM25Index`) at the same time: a two-thread pool in the sync
+path, ``asyncio.gather`` in the async one. It fetches ``fetch_k`` candidates from each and fuses
+them with RRF (``k=60``) or a normalised convex combination (``weights``), see `rag.retrieval.fusion`.
+
+Every returned document is a copy with ``metadata["score"]`` (the fused score) and
+``metadata["scores"] == {"dense": cosine, "bm25": bm25, "rrf": fused}`` (a retriever that did not
+find the chunk has no entry). Dense scores are cosine similarities, ``1 - cosine distance``:
+build Chroma stores with `rag.core.resource.new_chroma`, which sets the cosine space.
+
+The retriever takes ``k`` and a portable ``filter`` per call (``accepts_portable_filter``): the
+filter goes to Chroma as a ``where`` (`to_chroma_where`), to `PartitionedChroma` as is, and to BM25
+before its top k. The lexical index is persisted next to the dense one (``<dir>/bm25``) by
+`HybridRetriever.from_documents(..., persist_directory=...)` and reopened with `HybridRetriever.load`.
+
+Example:
+    >>> from langchain_core.documents import Document
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> docs = [Document(page_content="Revenue rose 8%.", metadata={"year": 2022}),
+    ...         Document(page_content="Margins fell.", metadata={"year": 2023})]
+    >>> hybrid = HybridRetriever.from_documents(docs, embedding=DeterministicFakeEmbedding(size=16), k=1)
+    >>> top = hybrid.invoke("revenue")[0]
+    >>> top.page_content, sorted(top.metadata["scores"])
+    ('Revenue rose 8%.', ['bm25', 'dense', 'rrf'])
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+from pydantic import ConfigDict, Field, field_validator
+
+from rag.core.errors import ConfigError
+from rag.core.filters import and_filters, matches, to_chroma_where
+from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
+from rag.retrieval.lexical import BM25Index
+
+__all__ = ["HybridRetriever", "dense_search"]
+
+Scored = list[tuple[Document, float]]
+_OVERFETCH = 4
+
+
+def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
+                 filter: Mapping[str, Any] | None = None) -> Scored:
+    """Top-k chunks from a vector store as (document copy, cosine similarity), filter applied.
+
+    `query` is a string or an already computed query vector. Chroma gets the filter as a
+    `where`; `PartitionedChroma` takes the portable filter; other stores are over-fetched and
+    filtered in Python.
+    """
+    from rag.retrieval.partitioned import PartitionedChroma
+
+    flt = and_filters(filter)
+    vector = store.embeddings.embed_query(query) if isinstance(query, str) else list(query)
+    if isinstance(store, PartitionedChroma):
+        hits = store.search_by_vector(vector, k=k, filter=flt)
+    elif type(store).__name__ == "Chroma":
+        # despite its name this returns cosine distances (lower is closer)
+        hits = store.similarity_search_by_vector_with_relevance_scores(vector, k=k, filter=to_chroma_where(flt))
+    else:
+        fetched = store.similarity_search_with_score_by_vector(vector, k=k * _OVERFETCH if flt else k) \
+            if hasattr(store, "similarity_search_with_score_by_vector") \
+            else store.similarity_search_with_score(query if isinstance(query, str) else "", k=k * _OVERFETCH)
+        hits = [(doc, 1.0 - dist) for doc, dist in fetched if matches(doc.metadata, flt)][:k]
+        return [(with_scores(doc, sim, {"dense": sim}), sim) for doc, sim in hits]
+    return [(with_scores(doc, 1.0 - dist, {"dense": 1.0 - dist}), 1.0 - dist) for doc, dist in hits]
+
+
+class HybridRetriever(BaseRetriever):
+    """Dense + BM25 search, run concurrently and fused (see the module docstring).
+
+    Attributes:
+        vectorstore: a cosine-space vector store (Chroma, PartitionedChroma, ...).
+        bm25: the lexical index over the same chunks.
+        k: number of fused results.
+        fetch_k: candidates taken from each retriever before fusion (at least k).
+        fusion: "rrf" or "convex".
+        rrf_k: the RRF constant.
+        weights: per-retriever weights, keys "dense" and "bm25" (convex weights are normalised).
+        filter: a default portable filter, combined with $and with the per-call one.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    accepts_portable_filter: ClassVar[bool] = True
+
+    vectorstore: VectorStore
+    bm25: BM25Index
+    k: int = Field(default=4, ge=1)
+    fetch_k: int = Field(default=20, ge=1)
+    fusion: str = "rrf"
+    rrf_k: int = Field(default=60, ge=0)
+    weights: dict[str, float] | None = None
+    filter: dict[str, Any] | None = None
+
+    @field_validator("fusion")
+    @classmethod
+    def _check_fusion(cls, value: str) -> str:
+        if value not in FUSION_METHODS:
+            raise ValueError(f"unknown fusion {value!r}; valid: {', '.join(FUSION_METHODS)}")
+        return value
+
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None and not set(value) <= {"dense", "bm25"}:
+            raise ValueError(f"weights keys must be 'dense' and/or 'bm25', got {sorted(value)}")
+        return value
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_documents(cls, documents: Sequence[Document], *, embedding: Embeddings | None = None,
+                       persist_directory: str | Path | None = None, collection_name: str = "rag",
+                       bm25_settings: Mapping[str, Any] | None = None, **settings: Any) -> HybridRetriever:
+        """Embed chunks into a cosine Chroma and index them with BM25 (persisted under `persist_directory`)."""
+        from rag.core.resource import new_chroma
+        from rag.models.embeddings import default_embeddings
+
+        store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
+        ids = [doc.id or f"{doc.metadata.get('doc_id', 'doc')}-{doc.metadata.get('chunk_index', i)}-{i}"
+               for i, doc in enumerate(documents)]
+        docs = [Document(page_content=d.page_content, metadata=d.metadata, id=i) for d, i in zip(documents, ids,
+                                                                                               strict=True)]
+        if docs:
+            store.add_documents(docs, ids=ids)
+        bm25 = BM25Index.from_documents(docs, **dict(bm25_settings or {}))
+        if persist_directory is not None:
+            bm25.save(Path(persist_directory) / "bm25")
+        return cls(vectorstore=store, bm25=bm25, **settings)
+
+    @classmethod
+    def load(cls, persist_directory: str | Path, *, embedding: Embeddings | None = None,
+             collection_name: str = "rag", **settings: Any) -> HybridRetriever:
+        """Reopen a retriever saved by `from_documents(..., persist_directory=...)`."""
+        from rag.core.resource import new_chroma
+        from rag.models.embeddings import default_embeddings
+
+        store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
+        return cls(vectorstore=store, bm25=BM25Index.load(Path(persist_directory) / "bm25"), **settings)
+
+    # ------------------------------------------------------------------ search
+    def _plan(self, k: int | None, filter: Mapping[str, Any] | None) -> tuple[int, int, dict[str, Any] | None]:
+        k = k or self.k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        return k, max(self.fetch_k, k), and_filters(self.filter, filter)
+
+    def _dense(self, query: str, fetch: int, flt: dict[str, Any] | None) -> Scored:
+        return dense_search(self.vectorstore, query, k=fetch, filter=flt)
+
+    def _lexical(self, query: str, fetch: int, flt: dict[str, Any] | None) -> Scored:
+        return [(self.bm25.document(i, s), s) for i, s in self.bm25.search(query, k=fetch, filter=flt)]
+
+    def candidates(self, query: str, *, k: int | None = None,
+                   filter: Mapping[str, Any] | None = None) -> dict[str, Scored]:
+        """The per-retriever candidate lists {"dense": [...], "bm25": [...]}, searched concurrently."""
+        _, fetch, flt = self._plan(k, filter)
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-hybrid") as pool:
+            dense = pool.submit(self._dense, query, fetch, flt)
+            lexical = pool.submit(self._lexical, query, fetch, flt)
+            return {"dense": dense.result(), "bm25": lexical.result()}
+
+    async def acandidates(self, query: str, *, k: int | None = None,
+                          filter: Mapping[str, Any] | None = None) -> dict[str, Scored]:
+        """Async `candidates` (both searches run in worker threads, gathered)."""
+        _, fetch, flt = self._plan(k, filter)
+        dense, lexical = await asyncio.gather(asyncio.to_thread(self._dense, query, fetch, flt),
+                                              asyncio.to_thread(self._lexical, query, fetch, flt))
+        return {"dense": dense, "bm25": lexical}
+
+    def fuse(self, candidates: Mapping[str, Scored], *, k: int | None = None) -> Scored:
+        """Fuse candidate lists with this retriever's method and weights, keeping the best k."""
+        return fuse(candidates, method=self.fusion, k=self.rrf_k, weights=self.weights, top_k=k or self.k)
+
+    def search_with_scores(self, query: str, *, k: int | None = None,
+                           filter: Mapping[str, Any] | None = None) -> Scored:
+        """Fused top-k (document, fused score)."""
+        return self.fuse(self.candidates(query, k=k, filter=filter), k=k)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, filter: Mapping[str, Any] | None = None,
+                                **kwargs: Any) -> list[Document]:
+        return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)]
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: Mapping[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        candidates = await self.acandidates(query, k=k, filter=filter)
+        return [doc for doc, _ in self.fuse(candidates, k=k)]

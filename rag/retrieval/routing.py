@@ -1,0 +1,205 @@
+"""Document routing for shared stores: which documents is a question about?
+
+In a store holding many documents (filings of many companies and years, tenants, manuals), chunk
+search alone often lands in the wrong document. `DocumentRouter` scores every document against
+the question from what identifies it: its card, the text of metadata fields such as title,
+company, period, doc_name (and a summary when indexing produced one). Three general signals:
+
+- lexical: IDF-weighted overlap of the question's tokens with the card's tokens, where IDF is
+  computed over the cards, so words every card shares ("annual", "report") count for little and
+  names count for a lot (normalised by the best document);
+- periods: four-digit years in the question (``2022``, ``FY2022``, ``FY22``) against the years in
+  the card: a match adds ``year_weight``, a card whose years all differ loses ``year_weight / 2``;
+- semantic: cosine similarity of the question and the card under the embedding model (optional).
+
+``route(question)`` returns the documents whose score is within ``ratio`` of the best (at most
+``top_n``), or nothing when no document name or period matched (then do not filter).
+`RoutedRetriever` applies the route as a portable ``$in`` filter on the key before chunk search
+(falls back to unfiltered search when routing is not confident); `boost` re-scores candidates.
+
+Example:
+    >>> from langchain_core.documents import Document
+    >>> docs = [Document(page_content="...", metadata={"doc_name": n, "title": t}) for n, t in
+    ...         [("A22", "Acme annual report 2022"), ("A23", "Acme annual report 2023"), ("G23", "Globex report 2023")]]
+    >>> router = DocumentRouter.from_documents(docs, key="doc_name", fields=["title"])
+    >>> router.route("What was Acme's revenue in FY2023?").values
+    ['A23']
+    >>> router.to_filter("Globex margin")
+    {'doc_name': {'$in': ['G23']}}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field
+
+from rag.core.errors import ConfigError
+from rag.core.filters import and_filters
+from rag.core.text import idf_weights, tokenize
+
+__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "years_in"]
+
+DEFAULT_ROUTING_FIELDS = ("title", "doc_name", "company", "period", "doc_period", "year", "source", "summary",
+                          "doc_summary")
+_YEAR = re.compile(r"(?<![\d])((?:19|20)\d{2})(?![\d])")
+_SHORT_FY = re.compile(r"\bFY\s?'?(\d{2})\b", re.IGNORECASE)
+
+
+def years_in(text: str) -> set[int]:
+    """Four-digit years (1900-2099) in text, plus two-digit fiscal years ("FY22" -> 2022).
+
+    Example:
+        >>> sorted(years_in("FY22 vs fiscal 2021, doc_2019_10K"))
+        [2019, 2021, 2022]
+    """
+    years = {int(y) for y in _YEAR.findall(text.replace("_", " "))}
+    years |= {2000 + int(y) for y in _SHORT_FY.findall(text)}
+    return years
+
+
+@dataclass
+class Route:
+    """The routing decision: chosen key values (best first) and every document's score."""
+
+    values: list[Any]
+    scores: dict[Any, float] = field(default_factory=dict)
+    confident: bool = True
+
+
+class DocumentRouter:
+    """Score documents (one card per key value) against a question; see the module docstring.
+
+    Args:
+        cards: key value -> the card text identifying that document.
+        key: the metadata key that names a document (``doc_name``, ``doc_id``, ``tenant``...).
+        embedding: optional model for the semantic signal.
+        top_n: at most this many documents per route.
+        ratio: keep documents scoring at least ``ratio * best``.
+        weights: ``{"lexical": 1.0, "year": 0.5, "semantic": 0.5}`` by default.
+    """
+
+    def __init__(self, cards: dict[Any, str], *, key: str = "doc_name", embedding: Embeddings | None = None,
+                 top_n: int = 3, ratio: float = 0.85, weights: dict[str, float] | None = None) -> None:
+        if not cards:
+            raise ConfigError("a DocumentRouter needs at least one document card")
+        unknown = sorted(set(weights or {}) - {"lexical", "year", "semantic"})
+        if unknown:
+            raise ConfigError(f"unknown routing weight(s) {unknown}; valid: lexical, year, semantic")
+        if not 0 < ratio <= 1:
+            raise ConfigError(f"ratio must be in (0, 1], got {ratio!r}")
+        self.key, self.embedding, self.top_n, self.ratio = key, embedding, top_n, ratio
+        self.weights = {"lexical": 1.0, "year": 0.5, "semantic": 0.5, **(weights or {})}
+        self.values = list(cards)
+        self.cards = [cards[v] for v in self.values]
+        self._tokens = [set(tokenize(c.replace("_", " "))) for c in self.cards]
+        self._idf = idf_weights(self._tokens)
+        df: dict[str, int] = {}
+        for toks in self._tokens:
+            for t in toks:
+                df[t] = df.get(t, 0) + 1
+        # a token shared by every card, or by more than half of many cards, does not tell documents apart
+        n = len(self.cards)
+        self._distinctive = {t for t, c in df.items() if (c < n or n == 1) and c <= max(2, n // 2)}
+        self._years = [years_in(c) for c in self.cards]
+        self._vectors: np.ndarray | None = None
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Document], *, key: str = "doc_name",
+                       fields: Sequence[str] = DEFAULT_ROUTING_FIELDS, **settings: Any) -> DocumentRouter:
+        """Build cards from the metadata of chunks (the first chunk of each key value that has the fields)."""
+        cards: dict[Any, list[str]] = {}
+        for doc in documents:
+            value = doc.metadata.get(key)
+            if value is None:
+                continue
+            parts = cards.setdefault(value, [])
+            for f in fields:
+                text = doc.metadata.get(f)
+                if text is not None and str(text) not in parts:
+                    parts.append(str(text))
+        if not cards:
+            raise ConfigError(f"no document has the routing key {key!r} in its metadata")
+        return cls({v: " | ".join(p) for v, p in cards.items()}, key=key, **settings)
+
+    def _semantic(self, question: str) -> np.ndarray:
+        if self.embedding is None or not self.weights["semantic"]:
+            return np.zeros(len(self.values))
+        if self._vectors is None:
+            m = np.asarray(self.embedding.embed_documents(self.cards), dtype=np.float32)
+            self._vectors = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+        q = np.asarray(self.embedding.embed_query(question), dtype=np.float32)
+        return self._vectors @ (q / max(float(np.linalg.norm(q)), 1e-12))
+
+    def scores(self, question: str) -> tuple[np.ndarray, bool]:
+        """Every document's score, and whether a name or period matched at all."""
+        q_tokens = set(tokenize(question))
+        lexical = np.array([sum(self._idf[t] for t in q_tokens & toks) for toks in self._tokens])
+        matched = bool(q_tokens & self._distinctive)
+        if lexical.max() > 0:
+            lexical = lexical / lexical.max()
+        q_years = years_in(question)
+        year = np.zeros(len(self.values))
+        if q_years:
+            for i, ys in enumerate(self._years):
+                if ys & q_years:
+                    year[i] = 1.0
+                    matched = True
+                elif ys:
+                    year[i] = -0.5
+        total = self.weights["lexical"] * lexical + self.weights["year"] * year
+        return total + self.weights["semantic"] * self._semantic(question), matched
+
+    def route(self, question: str) -> Route:
+        """The documents the question is about (empty and not confident when nothing matched)."""
+        total, matched = self.scores(question)
+        order = np.argsort(-total, kind="stable")
+        scores = {self.values[i]: float(total[i]) for i in order}
+        if not matched:
+            return Route(values=[], scores=scores, confident=False)
+        best = total[order[0]]
+        chosen = [self.values[i] for i in order[: self.top_n] if total[i] >= self.ratio * best - 1e-9]
+        return Route(values=chosen, scores=scores)
+
+    def to_filter(self, question: str) -> dict[str, Any] | None:
+        """A portable filter selecting the routed documents, or None when routing is not confident."""
+        route = self.route(question)
+        return {self.key: {"$in": route.values}} if route.values else None
+
+    def boost(self, question: str, scored: Sequence[tuple[Document, float]], *,
+              weight: float = 0.5) -> list[tuple[Document, float]]:
+        """Add ``weight * normalised document score`` to each candidate's score and re-sort."""
+        total, _ = self.scores(question)
+        lo, hi = float(total.min()), float(total.max())
+        norm = {v: (float(s) - lo) / (hi - lo) if hi > lo else 0.0 for v, s in zip(self.values, total, strict=True)}
+        out = [(doc, score + weight * norm.get(doc.metadata.get(self.key), 0.0)) for doc, score in scored]
+        return sorted(out, key=lambda pair: -pair[1])
+
+
+class RoutedRetriever(BaseRetriever):
+    """Route the question to its documents, then search only them with `retriever`.
+
+    `retriever` must accept a portable ``filter`` (BM25Retriever, HybridRetriever, ...). When the
+    router is not confident the search is not restricted.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    accepts_portable_filter: ClassVar[bool] = True
+
+    retriever: BaseRetriever
+    router: Any
+    k: int = Field(default=4, ge=1)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, filter: dict[str, Any] | None = None,
+                                **kwargs: Any) -> list[Document]:
+        flt = and_filters(filter, self.router.to_filter(query))
+        return self.retriever.invoke(query, k=k or self.k, **({"filter": flt} if flt else {}))

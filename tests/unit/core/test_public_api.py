@@ -1,0 +1,32 @@
+"""The import paths and names users rely on (the seed's paths included)."""
+
+from __future__ import annotations
+
+import rag
+
+
+def test_seed_import_paths_work():
+    from rag.core.errors import ConfigError, FilterError, RagError
+    from rag.core.generator import RAG
+    from rag.core.resource import Resource
+    from rag.generation.rag_with_source import rag_chain_from_docs
+
+    assert rag.RAG is RAG and rag.Resource is Resource and rag.rag_chain_from_docs is rag_chain_from_docs
+    assert issubclass(FilterError, RagError) and issubclass(FilterError, ValueError)
+    assert issubclass(ConfigError, RagError) and issubclass(ConfigError, ValueError)
+
+
+def test_public_api_is_pinned():
+    assert {"RAG", "Resource", "rag_chain_from_docs", "RagError", "FilterError", "ConfigError"} <= set(rag.__all__)
+    for name in rag.__all__:
+        assert hasattr(rag, name), name
+
+
+def test_importing_rag_loads_no_model_and_no_client():
+    import subprocess
+    import sys
+
+    code = ("import sys, rag; heavy = [m for m in ('torch', 'sentence_transformers', 'chromadb', 'llama_cpp', "
+            "'openai', 'fastapi') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

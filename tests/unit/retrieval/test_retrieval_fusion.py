@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+
+from rag.core.errors import ConfigError
+from rag.retrieval.fusion import doc_key, fuse
+
+
+def _d(name: str, **md) -> Document:
+    return Document(page_content=f"text {name}", metadata=md, id=name)
+
+
+def test_rrf_matches_hand_computed_scores():
+    dense = [(_d("a"), 0.9), (_d("b"), 0.8), (_d("c"), 0.1)]
+    bm25 = [(_d("c"), 12.0), (_d("a"), 3.0)]
+    fused = dict((d.id, s) for d, s in fuse({"dense": dense, "bm25": bm25}, method="rrf", k=60))
+    assert fused["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert fused["b"] == pytest.approx(1 / 62)
+
+
+def test_convex_normalises_each_list_then_weights():
+    dense = [(_d("a"), 0.9), (_d("b"), 0.7), (_d("c"), 0.5)]
+    bm25 = [(_d("c"), 10.0), (_d("b"), 5.0), (_d("a"), 0.0)]
+    fused = fuse({"dense": dense, "bm25": bm25}, method="convex", weights={"dense": 3, "bm25": 1})
+    scores = {d.id: s for d, s in fused}
+    assert scores["a"] == pytest.approx(0.75 * 1.0 + 0.25 * 0.0)
+    assert scores["b"] == pytest.approx(0.75 * 0.5 + 0.25 * 0.5)
+    assert scores["c"] == pytest.approx(0.75 * 0.0 + 0.25 * 1.0)
+    assert [d.id for d, _ in fused] == ["a", "b", "c"]
+
+
+def test_scores_of_every_list_are_kept_on_metadata():
+    fused = fuse({"dense": [(_d("a"), 0.9)], "bm25": [(_d("a"), 4.0)]}, method="rrf")
+    doc, score = fused[0]
+    assert doc.metadata["scores"] == {"dense": 0.9, "bm25": 4.0, "rrf": score}
+    assert doc.metadata["score"] == score
+
+
+def test_same_chunk_without_id_is_merged_by_doc_id_and_index():
+    a1 = Document(page_content="x", metadata={"doc_id": "D", "chunk_index": 3})
+    a2 = Document(page_content="x (other copy)", metadata={"doc_id": "D", "chunk_index": 3})
+    assert doc_key(a1) == doc_key(a2)
+    assert len(fuse({"one": [(a1, 1.0)], "two": [(a2, 2.0)]})) == 1
+
+
+def test_bad_method_and_weights_list_valid_choices():
+    with pytest.raises(ConfigError, match="valid: rrf, convex"):
+        fuse({"a": []}, method="max")
+    with pytest.raises(ConfigError, match="valid: a"):
+        fuse({"a": []}, weights={"b": 1.0})

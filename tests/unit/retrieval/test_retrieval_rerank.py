@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import pytest
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import FakeListChatModel
+
+from rag.core.errors import ConfigError
+from rag.retrieval.lexical import BM25Retriever
+from rag.retrieval.rerank import (
+    CompressorReranker,
+    CrossEncoderReranker,
+    EmbeddingReranker,
+    LLMFilterReranker,
+    Reranker,
+)
+
+
+class KeywordReranker(Reranker):
+    """Scores by how many times a keyword occurs: a minimal subclass, as users write them."""
+
+    def __init__(self, word: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.word = word
+
+    def rerank(self, query, docs):
+        scored = sorted(((d, float(d.page_content.lower().count(self.word))) for d in docs), key=lambda p: -p[1])
+        return scored[: self.top_n] if self.top_n else scored
+
+
+class ReverseCompressor(BaseDocumentCompressor):
+    def compress_documents(self, documents, query, callbacks=None):
+        return list(reversed(documents))
+
+
+def test_embedding_reranker_puts_the_exact_text_first(chunks):
+    emb = DeterministicFakeEmbedding(size=32)
+    reranked = EmbeddingReranker(embedding=emb).rerank(chunks[7].page_content, chunks)
+    assert reranked[0][0].page_content == chunks[7].page_content
+    assert reranked[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert [s for _, s in reranked] == sorted((s for _, s in reranked), reverse=True)
+    assert reranked[0][0].metadata["scores"]["rerank"] == reranked[0][1]
+    assert "scores" not in chunks[7].metadata
+
+
+def test_embedding_reranker_top_n_and_metadata_prefix(chunks):
+    emb = DeterministicFakeEmbedding(size=32)
+    reranker = EmbeddingReranker(embedding=emb, metadata_prefix=["title"], top_n=2)
+    query = f"{chunks[0].metadata['title']}\n{chunks[0].page_content}"
+    out = reranker.rerank(query, chunks)
+    assert len(out) == 2 and out[0][0].id == chunks[0].id
+
+
+def test_llm_filter_keeps_yes_answers_in_order(chunks):
+    llm = FakeListChatModel(responses=["NO", "Yes, it does.", "no", "YES"])
+    out = LLMFilterReranker(llm).rerank("capital expenditure?", chunks[:4])
+    assert [d.id for d, _ in out] == [chunks[1].id, chunks[3].id]
+
+
+def test_llm_filter_all_no_returns_nothing_or_everything(chunks):
+    assert LLMFilterReranker(FakeListChatModel(responses=["NO"])).rerank("q", chunks[:3]) == []
+    kept = LLMFilterReranker(FakeListChatModel(responses=["NO"]), keep_all_if_none=True).rerank("q", chunks[:3])
+    assert len(kept) == 3
+
+
+def test_cross_encoder_without_a_model_explains_the_fix(tmp_path):
+    reranker = CrossEncoderReranker(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="no cross-encoder model at .*EmbeddingReranker"):
+        reranker.rerank("q", [Document(page_content="x")])
+
+
+@pytest.mark.slow
+def test_tiny_local_cross_encoder_scores_every_pair(tmp_path, chunks):
+    transformers = pytest.importorskip("transformers")
+    from rag.models.embeddings import minilm_model_path
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_model_path()))
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32, num_labels=1)
+    transformers.BertForSequenceClassification(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    out = CrossEncoderReranker(tmp_path, top_n=3).rerank("revenue", chunks[:6])
+    assert len(out) == 3 and [s for _, s in out] == sorted((s for _, s in out), reverse=True)
+
+
+def test_reranker_works_as_a_langchain_compressor(chunks):
+    base = BM25Retriever.from_documents(chunks, k=6)
+    retriever = ContextualCompressionRetriever(base_compressor=KeywordReranker("acme", top_n=2).as_compressor(),
+                                               base_retriever=base)
+    docs = retriever.invoke("revenue capital expenditure")
+    assert len(docs) == 2 and all("acme" in d.page_content.lower() for d in docs)
+
+
+async def test_reranker_compressor_async_path(chunks):
+    compressor = EmbeddingReranker(embedding=DeterministicFakeEmbedding(size=8), top_n=1).as_compressor()
+    docs = await compressor.acompress_documents(chunks[:3], "q")
+    assert len(docs) == 1 and "relevance_score" in docs[0].metadata
+
+
+def test_langchain_compressor_works_as_a_reranker(chunks):
+    out = CompressorReranker(ReverseCompressor()).rerank("q", chunks[:3])
+    assert [d.id for d, _ in out] == [chunks[2].id, chunks[1].id, chunks[0].id]
+    assert out[0][1] == 1.0 and out[1][1] == 0.5
+
+
+def test_bad_top_n_is_rejected():
+    with pytest.raises(ConfigError, match="top_n must be a positive integer"):
+        EmbeddingReranker(top_n=0)

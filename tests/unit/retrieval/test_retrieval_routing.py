@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from retrieval_corpus import filing_chunks
+
+from rag.core.errors import ConfigError
+from rag.retrieval.lexical import BM25Retriever
+from rag.retrieval.routing import DocumentRouter, RoutedRetriever, years_in
+
+
+def _router(chunks, **kw) -> DocumentRouter:
+    return DocumentRouter.from_documents(chunks, key="doc_name", fields=["title", "company", "year"], **kw)
+
+
+def test_company_and_year_select_one_filing(chunks):
+    router = _router(chunks)
+    assert router.route("How much did Acme spend on capital expenditure in 2022?").values == ["ACME_2022_10K"]
+    assert router.route("Globex operating income").values == ["GLOBEX_2023_10K"]
+
+
+def test_company_without_year_keeps_every_filing_of_that_company(chunks):
+    assert sorted(_router(chunks).route("What does Acme make?").values) == ["ACME_2022_10K", "ACME_2023_10K"]
+
+
+def test_year_alone_narrows_to_that_period(chunks):
+    assert sorted(_router(chunks).route("Which company had the best margin in fiscal year 2023?").values) == [
+        "ACME_2023_10K", "GLOBEX_2023_10K"]
+
+
+def test_question_naming_no_document_is_not_routed(chunks):
+    router = _router(chunks)
+    route = router.route("What is a good dividend policy?")
+    assert route.values == [] and not route.confident
+    assert router.to_filter("What is a good dividend policy?") is None
+
+
+def test_filter_and_routed_retriever_restrict_chunk_search(chunks):
+    router = _router(chunks)
+    assert router.to_filter("Globex litigation") == {"doc_name": {"$in": ["GLOBEX_2023_10K"]}}
+    routed = RoutedRetriever(retriever=BM25Retriever.from_documents(chunks), router=router, k=5)
+    docs = routed.invoke("Acme 2023 revenue capital expenditure")
+    assert docs and {d.metadata["doc_name"] for d in docs} == {"ACME_2023_10K"}
+
+
+def test_boost_moves_candidates_of_the_named_document_up(chunks):
+    router = _router(chunks)
+    scored = [(chunks[0], 0.50), (chunks[10], 0.45)]
+    boosted = router.boost("Globex airports", scored, weight=0.5)
+    assert boosted[0][0].metadata["doc_name"] == "GLOBEX_2023_10K"
+
+
+def test_semantic_signal_uses_the_embedding(chunks):
+    router = _router(chunks, embedding=DeterministicFakeEmbedding(size=16), weights={"lexical": 0, "year": 0,
+                                                                                      "semantic": 1})
+    card = router.cards[router.values.index("GLOBEX_2023_10K")]
+    total, _ = router.scores(card)
+    assert router.values[int(total.argmax())] == "GLOBEX_2023_10K"
+
+
+def test_years_in_reads_fiscal_labels():
+    assert years_in("FY2019 and FY'21 and 10-K 2020") == {2019, 2020, 2021}
+    assert years_in("no year 12345") == set()
+
+
+def test_bad_settings_list_valid_choices(chunks):
+    with pytest.raises(ConfigError, match="valid: lexical, year, semantic"):
+        _router(chunks, weights={"title": 1})
+    with pytest.raises(ConfigError, match="routing key 'ticker'"):
+        DocumentRouter.from_documents([Document(page_content="x")], key="ticker")
+
+
+class TestRoutedRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[RoutedRetriever]:
+        return RoutedRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        chunks = filing_chunks()
+        return {"retriever": BM25Retriever.from_documents(chunks), "router": _router(chunks)}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "Acme revenue margin capital expenditure"
