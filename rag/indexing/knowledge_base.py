@@ -259,6 +259,12 @@ class KnowledgeBase:
         return [Document(id=i, page_content=t or "", metadata=m or {})
                 for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
 
+    def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
+        """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""
+        from rag.indexing.neighbours import neighbours
+
+        return neighbours(self, doc_id, chunk_index, window=window)
+
     def get_chunks(self, doc_id: str) -> list[Document]:
         """All chunks of a document, in `chunk_index` order."""
         return sorted(self.get_documents({"doc_id": doc_id}), key=lambda d: d.metadata.get("chunk_index", 0))

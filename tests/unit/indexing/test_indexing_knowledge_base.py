@@ -241,6 +241,9 @@ def test_get_documents_selects_a_run_of_chunks_for_neighbour_lookup(tmp_path, co
     assert sorted(d.metadata["chunk_index"] for d in run) == [1, 2]
     assert sorted(d.id for d in run) == sorted(md.chunk_ids[1:3])
     assert len(kb.get_documents()) == kb.count()
+    around = kb.neighbours(md.doc_id, 2, window=1)
+    assert [d.metadata["chunk_index"] for d in around] == [1, 2, 3]
+    assert [d.metadata["chunk_index"] for d in kb.neighbours(md.doc_id, 0, window=1)] == [0, 1]
 
 
 def test_passthrough_chunker_keeps_prechunked_documents_and_reopens(tmp_path):
