@@ -1,4 +1,4 @@
-"""The `rag` command line: `rag index PATH...`, `rag ask "question"`.
+"""The `rag` command line: `rag index PATH...`, `rag ask "question"`, `rag eval qa`.
 
 Each subcommand is a pair of functions, `_add_<name>(subparsers)` and `_cmd_<name>(args)`,
 registered in `COMMANDS`. User mistakes (missing store, bad JSON filter, empty directory)
@@ -7,6 +7,7 @@ print one line to stderr and exit 2; no traceback.
 Example:
     $ rag index docs/ --collection docs
     $ rag ask "How do I filter by year?" --k 4 --filter '{"year": {"$gt": 2024}}'
+    $ rag eval qa --n 20 --out eval-report/
     $ rag eval financebench --settings single --limit 10
 """
 
@@ -108,6 +109,44 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- eval
+def _add_eval_qa(sub: Any) -> None:
+    p = sub.add_parser("qa", help="generate QA items from an indexed store and score retrieval, support and citations")
+    p.add_argument("--evals", default=None,
+                   help="JSONL of QA items; read if it exists, else generated and written there "
+                        "(default: OUT/evals.jsonl)")
+    p.add_argument("--n", type=int, default=20, help="items to generate when there is no evals file (default: %(default)s)")
+    p.add_argument("--k", type=int, default=5, help="chunks to retrieve and metric cut-off (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the chunk sample (default: %(default)s)")
+    p.add_argument("--lexical-support", action="store_true",
+                   help="score support lexically only (no embedding model)")
+    p.add_argument("--out", default="eval-report", help="report directory (default: %(default)s)")
+    _store_args(p)
+
+
+def _cmd_eval_qa(args: argparse.Namespace) -> int:
+    from rag.core.generator import RAG
+    from rag.evaluation.qa_evals import build_qa_evals, load_qa_evals, run_qa_evals
+    from rag.evaluation.qa_report import write_qa_report
+
+    if args.n < 1 or args.k < 1:
+        raise ConfigError(f"--n and --k must be positive integers, got --n {args.n} --k {args.k}")
+    resource = open_store_resource(args.store, args.collection)
+    rag = RAG(resources=[resource])
+    evals_path = Path(args.evals) if args.evals else Path(args.out) / "evals.jsonl"
+    if evals_path.exists():
+        evals = load_qa_evals(evals_path)
+        print(f"read {len(evals)} QA item(s) from {evals_path}", file=sys.stderr)
+    else:
+        evals = build_qa_evals(resource, n=args.n, seed=args.seed, path=evals_path)
+        print(f"wrote {len(evals)} QA item(s) to {evals_path}", file=sys.stderr)
+    report = run_qa_evals(rag, evals, k=args.k, embedding=None if args.lexical_support else "default")
+    path = write_qa_report(report, args.out, title=f"QA evaluation of {args.store} ({args.collection})")
+    for name, value in report.metrics.items():
+        print(f"{name:>20}: {'n/a' if value is None else value if isinstance(value, int) else f'{value:.3f}'}")
+    print(f"report: {path}")
+    return 0
+
+
 def _add_eval_financebench(sub: Any) -> None:
     p = sub.add_parser("financebench", help="retrieval benchmark on FinanceBench filings (context hit rate)")
     p.add_argument("--data", default=None,
@@ -147,6 +186,7 @@ def _cmd_eval_financebench(args: argparse.Namespace) -> int:
 
 #: `rag eval <name>`: each evaluation is an `(_add, _cmd)` pair like the top-level commands.
 EVALUATIONS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
+    "qa": (_add_eval_qa, _cmd_eval_qa),
     "financebench": (_add_eval_financebench, _cmd_eval_financebench),
 }
 

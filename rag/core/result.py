@@ -64,7 +64,32 @@ class RAGResult(BaseModel):
     usage: dict[str, dict[str, Any]] = Field(default_factory=dict)     # step -> tokens / cost
     timings: dict[str, float] = Field(default_factory=dict)            # step -> seconds
     extras: dict[str, Any] = Field(default_factory=dict)
+    standalone_question: str | None = None                             # chat: the condensed question
+    flags: list[str] = Field(default_factory=list)                     # post-check findings, e.g. "unsupported_sentences"
 
     def add_stage(self, name: str, candidates: list[Candidate]) -> None:
         """Record the candidates of a stage (overwrites a stage of the same name)."""
         self.stages[name] = list(candidates)
+
+    def total_usage(self) -> dict[str, Any]:
+        """Tokens and cost summed over all steps; the cost is None if any step's price is unknown.
+
+        Example:
+            >>> r = RAGResult(question="q", usage={"answer": {"input_tokens": 3, "output_tokens": 2,
+            ...                                              "total_tokens": 5, "cost": 0.0}})
+            >>> r.total_usage()["total_tokens"]
+            5
+        """
+        total: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "cost": 0.0}
+        for step in self.usage.values():
+            for key in ("input_tokens", "output_tokens", "total_tokens"):
+                total[key] += int(step.get(key, 0) or 0)
+            step_cost = step.get("cost", 0.0)
+            total["cost"] = None if total["cost"] is None or step_cost is None else total["cost"] + step_cost
+        return total
+
+    @property
+    def support_score(self) -> float | None:
+        """Mean support score of the answer's claim sentences (None without support annotations)."""
+        claims = [s for s in self.support if s.get("label") != "no_answer"]
+        return round(sum(float(s.get("score", 0.0)) for s in claims) / len(claims), 4) if claims else None

@@ -1,0 +1,109 @@
+"""`pprint(result)` for the terminal and `to_html(result)` for notebooks and the web.
+
+Both show the question, the answer sentence by sentence coloured by support (green: supported,
+yellow: partly supported, red: unsupported, grey: "I don't know"), a `[chunk, score]` marker
+after each sentence naming the best-supporting source and its score, the flags, and the source list.
+
+Colours are ANSI escape codes: `color=None` colours only when the output is a terminal.
+HTML uses CSS classes (`rag-supported`, `rag-partial`, `rag-unsupported`, `rag-no-answer`,
+`rag-marker`, `rag-sources`) with a small default stylesheet you can leave out (`css=False`).
+
+Example:
+    >>> r = RAGResult(question="Where is Rome?", final_answer="Rome is in Italy. [1]",
+    ...               support=[{"sentence": "Rome is in Italy.", "chunk": 1, "score": 0.93, "label": "supported"}],
+    ...               sources=[{"n": 1, "label": "italy.txt"}])
+    >>> print(to_text(r, color=False))
+    Question: Where is Rome?
+    Answer: Rome is in Italy. [1, 0.93]
+    Sources:
+      [1] italy.txt
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+from typing import Any, TextIO
+
+from rag.core.result import RAGResult
+
+__all__ = ["ANSI", "pprint", "to_html", "to_text"]
+
+ANSI = {"supported": "\033[32m", "partial": "\033[33m", "unsupported": "\033[31m", "no_answer": "\033[90m",
+        "bold": "\033[1m", "dim": "\033[2m", "reset": "\033[0m"}
+
+_CSS = """<style>
+.rag-result{font-family:system-ui,sans-serif;line-height:1.5}
+.rag-supported{color:#1a7f37}.rag-partial{color:#9a6700}.rag-unsupported{color:#cf222e}
+.rag-no-answer{color:#6e7781}.rag-marker{font-size:.8em;color:#6e7781}.rag-flags{color:#cf222e}
+</style>"""
+
+
+def _marker(item: dict[str, Any]) -> str:
+    if item.get("chunk") is None:
+        return "[-, 0.00]"
+    return f"[{item['chunk']}, {float(item.get('score', 0.0)):.2f}]"
+
+
+def _answer_parts(result: RAGResult) -> list[tuple[str, str, str]]:
+    """(label, sentence, marker) per sentence; falls back to the bare answer without annotations."""
+    if result.support:
+        return [(s.get("label", "unsupported"), s.get("sentence", ""), _marker(s)) for s in result.support]
+    answer = result.final_answer or result.answer or ""
+    return [("plain", answer, "")] if answer else []
+
+
+def to_text(result: RAGResult, *, color: bool = True) -> str:
+    """The text `pprint` prints (with ANSI colours when `color`)."""
+    def paint(text: str, style: str) -> str:
+        return f"{ANSI[style]}{text}{ANSI['reset']}" if color and style in ANSI else text
+
+    lines = [f"{paint('Question:', 'bold')} {result.question}"]
+    if result.standalone_question and result.standalone_question != result.question:
+        lines.append(f"{paint('Standalone question:', 'bold')} {result.standalone_question}")
+    parts = [f"{paint(sentence, label)} {paint(marker, 'dim')}".rstrip() for label, sentence, marker in _answer_parts(result)]
+    lines.append(f"{paint('Answer:', 'bold')} {' '.join(parts)}")
+    if result.flags:
+        lines.append(f"{paint('Flags:', 'bold')} {paint(', '.join(result.flags), 'unsupported')}")
+    if result.sources:
+        lines.append(paint("Sources:", "bold"))
+        lines.extend(f"  [{s['n']}] {s.get('label') or s.get('source') or '?'}" for s in result.sources)
+    return "\n".join(lines)
+
+
+def pprint(result: RAGResult, *, file: TextIO | None = None, color: bool | None = None) -> None:
+    """Print the question, the support-coloured answer with `[chunk, score]` markers, and the sources.
+
+    Args:
+        result: a `RAGResult` from `airag(..., return_all=True)`.
+        file: where to print (default: stdout).
+        color: ANSI colours on or off; None: on when `file` is a terminal.
+    """
+    file = file or sys.stdout
+    if color is None:
+        color = bool(getattr(file, "isatty", lambda: False)())
+    print(to_text(result, color=color), file=file)
+
+
+def to_html(result: RAGResult, *, css: bool = True) -> str:
+    """The same view as HTML; sentences carry `rag-<label>` classes and a `title` with the scores."""
+    e = html.escape
+    out = [_CSS] if css else []
+    out.append('<div class="rag-result">')
+    out.append(f'<p class="rag-question"><b>Question:</b> {e(result.question)}</p>')
+    if result.standalone_question and result.standalone_question != result.question:
+        out.append(f'<p class="rag-standalone"><b>Standalone question:</b> {e(result.standalone_question)}</p>')
+    spans = []
+    for label, sentence, marker in _answer_parts(result):
+        css_class = "rag-" + label.replace("_", "-")
+        mark = f' <span class="rag-marker">{e(marker)}</span>' if marker else ""
+        spans.append(f'<span class="{css_class}" title="{e(label)}">{e(sentence)}</span>{mark}')
+    out.append(f'<p class="rag-answer"><b>Answer:</b> {" ".join(spans)}</p>')
+    if result.flags:
+        out.append(f'<p class="rag-flags"><b>Flags:</b> {e(", ".join(result.flags))}</p>')
+    if result.sources:
+        items = "".join(f'<li value="{int(s["n"])}">{e(str(s.get("label") or s.get("source") or "?"))}</li>'
+                        for s in result.sources)
+        out.append(f'<ol class="rag-sources">{items}</ol>')
+    out.append("</div>")
+    return "\n".join(out)

@@ -1,0 +1,88 @@
+"""Citations: [n] -> document mapping, dangling markers, and checked citations on hand-labelled answers."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+
+from rag.generation.citations import check_citations, resolve_citations, source_map
+from rag.generation.sentences import parse_answer, strip_citations
+
+CONTEXT = [
+    Document(page_content="The Eiffel Tower is in Paris. It was completed in 1889 for the World's Fair.",
+             metadata={"source": "/data/paris.pdf", "page": 0, "resource": "cities"}),
+    Document(page_content="The Colosseum is in Rome. It could hold about 50,000 spectators.",
+             metadata={"source": "/data/rome.txt", "resource": "cities"}),
+    Document(page_content="The Sagrada Familia is in Barcelona. Antoni Gaudi designed the basilica.",
+             metadata={"source": "/data/barcelona.md", "resource": "travel"}),
+]
+
+# Hand-labelled: for each answer, every (sentence index, cited number) pair and whether that chunk
+# really supports the sentence (judged by a person reading the chunk), then the precision / recall
+# these labels imply: precision = correct citations / citations, recall = claims backed by their citations / claims.
+LABELLED = [
+    ("The Eiffel Tower was completed in 1889 [1]. The Colosseum could hold about 50,000 spectators [2].",
+     {(0, 1): True, (1, 2): True}, 1.0, 1.0),
+    ("The Eiffel Tower is in Paris [2]. Antoni Gaudi designed the Sagrada Familia basilica [3].",
+     {(0, 2): False, (1, 3): True}, 0.5, 0.5),
+    ("The Colosseum is in Rome [2][1]. The Sagrada Familia is in Barcelona.",
+     {(0, 2): True, (0, 1): False}, 0.5, 0.5),
+    ("The Colosseum is in Rome [7].", {(0, 7): False}, 0.0, 0.0),
+    ("The Colosseum held 50,000 spectators and is in Rome [2]. The Eiffel Tower is in Paris [1][3]. "
+     "Gaudi designed the basilica in Barcelona [3].",
+     {(0, 2): True, (1, 1): True, (1, 3): False, (2, 3): True}, 0.75, 1.0),
+]
+
+
+@pytest.mark.parametrize(("answer", "labels", "precision", "recall"), LABELLED)
+def test_checked_citations_match_hand_labels(answer, labels, precision, recall):
+    report = check_citations(answer, CONTEXT, embedding=None)
+    computed = {(i, n): n in check.supporting for i, check in enumerate(report.checks) for n in check.citations}
+    assert computed == labels
+    assert (report.precision, report.recall) == (precision, recall)
+
+
+def test_abstaining_answer_has_no_citation_scores():
+    report = check_citations("I don't know: the sources do not say.", CONTEXT, embedding=None)
+    assert report.checks == [] and report.precision is None and report.recall is None
+
+
+def test_two_chunks_together_can_support_a_sentence_neither_supports_alone():
+    answer = "The Colosseum could hold 50,000 spectators and the Eiffel Tower was completed in 1889 [2][1]."
+    alone = check_citations(answer.replace("[2][1]", "[2]"), CONTEXT, embedding=None)
+    assert alone.checks[0].supported is False
+    report = check_citations(answer, CONTEXT, embedding=None)
+    check = report.checks[0]
+    assert check.supporting == [2, 1] and check.supported is True
+    assert (report.precision, report.recall) == (1.0, 1.0)
+
+
+def test_source_map_gives_source_page_and_resource_for_each_number():
+    sources = source_map(CONTEXT)
+    assert [(s["n"], s["source"], s["page"], s["resource"]) for s in sources] == [
+        (1, "/data/paris.pdf", 0, "cities"), (2, "/data/rome.txt", None, "cities"),
+        (3, "/data/barcelona.md", None, "travel")]
+    assert sources[0]["label"] == "paris.pdf, page 1"
+
+
+def test_dangling_citations_are_removed_and_reported():
+    resolved = resolve_citations("Rome has the Colosseum [2, 9]. Paris [4] has the tower [1].", CONTEXT)
+    assert resolved.answer == "Rome has the Colosseum [2]. Paris has the tower [1]."
+    assert resolved.invalid == [4, 9] and resolved.cited == [1, 2]
+    assert [s["source"] for s in resolved.sources] == ["/data/paris.pdf", "/data/rome.txt"]
+
+
+def test_markers_attach_to_the_sentence_they_follow():
+    sentences = parse_answer("Paris is in France. [1] Rome is in Italy [3, 4], old [2]. Done.")
+    assert [(s.text, s.citations) for s in sentences] == [
+        ("Paris is in France.", [1]), ("Rome is in Italy, old.", [3, 4, 2]), ("Done.", [])]
+
+
+def test_a_marker_followed_by_more_text_ends_its_claim():
+    sentences = parse_answer("Rome is in Italy [1] and Paris is in France [2]. The list: - item one [3] | cell [4]")
+    assert [(s.text, s.citations) for s in sentences] == [
+        ("Rome is in Italy", [1]), ("and Paris is in France.", [2]), ("The list: - item one", [3]), ("cell", [4])]
+
+
+def test_strip_citations_tidies_spaces_before_punctuation():
+    assert strip_citations("Rome is old [1] , very old [2].") == "Rome is old, very old."

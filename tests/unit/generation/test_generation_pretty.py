@@ -1,0 +1,58 @@
+"""pprint colours sentences by support (ANSI) and to_html uses CSS classes."""
+
+from __future__ import annotations
+
+import io
+
+from rag.core.result import RAGResult
+from rag.generation.pretty import ANSI, pprint, to_html
+
+
+def _result() -> RAGResult:
+    return RAGResult(
+        question="Tell me about Rome <3",
+        final_answer="The Colosseum is in Rome. [1] It is 2,000 years old. Rome is on Mars.",
+        support=[{"sentence": "The Colosseum is in Rome.", "chunk": 1, "score": 1.0, "label": "supported"},
+                 {"sentence": "It is 2,000 years old.", "chunk": 2, "score": 0.41, "label": "partial"},
+                 {"sentence": "Rome is on Mars.", "chunk": None, "score": 0.0, "label": "unsupported"}],
+        sources=[{"n": 1, "label": "rome.txt"}, {"n": 2, "label": "history.pdf, page 3"}],
+        flags=["unsupported_sentences"])
+
+
+def test_pprint_colours_each_sentence_by_its_support_label():
+    out = io.StringIO()
+    pprint(_result(), file=out, color=True)
+    text = out.getvalue()
+    assert f"{ANSI['supported']}The Colosseum is in Rome.{ANSI['reset']}" in text
+    assert f"{ANSI['partial']}It is 2,000 years old.{ANSI['reset']}" in text
+    assert f"{ANSI['unsupported']}Rome is on Mars.{ANSI['reset']}" in text
+
+
+def test_pprint_shows_chunk_and_score_markers_and_sources():
+    out = io.StringIO()
+    pprint(_result(), file=out, color=False)
+    text = out.getvalue()
+    assert "The Colosseum is in Rome. [1, 1.00] It is 2,000 years old. [2, 0.41] Rome is on Mars. [-, 0.00]" in text
+    assert "  [2] history.pdf, page 3" in text and "Flags: unsupported_sentences" in text
+    assert "\033[" not in text
+
+
+def test_pprint_to_a_non_terminal_has_no_colour_by_default():
+    out = io.StringIO()
+    pprint(_result(), file=out)
+    assert "\033[" not in out.getvalue()
+
+
+def test_to_html_marks_sentences_with_css_classes_and_escapes_text():
+    page = to_html(_result())
+    assert '<span class="rag-supported" title="supported">The Colosseum is in Rome.</span>' in page
+    assert 'class="rag-partial"' in page and 'class="rag-unsupported"' in page
+    assert "Tell me about Rome &lt;3" in page and "<style>" in page
+    assert '<li value="2">history.pdf, page 3</li>' in page
+    assert "<style>" not in to_html(_result(), css=False)
+
+
+def test_result_without_support_prints_the_plain_answer():
+    out = io.StringIO()
+    pprint(RAGResult(question="q", final_answer="Plain answer."), file=out, color=True)
+    assert "Plain answer." in out.getvalue()

@@ -1,0 +1,154 @@
+"""stream_events: event order, content, usage, and independence of concurrent requests."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from rag.core.errors import InputError
+from rag.core.generator import RAG
+from rag.generation.rag_with_source import rag_chain_from_docs
+from rag.generation.streaming import EVENT_TYPES, stream_events
+
+
+def _answer_about_the_question(prompt: str) -> str:
+    # The human message is the question; answer from the city it names, citing a source.
+    if "Rome" in prompt or "Colosseum" in prompt:
+        return "The Colosseum is in Rome. [1]"
+    if "Paris" in prompt or "Eiffel" in prompt:
+        return "The Eiffel Tower is in Paris. [1] It was finished in 1889 [9]."
+    return "I don't know."
+
+
+def _rag(resource, cls) -> RAG:
+    llm = cls(responses=["unused"], answer_for=_answer_about_the_question)
+    return RAG(resources=[resource], generation_chain=rag_chain_from_docs(llm))
+
+
+async def _collect(source, question, **kwargs):
+    return [event async for event in stream_events(source, question, embedding=None, **kwargs)]
+
+
+async def test_events_come_in_protocol_order(city_resource, fake_llm_cls):
+    events = await _collect(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?")
+    types = [e["type"] for e in events]
+    assert types[0] == "sources" and types[-4:] == ["citations", "support", "usage", "done"]
+    assert set(types[1:-4]) == {"token"} and len(types[1:-4]) > 3
+    assert [t for t in EVENT_TYPES if t in types] == list(EVENT_TYPES)
+
+
+async def test_tokens_join_into_the_raw_answer_and_done_has_the_fixed_one(city_resource, fake_llm_cls):
+    events = await _collect(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?")
+    raw = "".join(e["text"] for e in events if e["type"] == "token")
+    assert raw == "The Eiffel Tower is in Paris. [1] It was finished in 1889 [9]."
+    citations = next(e for e in events if e["type"] == "citations")
+    assert citations["invalid"] == [9] and citations["cited"] == [1]
+    assert events[-1] == {"type": "done", "answer": "The Eiffel Tower is in Paris. [1] It was finished in 1889."}
+
+
+async def test_sources_event_numbers_the_retrieved_chunks(city_resource, fake_llm_cls):
+    events = await _collect(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?")
+    sources = events[0]["sources"]
+    assert [s["n"] for s in sources] == list(range(1, len(sources) + 1))
+    assert all(s["resource"] == "cities" and s["source"].startswith("city") and s["content"] for s in sources)
+
+
+async def test_usage_event_reports_tokens_from_usage_metadata(city_resource, fake_llm_cls):
+    events = await _collect(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?")
+    usage = next(e for e in events if e["type"] == "usage")
+    assert usage["usage"]["calls"] == 1
+    assert usage["usage"]["output_tokens"] == len(
+        "The Eiffel Tower is in Paris. [1] It was finished in 1889 [9].".split())
+    assert usage["usage"]["input_tokens"] > 20          # the prompt includes the fenced sources
+    assert usage["usage"]["models"] == ["fake-usage-model"]
+    assert set(usage["timings"]) == {"retrieve", "generate", "checks"}
+
+
+async def test_support_event_flags_the_unsupported_sentence(city_resource, fake_llm_cls):
+    events = await _collect(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?")
+    support = next(e for e in events if e["type"] == "support")
+    labels = [s["label"] for s in support["sentences"]]
+    # "finished" is not in the source ("completed"): only partly supported, lexically.
+    assert labels == ["supported", "partial"]
+    assert {"unsupported_sentences", "invalid_citations"} <= set(support["flags"])
+
+
+async def test_concurrent_requests_get_their_own_answers(city_resource, fake_llm_cls):
+    rag = _rag(city_resource, fake_llm_cls)
+    questions = ["Where is the Colosseum in Rome?", "Where is the Eiffel Tower?"] * 4
+    results = await asyncio.gather(*(_collect(rag, q) for q in questions))
+    for question, events in zip(questions, results):
+        expected = "Rome" if "Rome" in question else "Paris"
+        assert re.search(expected, events[-1]["answer"])
+        assert [e["type"] for e in events][-4:] == ["citations", "support", "usage", "done"]
+        assert next(e for e in events if e["type"] == "usage")["usage"]["calls"] == 1
+
+
+async def test_streams_a_chain_built_by_rag_chain(city_resource, fake_llm_cls):
+    events = await _collect(_rag(city_resource, fake_llm_cls).chain(), "Where is the Colosseum in Rome?")
+    assert events[0]["type"] == "sources" and events[-1]["answer"] == "The Colosseum is in Rome. [1]"
+
+
+async def test_offline_extractive_answer_is_fully_supported(city_resource):
+    from rag.generation.extractive import ExtractiveAnswerer
+
+    rag = RAG(resources=[city_resource], generation_chain=rag_chain_from_docs(ExtractiveAnswerer()))
+    events = await _collect(rag, "How many spectators could the Colosseum hold?")
+    support = next(e for e in events if e["type"] == "support")
+    assert support["summary"]["score"] == 1.0 and support["flags"] == []
+    assert next(e for e in events if e["type"] == "usage")["usage"]["calls"] == 0
+
+
+async def test_rejects_something_that_is_not_a_chain():
+    with pytest.raises(InputError, match="takes a RAG"):
+        await _collect(42, "q")
+
+
+class _SlowEmbedding:
+    """An embedding model that takes 0.6 s per call (time.sleep releases the GIL, like real inference)."""
+
+    def __init__(self) -> None:
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        self.inner = DeterministicFakeEmbedding(size=16)
+
+    def embed_documents(self, texts):
+        import time
+
+        time.sleep(0.6)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+
+
+async def test_post_checks_do_not_block_the_event_loop(city_resource, fake_llm_cls):
+    from langchain_core.embeddings import Embeddings
+
+    slow = type("SlowEmbedding", (_SlowEmbedding, Embeddings), {})()
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker():
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    async def run():
+        try:
+            return [e async for e in stream_events(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?",
+                                                   embedding=slow)]
+        finally:
+            done.set()
+
+    events, _ = await asyncio.gather(run(), ticker())
+    assert events[-1]["type"] == "done"
+    support = next(e for e in events if e["type"] == "support")
+    assert support["sentences"][0]["semantic"] is not None          # the slow model was used
+    assert max(gaps) < 0.4, f"the event loop stalled for {max(gaps):.2f} s"
