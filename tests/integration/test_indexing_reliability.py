@@ -121,12 +121,12 @@ def test_kill_9_at_random_points_then_rerun_gives_exactly_the_right_chunks(tmp_p
         _mutate(corpus, rng)
         child = _spawn(script, store, corpus)
         # Even trials: after a random progress event (mostly while scanning and loading files);
-        # odd trials: at a random moment after chunking starts (embedding and writing).
+        # odd trials: within a moment of the first embedding batch, i.e. while writing to Chroma.
         kill_after = rng.randint(1, events) if trial % 2 == 0 else None
         seen = 0
         for line in child.stdout:
-            if kill_after is None and line.startswith("chunks"):
-                time.sleep(rng.uniform(0, write_seconds))
+            if kill_after is None and line.startswith("embeddings"):
+                time.sleep(rng.uniform(0, min(0.3, write_seconds)))
                 break
             if line.split()[0] in ("file", "pages", "chunks", "embeddings"):
                 seen += 1
