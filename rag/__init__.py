@@ -1,15 +1,56 @@
 """rag: retrieval-augmented generation on LangChain Runnables, offline by default.
 
+The core names are imported eagerly; everything else is loaded on first access, so
+`import rag` stays light (no model, no database client, no web framework).
+
 Example:
     >>> from rag import RAG, Resource
+    >>> import rag
+    >>> callable(rag.airag)
+    True
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from rag.core.errors import ConfigError, FilterError, InputError, RagError
 from rag.core.generator import RAG, aggregate_documents
 from rag.core.resource import Resource
 from rag.generation.rag_with_source import rag_chain_from_docs
+
+__version__ = "0.1.0"
+
+#: public name -> module that defines it (imported on first access)
+_LAZY = {
+    "RAGResult": "rag.core.result",
+    "Candidate": "rag.core.result",
+    "Segment": "rag.core.result",
+    "RAGRetriever": "rag.core.retriever",
+    # generation
+    "airag": "rag.generation.airag",
+    "generate": "rag.generation.airag",
+    "annotate_support": "rag.generation.support",
+    "check_citations": "rag.generation.citations",
+    "resolve_citations": "rag.generation.citations",
+    "check_answer": "rag.generation.postprocess",
+    "answer_checks": "rag.generation.postprocess",
+    "pprint": "rag.generation.pretty",
+    "to_html": "rag.generation.pretty",
+    "stream_events": "rag.generation.streaming",
+    "ConversationalRAG": "rag.generation.chat",
+    "InMemoryMessageStore": "rag.generation.chat",
+    "ExtractiveAnswerer": "rag.generation.extractive",
+    "register_price": "rag.generation.pricing",
+    # configuration
+    "load_config": "rag.core.config",
+    # evaluation
+    "build_qa_evals": "rag.evaluation.qa_evals",
+    "run_qa_evals": "rag.evaluation.qa_evals",
+    "load_qa_evals": "rag.evaluation.qa_evals",
+    "save_qa_evals": "rag.evaluation.qa_evals",
+}
 
 __all__ = [
     "RAG",
@@ -20,6 +61,18 @@ __all__ = [
     "Resource",
     "aggregate_documents",
     "rag_chain_from_docs",
+    *_LAZY,
 ]
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

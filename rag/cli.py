@@ -1,4 +1,4 @@
-"""The `rag` command line: `rag index PATH...`, `rag ask "question"`, `rag eval qa`.
+"""The `rag` command line: `rag index PATH...`, `rag ask "question"`, `rag eval qa`, `rag serve`.
 
 Each subcommand is a pair of functions, `_add_<name>(subparsers)` and `_cmd_<name>(args)`,
 registered in `COMMANDS`. User mistakes (missing store, bad JSON filter, empty directory)
@@ -9,6 +9,7 @@ Example:
     $ rag ask "How do I filter by year?" --k 4 --filter '{"year": {"$gt": 2024}}'
     $ rag eval qa --n 20 --out eval-report/
     $ rag eval financebench --settings single --limit 10
+    $ rag serve --config configs/default.yaml --port 8000
 """
 
 from __future__ import annotations
@@ -202,10 +203,48 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return EVALUATIONS[args.eval_command][1](args)
 
 
+# --------------------------------------------------------------------------- serve
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve a config over HTTP: JSON API, streaming and a web page")
+    p.add_argument("--config", default="configs/default.yaml", help="YAML config file (default: %(default)s)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    try:
+        import uvicorn
+    except ImportError as exc:
+        from rag.core.errors import MissingDependencyError
+
+        raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
+    from rag.core.config import build_rag, load_config
+    from rag.server.app import create_app
+
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port must be in 1..65535, got {args.port}")
+    config = load_config(args.config)
+    if args.host not in _LOOPBACK and not os.environ.get(config.server.auth_token_env):
+        print(f"rag serve: warning: listening on {args.host} without a token; set {config.server.auth_token_env} "
+              "to require 'Authorization: Bearer <token>'", file=sys.stderr)
+    print(f"rag serve: building {args.config} ...", file=sys.stderr)
+    app = create_app(build_rag(config), settings=config.server, title=f"rag: {Path(args.config).stem}")
+    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
     "index": (_add_index, _cmd_index),
     "ask": (_add_ask, _cmd_ask),
     "eval": (_add_eval, _cmd_eval),
+    "serve": (_add_serve, _cmd_serve),
 }
 
 

@@ -106,6 +106,13 @@ class RAG(BaseModel):
             raise ValueError(f"resource names must be unique; duplicated: {dupes}")
         return self
 
+    @classmethod
+    def from_config(cls, source: Any, *, embedding: Any = None, llm: Any = None) -> RAG:
+        """Build a RAG (or subclass) from a YAML path, a dict or a `RagConfig` (see `rag.core.config`)."""
+        from rag.core.config import from_config
+
+        return from_config(cls, source, embedding=embedding, llm=llm)
+
     @property
     def resource_names(self) -> list[str]:
         return [r.name for r in self.resources]

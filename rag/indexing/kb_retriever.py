@@ -12,9 +12,11 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any, ClassVar
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
@@ -73,3 +75,9 @@ class KnowledgeBaseRetriever(BaseRetriever):
                 continue
             docs.append(Document(id=chunk_id, page_content=text or "", metadata={**(meta or {}), "score": score}))
         return docs
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       **kwargs: Any) -> list[Document]:
+        # The default async path drops k / filter; embedding and Chroma are blocking, so use a thread.
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
+                                       **kwargs)

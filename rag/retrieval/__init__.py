@@ -1,1 +1,60 @@
-"""rag.retrieval."""
+"""Retrieval components: BM25, hybrid search, fusion, rephrasing, routing, reranking, expansion, RSE, budget.
+
+Every retriever here takes `k` and a portable `filter` per call (`accepts_portable_filter`), so it
+plugs into a `Resource`; `retrieve` runs a whole path and records each step in a `RAGResult`.
+
+Example:
+    >>> from rag.retrieval import BM25Retriever, HybridRetriever, retrieve  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from rag.retrieval.budget import TokenCounter, apply_budget
+from rag.retrieval.expansion import expand_neighbours, merge_chunk_texts
+from rag.retrieval.fusion import fuse
+from rag.retrieval.hybrid import HybridRetriever, dense_search
+from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.partitioned import PartitionedChroma
+from rag.retrieval.rephrase import FusedQueryRetriever, Rephraser, keyword_query
+from rag.retrieval.rerank import (
+    CompressorReranker,
+    CrossEncoderReranker,
+    EmbeddingReranker,
+    LLMFilterReranker,
+    Reranker,
+    RerankerCompressor,
+)
+from rag.retrieval.retrieve import RetrievalSettings, aretrieve, retrieve
+from rag.retrieval.routing import DocumentRouter, RoutedRetriever
+from rag.retrieval.rse import RSE_PRESETS, RSEConfig, RSERetriever, relevant_segments
+
+__all__ = [
+    "RSE_PRESETS",
+    "BM25Index",
+    "BM25Retriever",
+    "CompressorReranker",
+    "CrossEncoderReranker",
+    "DocumentRouter",
+    "EmbeddingReranker",
+    "FusedQueryRetriever",
+    "HybridRetriever",
+    "LLMFilterReranker",
+    "PartitionedChroma",
+    "RSEConfig",
+    "RSERetriever",
+    "Rephraser",
+    "Reranker",
+    "RerankerCompressor",
+    "RetrievalSettings",
+    "RoutedRetriever",
+    "TokenCounter",
+    "apply_budget",
+    "aretrieve",
+    "dense_search",
+    "expand_neighbours",
+    "fuse",
+    "keyword_query",
+    "merge_chunk_texts",
+    "relevant_segments",
+    "retrieve",
+]

@@ -57,24 +57,29 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     """Top-k chunks from a vector store as (document copy, cosine similarity), filter applied.
 
     `query` is a string or an already computed query vector. Chroma gets the filter as a
-    `where`; `PartitionedChroma` takes the portable filter; other stores are over-fetched and
-    filtered in Python.
+    `where`; `PartitionedChroma` takes the portable filter; other stores (searched by text, scored
+    with their own relevance function) are over-fetched and filtered in Python.
     """
     from rag.retrieval.partitioned import PartitionedChroma
 
     flt = and_filters(filter)
+    if not isinstance(store, PartitionedChroma) and type(store).__name__ != "Chroma":
+        if not isinstance(query, str):
+            raise ConfigError(f"a {type(store).__name__} is searched by text; pass the query string")
+        # the store's own relevance function, else its raw score (InMemoryVectorStore: cosine)
+        fetch = k * _OVERFETCH if flt else k
+        try:
+            fetched = store.similarity_search_with_relevance_scores(query, k=fetch)
+        except NotImplementedError:
+            fetched = store.similarity_search_with_score(query, k=fetch)
+        hits = [(doc, rel) for doc, rel in fetched if matches(doc.metadata, flt)][:k]
+        return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
     vector = store.embeddings.embed_query(query) if isinstance(query, str) else list(query)
     if isinstance(store, PartitionedChroma):
         hits = store.search_by_vector(vector, k=k, filter=flt)
-    elif type(store).__name__ == "Chroma":
+    else:
         # despite its name this returns cosine distances (lower is closer)
         hits = store.similarity_search_by_vector_with_relevance_scores(vector, k=k, filter=to_chroma_where(flt))
-    else:
-        fetched = store.similarity_search_with_score_by_vector(vector, k=k * _OVERFETCH if flt else k) \
-            if hasattr(store, "similarity_search_with_score_by_vector") \
-            else store.similarity_search_with_score(query if isinstance(query, str) else "", k=k * _OVERFETCH)
-        hits = [(doc, 1.0 - dist) for doc, dist in fetched if matches(doc.metadata, flt)][:k]
-        return [(with_scores(doc, sim, {"dense": sim}), sim) for doc, sim in hits]
     return [(with_scores(doc, 1.0 - dist, {"dense": 1.0 - dist}), 1.0 - dist) for doc, dist in hits]
 
 
@@ -150,11 +155,12 @@ class HybridRetriever(BaseRetriever):
         return cls(vectorstore=store, bm25=BM25Index.load(Path(persist_directory) / "bm25"), **settings)
 
     # ------------------------------------------------------------------ search
-    def _plan(self, k: int | None, filter: Mapping[str, Any] | None) -> tuple[int, int, dict[str, Any] | None]:
+    def _plan(self, k: int | None, filter: Mapping[str, Any] | None,
+              fetch_k: int | None = None) -> tuple[int, int, dict[str, Any] | None]:
         k = k or self.k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
-        return k, max(self.fetch_k, k), and_filters(self.filter, filter)
+        return k, max(fetch_k or self.fetch_k, k), and_filters(self.filter, filter)
 
     def _dense(self, query: str, fetch: int, flt: dict[str, Any] | None) -> Scored:
         return dense_search(self.vectorstore, query, k=fetch, filter=flt)
@@ -162,19 +168,19 @@ class HybridRetriever(BaseRetriever):
     def _lexical(self, query: str, fetch: int, flt: dict[str, Any] | None) -> Scored:
         return [(self.bm25.document(i, s), s) for i, s in self.bm25.search(query, k=fetch, filter=flt)]
 
-    def candidates(self, query: str, *, k: int | None = None,
-                   filter: Mapping[str, Any] | None = None) -> dict[str, Scored]:
+    def candidates(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
+                   fetch_k: int | None = None) -> dict[str, Scored]:
         """The per-retriever candidate lists {"dense": [...], "bm25": [...]}, searched concurrently."""
-        _, fetch, flt = self._plan(k, filter)
+        _, fetch, flt = self._plan(k, filter, fetch_k)
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-hybrid") as pool:
             dense = pool.submit(self._dense, query, fetch, flt)
             lexical = pool.submit(self._lexical, query, fetch, flt)
             return {"dense": dense.result(), "bm25": lexical.result()}
 
-    async def acandidates(self, query: str, *, k: int | None = None,
-                          filter: Mapping[str, Any] | None = None) -> dict[str, Scored]:
+    async def acandidates(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
+                          fetch_k: int | None = None) -> dict[str, Scored]:
         """Async `candidates` (both searches run in worker threads, gathered)."""
-        _, fetch, flt = self._plan(k, filter)
+        _, fetch, flt = self._plan(k, filter, fetch_k)
         dense, lexical = await asyncio.gather(asyncio.to_thread(self._dense, query, fetch, flt),
                                               asyncio.to_thread(self._lexical, query, fetch, flt))
         return {"dense": dense, "bm25": lexical}
@@ -183,18 +189,18 @@ class HybridRetriever(BaseRetriever):
         """Fuse candidate lists with this retriever's method and weights, keeping the best k."""
         return fuse(candidates, method=self.fusion, k=self.rrf_k, weights=self.weights, top_k=k or self.k)
 
-    def search_with_scores(self, query: str, *, k: int | None = None,
-                           filter: Mapping[str, Any] | None = None) -> Scored:
+    def search_with_scores(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
+                           fetch_k: int | None = None) -> Scored:
         """Fused top-k (document, fused score)."""
-        return self.fuse(self.candidates(query, k=k, filter=filter), k=k)
+        return self.fuse(self.candidates(query, k=k, filter=filter, fetch_k=fetch_k), k=k)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: Mapping[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)]
+                                fetch_k: int | None = None, **kwargs: Any) -> list[Document]:
+        return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter, fetch_k=fetch_k)]
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
                                        k: int | None = None, filter: Mapping[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        candidates = await self.acandidates(query, k=k, filter=filter)
+                                       fetch_k: int | None = None, **kwargs: Any) -> list[Document]:
+        candidates = await self.acandidates(query, k=k, filter=filter, fetch_k=fetch_k)
         return [doc for doc, _ in self.fuse(candidates, k=k)]

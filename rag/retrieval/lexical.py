@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from itertools import chain
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
@@ -277,3 +278,9 @@ class BM25Retriever(BaseRetriever):
                                 k: int | None = None, filter: dict[str, Any] | None = None,
                                 **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)]
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        # The default async path drops k / filter; scoring is CPU work, so keep it off the event loop.
+        return await asyncio.to_thread(lambda: [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)])

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +49,7 @@ from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import documents_to_scored, fuse
 from rag.retrieval.rse import RSEConfig, relevant_segments, segment_documents
 
-__all__ = ["RetrievalSettings", "chunk_source", "retrieve"]
+__all__ = ["RetrievalSettings", "aretrieve", "chunk_source", "retrieve"]
 
 
 class RetrievalSettings(BaseModel):
@@ -206,6 +207,11 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
     result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
     result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase"}, mode="json")
     return result
+
+
+async def aretrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
+    """Async `retrieve` (runs in a worker thread; its searches run concurrently inside)."""
+    return await asyncio.to_thread(retrieve, question, resources_or_rag, **kwargs)
 
 
 def _rephraser(settings: RetrievalSettings, resources: list[Resource]) -> Any:

@@ -13,7 +13,8 @@ company, period, doc_name (and a summary when indexing produced one). Three gene
 - semantic: cosine similarity of the question and the card under the embedding model (optional).
 
 ``route(question)`` returns the documents whose score is within ``ratio`` of the best (at most
-``top_n``), or nothing when no document name or period matched (then do not filter).
+``top_n``), or nothing when no distinctive name matched, since a year alone fits too many
+documents (then do not filter).
 `RoutedRetriever` applies the route as a portable ``$in`` filter on the key before chunk search
 (falls back to unfiltered search when routing is not confident); `boost` re-scores candidates.
 
@@ -51,7 +52,12 @@ __all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route
 DEFAULT_ROUTING_FIELDS = ("title", "doc_name", "company", "period", "doc_period", "year", "source", "summary",
                           "doc_summary")
 _YEAR = re.compile(r"(?<![\d])((?:19|20)\d{2})(?![\d])")
+_ACRONYM = re.compile(r"\b(?=\w*[A-Z]\w*[A-Z])[A-Za-z&]{3,}\b")  # JPM, JnJ, AMD: two capitals or more
 _SHORT_FY = re.compile(r"\bFY\s?'?(\d{2})\b", re.IGNORECASE)
+
+
+def _period_tokens(tokens: set[str]) -> set[str]:
+    return {t for t in tokens if t.isdigit() or _YEAR.fullmatch(t) or _SHORT_FY.fullmatch(t)}
 
 
 def years_in(text: str) -> set[int]:
@@ -88,7 +94,7 @@ class DocumentRouter:
     """
 
     def __init__(self, cards: dict[Any, str], *, key: str = "doc_name", embedding: Embeddings | None = None,
-                 top_n: int = 3, ratio: float = 0.85, weights: dict[str, float] | None = None) -> None:
+                 top_n: int = 5, ratio: float = 0.85, weights: dict[str, float] | None = None) -> None:
         if not cards:
             raise ConfigError("a DocumentRouter needs at least one document card")
         unknown = sorted(set(weights or {}) - {"lexical", "year", "semantic"})
@@ -140,10 +146,21 @@ class DocumentRouter:
         return self._vectors @ (q / max(float(np.linalg.norm(q)), 1e-12))
 
     def scores(self, question: str) -> tuple[np.ndarray, bool]:
-        """Every document's score, and whether a name or period matched at all."""
+        """Every document's score, and whether a distinctive name matched at all.
+
+        An acronym-like word of the question (two capitals or more: "JPM") also matches a
+        longer card token it begins ("jpmorgan"), at 80% of that token's weight. A year alone never makes the route
+        confident: many documents share a period.
+        """
         q_tokens = set(tokenize(question))
-        lexical = np.array([sum(self._idf[t] for t in q_tokens & toks) for toks in self._tokens])
-        matched = bool(q_tokens & self._distinctive)
+        prefixes = {w.lower() for w in _ACRONYM.findall(question)}
+        lexical = np.zeros(len(self.values))
+        matched = False
+        for i, toks in enumerate(self._tokens):
+            exact = (q_tokens & toks) - _period_tokens(q_tokens)  # periods are scored by the year signal
+            partial = {c for c in toks - exact if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
+            lexical[i] = sum(self._idf[t] for t in exact) + 0.8 * sum(self._idf[t] for t in partial)
+            matched = matched or bool((exact | partial) & self._distinctive)
         if lexical.max() > 0:
             lexical = lexical / lexical.max()
         q_years = years_in(question)
@@ -152,7 +169,6 @@ class DocumentRouter:
             for i, ys in enumerate(self._years):
                 if ys & q_years:
                     year[i] = 1.0
-                    matched = True
                 elif ys:
                     year[i] = -0.5
         total = self.weights["lexical"] * lexical + self.weights["year"] * year

@@ -166,22 +166,32 @@ def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], so
                 selected.append(doc_id)
     if not selected:
         return []
-    spans = {d: max(ci for q in per_query for (di, ci) in q if di == d) + 1 for d in selected
-             if any(di == d for q in per_query for (di, _) in q)}
-    arrays = [{d: np.full(n, -config.irrelevant_chunk_penalty) for d, n in spans.items()} for _ in per_query]
+    # a document's region runs from its first to its last candidate chunk: chunks outside are
+    # worth -penalty for every query, so no best segment starts or ends there
+    indices: dict[str, list[int]] = {}
+    for values in per_query:
+        for d, ci in values:
+            if d in selected:
+                indices.setdefault(d, []).append(ci)
+    offsets = {d: min(ix) for d, ix in indices.items()}
+    sizes = {d: max(ix) - offsets[d] + 1 for d, ix in indices.items()}
+    arrays = [{d: np.full(n, -config.irrelevant_chunk_penalty) for d, n in sizes.items()} for _ in per_query]
     for q, values in enumerate(per_query):
         for (d, ci), v in values.items():
-            if d in spans:
-                arrays[q][d][ci] = v
-    taken = {d: np.zeros(n, dtype=bool) for d, n in spans.items()}
+            if d in sizes:
+                arrays[q][d][ci - offsets[d]] = v
+    taken = {d: np.zeros(n, dtype=bool) for d, n in sizes.items()}
+    cache: dict[tuple[int, str], tuple[float, int, int]] = {}
     chosen: list[tuple[str, int, int, float]] = []
     active = list(range(len(per_query)))
     used = 0
     while active and used < config.overall_max_length:
         for q in list(active):
             best = (-math.inf, "", 0, 0)
-            for d in spans:
-                total, start, end = _best_segment(arrays[q][d], taken[d], config.max_length)
+            for d in sizes:
+                if (q, d) not in cache:
+                    cache[(q, d)] = _best_segment(arrays[q][d], taken[d], config.max_length)
+                total, start, end = cache[(q, d)]
                 if total > best[0]:
                     best = (total, d, start, end)
             total, d, start, end = best
@@ -189,8 +199,10 @@ def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], so
                 active.remove(q)
                 continue
             taken[d][start:end] = True
+            for key in [key for key in cache if key[1] == d]:
+                del cache[key]
             used += end - start
-            chosen.append((d, start, end, float(total)))
+            chosen.append((d, start + offsets[d], end + offsets[d], float(total)))
     return [_segment(source, d, start, end, score, lists) for d, start, end, score in chosen]
 
 

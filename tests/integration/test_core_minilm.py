@@ -45,7 +45,7 @@ def test_persistent_store_reopens_with_same_documents(corpus, tmp_path, minilm):
 
     Resource.from_directory("kb", corpus, persist_directory=tmp_path / "store", embedding=minilm)
     reopened = Resource.from_vectorstore("kb", new_chroma("kb", minilm, persist_directory=tmp_path / "store"))
-    hits = reopened.retrieve("baking bread", search_kwargs={"k": 1, "filter": {"title": "cooking"}})
+    hits = reopened.retrieve("baking bread", search_kwargs={"k": 1, "filter": {"title": "Cooking"}})
     assert "flour" in hits[0].page_content
     assert reopened.retriever.vectorstore._collection.count() == 3
 

@@ -30,3 +30,17 @@ def test_importing_rag_loads_no_model_and_no_client():
             "'openai', 'fastapi') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_rag_from_config_builds_the_subclass_it_is_called_on(tmp_path):
+    from rag import RAG
+
+    class MyRAG(RAG):
+        pass
+
+    cfg = {"version": 1, "embedding": {"kind": "deterministic"},
+           "resources": [{"name": "notes", "kind": "chroma", "path": str(tmp_path / "store"), "create": True}],
+           "extras": ["count_docs"]}
+    built = MyRAG.from_config(cfg)
+    assert type(built) is MyRAG and built.resource_names == ["notes"]
+    assert set(built.chain().invoke("anything?")) == {"question", "answer", "context", "count_docs"}

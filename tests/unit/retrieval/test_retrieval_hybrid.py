@@ -116,3 +116,20 @@ class TestHybridRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "Acme revenue"
+
+
+def test_fetch_k_per_call_widens_the_candidate_lists(chunks):
+    hybrid = HybridRetriever.from_documents(chunks, embedding=DeterministicFakeEmbedding(size=16), fetch_k=2)
+    assert len(hybrid.candidates("Acme", k=1)["dense"]) == 2
+    assert len(hybrid.candidates("Acme", k=1, fetch_k=6)["dense"]) == 6
+
+
+def test_other_vector_stores_are_filtered_in_python_with_their_relevance(chunks):
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from rag.retrieval.hybrid import dense_search
+
+    store = InMemoryVectorStore.from_documents(chunks, DeterministicFakeEmbedding(size=16))
+    hits = dense_search(store, chunks[4].page_content, k=2, filter={"company": "ACME"})
+    assert hits[0][0].page_content == chunks[4].page_content and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert all(d.metadata["company"] == "ACME" for d, _ in hits) and len(hits) == 2

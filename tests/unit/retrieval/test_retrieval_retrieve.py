@@ -74,3 +74,11 @@ def test_unknown_setting_lists_valid_fields(hybrid_resource):
         retrieve("q", hybrid_resource, top_k=3)
     with pytest.raises(ConfigError, match="needs a Resource"):
         retrieve("q", "not a resource")
+
+
+async def test_async_retrieve_matches_sync(hybrid_resource):
+    from rag.retrieval.retrieve import aretrieve
+
+    sync = retrieve("Acme revenue", hybrid_resource, k=3, token_counter="approx")
+    result = await aretrieve("Acme revenue", hybrid_resource, k=3, token_counter="approx")
+    assert [d.id for d in result.context] == [d.id for d in sync.context]

@@ -25,9 +25,18 @@ def test_company_without_year_keeps_every_filing_of_that_company(chunks):
     assert sorted(_router(chunks).route("What does Acme make?").values) == ["ACME_2022_10K", "ACME_2023_10K"]
 
 
-def test_year_alone_narrows_to_that_period(chunks):
-    assert sorted(_router(chunks).route("Which company had the best margin in fiscal year 2023?").values) == [
-        "ACME_2023_10K", "GLOBEX_2023_10K"]
+def test_year_alone_ranks_that_period_first_but_does_not_filter(chunks):
+    route = _router(chunks).route("Which company had the best margin in fiscal year 2023?")
+    assert route.values == [] and not route.confident
+    assert sorted(list(route.scores)[:2]) == ["ACME_2023_10K", "GLOBEX_2023_10K"]
+
+
+def test_acronym_matches_the_start_of_a_longer_name():
+    docs = [Document(page_content="", metadata={"doc_name": n, "company": c}) for n, c in
+            [("JPMORGAN_2023", "JPMorgan"), ("NETFLIX_2023", "Netflix"), ("ACME_2023", "Acme")]]
+    router = DocumentRouter.from_documents(docs, fields=["doc_name", "company"])
+    assert router.route("Which JPM segment earned most?").values == ["JPMORGAN_2023"]
+    assert router.route("What drove net sales?").values == []   # ordinary words are not acronyms
 
 
 def test_question_naming_no_document_is_not_routed(chunks):

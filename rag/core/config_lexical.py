@@ -1,0 +1,111 @@
+"""Lexical and hybrid resource kinds for configs: `bm25` and `hybrid` (BM25 + dense, fused).
+
+Both persist under `path` and, with an `index:` block, are built from files the first time
+(when nothing is saved there yet); delete the folder to rebuild after the files change.
+
+```yaml
+resources:
+  - {name: words, kind: bm25, path: .rag/bm25-docs, index: {paths: [docs]}}
+  - {name: docs, kind: hybrid, path: .rag/hybrid-docs, fusion: rrf, index: {paths: [docs]}}
+```
+
+Example:
+    >>> HybridResourceConfig(kind="hybrid", name="docs", path=".rag/h", fusion="convex",
+    ...                      weights={"dense": 0.7, "bm25": 0.3}).fusion
+    'convex'
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from rag.core.config_models import StrictModel
+from rag.core.config_resources import IndexConfig, ResourceBase, load_chunks, store_path
+from rag.core.errors import ConfigError
+from rag.core.resource import Resource
+
+__all__ = ["BM25ResourceConfig", "BM25Settings", "HybridResourceConfig"]
+
+logger = logging.getLogger(__name__)
+
+
+class BM25Settings(StrictModel):
+    """Okapi BM25 parameters and tokenisation (see `rag.retrieval.lexical.BM25Index`)."""
+
+    k1: float = Field(default=1.5, ge=0)
+    b: float = Field(default=0.75, ge=0, le=1)
+    stem: bool = True
+    stop_words: bool = True
+    metadata_fields: list[str] = Field(default_factory=lambda: ["title"])
+
+
+class BM25ResourceConfig(ResourceBase):
+    """A persisted BM25 index (`BM25Index.save` layout) in `path`."""
+
+    kind: Literal["bm25"]
+    path: str
+    index: IndexConfig | None = None
+    bm25: BM25Settings = Field(default_factory=BM25Settings)
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        from rag.retrieval.lexical import BM25Index, BM25Retriever
+
+        folder = store_path(self.path)
+        if not (folder / "index.json").exists():
+            if self.index is None:
+                raise ConfigError(f"resource {self.name!r}: no BM25 index at {str(folder)!r}; add an 'index:' "
+                                  "block to build it from files")
+            chunks = load_chunks(self.index, resource=self.name)
+            BM25Index.from_documents(chunks, **self.bm25.model_dump()).save(folder)
+            logger.info("resource %s: BM25 index of %d chunks saved to %s", self.name, len(chunks), folder)
+        retriever = BM25Retriever(index=BM25Index.load(folder))
+        return Resource.from_retriever(self.name, retriever, description=self.description,
+                                       search_kwargs=self.merged_search_kwargs(default_search_kwargs))
+
+
+class HybridResourceConfig(ResourceBase):
+    """Dense Chroma + BM25 over the same chunks, searched concurrently and fused (`HybridRetriever`)."""
+
+    kind: Literal["hybrid"]
+    path: str
+    collection: str | None = None
+    index: IndexConfig | None = None
+    fusion: Literal["rrf", "convex"] = "rrf"
+    weights: dict[str, float] | None = None
+    fetch_k: int = Field(default=20, ge=1, le=1000)
+    rrf_k: int = Field(default=60, ge=0)
+    bm25: BM25Settings = Field(default_factory=BM25Settings)
+
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
+        if weights is not None:
+            bad = sorted(set(weights) - {"dense", "bm25"})
+            if bad:
+                raise ValueError(f"unknown weight key(s) {bad}; valid: dense, bm25")
+            if any(w < 0 for w in weights.values()):
+                raise ValueError("weights must be >= 0")
+        return weights
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        from rag.retrieval.hybrid import HybridRetriever
+
+        folder = store_path(self.path)
+        settings = {"fusion": self.fusion, "weights": self.weights, "fetch_k": self.fetch_k, "rrf_k": self.rrf_k}
+        collection = self.collection or self.name
+        if (folder / "bm25" / "index.json").exists():
+            retriever = HybridRetriever.load(folder, embedding=embedding, collection_name=collection, **settings)
+        elif self.index is not None:
+            chunks = load_chunks(self.index, resource=self.name)
+            retriever = HybridRetriever.from_documents(chunks, embedding=embedding, persist_directory=folder,
+                                                       collection_name=collection,
+                                                       bm25_settings=self.bm25.model_dump(), **settings)
+            logger.info("resource %s: hybrid index of %d chunks saved to %s", self.name, len(chunks), folder)
+        else:
+            raise ConfigError(f"resource {self.name!r}: no hybrid index at {str(folder)!r}; add an 'index:' "
+                              "block to build it from files")
+        return Resource.from_retriever(self.name, retriever, description=self.description,
+                                       search_kwargs=self.merged_search_kwargs(default_search_kwargs))

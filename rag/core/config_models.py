@@ -1,0 +1,235 @@
+"""The non-resource parts of a config: embedding, LLM, generation and server settings.
+
+Each model forbids unknown keys and lists the valid ones; secrets are the *names* of
+environment variables (`api_key_env: OPENAI_API_KEY`), read only when the model is built.
+
+Example:
+    >>> LLMConfig(kind="openai", api_key_env="MY_KEY").api_key_env
+    'MY_KEY'
+    >>> LLMConfig(kind="openai", api_key="sk-123")
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for LLMConfig
+    ...
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rag.core.errors import ConfigError
+from rag.core.filters import validate_filter
+
+__all__ = [
+    "EmbeddingConfig",
+    "GenerationConfig",
+    "LLMConfig",
+    "ServerConfig",
+    "StrictModel",
+    "build_embedding",
+    "build_llm",
+]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_KEYS = ("api_key", "token", "password", "secret")
+
+
+class StrictModel(BaseModel):
+    """A pydantic model that rejects unknown keys with a message listing the valid ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            valid = list(cls.model_fields)
+            unknown = [k for k in data if k not in valid]
+            if unknown:
+                hint = ""
+                if any(k in _SECRET_KEYS for k in unknown):
+                    hint = (" (secrets are never written in a config: give the name of an environment "
+                            "variable, e.g. api_key_env)")
+                word = "key" if len(unknown) == 1 else "keys"
+                shown = ", ".join(repr(k) for k in unknown)
+                raise ValueError(f"unknown {word} {shown}; valid: {', '.join(valid)}{hint}")
+        return data
+
+
+def check_env_name(value: str | None) -> str | None:
+    """Accept only environment-variable names, so a pasted secret is rejected, not stored."""
+    if value is None:
+        return None
+    if not _ENV_NAME.match(value):
+        raise ValueError(f"{value[:4]!r}... is not an environment variable name; give the NAME of the variable "
+                         "that holds the secret (letters, digits, underscores), e.g. OPENAI_API_KEY")
+    return value
+
+
+class EmbeddingConfig(StrictModel):
+    """Which embedding model to use.
+
+    Kinds: `default` (the library default: offline all-MiniLM-L6-v2 unless `RAG_EMBEDDING` says
+    otherwise), `openai` (`model`, `api_key_env`, `base_url_env`), `deterministic` (hash-based
+    fake vectors of `size` dimensions, for tests and load benchmarks only).
+    """
+
+    kind: Literal["default", "openai", "deterministic"] = "default"
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    base_url_env: str | None = "OPENAI_BASE_URL"
+    size: int = Field(default=384, ge=1, le=8192)
+
+    @field_validator("api_key_env", "base_url_env")
+    @classmethod
+    def _check_env_names(cls, value: str | None) -> str | None:
+        return check_env_name(value)
+
+
+class LLMConfig(StrictModel):
+    """Which answer model to use.
+
+    Kinds: `default` (chosen by `RAG_LLM`), `extractive` (offline, no model), `openai` (any
+    OpenAI-compatible server: `model`, `base_url` or `base_url_env`, `api_key_env`), `local`
+    (SmolLM2 through llama-cpp-python, or `model_path` to another GGUF file).
+    """
+
+    kind: Literal["default", "extractive", "openai", "local"] = "default"
+    model: str | None = None
+    base_url: str | None = None
+    base_url_env: str | None = "OPENAI_BASE_URL"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float | None = Field(default=None, gt=0)
+    model_path: str | None = None
+    semantic: bool = True
+
+    @field_validator("api_key_env", "base_url_env")
+    @classmethod
+    def _check_env_names(cls, value: str | None) -> str | None:
+        return check_env_name(value)
+
+
+class GenerationConfig(StrictModel):
+    """Prompt and sampling settings of the generation chain.
+
+    `prompt` is a system prompt that must contain `{context}`; the question follows as the
+    user message.
+    """
+
+    prompt: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1, le=32768)
+
+    @field_validator("prompt")
+    @classmethod
+    def _check_prompt(cls, prompt: str | None) -> str | None:
+        if prompt is not None and "{context}" not in prompt:
+            raise ValueError("the prompt must contain {context}, where the numbered sources go")
+        return prompt
+
+    def model_settings(self) -> dict[str, Any]:
+        """The sampling settings that were set, for `GenerationChain.with_settings`."""
+        return {k: v for k, v in {"temperature": self.temperature, "max_tokens": self.max_tokens}.items()
+                if v is not None}
+
+
+class ServerConfig(StrictModel):
+    """Settings of `rag serve`.
+
+    Attributes:
+        auth_token_env: the environment variable holding the bearer token; when it is set
+            and non-empty, every API call needs `Authorization: Bearer <token>`.
+        require_auth: refuse to start when that variable is unset.
+        tenant_filter: a filter ANDed with every request's filter; requests cannot remove or widen it.
+        max_k: the largest `k` a request may ask for.
+        max_batch: the most questions in one `/batch` call.
+        max_request_bytes: the largest request body accepted.
+        max_question_chars: the longest question accepted.
+        support_scoring: how `/stream` scores each answer sentence's support: `semantic`
+            (lexical overlap plus MiniLM similarity) or `lexical` (no embedding model).
+    """
+
+    auth_token_env: str = "RAG_API_TOKEN"
+    require_auth: bool = False
+    tenant_filter: dict[str, Any] | None = None
+    max_k: int = Field(default=20, ge=1, le=1000)
+    max_batch: int = Field(default=16, ge=1, le=1000)
+    max_request_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    max_question_chars: int = Field(default=2000, ge=1, le=100_000)
+    support_scoring: Literal["semantic", "lexical"] = "semantic"
+
+    @field_validator("auth_token_env")
+    @classmethod
+    def _check_env_names(cls, value: str | None) -> str | None:
+        return check_env_name(value)
+
+    @field_validator("tenant_filter")
+    @classmethod
+    def _check_tenant(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return validate_filter(value)
+
+
+# ------------------------------------------------------------------------------ factories
+def build_embedding(config: EmbeddingConfig) -> Any:
+    """Instantiate the configured embedding model (lazily imported)."""
+    if config.kind == "deterministic":
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        return DeterministicFakeEmbedding(size=config.size)
+    if config.kind == "openai":
+        try:
+            from langchain_openai import OpenAIEmbeddings
+        except ImportError as exc:
+            from rag.core.errors import MissingDependencyError
+
+            raise MissingDependencyError.for_extra("langchain-openai", "openai", "embedding kind 'openai'") from exc
+        key = os.environ.get(config.api_key_env)
+        if not key:
+            raise ConfigError(f"embedding kind 'openai' needs the environment variable {config.api_key_env}")
+        base_url = os.environ.get(config.base_url_env) if config.base_url_env else None
+        return OpenAIEmbeddings(model=config.model or "text-embedding-3-small", api_key=key, base_url=base_url or None)
+    from rag.models.embeddings import default_embeddings
+
+    return default_embeddings()
+
+
+def build_llm(config: LLMConfig) -> Any:
+    """Instantiate the configured answer model (lazily imported; nothing connects yet)."""
+    if config.kind == "default":
+        from rag.models.llms import default_llm
+
+        return default_llm()
+    if config.kind == "extractive":
+        from rag.generation.extractive import ExtractiveAnswerer
+
+        return ExtractiveAnswerer(embedding="default" if config.semantic else None)
+    if config.kind == "local":
+        from rag.models.llms import LocalLlamaChatModel
+
+        return LocalLlamaChatModel(model_path=config.model_path)
+    return _openai_llm(config)
+
+
+def _openai_llm(config: LLMConfig) -> Any:
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as exc:
+        from rag.core.errors import MissingDependencyError
+
+        raise MissingDependencyError.for_extra("langchain-openai", "openai", "llm kind 'openai'") from exc
+    base_url = config.base_url or (os.environ.get(config.base_url_env) if config.base_url_env else None) or None
+    key = os.environ.get(config.api_key_env)
+    if not key and base_url is None:
+        where = f" or {config.base_url_env}" if config.base_url_env else ""
+        raise ConfigError(f"llm kind 'openai' needs the environment variable {config.api_key_env} "
+                          f"(or base_url{where} for a local OpenAI-compatible server)")
+    params: dict[str, Any] = {"model": config.model or os.environ.get("RAG_OPENAI_MODEL", "gpt-4o-mini"),
+                              "base_url": base_url, "api_key": key or "not-needed", "temperature": 0.0,
+                              "stream_usage": True}  # token counts in streamed answers too
+    if config.timeout is not None:
+        params["timeout"] = config.timeout
+    return ChatOpenAI(**params)

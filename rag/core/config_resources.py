@@ -1,0 +1,238 @@
+"""Store-backed resource kinds a config can declare, each a strict pydantic model with `build()`.
+
+- `chroma`: a persistent Chroma collection in a local directory (`path`, default `.rag`);
+- `chroma_server`: a collection on a running Chroma server (`chromadb.HttpClient`; `host`, `port`);
+- `knowledge_base`: a persistent `rag.indexing.KnowledgeBase` (manifest, incremental sync, AutoContext).
+
+Both take an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size`): when the
+collection is missing or empty it is built from those files on first use, so a config can
+serve a folder of documents with no separate `rag index` step. Without `index:` a missing
+collection is an error listing the collections that exist (or `create: true` makes it empty).
+
+Example:
+    >>> spec = ChromaResourceConfig(kind="chroma", name="docs", path=".rag", index={"paths": ["docs"]})
+    >>> spec.collection_name, spec.index.glob
+    ('docs', '**/*')
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from rag.core.config_models import StrictModel, check_env_name
+from rag.core.errors import ConfigError, StoreError
+from rag.core.resource import Resource, validate_search_kwargs
+
+__all__ = [
+    "ChromaResourceConfig",
+    "ChromaServerResourceConfig",
+    "IndexConfig",
+    "KnowledgeBaseResourceConfig",
+    "ResourceBase",
+    "load_chunks",
+    "store_path",
+]
+
+logger = logging.getLogger(__name__)
+_BATCH = 64
+
+
+def store_path(raw: str) -> Path:
+    """A store directory as an absolute path.
+
+    Relative paths are taken from the current directory when the config is built; making them
+    absolute matters because Chroma shares one client per path string within a process.
+    """
+    return Path(raw).expanduser().resolve()
+
+
+class IndexConfig(StrictModel):
+    """Files to index into an empty collection (txt, md, html, pdf)."""
+
+    paths: list[str] = Field(min_length=1)
+    glob: str = "**/*"
+    exclude: list[str] = Field(default_factory=list)
+    chunk_size: int | None = Field(default=None, ge=50, le=20_000)
+
+
+class ResourceBase(StrictModel):
+    """Keys every resource kind has."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("search_kwargs")
+    @classmethod
+    def _check_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return validate_search_kwargs(value)
+
+    def merged_search_kwargs(self, defaults: dict[str, Any]) -> dict[str, Any]:
+        return {**defaults, **self.search_kwargs}
+
+
+class _ChromaBase(ResourceBase):
+    collection: str | None = None
+    index: IndexConfig | None = None
+    create: bool = False
+
+    @property
+    def collection_name(self) -> str:
+        return self.collection or self.name
+
+    def _resource(self, client: Any, embedding: Any, defaults: dict[str, Any], where: str) -> Resource:
+        from rag.core.resource import _chroma_collection_name, new_chroma
+
+        wanted = _chroma_collection_name(self.collection_name)
+        names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
+        if wanted not in names and self.index is None and not self.create:
+            raise ConfigError(f"resource {self.name!r}: no collection {self.collection_name!r} in {where}; "
+                              f"available: {', '.join(names) or '(none)'}; add an 'index:' block to build it "
+                              "from files, or 'create: true' for an empty one")
+        store = new_chroma(self.collection_name, embedding, client=client)
+        if self.index is not None and store._collection.count() == 0:
+            _index_files(store, self.index, resource=self.name)
+        return Resource.from_vectorstore(self.name, store, self.merged_search_kwargs(defaults),
+                                         description=self.description)
+
+
+class ChromaResourceConfig(_ChromaBase):
+    """A persistent Chroma collection in a local directory."""
+
+    kind: Literal["chroma"]
+    path: str = ".rag"
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        import chromadb
+
+        path = store_path(self.path)
+        if not path.is_dir() and self.index is None and not self.create:
+            raise ConfigError(f"resource {self.name!r}: no store at {str(path)!r}; create one with "
+                              f"`rag index PATH --store {self.path}` or add an 'index:' block")
+        path.mkdir(parents=True, exist_ok=True)
+        client = chromadb.PersistentClient(path=str(path))
+        return self._resource(client, embedding, default_search_kwargs, f"store {str(path)!r}")
+
+
+class ChromaServerResourceConfig(_ChromaBase):
+    """A collection on a running Chroma server, reached with `chromadb.HttpClient`.
+
+    Keep the server on loopback or a private network: Chroma servers up to 1.5.9 have a
+    remote-code-execution bug (CVE-2026-45829).
+    """
+
+    kind: Literal["chroma_server"]
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    ssl: bool = False
+    token_env: str | None = None
+
+    @field_validator("token_env")
+    @classmethod
+    def _check_token_env(cls, value: str | None) -> str | None:
+        return check_env_name(value)
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        import chromadb
+
+        headers = {}
+        if self.token_env:
+            token = os.environ.get(self.token_env)
+            if not token:
+                raise ConfigError(f"resource {self.name!r}: the environment variable {self.token_env} is not set")
+            headers["Authorization"] = f"Bearer {token}"
+        where = f"Chroma server {self.host}:{self.port}"
+        try:
+            client = chromadb.HttpClient(host=self.host, port=self.port, ssl=self.ssl, headers=headers or None)
+            client.heartbeat()
+        except Exception as exc:  # chromadb raises plain exceptions for connection errors
+            raise StoreError(f"resource {self.name!r}: cannot reach the {where}: {exc}") from exc
+        return self._resource(client, embedding, default_search_kwargs, where)
+
+
+class KnowledgeBaseResourceConfig(ResourceBase):
+    """A persistent `KnowledgeBase` (manifest, incremental sync, AutoContext) in `path`.
+
+    With an `index:` block the knowledge base is synced from those files on every build:
+    unchanged files cost a hash check, changed ones are re-indexed, deleted ones removed.
+    `autocontext` and `chunk_size` (MiniLM word pieces) apply to a new knowledge base; an
+    existing one keeps the settings in its manifest (a different value is an error).
+    """
+
+    kind: Literal["knowledge_base"]
+    path: str = ".rag"
+    knowledge_base: str | None = None
+    index: IndexConfig | None = None
+    create: bool = False
+    autocontext: bool | None = None
+    chunk_size: int | None = Field(default=None, ge=8, le=254)
+
+    @field_validator("index")
+    @classmethod
+    def _no_char_chunks(cls, index: IndexConfig | None) -> IndexConfig | None:
+        if index is not None and index.chunk_size is not None:
+            raise ValueError("a knowledge base sets chunk_size (in word pieces) on the resource, not under index")
+        return index
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        from rag.indexing.knowledge_base import KnowledgeBase
+
+        kb_name = self.knowledge_base or self.name
+        kwargs: dict[str, Any] = {"embedding": embedding, "description": self.description}
+        if self.autocontext is not None:
+            from rag.indexing.autocontext import AutoContext
+
+            kwargs["autocontext"] = AutoContext(enabled=self.autocontext)
+        if self.chunk_size is not None:
+            from rag.indexing.chunking import TokenChunker
+
+            kwargs["chunker"] = TokenChunker(chunk_size=self.chunk_size, chunk_overlap=min(30, self.chunk_size // 4))
+        if self.index is None and not self.create:
+            kb = KnowledgeBase.open(kb_name, store_path(self.path), **kwargs)
+        else:
+            kb = KnowledgeBase(kb_name, store_path(self.path), **kwargs)
+        if self.index is not None:
+            report = kb.add_documents([str(Path(p).expanduser()) for p in self.index.paths], include=self.index.glob,
+                                      exclude=self.index.exclude, cleanup="incremental")
+            for skipped in report.skipped:
+                logger.warning("resource %s: skipped %s: %s", self.name, skipped.path, skipped.reason)
+            if kb.count() == 0:
+                raise ConfigError(f"resource {self.name!r}: no readable documents in {self.index.paths} "
+                                  f"matching {self.index.glob!r}")
+        return kb.as_resource(name=self.name, search_kwargs=self.merged_search_kwargs(default_search_kwargs),
+                              description=self.description or None)
+
+
+def load_chunks(spec: IndexConfig, *, resource: str) -> list[Any]:
+    """Load and chunk the files of an `index:` block; skipped files are logged with the reason."""
+    from rag.indexing.chunking import split_documents
+    from rag.indexing.loaders import LoadReport, load_directory
+
+    report = LoadReport()
+    for raw in spec.paths:
+        part = load_directory(Path(raw).expanduser(), glob=spec.glob, exclude=spec.exclude)
+        report.documents += part.documents
+        report.skipped += part.skipped
+    for skipped in report.skipped:
+        logger.warning("resource %s: skipped %s: %s", resource, skipped.path, skipped.reason)
+    if not report.documents:
+        raise ConfigError(f"resource {resource!r}: no readable documents in {spec.paths} matching {spec.glob!r}")
+    kwargs = {} if spec.chunk_size is None else {"chunk_size": spec.chunk_size,
+                                                  "chunk_overlap": min(100, spec.chunk_size // 8)}
+    return split_documents(report.documents, **kwargs)
+
+
+def _index_files(store: Any, spec: IndexConfig, *, resource: str) -> None:
+    """Embed the chunks of `spec` into `store` (ids are content hashes, so re-adding is harmless)."""
+    from rag.core.resource import _doc_id
+
+    chunks = load_chunks(spec, resource=resource)
+    for start in range(0, len(chunks), _BATCH):
+        part = chunks[start:start + _BATCH]
+        store.add_documents(part, ids=[_doc_id(d) for d in part])
+    logger.info("resource %s: indexed %d chunks", resource, len(chunks))

@@ -1,0 +1,288 @@
+"""The HTTP API and web page of `rag serve` (FastAPI).
+
+```
+GET  /            the web page (static HTML/CSS/JS, no build step, no CDN)
+GET  /health      liveness, no auth
+GET  /resources   the resources and their default search settings
+POST /invoke      {"question", "k"?, "filter"?, "retrieval_chain"?} -> answer, sources, citations, extras
+POST /batch       {"requests": [...]} -> {"results": [...]}
+POST /stream      the same body -> server-sent events: sources, token..., citations, usage, done
+GET  /docs        OpenAPI docs (/openapi.json)
+```
+
+The `RAG` and its chain are built once per app; each request's settings travel in its own
+`RunnableConfig`, so concurrent requests never see each other's `k` or filters. Errors are JSON
+`{"error": {"type", "message"}}` with 400 (malformed JSON), 401 (token), 404, 413 (body too
+large), 422 (invalid request, filter or setting) and 500 (no details leaked).
+
+Example:
+    >>> from rag.core.config import from_config                          # doctest: +SKIP
+    >>> app = create_app(from_config(RAG, "configs/default.yaml"))       # doctest: +SKIP
+    >>> # uvicorn.run(app, host="127.0.0.1", port=8000)
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+try:
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+    from fastapi.staticfiles import StaticFiles
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+except ImportError as _exc:  # the server is an optional extra
+    from rag.core.errors import MissingDependencyError as _Missing
+
+    raise _Missing.for_extra("fastapi", "server", "rag serve") from _exc
+
+from rag.core.config_models import ServerConfig
+from rag.core.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
+from rag.generation.streaming import stream_events
+from rag.server.events import checks_body, error_body, invoke_body, sse
+from rag.server.schemas import BatchRequest, QueryRequest, ResourceSettings, retrieval_settings
+
+__all__ = ["STATIC_DIR", "app_from_config", "create_app"]
+
+logger = logging.getLogger(__name__)
+STATIC_DIR = Path(__file__).parent / "static"
+_PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+             "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+
+
+class BodyLimitMiddleware:
+    """Reject request bodies over `max_bytes` with 413 before the app reads them (ASGI)."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await self._reject(send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._reject(send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()  # lets streaming responses notice a disconnect
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send: Any) -> None:
+        response = JSONResponse(error_body("request_too_large",
+                                           f"the request body is over the limit of {self.max_bytes} bytes"),
+                                status_code=413)
+        await response({"type": "http"}, None, send)
+
+
+def _status_for(exc: RagError) -> tuple[int, str]:
+    if isinstance(exc, FilterError):
+        return 422, "filter_error"
+    if isinstance(exc, ConfigError):
+        return 422, "invalid_setting"
+    if isinstance(exc, InputError):
+        return 422, "invalid_input"
+    if isinstance(exc, MissingDependencyError):
+        return 500, "missing_dependency"
+    return 500, "rag_error"
+
+
+def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag") -> FastAPI:
+    """Build the FastAPI app around one `RAG` (built once, shared by all requests).
+
+    Args:
+        rag: the `RAG` to serve.
+        settings: limits, tenant filter and auth settings; defaults to `ServerConfig()`.
+        title: shown in the OpenAPI docs.
+
+    Raises:
+        ConfigError: `require_auth` is set but the token variable is empty, or a resource's
+            default `k` is over `max_k`.
+    """
+    from rag import __version__
+
+    settings = settings or ServerConfig()
+    token = os.environ.get(settings.auth_token_env) or ""
+    if settings.require_auth and not token:
+        raise ConfigError(f"server.require_auth is set but the environment variable {settings.auth_token_env} is empty")
+    too_big = {r.name: r.search_kwargs["k"] for r in rag.resources if r.search_kwargs.get("k", 0) > settings.max_k}
+    if too_big:
+        raise ConfigError(f"resource default k {too_big} is over server.max_k={settings.max_k}; every request "
+                          "would be refused: lower the resources' k or raise server.max_k")
+    chain = rag.chain()
+    support_embedding = "default" if settings.support_scoring == "semantic" else None
+    defaults = {r.name: dict(r.search_kwargs) for r in rag.resources}
+
+    app = FastAPI(title=title, version=__version__,
+                  description="Retrieval-augmented generation over the configured resources.")
+    app.state.rag = rag
+    app.state.settings = settings
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+
+    def check_token(request: Request) -> None:
+        if not token:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise StarletteHTTPException(401, "missing or wrong bearer token; send 'Authorization: Bearer <token>'")
+
+    auth = [Depends(check_token)]
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return JSONResponse(error_body("malformed_json", "the request body is not valid JSON"), status_code=400)
+        parts = []
+        for e in errors:
+            where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+            msg = str(e.get("msg", "invalid"))
+            if e.get("type") == "extra_forbidden":
+                msg = f"unknown field; valid: {', '.join(_valid_fields(e.get('loc', ()), request.url.path))}"
+            parts.append(f"{where}: {msg}")
+        return JSONResponse(error_body("invalid_request", "; ".join(parts)), status_code=422)
+
+    @app.exception_handler(RagError)
+    async def _rag_error(request: Request, exc: RagError) -> JSONResponse:
+        status, kind = _status_for(exc)
+        if status >= 500:
+            logger.exception("request failed", exc_info=exc)
+        return JSONResponse(error_body(kind, str(exc)), status_code=status)
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s", request.url.path, exc_info=exc)
+        return JSONResponse(error_body("internal_error", "internal error; see the server log"), status_code=500)
+
+    def config_for(body: QueryRequest) -> dict[str, Any]:
+        return {"configurable": {"retrieval_chain": retrieval_settings(body, defaults, settings)},
+                "run_name": "rag-serve"}
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Content-Security-Policy": _PAGE_CSP})
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/health", tags=["meta"])
+    async def health() -> dict[str, Any]:
+        """Liveness: always 200 while the server runs (no auth)."""
+        return {"status": "ok", "version": __version__, "resources": len(rag.resources),
+                "auth": bool(token)}
+
+    @app.get("/resources", tags=["meta"], dependencies=auth)
+    async def resources() -> dict[str, Any]:
+        """The resources this server searches, with their default search settings."""
+        return {"resources": [{"name": r.name, "description": r.description, "search_kwargs": r.search_kwargs,
+                               "retriever": type(r.retriever).__name__} for r in rag.resources],
+                "limits": {"max_k": settings.max_k, "max_batch": settings.max_batch,
+                           "max_question_chars": settings.max_question_chars,
+                           "max_request_bytes": settings.max_request_bytes},
+                "server_filter": settings.tenant_filter is not None}
+
+    @app.post("/invoke", tags=["rag"], dependencies=auth)
+    async def invoke(body: QueryRequest) -> dict[str, Any]:
+        """Answer one question; returns the answer, numbered sources, citations and extras.
+
+        With `"checks": true` the response also has `checks`: citation precision / recall and the
+        support label of every answer sentence (the stream's citations and support events).
+        """
+        out = await chain.ainvoke({"question": body.question}, config=config_for(body))
+        response = invoke_body(out)
+        if body.checks:
+            response["checks"] = await checks_body(out, embedding=support_embedding)
+        return response
+
+    @app.post("/batch", tags=["rag"], dependencies=auth)
+    async def batch(body: BatchRequest) -> dict[str, Any]:
+        """Answer several questions concurrently; a failed question gets an `error` entry."""
+        if len(body.requests) > settings.max_batch:
+            raise InputError(f"{len(body.requests)} requests in one batch; the limit is {settings.max_batch}")
+        configs = []
+        for i, req in enumerate(body.requests):
+            try:
+                configs.append(config_for(req))
+            except RagError as exc:
+                raise type(exc)(f"requests[{i}]: {exc}") from exc
+        outs = await chain.abatch([{"question": r.question} for r in body.requests], configs,
+                                  return_exceptions=True)
+        results = []
+        for out in outs:
+            if isinstance(out, Exception):
+                logger.warning("batch item failed: %s", out)
+                results.append(error_body(*((_status_for(out)[1], str(out)) if isinstance(out, RagError)
+                                            else ("internal_error", "internal error; see the server log"))))
+            else:
+                results.append(invoke_body(out))
+        return {"results": results}
+
+    @app.post("/stream", tags=["rag"], dependencies=auth,
+              responses={200: {"content": {"text/event-stream": {}},
+                               "description": "sources, token..., citations, support, usage, done"}})
+    async def stream(body: QueryRequest) -> StreamingResponse:
+        """Answer one question as server-sent events (see `rag.server.events`)."""
+        config = config_for(body)  # validated before the stream starts, so errors get a status code
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                async for event in stream_events(chain, body.question, config=config, embedding=support_embedding):
+                    yield sse(event)
+            except RagError as exc:
+                yield sse({"type": "error", **error_body(_status_for(exc)[1], str(exc))})
+            except Exception:
+                logger.exception("stream failed")
+                yield sse({"type": "error", **error_body("internal_error", "internal error; see the server log")})
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    return app
+
+
+def _valid_fields(loc: tuple[Any, ...], path: str) -> list[str]:
+    """The fields valid where an unknown one was found (loc is pydantic's error location)."""
+    if "retrieval_chain" in loc:
+        return list(ResourceSettings.model_fields)
+    if path.rstrip("/").endswith("/batch") and len(loc) <= 2:
+        return list(BatchRequest.model_fields)
+    return list(QueryRequest.model_fields)
+
+
+def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:
+    """Load a config file, build its `RAG` once and wrap it in the app (`rag serve` uses this)."""
+    from rag.core.config import build_rag, load_config
+
+    config = load_config(path)
+    rag = build_rag(config, **build_kwargs)
+    return create_app(rag, settings=config.server, title=f"rag: {Path(path).stem}")

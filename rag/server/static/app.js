@@ -1,0 +1,225 @@
+// The rag web page: POST /stream, read server-sent events, render answer, sources and support.
+// Plain JavaScript, no dependencies; all server text is inserted as text, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { answer: "", sources: [], support: null, cited: new Set() };
+
+function setStatus(text, isError = false) {
+  $("status").textContent = text;
+  $("status").classList.toggle("error", isError);
+}
+
+function authHeaders() {
+  const token = $("token").value.trim();
+  return token ? { Authorization: "Bearer " + token } : {};
+}
+
+function showToken() {
+  $("token").hidden = false;
+  $("token-label").hidden = false;
+  $("options").open = true;
+  $("token").focus();
+}
+
+async function loadResources() {
+  try {
+    const res = await fetch("/resources", { headers: authHeaders() });
+    if (res.status === 401) { showToken(); return; }
+    if (!res.ok) return;
+    const data = await res.json();
+    const box = $("resources");
+    box.textContent = "Searching: ";
+    data.resources.forEach((r, i) => {
+      const code = document.createElement("code");
+      code.textContent = r.name;
+      if (r.description) code.title = r.description;
+      box.append(i ? ", " : "", code);
+    });
+    $("k").max = data.limits.max_k;
+  } catch (err) { /* the page still works without the list */ }
+}
+
+// Text with [n] markers turned into links to the numbered sources.
+function withCitations(text) {
+  const frag = document.createDocumentFragment();
+  let last = 0;
+  for (const m of text.matchAll(/\[(\d{1,4})\]/g)) {
+    frag.append(text.slice(last, m.index));
+    const n = Number(m[1]);
+    if (state.sources.some((s) => sourceId(s) === n)) {
+      const a = document.createElement("a");
+      a.className = "cite";
+      a.href = "#source-" + n;
+      a.textContent = "[" + n + "]";
+      frag.append(a);
+      state.cited.add(n);
+    } else {
+      frag.append(m[0]);
+    }
+    last = m.index + m[0].length;
+  }
+  frag.append(text.slice(last));
+  return frag;
+}
+
+const sourceId = (s) => Number(s.n ?? s.id);
+
+function supportClass(item) {
+  const label = String(item.label || "").toLowerCase();
+  if (label === "supported") return "support-high";
+  if (label === "partial") return "support-mid";
+  if (label === "unsupported") return "support-low";
+  if (label === "no_answer") return "support-none";
+  const score = Number(item.score);
+  if (score >= 0.66) return "support-high";
+  if (score >= 0.33) return "support-mid";
+  return "support-low";
+}
+
+function renderAnswer() {
+  const box = $("answer");
+  box.replaceChildren();
+  state.cited.clear();
+  if (state.support && state.support.length) {
+    state.support.forEach((item, i) => {
+      const span = document.createElement("span");
+      span.className = "sentence " + supportClass(item);
+      if (item.score !== undefined) span.title = "support " + Number(item.score).toFixed(2);
+      if (item.score !== undefined) span.dataset.score = Number(item.score).toFixed(2);
+      span.dataset.label = item.label || "";
+      span.append(withCitations(String(item.sentence ?? item.text ?? "")));
+      for (const n of item.citations || []) span.append(" ", withCitations("[" + n + "]"));
+      box.append(i ? " " : "", span);
+    });
+    $("legend").hidden = false;
+  } else {
+    box.append(withCitations(state.answer));
+  }
+  document.querySelectorAll("#sources li").forEach((li) => {
+    li.classList.toggle("cited", state.cited.has(Number(li.dataset.id)));
+  });
+}
+
+function renderSources() {
+  const list = $("sources");
+  list.replaceChildren();
+  for (const s of state.sources) {
+    const li = document.createElement("li");
+    li.id = "source-" + sourceId(s);
+    li.dataset.id = sourceId(s);
+    const num = document.createElement("span");
+    num.className = "num";
+    num.textContent = "[" + sourceId(s) + "]";
+    const label = document.createElement("span");
+    label.className = "label";
+    label.textContent = s.label;
+    const resource = document.createElement("span");
+    resource.className = "resource";
+    resource.textContent = s.resource || "";
+    const text = document.createElement("p");
+    text.className = "text";
+    text.textContent = s.content ?? s.text ?? "";
+    li.append(num, label, resource, text);
+    list.append(li);
+  }
+  $("sources-section").hidden = state.sources.length === 0;
+}
+
+function handleEvent(event) {
+  switch (event.type) {
+    case "sources":
+      state.sources = event.sources || [];
+      renderSources();
+      setStatus(state.sources.length ? "Writing the answer…" : "No sources matched; answering anyway…");
+      break;
+    case "token":
+      state.answer += event.text || "";
+      $("answer").textContent = state.answer;
+      break;
+    case "citations":
+      if (typeof event.answer === "string") state.answer = event.answer;  // dangling [n] removed
+      renderAnswer();
+      if (event.invalid && event.invalid.length) {
+        $("invalid").textContent = "Citations that point at no source were ignored: " +
+          event.invalid.map((n) => "[" + n + "]").join(", ");
+        $("invalid").hidden = false;
+      }
+      break;
+    case "support":
+      state.support = event.sentences || event.support || [];
+      renderAnswer();
+      break;
+    case "done":
+      if (event.answer !== undefined && !state.support) { state.answer = event.answer; }
+      renderAnswer();
+      setStatus("Done: " + state.sources.length + " source(s).");
+      break;
+    case "error":
+      setStatus("Error: " + ((event.error && event.error.message) || "the answer failed"), true);
+      break;
+    default:
+      break;  // usage and future event types are not shown
+  }
+}
+
+async function ask(evt) {
+  evt.preventDefault();
+  const body = { question: $("question").value.trim() };
+  if (!body.question) return;
+  if ($("k").value) body.k = Number($("k").value);
+  const rawFilter = $("filter").value.trim();
+  if (rawFilter) {
+    try { body.filter = JSON.parse(rawFilter); } catch (err) {
+      setStatus("The filter is not valid JSON: " + err.message, true);
+      return;
+    }
+  }
+  Object.assign(state, { answer: "", sources: [], support: null });
+  $("answer").replaceChildren();
+  $("legend").hidden = true;
+  $("invalid").hidden = true;
+  $("answer-section").hidden = false;
+  renderSources();
+  $("ask").disabled = true;
+  setStatus("Searching…");
+  try {
+    const res = await fetch("/stream", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream", ...authHeaders() },
+      body: JSON.stringify(body),
+    });
+    if (!res.ok) {
+      let message = res.status + " " + res.statusText;
+      try { message = (await res.json()).error.message; } catch (err) { /* keep the status line */ }
+      if (res.status === 401) showToken();
+      setStatus("Error: " + message, true);
+      $("answer-section").hidden = true;
+      return;
+    }
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+        if (data) handleEvent(JSON.parse(data));
+      }
+    }
+  } catch (err) {
+    setStatus("Error: " + err.message, true);
+  } finally {
+    $("ask").disabled = false;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("ask-form").addEventListener("submit", ask);
+  loadResources();
+});

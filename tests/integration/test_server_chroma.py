@@ -1,0 +1,105 @@
+"""The same retrieval tests against embedded Chroma and a real Chroma server on loopback (MiniLM embeddings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models import FakeListChatModel
+
+from rag.core.config import from_config
+from rag.core.errors import StoreError
+from rag.core.generator import RAG
+
+pytestmark = pytest.mark.integration
+
+FILES = {
+    "volcanoes.md": "Volcanoes erupt when magma rises through the crust. Lava flows can reach 1200 degrees.",
+    "baking.md": "Bread rises because yeast ferments sugar and releases carbon dioxide in the dough.",
+    "tides.md": "Ocean tides are caused by the gravitational pull of the moon and the sun on the sea.",
+    "chess.md": "In chess the knight moves in an L shape and can jump over other pieces on the board.",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    for name, text in FILES.items():
+        (folder / name).write_text(f"# {name[:-3].title()}\n\n{text}\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def chroma_server_port(tmp_path_factory):
+    from rag.testing.chroma_server import chroma_server
+
+    with chroma_server(tmp_path_factory.mktemp("chroma-server")) as server:
+        yield server.port
+
+
+@pytest.fixture(params=["embedded", "server"])
+def resource_spec(request, corpus, tmp_path):
+    """A resource config for the corpus: a persistent local store, or a collection on the Chroma server."""
+    common = {"name": "notes", "index": {"paths": [str(corpus)], "glob": "*.md"}, "search_kwargs": {"k": 2}}
+    if request.param == "embedded":
+        return {**common, "kind": "chroma", "path": str(tmp_path / "store")}
+    port = request.getfixturevalue("chroma_server_port")
+    # A fresh collection per test, so the tests stay independent on the shared server.
+    return {**common, "kind": "chroma_server", "port": port, "collection": f"notes-{tmp_path.name[-20:]}"}
+
+
+def _name(doc) -> str:
+    return Path(doc.metadata["source"]).stem
+
+
+def _rag(spec: dict) -> RAG:
+    return from_config(RAG, {"resources": [spec]}, llm=FakeListChatModel(responses=["ok [1]"] * 10))
+
+
+def test_top_hit_is_the_relevant_file(resource_spec):
+    rag = _rag(resource_spec)
+    docs = rag.resources[0].retrieve("Why does the sea level go up and down every day?")
+    assert _name(docs[0]) == "tides"
+    assert len(docs) == 2
+
+
+def test_filter_selects_only_matching_documents(resource_spec):
+    resource = _rag(resource_spec).resources[0]
+    docs = resource.retrieve("hot lava", search_kwargs={"k": 4, "filter": {"title": {"$in": ["Chess", "Baking"]}}})
+    assert {_name(d) for d in docs} == {"chess", "baking"}
+    docs = resource.retrieve("hot lava", search_kwargs={"k": 4, "filter": {"$not": {"title": "Volcanoes"}}})
+    assert len(docs) == 3 and "volcanoes" not in {_name(d) for d in docs}
+
+
+def test_k_is_respected(resource_spec):
+    resource = _rag(resource_spec).resources[0]
+    assert [len(resource.retrieve("anything", search_kwargs={"k": k})) for k in (1, 3, 4)] == [1, 3, 4]
+
+
+def test_reopening_does_not_index_twice(resource_spec):
+    first = _rag(resource_spec).resources[0].retriever.vectorstore._collection.count()
+    second = _rag(resource_spec).resources[0].retriever.vectorstore._collection.count()
+    assert first == second == len(FILES)
+
+
+def test_http_api_serves_the_store_with_a_tenant_filter(resource_spec):
+    from fastapi.testclient import TestClient
+
+    from rag.core.config_models import ServerConfig
+    from rag.server.app import create_app
+
+    app = create_app(_rag(resource_spec), settings=ServerConfig(tenant_filter={"title": {"$ne": "Tides"}},
+                                                                support_scoring="lexical"))
+    with TestClient(app) as client:
+        body = client.post("/invoke", json={"question": "What causes ocean tides?", "k": 3}).json()
+    names = [Path(s["source"]).stem for s in body["sources"]]
+    assert len(names) == 3 and "tides" not in names
+    assert body["sources"][0]["label"] == f"{names[0]}.md"
+
+
+def test_unreachable_server_is_a_store_error_naming_it():
+    from rag.testing.chroma_server import free_port
+
+    port = free_port()
+    with pytest.raises(StoreError, match=f"cannot reach the Chroma server 127.0.0.1:{port}"):
+        _rag({"name": "x", "kind": "chroma_server", "port": port, "create": True})
