@@ -14,7 +14,7 @@ from rag.retrieval.expansion import expand_neighbours, merge_chunk_texts
 from rag.retrieval.fusion import fuse
 from rag.retrieval.hybrid import HybridRetriever, dense_search
 from rag.retrieval.lexical import BM25Index, BM25Retriever
-from rag.retrieval.partitioned import PartitionedChroma
+from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
 from rag.retrieval.rephrase import FusedQueryRetriever, Rephraser, keyword_query
 from rag.retrieval.rerank import (
     CompressorReranker,
@@ -40,6 +40,7 @@ __all__ = [
     "HybridRetriever",
     "LLMFilterReranker",
     "PartitionedChroma",
+    "PartitionedRetriever",
     "RSEConfig",
     "RSERetriever",
     "Rephraser",

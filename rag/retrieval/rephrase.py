@@ -27,12 +27,13 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.retrievers import BaseRetriever
@@ -188,3 +189,10 @@ class FusedQueryRetriever(BaseRetriever):
                                 k: int | None = None, filter: dict[str, Any] | None = None,
                                 **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)[1]]
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        # the default async path would drop k and filter; the work is CPU / blocking I/O
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
+                                       k=k, filter=filter)

@@ -31,13 +31,14 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
@@ -219,3 +220,10 @@ class RoutedRetriever(BaseRetriever):
                                 **kwargs: Any) -> list[Document]:
         flt = and_filters(filter, self.router.to_filter(query))
         return self.retriever.invoke(query, k=k or self.k, **({"filter": flt} if flt else {}))
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        # the default async path would drop k and filter; the work is CPU / blocking I/O
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
+                                       k=k, filter=filter)

@@ -37,12 +37,13 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import BaseModel, ConfigDict, Field
@@ -260,3 +261,10 @@ class RSERetriever(BaseRetriever):
                                 k: int | None = None, filter: dict[str, Any] | None = None,
                                 **kwargs: Any) -> list[Document]:
         return segment_documents(self.segments(query, filter=filter)[: k or self.k])
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        # the default async path would drop k and filter; the work is CPU / blocking I/O
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
+                                       k=k, filter=filter)

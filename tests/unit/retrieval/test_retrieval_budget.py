@@ -12,9 +12,10 @@ PROSE = ("In fiscal 2023 Acme's total revenue was $4.9 billion, up 17% from 2022
 
 def test_approx_counts_punctuation_digits_and_long_words():
     counter = TokenCounter("approx")
+    assert counter.name == "approx"
     assert counter.count("a, b.") == 4
     assert counter.count("1234567") == 3          # runs of up to 3 digits
-    assert counter.count("internationalisation") == 2
+    assert counter.count("internationalisation") == 4   # letters in pieces of up to 5
 
 
 @pytest.mark.integration
@@ -27,7 +28,8 @@ def test_minilm_counter_matches_the_model_tokenizer_and_approx_is_close():
 
     hf = AutoTokenizer.from_pretrained(str(minilm_model_path()))
     assert minilm.count(PROSE) == len(hf.tokenize(PROSE))
-    assert abs(TokenCounter("approx").count(PROSE) - minilm.count(PROSE)) <= 0.15 * minilm.count(PROSE)
+    # the approximation counts a little more, so a context sized with it stays within budget
+    assert minilm.count(PROSE) <= TokenCounter("approx").count(PROSE) <= 1.3 * minilm.count(PROSE)
 
 
 def test_budget_keeps_order_cuts_the_overflowing_document_and_drops_the_rest():

@@ -76,7 +76,7 @@ def test_character_overlap_is_removed_by_offsets():
 
 def test_character_overlap_is_removed_by_text_when_offsets_are_missing():
     chunks = split_documents([Document(page_content=TEXT, metadata={"source": "r.txt"})],
-                             chunk_size=200, chunk_overlap=60)
+                             chunk_size=40, chunk_overlap=10)
     merged = merge_chunk_texts(chunks[:5])
     assert merged.count("Sentence number 3 ") == 1 and "Sentence number 0 " in merged
     assert " ".join(merged.split()) in " ".join(TEXT.split())
@@ -84,7 +84,7 @@ def test_character_overlap_is_removed_by_text_when_offsets_are_missing():
 
 def test_expansion_reads_neighbours_from_real_chroma():
     chunks = split_documents([Document(page_content=TEXT, metadata={"source": "r.txt", "page": 3})],
-                             chunk_size=200, chunk_overlap=40)
+                             chunk_size=40, chunk_overlap=10)
     store = _chroma([Document(page_content=c.page_content, metadata=c.metadata, id=f"c{i}")
                      for i, c in enumerate(chunks)])
     out = expand_neighbours([chunks[5]], store, window=2)

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
 from rag.core.errors import ConfigError
-from rag.retrieval.partitioned import PartitionedChroma, split_partition_filter
+from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever, split_partition_filter
 
 
 def _store(tmp_path=None, *, keep_global=True) -> PartitionedChroma:
@@ -58,3 +59,27 @@ def test_chunk_without_partition_key_is_rejected():
     with pytest.raises(ConfigError, match="no 'tenant' metadata"):
         store.add_texts(["a"], [{"other": 1}])
     assert store.similarity_search("a", filter={"tenant": "nobody"}) == []
+
+
+def test_resource_over_a_partitioned_store_keeps_the_fast_path(tmp_path):
+    from rag.core.resource import Resource
+
+    store = _store(tmp_path)
+    resource = Resource.from_vectorstore("filings", store, {"k": 10})
+    assert getattr(resource.retriever, "accepts_portable_filter", False)
+    docs = resource.retrieve("revenue", search_kwargs={"filter": {"doc_name": "GLOBEX_2023_10K"}})
+    assert len(docs) == 5 and all(-1 <= d.metadata["score"] <= 1 for d in docs)
+
+
+class TestPartitionedRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[PartitionedRetriever]:
+        return PartitionedRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"store": _store()}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "revenue"
