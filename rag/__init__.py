@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from rag.core.errors import ConfigError, FilterError, InputError, RagError
+from rag.core.errors import ConfigError, FilterError, InputError, RagError, StoreError
 from rag.core.generator import RAG, aggregate_documents
 from rag.core.resource import Resource
 from rag.generation.rag_with_source import rag_chain_from_docs
@@ -43,6 +43,17 @@ _LAZY = {
     "InMemoryMessageStore": "rag.generation.chat",
     "ExtractiveAnswerer": "rag.generation.extractive",
     "register_price": "rag.generation.pricing",
+    # indexing
+    "build_index": "rag.indexing.build",
+    "KnowledgeBase": "rag.indexing.knowledge_base",
+    "CachedEmbeddings": "rag.indexing.embedding_cache",
+    "load_directory": "rag.indexing.loaders",
+    "load_file": "rag.indexing.loaders",
+    "split_documents": "rag.indexing.chunking",
+    "TokenChunker": "rag.indexing.chunking",
+    "AutoContext": "rag.indexing.autocontext",
+    "KeywordTagger": "rag.indexing.tags",
+    "tag_filter": "rag.indexing.tags",
     # configuration
     "load_config": "rag.core.config",
     # evaluation
@@ -59,6 +70,7 @@ __all__ = [
     "InputError",
     "RagError",
     "Resource",
+    "StoreError",
     "aggregate_documents",
     "rag_chain_from_docs",
     *_LAZY,

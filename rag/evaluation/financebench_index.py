@@ -104,8 +104,9 @@ class BenchIndex:
         distinct = list(dict.fromkeys(headings))
         say(f"embedding {len(distinct)} page headings")
         heading_of = dict(zip(distinct, _normalised(embeddings.embed_documents(distinct)), strict=True))
-        for chunk, heading in zip(chunks, headings, strict=True):
+        for position, (chunk, heading) in enumerate(zip(chunks, headings, strict=True)):
             chunk.metadata["heading"] = heading
+            chunk.metadata["position"] = position
         say("building BM25 indexes")
         bm25 = BM25Index.from_documents(chunks)
         bm25_context = BM25Index.from_documents(chunks, metadata_fields=["title", "heading"])

@@ -21,15 +21,22 @@ from typing import Literal
 
 import numpy as np
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError
 from rag.evaluation.financebench_index import BenchIndex
-from rag.evaluation.financebench_run import DEFAULT_BUDGET, BenchReport, Retrieval
+from rag.evaluation.financebench_query import route_documents, sub_queries
+from rag.evaluation.financebench_run import DEFAULT_BUDGET, BenchReport, Retrieval, estimate_tokens
 
 __all__ = ["CONFIGURATIONS", "Pipeline", "PipelineSpec", "run_financebench"]
 
-_RRF_K = 60
-_POOL = 200            # candidates kept after first-stage scoring
+#: context-hit targets of the full pipeline on the development set (issue 4)
+TARGETS = {"single": 0.95, "shared": 0.85}
+_FETCH_K = 100         # candidates per (scorer, query) list and kept after fusion
+_ROUTE_CONFIDENT = 0.3  # a routing score this high means the question names the organisation
+_ROUTE_MARGIN = 0.05     # search the documents within this much of the best (a year match is worth 0.14)
+_ROUTE_MAX_DOCS = 5
+_EXPAND_HITS = 8       # hits widened by neighbour expansion before the budget cuts
 
 
 @dataclass(frozen=True)
@@ -41,41 +48,72 @@ class PipelineSpec:
     lexical: bool = False
     dense: bool = True
     fusion: Literal["rrf", "convex"] = "convex"
-    dense_weight: float = 0.8            # convex fusion weight of the dense score
+    dense_weight: float = 0.9            # convex fusion: weight of the dense list (BM25 gets the rest)
     autocontext: bool = False
-    title_weight: float = 0.3            # AutoContext: share of the title vector in a chunk vector
+    title_weight: float = 0.3            # AutoContext: weight of the title vector in a chunk vector
     heading_weight: float = 0.3          # ... and of the page-heading vector
     multi_query: bool = False
-    routing: bool = False
+    main_query_weight: float = 0.5       # multi-query: share of the whole question's lists
+    routing: Literal["metadata", "router"] | None = None
+    route_weight: float = 0.5            # routing boost: added weight * document score (scores in [0, 1])
     rerank: bool = False
+    rerank_depth: int = 50
+    rerank_weight: float = 0.5
     neighbours: int = 0
-    rse: bool = False
+    rse: str | None = None               # an RSE preset of rag.retrieval.rse
+    rse_overrides: tuple[tuple[str, float], ...] = ()
+    page_diversity: float = 0.0          # packing: discount per better chunk already taken from the same page
 
 
 def _specs() -> list[PipelineSpec]:
-    base = PipelineSpec(name="dense", description="MiniLM cosine top chunks until the budget (vanilla RAG)")
-    hybrid = replace(base, name="hybrid", lexical=True,
-                     description="BM25 and dense, min-max normalised and fused by a convex combination (0.8 dense)")
+    dense = PipelineSpec(name="dense", description="MiniLM cosine, top chunks until the budget (vanilla RAG)")
+    hybrid = replace(dense, name="hybrid", lexical=True,
+                     description="dense + BM25, fused by a convex combination of min-max normalised scores (0.9 / 0.1)")
     ac = replace(hybrid, name="autocontext", autocontext=True,
-                 description="hybrid over chunks carrying their document title and page heading (AutoContext)")
-    rr = replace(ac, name="rerank", rerank=True, description="autocontext, then the top 50 reranked with the embedding model")
-    nb = replace(rr, name="neighbours", neighbours=1,
-                 description="rerank, then each chosen chunk widened by its neighbours (+-1), merged")
-    rse = replace(rr, name="rse", rse=True, description="rerank, then relevant segment extraction instead of top chunks")
-    full = replace(rr, name="full", routing=True, multi_query=True,
-                   description="document routing (company and period vs filing metadata) + multi-query + autocontext "
-                               "hybrid + rerank")
+                 description="hybrid over chunks that carry their document title and page heading (AutoContext: "
+                             "mixed into the chunk vector, indexed with the chunk text by BM25)")
+    rr = replace(ac, name="rerank", rerank=True,
+                 description="autocontext + EmbeddingReranker on the top 50 (best match over the question's "
+                             "sentences), fused 50/50 with the first-stage score")
     return [
         PipelineSpec(name="bm25", dense=False, lexical=True,
-                     description="BM25 (rag.core.text tokens: stop words, stems) with the document title in each chunk"),
-        base,
-        replace(hybrid, name="hybrid-rrf", fusion="rrf", description="BM25 and dense fused by RRF (k=60)"),
-        hybrid, ac, rr, nb, rse, full,
+                     description="BM25 (rag.core.text tokens: stop words, stems) with the document title indexed"),
+        dense,
+        replace(hybrid, name="hybrid-rrf", fusion="rrf", description="dense + BM25 fused by RRF (k=60)"),
+        hybrid, ac,
+        replace(ac, name="routing", routing="metadata",
+                description="autocontext + document routing: in the shared store, search only the filings whose "
+                            "company, period and form best match the question (all filings when it names none)"),
+        rr,
+        replace(rr, name="neighbours", neighbours=1,
+                description="rerank, then the top 8 hits widened by +-1 neighbouring chunk (expand_neighbours)"),
+        replace(rr, name="rse", rse="balanced",
+                description="rerank, then relevant segment extraction (rag.retrieval.rse, balanced preset)"),
+        replace(ac, name="full", routing="metadata", page_diversity=0.3,
+                description="routing + autocontext hybrid + page-diverse packing (a chunk loses 0.3 of its "
+                            "normalised score per better chunk already taken from its page)"),
     ]
 
 
 #: name -> (description, spec)
 CONFIGURATIONS: dict[str, tuple[str, PipelineSpec]] = {s.name: (s.description, s) for s in _specs()}
+
+
+class CharTokenCounter:
+    """The benchmark's token measure for `rag.retrieval.budget.apply_budget`: one token per 4 characters."""
+
+    name = "chars/4"
+
+    def count(self, text: str) -> int:
+        """Tokens of `text`."""
+        return estimate_tokens(text)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix within `max_tokens`, cut at a space."""
+        if self.count(text) <= max_tokens:
+            return text
+        cut = text[: max(0, 4 * max_tokens)]
+        return cut.rsplit(" ", 1)[0] if " " in cut else cut
 
 
 class Pipeline:
@@ -87,82 +125,171 @@ class Pipeline:
         self.budget = budget
         self.name = spec.name
         self.description = spec.description
+        self._router = None
 
     def retrieve(self, question: str, *, doc_name: str | None) -> Retrieval:
         """Rank the chunks of `doc_name` (or of every filing) for `question` and assemble the context."""
-        spec, index = self.spec, self.index
-        pool = index.pool(doc_name)
-        scores = self._first_stage(question, pool)
-        order = np.argsort(-scores, kind="stable")[:_POOL]
-        ranked, values = pool[order], scores[order]
-        chosen = _pack(index, ranked, self.budget)
-        context = [_chunk_doc(index, [int(i)]) for i in chosen]
-        return Retrieval(ranked=[index.chunks[int(i)] for i in ranked[:50]], context=context)
+        from rag.retrieval.budget import apply_budget
 
-    def _first_stage(self, question: str, pool: np.ndarray) -> np.ndarray:
+        spec = self.spec
+        pool = self.index.pool(doc_name)
+        if spec.routing == "metadata" and doc_name is None:
+            pool = self._routed_pool(question, pool)
+        queries = sub_queries(question) if spec.multi_query else [question]
+        scored = self._fused(queries, pool)
+        if spec.routing and doc_name is None:
+            scored = self._route(question, scored)
+        if spec.rerank:
+            scored = self._rerank(queries, scored)
+        if spec.page_diversity:
+            scored = _diversify(scored, spec.page_diversity)
+        context = self._select(scored)
+        context = [self._fix_pages(d) for d in apply_budget(context, self.budget, counter=CharTokenCounter())]
+        return Retrieval(ranked=[d for d, _ in scored[:50]], context=context)
+
+    # ------------------------------------------------------------------ steps
+    def _lists(self, query: str, pool: np.ndarray) -> dict[str, list[tuple[Document, float]]]:
         spec, index = self.spec, self.index
-        parts: list[np.ndarray] = []
+        out = {}
         if spec.dense:
             vectors = (index.context_vectors(title_weight=spec.title_weight, heading_weight=spec.heading_weight)
                        if spec.autocontext else index.vectors)
-            q = index.embed_queries([question])[0]
-            parts.append(vectors[pool] @ q)
+            out["dense"] = self._top(pool, vectors[pool] @ index.embed_queries([query])[0])
         if spec.lexical:
             bm25 = index.bm25_context if (spec.autocontext or not spec.dense) else index.bm25
-            parts.append(bm25.scores(question)[pool])
-        if len(parts) == 1:
-            return parts[0]
-        if spec.fusion == "rrf":
-            return sum(1.0 / (_RRF_K + _ranks(p)) for p in parts)
-        dense, lexical = parts
-        return spec.dense_weight * _minmax(dense) + (1 - spec.dense_weight) * _minmax(lexical)
+            out["bm25"] = self._top(pool, bm25.scores(query)[pool], positive=True)
+        return out
 
+    def _top(self, pool: np.ndarray, scores: np.ndarray, *, positive: bool = False) -> list[tuple[Document, float]]:
+        order = np.argsort(-scores, kind="stable")[:_FETCH_K]
+        return [(self.index.chunks[int(pool[i])], float(scores[i])) for i in order if not positive or scores[i] > 0]
 
-def _ranks(scores: np.ndarray) -> np.ndarray:
-    ranks = np.empty(len(scores), dtype=np.float64)
-    ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
-    return ranks
+    def _fused(self, queries: list[str], pool: np.ndarray) -> list[tuple[Document, float]]:
+        from rag.retrieval.fusion import fuse
+
+        spec = self.spec
+        lists: dict[str, list[tuple[Document, float]]] = {}
+        weights: dict[str, float] = {}
+        for qi, query in enumerate(queries):
+            share = 1.0 if len(queries) == 1 else (
+                spec.main_query_weight if qi == 0 else (1 - spec.main_query_weight) / (len(queries) - 1))
+            for name, hits in self._lists(query, pool).items():
+                lists[f"{name}|{qi}"] = hits
+                scorer = spec.dense_weight if name == "dense" else 1 - spec.dense_weight
+                weights[f"{name}|{qi}"] = share * (scorer if spec.dense and spec.lexical else 1.0)
+        if len(lists) == 1:
+            return next(iter(lists.values()))
+        return fuse(lists, method=spec.fusion, weights=weights, top_k=_FETCH_K)
+
+    def _route(self, question: str, scored: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
+        """Boost every candidate by its document's routing score (shared store only)."""
+        spec = self.spec
+        norm = _minmax(np.array([s for _, s in scored]))
+        if spec.routing == "router":
+            router = self._document_router()
+            return router.boost(question, list(zip([d for d, _ in scored], norm.tolist(), strict=True)),
+                                weight=spec.route_weight)
+        prior = route_documents(question, self.index.documents)
+        boosted = [(d, float(s) + spec.route_weight * prior.get(d.metadata["doc_name"], 0.0))
+                   for (d, _), s in zip(scored, norm, strict=True)]
+        return sorted(boosted, key=lambda pair: -pair[1])
+
+    def _routed_pool(self, question: str, pool: np.ndarray) -> np.ndarray:
+        """Search only the documents the question names, when it names any (else every document)."""
+        prior = route_documents(question, self.index.documents)
+        best = max(prior.values(), default=0.0)
+        if best < _ROUTE_CONFIDENT:
+            return pool
+        chosen = sorted((n for n, s in prior.items() if s >= best - _ROUTE_MARGIN), key=lambda n: -prior[n])
+        return np.sort(np.concatenate([self.index.positions[n] for n in chosen[:_ROUTE_MAX_DOCS]]))
+
+    def _document_router(self):
+        from rag.retrieval.routing import DocumentRouter
+
+        if self._router is None:
+            cards = {name: f"{title} | {name.replace('_', ' ')}" for name, title in self.index.titles.items()}
+            self._router = DocumentRouter(cards, key="doc_name")
+        return self._router
+
+    def _rerank(self, queries: list[str], scored: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
+        """`EmbeddingReranker` on the top candidates (best match over the question's parts), fused with stage one."""
+        from rag.retrieval.rerank import EmbeddingReranker
+
+        spec = self.spec
+        top = scored[: spec.rerank_depth]
+        reranker = EmbeddingReranker(embedding=self.index.embeddings)
+        parts = queries if len(queries) > 1 else sub_queries(queries[0])
+        best: dict[int, float] = {}
+        for part in parts:
+            for doc, score in reranker.rerank(part, [d for d, _ in top]):
+                key = doc.metadata["position"]
+                best[key] = max(best.get(key, -1.0), score)
+        rerank = _minmax(np.array([best[d.metadata["position"]] for d, _ in top]))
+        first = _minmax(np.array([s for _, s in top]))
+        fused = spec.rerank_weight * rerank + (1 - spec.rerank_weight) * first
+        order = np.argsort(-fused, kind="stable")
+        floor = float(fused.min(initial=0.0))
+        return [(top[i][0], float(fused[i])) for i in order] + [(d, floor - 1e-6) for d, _ in scored[len(top):]]
+
+    def _select(self, scored: list[tuple[Document, float]]) -> list[Document]:
+        spec, source = self.spec, self.index.bm25
+        if spec.rse:
+            from rag.retrieval.rse import relevant_segments, segment_documents
+
+            return segment_documents(relevant_segments([scored], source, preset=spec.rse, **dict(spec.rse_overrides)))
+        if spec.neighbours:
+            from rag.retrieval.expansion import expand_neighbours
+
+            return expand_neighbours([d for d, _ in scored[:_EXPAND_HITS]], source, window=spec.neighbours)
+        return [d for d, _ in scored]
+
+    def _fix_pages(self, doc: Document) -> Document:
+        """A budget-truncated multi-chunk document keeps only the pages whose chunks it still holds."""
+        indices = doc.metadata.get("chunk_indices")
+        if not doc.metadata.get("truncated") or not indices:
+            return doc
+        positions = self.index.positions[doc.metadata["doc_name"]]
+        kept = [self.index.chunks[int(positions[i])] for i in indices
+                if self.index.chunks[int(positions[i])].page_content[:80] in doc.page_content]
+        pages = list(dict.fromkeys(c.metadata["page"] for c in kept))
+        return Document(page_content=doc.page_content, metadata={**doc.metadata, "pages": pages})
 
 
 def _minmax(scores: np.ndarray) -> np.ndarray:
-    lo, hi = float(scores.min(initial=0.0)), float(scores.max(initial=0.0))
-    return (scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores, dtype=np.float64)
+    if len(scores) == 0:
+        return scores.astype(np.float64)
+    lo, hi = float(scores.min()), float(scores.max())
+    return (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores, dtype=np.float64)
 
 
-def _pack(index: BenchIndex, ranked: np.ndarray, budget: int) -> list[int]:
-    """Chunks in rank order while they fit the budget."""
-    out, used = [], 0
-    for i in ranked:
-        cost = int(index.tokens[i])
-        if used + cost > budget:
-            break
-        out.append(int(i))
-        used += cost
-    return out
+def _diversify(scored: list[tuple[Document, float]], discount: float, *,
+               depth: int = 40) -> list[tuple[Document, float]]:
+    """Greedy re-order: a chunk loses `discount` (of the normalised score) per better chunk taken from its page."""
+    head, tail = scored[:depth], scored[depth:]
+    rel = _minmax(np.array([s for _, s in head]))
+    taken: dict[tuple[str, int], int] = {}
+    left = list(range(len(head)))
+    out = []
+    while left:
+        best = max(left, key=lambda j: rel[j] - discount * taken.get(_page_key(head[j][0]), 0))
+        left.remove(best)
+        out.append(head[best])
+        taken[_page_key(head[best][0])] = taken.get(_page_key(head[best][0]), 0) + 1
+    return out + tail
 
 
-def _chunk_doc(index: BenchIndex, positions: Sequence[int]) -> Document:
-    """One context document from consecutive chunk positions of one filing (pages listed)."""
-    chunks = [index.chunks[p] for p in positions]
-    pages: list[int] = []
-    starts: list[int] = []
-    text = ""
-    for chunk in chunks:
-        if not pages or pages[-1] != chunk.metadata["page"]:
-            pages.append(chunk.metadata["page"])
-            starts.append(len(text) + (1 if text else 0))
-        text = f"{text}\n{chunk.page_content}" if text else chunk.page_content
-    meta = {k: chunks[0].metadata[k] for k in ("doc_name", "title", "source") if k in chunks[0].metadata}
-    meta.update(pages=pages, page_starts=starts, chunk_start=positions[0], chunk_end=positions[-1] + 1)
-    return Document(page_content=text, metadata=meta)
+def _page_key(doc: Document) -> tuple[str, int]:
+    return doc.metadata["doc_name"], doc.metadata["page"]
 
 
 def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Path | None = "bench/results/cache",
                      out_dir: str | Path | None = "bench/results", settings: Sequence[str] = ("single", "shared"),
                      configs: Sequence[str] | None = None, limit: int | None = None, budget: int = DEFAULT_BUDGET,
-                     chunk_size: int = 1000, chart: bool = True,
+                     chunk_size: int = 1000, chart: bool = True, embeddings: Embeddings | None = None,
                      progress: Callable[[str], None] | None = None) -> tuple[BenchReport, list[Path]]:
     """Build the index, run the configurations, and write the report files (when `out_dir` is set).
+
+    `embeddings` defaults to the offline MiniLM model; vectors are cached in `cache_dir`.
 
     Raises:
         ConfigError: an unknown configuration name or setting, or a missing data directory.
@@ -177,10 +304,12 @@ def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Pat
         raise ConfigError(f"unknown configuration(s) {unknown}; valid: {', '.join(CONFIGURATIONS)}")
     started = time.perf_counter()
     data = FinanceBenchData.load(resolve_data_dir(data_dir), limit=limit)
-    index = BenchIndex.build(data, cache_dir=cache_dir, chunk_size=chunk_size, progress=progress)
+    index = BenchIndex.build(data, cache_dir=cache_dir, chunk_size=chunk_size, embeddings=embeddings,
+                             progress=progress)
     pipelines = [Pipeline(index, CONFIGURATIONS[n][1], budget=budget) for n in names]
     report = run_benchmark(data, pipelines, settings=settings, budget=budget, progress=progress)
     report.meta.update(chunk_size=chunk_size, chunks=len(index.chunks), seconds=time.perf_counter() - started,
-                       command="python bench/financebench.py")
+                       command="python bench/financebench.py", targets=TARGETS, best="full", baseline="dense",
+                       token_counter=CharTokenCounter.name)
     paths = write_report(report, out_dir, chart=chart) if out_dir is not None else []
     return report, paths

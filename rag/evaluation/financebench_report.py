@@ -64,9 +64,29 @@ def _markdown(report: BenchReport) -> str:
         "",
     ]
     parts += [f"- **{name}**: {text}" for name, text in report.descriptions.items()]
+    parts += _target_lines(report)
     if meta.get("command"):
         parts += ["", f"Produced by `{meta['command']}`" + (f" in {meta['seconds']:.0f} s." if "seconds" in meta else ".")]
     return "\n".join(parts) + "\n"
+
+
+def _target_lines(report: BenchReport) -> list[str]:
+    """'Targets' section: the best configuration against the targets and the baseline, per setting."""
+    targets, best, baseline = report.meta.get("targets"), report.meta.get("best"), report.meta.get("baseline")
+    if not targets or not best:
+        return []
+    lines = ["", "## Targets", ""]
+    for setting, target in targets.items():
+        scores = report.results.get(setting, {})
+        if best not in scores:
+            continue
+        hit = scores[best]["context_hit"]
+        base = scores.get(baseline, {}).get("context_hit")
+        verdict = "met" if hit >= target and (base is None or hit > base) else "missed"
+        gap = "" if hit >= target else f", {100 * (target - hit):.1f} points short"
+        versus = "" if base is None else f"; {baseline}: {base:.1%}"
+        lines.append(f"- {_LABELS.get(setting, setting)}: {best} {hit:.1%} (target {target:.0%}{gap}{versus}): {verdict}")
+    return lines
 
 
 def write_chart(report: BenchReport, path: str | Path) -> Path:

@@ -96,7 +96,9 @@ def corpus_documents(documents_or_index: Any) -> list[Document]:
     resources = getattr(target, "resources", None) or [target]
     docs: list[Document] = []
     for resource in resources:
-        store = getattr(getattr(resource, "retriever", None), "vectorstore", None)
+        retriever = getattr(resource, "retriever", None)
+        # A LangChain Chroma store and a raw chromadb collection (knowledge bases) both have .get()
+        store = getattr(retriever, "vectorstore", None) or getattr(retriever, "collection", None)
         if store is None or not hasattr(store, "get"):
             raise InputError(f"cannot list the chunks of {type(documents_or_index).__name__}; pass a list of "
                              "Documents, a Resource / RAG over Chroma, or an index with .as_resource()")

@@ -1,1 +1,13 @@
-"""rag.indexing."""
+"""rag.indexing: load, chunk, embed and store documents; persistent knowledge bases.
+
+Modules (imported on demand, nothing heavy at package import):
+
+- `loaders`: `load_file`, `load_directory`, `iter_files`, `clean_text`;
+- `chunking` / `tokens`: `TokenChunker`, `PassthroughChunker`, `split_documents` (MiniLM word pieces);
+- `autocontext`: `AutoContext`, `extractive_summary`;
+- `tags`: `KeywordTagger`, `tag_filter`;
+- `embedding_cache`: `CachedEmbeddings`;
+- `knowledge_base`: `KnowledgeBase` (with `sync`, `records`, `manifest`, `locking`, `kb_retriever`);
+- `build`: `build_index` and its steps `FileChunker`, `Embedder`, `ChromaStore`;
+- `neighbours`: chunks around a `(doc_id, chunk_index)`.
+"""

@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "MODEL_MAX_TOKENS",
+    "PassthroughChunker",
     "TokenChunker",
     "document_id",
     "split_documents",
@@ -52,7 +53,6 @@ DEFAULT_CHUNK_SIZE = 200  # leaves room for the AutoContext header
 DEFAULT_CHUNK_OVERLAP = 30
 _HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_SENTENCE_END = np.array([ord(c) for c in ".!?;:"], dtype=np.uint32)
 _ENCODE_BATCH = 512  # sections per tokenizer call
 
 
@@ -105,7 +105,8 @@ def _boundary_scores(text: str, offsets: list[tuple[int, int]]) -> np.ndarray:
     prev_end, next_start = spans[:-1, 1], spans[1:, 0]
     gap = next_start > prev_end
     breaks = newlines[next_start] - newlines[prev_end]
-    sentence = np.isin(codes[np.maximum(prev_end - 1, 0)], _SENTENCE_END) & gap
+    last = codes[np.maximum(prev_end - 1, 0)]
+    sentence = ((last == 46) | (last == 33) | (last == 63) | (last == 59) | (last == 58)) & gap  # . ! ? ; :
     inner = np.where(breaks >= 2, 4, np.where(breaks == 1, 3, np.where(sentence, 2, gap.astype(np.int8))))
     scores[1:n] = inner
     return scores
@@ -183,9 +184,8 @@ class TokenChunker:
 
     def settings(self) -> dict[str, Any]:
         """The settings as data, for a knowledge base manifest."""
-        name = self._tokenizer.name if self._tokenizer is not None else "default"
         return {"type": "token", "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
-                "headers": self.headers, "tokenizer": name}
+                "headers": self.headers, "tokenizer": self.tokenizer.name}
 
     def _sections(self, doc: Document, text: str) -> list[tuple[str | None, int, int]]:
         use = self.headers
@@ -223,6 +223,42 @@ class TokenChunker:
                 counters[doc_id] = index + 1
                 chunks.append(Document(page_content=body, metadata={
                     **base, "chunk_index": index, "token_count": last - first}))
+        return chunks
+
+    __call__ = split_documents
+
+
+class PassthroughChunker:
+    """Keep documents as they are (already chunked elsewhere), adding only the provenance metadata.
+
+    Each document becomes one chunk with `doc_id` (from its metadata, else a hash of its
+    source), `chunk_index` (counted per `doc_id`) and `title`. Nothing is split, so texts
+    longer than the embedding model's window are truncated by the model.
+
+    Example:
+        >>> chunks = PassthroughChunker()([Document(page_content="a", metadata={"source": "s"})] * 2)
+        >>> [c.metadata["chunk_index"] for c in chunks]
+        [0, 1]
+    """
+
+    def settings(self) -> dict[str, Any]:
+        """The settings as data, for a knowledge base manifest."""
+        return {"type": "passthrough"}
+
+    def split_documents(self, docs: Sequence[Document]) -> list[Document]:
+        """One chunk per non-blank document, numbered per `doc_id`."""
+        counters: dict[str, int] = {}
+        chunks = []
+        for doc in docs:
+            text = clean_text(doc.page_content)
+            if not text.strip():
+                continue
+            source = str(doc.metadata.get("source", ""))
+            doc_id = str(doc.metadata.get("doc_id") or document_id(source or text[:200]))
+            index = counters.get(doc_id, 0)
+            counters[doc_id] = index + 1
+            chunks.append(Document(page_content=text, metadata={
+                **doc.metadata, "doc_id": doc_id, "title": _title(doc.metadata), "chunk_index": index}))
         return chunks
 
     __call__ = split_documents

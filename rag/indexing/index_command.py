@@ -101,11 +101,13 @@ def run_index(args: argparse.Namespace) -> int:
 
         report = kb.add_documents(args.paths, include=include, exclude=args.exclude,
                                   cleanup=None if args.cleanup == "none" else args.cleanup, progress=on_event)
+    # One line each (soft_wrap) and no markup: paths may contain "[...]".
     for skipped in report.skipped:
-        console.print(f"[yellow]skipped[/] {skipped.reason}")
+        console.print("skipped", skipped.reason, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for path in report.deleted:
-        console.print(f"[red]deleted[/] {path}")
-    console.print(f"{args.collection!r} in {args.store}: {report.summary()}; {kb.count():,} chunk(s) in total")
+        console.print("deleted", path, style="red", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"{args.collection!r} in {args.store}: {report.summary()}; {kb.count():,} chunk(s) in total",
+                  markup=False, highlight=False, soft_wrap=True)
     if report.skipped and not (report.added or report.updated or report.unchanged or kb.count()):
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
     return 0

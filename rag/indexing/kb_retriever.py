@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun

@@ -38,7 +38,7 @@ from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.chunking import TokenChunker
+from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo, embedding_from_id
@@ -73,7 +73,8 @@ class KnowledgeBase:
         directory: where it is stored (created if missing).
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
             `rag.models.embeddings.default_embeddings()` for a new knowledge base.
-        chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap).
+        chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap);
+            `PassthroughChunker()` stores already-chunked documents as they are.
         autocontext: defaults to `AutoContext()` (title / section + extractive summary);
             `AutoContext(enabled=False)` embeds chunks alone.
         tagger: optional, e.g. `KeywordTagger()` (tags in metadata, selectable by filters).
@@ -87,8 +88,8 @@ class KnowledgeBase:
     """
 
     def __init__(self, name: str, directory: str | Path = DEFAULT_DIRECTORY, *, embedding: Embeddings | None = None,
-                 chunker: TokenChunker | None = None, autocontext: AutoContext | None = None, tagger: Any = None,
-                 description: str = "", cache: bool = True, lock_timeout: float = 0.0) -> None:
+                 chunker: TokenChunker | PassthroughChunker | None = None, autocontext: AutoContext | None = None,
+                 tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigError(f"knowledge base name {name!r} is not valid: use 1-63 letters, digits, '.', '_' "
                               "or '-', starting with a letter or digit")
@@ -109,7 +110,7 @@ class KnowledgeBase:
             raise ConfigError(f"knowledge base {name!r} in {self.directory} was built with the embedding model "
                               f"{existing.embedding.id!r}{dim}; got {model_id!r}. Open it with the same model, "
                               "or index into a new knowledge base name")
-        self.chunker = chunker or (TokenChunker(**_chunker_kwargs(existing.chunking)) if existing else TokenChunker())
+        self.chunker = chunker or (_chunker_from(existing.chunking) if existing else TokenChunker())
         self.autocontext = autocontext or (AutoContext(**_autocontext_kwargs(existing.autocontext)) if existing
                                            else AutoContext())
         self.tagger = tagger
@@ -144,7 +145,7 @@ class KnowledgeBase:
 
     def _check_same(self, existing: Manifest, part: str, settings: dict[str, Any]) -> None:
         recorded = getattr(existing, part)
-        for key in _COMPARED[part]:
+        for key in ("type", *_COMPARED[part]):
             if key in recorded and recorded[key] != settings.get(key):
                 raise ConfigError(f"knowledge base {self.name!r} was built with {part} {key}={recorded[key]!r}, "
                                   f"got {settings.get(key)!r}; use the recorded settings or a new knowledge base")
@@ -242,12 +243,31 @@ class KnowledgeBase:
         """Records of the documents it holds (source, doc_id, hash, chunk ids, title, summary)."""
         return [r for r in self.records.all().values() if r.state == "ok"]
 
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Chunks matching a portable filter (all when None), in no particular order.
+
+        This makes a knowledge base a chunk source for `rag.indexing.neighbours`
+        (`neighbours(kb, doc_id, chunk_index, window=2)`).
+
+        Example:
+            >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
+        """
+        from rag.core.filters import to_chroma_where, validate_filter
+
+        flt = validate_filter(filter)
+        got = self.collection.get(where=to_chroma_where(flt) if flt else None, include=["documents", "metadatas"])
+        return [Document(id=i, page_content=t or "", metadata=m or {})
+                for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+
+    def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
+        """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""
+        from rag.indexing.neighbours import neighbours
+
+        return neighbours(self, doc_id, chunk_index, window=window)
+
     def get_chunks(self, doc_id: str) -> list[Document]:
         """All chunks of a document, in `chunk_index` order."""
-        got = self.collection.get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
-        docs = [Document(id=i, page_content=t or "", metadata=m or {})
-                for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
-        return sorted(docs, key=lambda d: d.metadata.get("chunk_index", 0))
+        return sorted(self.get_documents({"doc_id": doc_id}), key=lambda d: d.metadata.get("chunk_index", 0))
 
     def as_retriever(self, *, k: int = 4, filter: dict[str, Any] | None = None,
                      score_threshold: float | None = None) -> Any:
@@ -279,8 +299,10 @@ def _collection(name: str) -> str:
     return _chroma_collection_name(name)
 
 
-def _chunker_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers") if k in settings}
+def _chunker_from(settings: dict[str, Any]) -> Any:
+    if settings.get("type") == "passthrough":
+        return PassthroughChunker()
+    return TokenChunker(**{k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers") if k in settings})
 
 
 def _autocontext_kwargs(settings: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.core.errors import StoreError
@@ -139,7 +139,7 @@ class RecordStore:
         for rec in records:
             if rec.state not in STATES:
                 raise StoreError(f"unknown record state {rec.state!r}; valid: {', '.join(STATES)}")
-            values = asdict(rec)
+            values = {f: getattr(rec, f) for f in _FIELDS}  # not asdict(): it deep-copies the chunk ids
             values["chunk_ids"] = json.dumps(rec.chunk_ids)
             values["updated_at"] = now
             rows.append(tuple(values[f] for f in _FIELDS))

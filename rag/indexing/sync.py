@@ -43,9 +43,11 @@ __all__ = ["CLEANUP_MODES", "IndexReport", "Source", "chunk_id", "scalar_metadat
 
 Source = Union[str, Path, Document]  # noqa: UP007 - a runtime alias
 CLEANUP_MODES = (None, "incremental", "full")
-_GROUP_CHARS = 400_000  # text per processing group (~500 chunks): bounded memory, batched embedding
-_GROUP_FILES = 64
-_WRITE_BATCH = 512  # chunks per embedding call and Chroma upsert
+_GROUP_CHARS = 4_000_000  # text per processing group (~5,000 chunks): bounded memory, large writes
+_GROUP_DOCS = 5000
+_EMBED_BATCH = 512  # chunks per embedding call (and progress event)
+_UPSERT_BATCH = 5000  # chunks per Chroma upsert (Chroma 1.5 accepts up to ~5.4k)
+_DELETE_BATCH = 5000
 
 
 @dataclass
@@ -152,11 +154,15 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
     seen: set[str] = set()
     touched: list[DocumentRecord] = []
     group: list[_Item] = []
+    pending_chars = [0]
 
-    def flush() -> None:
-        if group:
+    def flush(force_write: bool = False) -> None:
+        size = sum(len(d.page_content) for d in group[-1].docs) if group else 0
+        pending_chars[0] += size
+        if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
             _write(kb, group, report, emit)
             group.clear()
+            pending_chars[0] = 0
 
     for file in files:
         key = str(file.resolve())
@@ -167,8 +173,7 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
             continue
         group.append(item)
         emit("pages", len(item.docs))
-        if len(group) >= _GROUP_FILES or sum(len(d.page_content) for i in group for d in i.docs) >= _GROUP_CHARS:
-            flush()
+        flush()
     for key, docs in grouped.items():
         seen.add(key)
         rec = records.get(key)
@@ -180,7 +185,8 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
         doc_id = rec.doc_id if rec else str(docs[0].metadata.get("doc_id") or document_id(key))
         group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), "updated" if rec else "added"))
         emit("pages", len(docs))
-    flush()
+        flush()
+    flush(force_write=True)
     kb.records.put_many(touched)
     stale = []
     if cleanup == "full":
@@ -242,27 +248,35 @@ def _write(kb: KnowledgeBase, items: list[_Item], report: IndexReport, emit: Cal
     doc_ids = [i.doc_id for i in items]
     existing = set(kb.collection.get(where={"doc_id": {"$in": doc_ids}}, include=[])["ids"])
     todo = [n for n, cid in enumerate(ids) if cid not in existing]
-    for begin in range(0, len(todo), _WRITE_BATCH):
-        batch = todo[begin:begin + _WRITE_BATCH]
+    ready: list[tuple[int, list[float]]] = []
+    for begin in range(0, len(todo), _EMBED_BATCH):
+        batch = todo[begin:begin + _EMBED_BATCH]
         misses = getattr(kb.embedding, "stats", {}).get("misses", 0)
         vectors = kb.embedding.embed_documents([texts[n] for n in batch])
         kb.record_dimension(len(vectors[0]))
-        kb.collection.upsert(ids=[ids[n] for n in batch], embeddings=vectors,
-                             documents=[chunks[n].page_content for n in batch], metadatas=[metas[n] for n in batch])
-        computed = getattr(kb.embedding, "stats", {}).get("misses", misses + len(batch)) - misses
-        report.embedded += computed
-        report.chunks_added += len(batch)
+        report.embedded += getattr(kb.embedding, "stats", {}).get("misses", misses + len(batch)) - misses
+        ready += zip(batch, vectors, strict=True)
         emit("embeddings", len(batch))
+        # Chroma's cost per call is high: write in large batches.
+        if len(ready) >= _UPSERT_BATCH or begin + _EMBED_BATCH >= len(todo):
+            kb.collection.upsert(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
+                                 documents=[chunks[n].page_content for n, _ in ready],
+                                 metadatas=[metas[n] for n, _ in ready])
+            report.chunks_added += len(ready)
+            ready = []
     stale = sorted(existing - set(ids))
-    for begin in range(0, len(stale), _WRITE_BATCH):
-        kb.collection.delete(ids=stale[begin:begin + _WRITE_BATCH])
+    for begin in range(0, len(stale), _DELETE_BATCH):
+        kb.collection.delete(ids=stale[begin:begin + _DELETE_BATCH])
     report.chunks_deleted += len(stale)
     by_doc: dict[str, list[str]] = {}
     for meta, cid in zip(metas, ids, strict=True):
         by_doc.setdefault(meta["doc_id"], []).append(cid)
+    titles: dict[str, str] = {}
+    for chunk in chunks:
+        titles.setdefault(chunk.metadata["doc_id"], str(chunk.metadata.get("title", "")))
     done = []
     for item in items:
-        title = next((str(c.metadata.get("title", "")) for c in chunks if c.metadata["doc_id"] == item.doc_id), "")
+        title = titles.get(item.doc_id, "")
         done.append(DocumentRecord(source=item.key, doc_id=item.doc_id, content_hash=item.content_hash,
                                    size=item.size, mtime_ns=item.mtime_ns, chunk_ids=by_doc.get(item.doc_id, []),
                                    pages=len(item.docs), title=title, summary=summaries.get(item.doc_id, "")))

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import threading
@@ -94,7 +95,10 @@ def _load_llama(path: str, n_ctx: int) -> Any:
     with _llama_lock:
         key = (path, n_ctx)
         if key not in _llama_cache:
-            _llama_cache[key] = Llama(model_path=path, n_ctx=n_ctx, verbose=False, n_threads=os.cpu_count())
+            model = Llama(model_path=path, n_ctx=n_ctx, verbose=False, n_threads=os.cpu_count())
+            # Free the model before interpreter teardown: llama.cpp's finaliser fails once modules are gone.
+            atexit.register(model.close)
+            _llama_cache[key] = model
         return _llama_cache[key]
 
 

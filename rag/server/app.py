@@ -137,8 +137,9 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     support_embedding = "default" if settings.support_scoring == "semantic" else None
     defaults = {r.name: dict(r.search_kwargs) for r in rag.resources}
 
-    app = FastAPI(title=title, version=__version__,
+    app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None,
                   description="Retrieval-augmented generation over the configured resources.")
+    _add_offline_docs(app)
     app.state.rag = rag
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
@@ -286,3 +287,26 @@ def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:
     config = load_config(path)
     rag = build_rag(config, **build_kwargs)
     return create_app(rag, settings=config.server, title=f"rag: {Path(path).stem}")
+
+
+def _add_offline_docs(app: FastAPI) -> None:
+    """Serve the Swagger UI at /docs from the swagger-ui-bundle wheel, so it works without internet.
+
+    FastAPI's default page loads its scripts from a CDN; without the wheel we fall back to it.
+    """
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        js, css = ("https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js",
+                   "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css")
+    else:
+        app.mount("/docs-static", StaticFiles(directory=str(swagger_ui_path)), name="docs-static")
+        js, css = "/docs-static/swagger-ui-bundle.js", "/docs-static/swagger-ui.css"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> Any:
+        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - API",
+                                   swagger_js_url=js, swagger_css_url=css, swagger_favicon_url="data:,")

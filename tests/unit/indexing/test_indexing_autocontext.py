@@ -91,3 +91,18 @@ def test_one_summary_per_document():
 def test_bad_settings_are_rejected(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         AutoContext(**kwargs)
+
+
+@pytest.mark.integration
+def test_default_chunk_plus_header_fits_minilm_256_word_pieces():
+    from rag.indexing.chunking import TokenChunker
+    from rag.indexing.tokens import WordPieceTokenizer
+
+    wordpiece = WordPieceTokenizer()
+    text = ("Unaffordable hyperinflationary counterparties renegotiated EBITDA-linked covenants in FY2023; "
+            "net revenues were $4,512.3 million (up 12.4% y/y). ") * 80
+    doc = Document(page_content="# Management's Discussion and Analysis of Financial Condition and Results\n\n" + text,
+                   metadata={"source": "x.md", "title": "CONSOLIDATED_EDISON_COMPANY_OF_NEW_YORK_2022_10K_AMENDED"})
+    chunks = TokenChunker().split_documents([doc])
+    texts = AutoContext().embedding_texts(chunks)
+    assert max(wordpiece.count(t) + 2 for t in texts) <= 256  # + [CLS] and [SEP]

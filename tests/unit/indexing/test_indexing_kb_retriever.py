@@ -65,3 +65,8 @@ def test_resource_hands_filter_to_the_retriever_natively():
     assert KnowledgeBaseRetriever.accepts_portable_filter is True
     docs = _kb().as_resource().retrieve("fact", search_kwargs={"k": 2, "filter": {"year": {"$gte": 2024}}})
     assert sorted(d.metadata["year"] for d in docs) == [2024, 2025]
+
+
+async def test_async_search_honours_k_and_filter():
+    docs = await _kb().as_retriever().ainvoke("fact", k=2, filter={"year": {"$gte": 2024}})
+    assert sorted(d.metadata["year"] for d in docs) == [2024, 2025]

@@ -231,3 +231,28 @@ def test_resource_applies_portable_filters_in_chroma(tmp_path, corpus):
 def test_invalid_cleanup_lists_valid_modes(tmp_path):
     with pytest.raises(ConfigError, match="cleanup must be one of None, 'incremental', 'full'"):
         _kb(tmp_path, DeterministicFakeEmbedding(size=4)).add_documents([], cleanup="partial")
+
+
+def test_get_documents_selects_a_run_of_chunks_for_neighbour_lookup(tmp_path, corpus, recording_embedding):
+    kb = _kb(tmp_path, recording_embedding)
+    kb.add_documents(corpus)
+    md = next(r for r in kb.list_documents() if r.source.endswith("rates.md"))
+    run = kb.get_documents({"doc_id": md.doc_id, "chunk_index": {"$gte": 1, "$lt": 3}})
+    assert sorted(d.metadata["chunk_index"] for d in run) == [1, 2]
+    assert sorted(d.id for d in run) == sorted(md.chunk_ids[1:3])
+    assert len(kb.get_documents()) == kb.count()
+    around = kb.neighbours(md.doc_id, 2, window=1)
+    assert [d.metadata["chunk_index"] for d in around] == [1, 2, 3]
+    assert [d.metadata["chunk_index"] for d in kb.neighbours(md.doc_id, 0, window=1)] == [0, 1]
+
+
+def test_passthrough_chunker_keeps_prechunked_documents_and_reopens(tmp_path):
+    from rag.indexing.chunking import PassthroughChunker
+
+    kb = KnowledgeBase("pre", tmp_path, embedding=DeterministicFakeEmbedding(size=8), chunker=PassthroughChunker())
+    text = "A long pre-made chunk. " * 100
+    kb.add_documents([Document(page_content=text, metadata={"source": "s"})])
+    assert [c.page_content for c in kb.get_chunks(kb.list_documents()[0].doc_id)] == [text]
+    assert isinstance(KnowledgeBase.open("pre", tmp_path).chunker, PassthroughChunker)
+    with pytest.raises(ConfigError, match="chunking type='passthrough'"):
+        KnowledgeBase("pre", tmp_path, embedding=DeterministicFakeEmbedding(size=8), chunker=TokenChunker())

@@ -321,3 +321,11 @@ def test_invoke_checks_report_support_and_citation_quality(make_client, make_rag
     assert body["checks"]["citations"]["precision"] == 0.5
     assert "unsupported_sentences" in body["checks"]["flags"]
     assert "checks" not in client.post("/invoke", json={"question": "q"}).json()
+
+
+def test_openapi_docs_page_is_served_without_a_cdn(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and "/docs-static/swagger-ui-bundle.js" in page.text
+    assert "cdn." not in page.text
+    assert client.get("/docs-static/swagger-ui-bundle.js").status_code == 200
+    assert client.get("/openapi.json").json()["paths"].keys() >= {"/invoke", "/stream", "/health"}
