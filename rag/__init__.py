@@ -54,6 +54,20 @@ _LAZY = {
     "AutoContext": "rag.indexing.autocontext",
     "KeywordTagger": "rag.indexing.tags",
     "tag_filter": "rag.indexing.tags",
+    # retrieval
+    "retrieve": "rag.retrieval.retrieve",
+    "aretrieve": "rag.retrieval.retrieve",
+    "BM25Retriever": "rag.retrieval.lexical",
+    "HybridRetriever": "rag.retrieval.hybrid",
+    "EmbeddingReranker": "rag.retrieval.rerank",
+    "CrossEncoderReranker": "rag.retrieval.rerank",
+    "LLMFilterReranker": "rag.retrieval.rerank",
+    "DocumentRouter": "rag.retrieval.routing",
+    "RSERetriever": "rag.retrieval.rse",
+    "relevant_segments": "rag.retrieval.rse",
+    "expand_neighbours": "rag.retrieval.expansion",
+    "apply_budget": "rag.retrieval.budget",
+    "PartitionedChroma": "rag.retrieval.partitioned",
     # configuration
     "load_config": "rag.core.config",
     # evaluation

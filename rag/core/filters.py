@@ -30,6 +30,7 @@ __all__ = [
     "and_filters",
     "chroma_where_from_canonical",
     "matches",
+    "matches_canonical",
     "to_chroma_where",
     "validate_filter",
 ]
@@ -178,6 +179,19 @@ def matches(metadata: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
     """
     canon = validate_filter(flt)
     return True if canon is None else _match(metadata, canon)
+
+
+def matches_canonical(metadata: Mapping[str, Any], canon: dict[str, Any]) -> bool:
+    """`matches` for a filter already returned by `validate_filter`: no validation per document.
+
+    Validate once, then match many documents (lexical indexes filter thousands of chunks per query).
+
+    Example:
+        >>> canon = validate_filter({"year": {"$gte": 2020}})
+        >>> [matches_canonical({"year": y}, canon) for y in (2019, 2021)]
+        [False, True]
+    """
+    return _match(metadata, canon)
 
 
 def _match(md: Mapping[str, Any], flt: dict[str, Any]) -> bool:

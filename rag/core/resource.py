@@ -32,7 +32,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.core.errors import ConfigError
-from rag.core.filters import chroma_where_from_canonical, matches, validate_filter
+from rag.core.filters import chroma_where_from_canonical, matches_canonical, validate_filter
 
 __all__ = ["SEARCH_KWARGS", "Resource", "new_chroma", "validate_search_kwargs"]
 
@@ -325,7 +325,7 @@ def _identity(docs: list[Document]) -> list[Document]:
 
 def _python_filter(flt: dict[str, Any] | None, k: int):
     def post(docs: list[Document]) -> list[Document]:
-        kept = [d for d in docs if matches(d.metadata, flt)] if flt else list(docs)
+        kept = [d for d in docs if matches_canonical(d.metadata, flt)] if flt else list(docs)
         return kept[:k]
 
     return post

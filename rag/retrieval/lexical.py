@@ -45,7 +45,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from rag.core.errors import ConfigError, StoreError
-from rag.core.filters import _match, and_filters, validate_filter  # _match: the filter is validated once per call
+from rag.core.filters import and_filters, matches_canonical, validate_filter
 from rag.core.text import tokenize
 
 __all__ = ["BM25Index", "BM25Retriever"]
@@ -162,7 +162,7 @@ class BM25Index:
         ranked = candidates[np.argsort(-scores[candidates], kind="stable")]
         out = []
         for i in ranked:
-            if flt is None or _match(self.metadatas[i], flt):
+            if flt is None or matches_canonical(self.metadatas[i], flt):
                 out.append((int(i), float(scores[i])))
                 if len(out) == k:
                     break
@@ -198,7 +198,7 @@ class BM25Index:
         flt = validate_filter(filter)
         pool = self._prefilter(flt)
         positions = range(len(self.texts)) if pool is None else np.sort(pool)
-        return [self.document(int(i)) for i in positions if flt is None or _match(self.metadatas[i], flt)]
+        return [self.document(int(i)) for i in positions if flt is None or matches_canonical(self.metadatas[i], flt)]
 
     def chunks_of(self, doc_id: Any, start: int, end: int) -> list[Document]:
         """Chunks of `doc_id` with ``start <= chunk_index < end``, in chunk order (neighbour lookups)."""
