@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from langchain_core.documents import Document
@@ -25,17 +25,17 @@ from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError
 from rag.evaluation.financebench_index import BenchIndex
-from rag.evaluation.financebench_query import route_documents, sub_queries
+from rag.evaluation.financebench_query import sub_queries
 from rag.evaluation.financebench_run import DEFAULT_BUDGET, BenchReport, Retrieval, estimate_tokens
+
+if TYPE_CHECKING:
+    from rag.retrieval.routing import DocumentRouter
 
 __all__ = ["CONFIGURATIONS", "Pipeline", "PipelineSpec", "run_financebench"]
 
 #: context-hit targets of the full pipeline on the development set (issue 4)
 TARGETS = {"single": 0.95, "shared": 0.85}
 _FETCH_K = 100         # candidates per (scorer, query) list and kept after fusion
-_ROUTE_CONFIDENT = 0.3  # a routing score this high means the question names the organisation
-_ROUTE_MARGIN = 0.05     # search the documents within this much of the best (a year match is worth 0.14)
-_ROUTE_MAX_DOCS = 5
 _EXPAND_HITS = 8       # hits widened by neighbour expansion before the budget cuts
 
 
@@ -54,8 +54,8 @@ class PipelineSpec:
     heading_weight: float = 0.3          # ... and of the page-heading vector
     multi_query: bool = False
     main_query_weight: float = 0.5       # multi-query: share of the whole question's lists
-    routing: Literal["metadata", "router"] | None = None
-    route_weight: float = 0.5            # routing boost: added weight * document score (scores in [0, 1])
+    routing: bool = False                # DocumentRouter: search the named filings, boost by document score
+    route_weight: float = 0.5            # routing boost: added weight * min-max normalised document score
     rerank: bool = False
     rerank_depth: int = 50
     rerank_weight: float = 0.5
@@ -81,7 +81,7 @@ def _specs() -> list[PipelineSpec]:
         dense,
         replace(hybrid, name="hybrid-rrf", fusion="rrf", description="dense + BM25 fused by RRF (k=60)"),
         hybrid, ac,
-        replace(ac, name="routing", routing="metadata",
+        replace(ac, name="routing", routing=True,
                 description="autocontext + document routing: in the shared store, search only the filings whose "
                             "company, period and form best match the question (all filings when it names none)"),
         rr,
@@ -89,7 +89,7 @@ def _specs() -> list[PipelineSpec]:
                 description="rerank, then the top 8 hits widened by +-1 neighbouring chunk (expand_neighbours)"),
         replace(rr, name="rse", rse="balanced",
                 description="rerank, then relevant segment extraction (rag.retrieval.rse, balanced preset)"),
-        replace(ac, name="full", routing="metadata", page_diversity=0.3,
+        replace(ac, name="full", routing=True, page_diversity=0.3,
                 description="routing + autocontext hybrid + page-diverse packing (a chunk loses 0.3 of its "
                             "normalised score per better chunk already taken from its page)"),
     ]
@@ -125,7 +125,7 @@ class Pipeline:
         self.budget = budget
         self.name = spec.name
         self.description = spec.description
-        self._router = None
+        self._router: DocumentRouter | None = None
 
     def retrieve(self, question: str, *, doc_name: str | None) -> Retrieval:
         """Rank the chunks of `doc_name` (or of every filing) for `question` and assemble the context."""
@@ -133,7 +133,7 @@ class Pipeline:
 
         spec = self.spec
         pool = self.index.pool(doc_name)
-        if spec.routing == "metadata" and doc_name is None:
+        if spec.routing and doc_name is None:
             pool = self._routed_pool(question, pool)
         queries = sub_queries(question) if spec.multi_query else [question]
         scored = self._fused(queries, pool)
@@ -183,27 +183,19 @@ class Pipeline:
 
     def _route(self, question: str, scored: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """Boost every candidate by its document's routing score (shared store only)."""
-        spec = self.spec
         norm = _minmax(np.array([s for _, s in scored]))
-        if spec.routing == "router":
-            router = self._document_router()
-            return router.boost(question, list(zip([d for d, _ in scored], norm.tolist(), strict=True)),
-                                weight=spec.route_weight)
-        prior = route_documents(question, self.index.documents)
-        boosted = [(d, float(s) + spec.route_weight * prior.get(d.metadata["doc_name"], 0.0))
-                   for (d, _), s in zip(scored, norm, strict=True)]
-        return sorted(boosted, key=lambda pair: -pair[1])
+        return self._document_router().boost(question, list(zip([d for d, _ in scored], norm.tolist(), strict=True)),
+                                             weight=self.spec.route_weight)
 
     def _routed_pool(self, question: str, pool: np.ndarray) -> np.ndarray:
         """Search only the documents the question names, when it names any (else every document)."""
-        prior = route_documents(question, self.index.documents)
-        best = max(prior.values(), default=0.0)
-        if best < _ROUTE_CONFIDENT:
+        chosen = self._document_router().route(question).values
+        if not chosen:
             return pool
-        chosen = sorted((n for n, s in prior.items() if s >= best - _ROUTE_MARGIN), key=lambda n: -prior[n])
-        return np.sort(np.concatenate([self.index.positions[n] for n in chosen[:_ROUTE_MAX_DOCS]]))
+        return np.sort(np.concatenate([self.index.positions[n] for n in chosen]))
 
-    def _document_router(self):
+    def _document_router(self) -> DocumentRouter:
+        """One card per filing: its title (company, period, form) and its name ("AMCOR 2023Q2 10Q")."""
         from rag.retrieval.routing import DocumentRouter
 
         if self._router is None:

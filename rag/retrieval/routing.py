@@ -3,13 +3,21 @@
 In a store holding many documents (filings of many companies and years, tenants, manuals), chunk
 search alone often lands in the wrong document. `DocumentRouter` scores every document against
 the question from what identifies it: its card, the text of metadata fields such as title,
-company, period, doc_name (and a summary when indexing produced one). Three general signals:
+company, period, doc_name (and a summary when indexing produced one). The general signals:
 
 - lexical: IDF-weighted overlap of the question's tokens with the card's tokens, where IDF is
   computed over the cards, so words every card shares ("annual", "report") count for little and
   names count for a lot (normalised by the best document);
-- periods: four-digit years in the question (``2022``, ``FY2022``, ``FY22``) against the years in
-  the card: a match adds ``year_weight``, a card whose years all differ loses ``year_weight / 2``;
+- organisation aliases: an acronym-like word of the question (two capitals or more) matches a card
+  token it begins ("JPM" -> "jpmorgan") or the initials of a card field's leading words ("JnJ",
+  "J&J" -> "Johnson & Johnson");
+- periods: years in the question (``2022``, ``FY2022``, ``FY22``, ``Q2 2023``) against the years in
+  the card. The latest year named counts (a report covers the years before it): a card with that
+  year adds ``year_weight``, a card with another named year (or the year after) a third of it, a card
+  whose years all differ loses half of it; a question naming no year slightly prefers recent cards;
+- quarters: ``Q1``..``Q4``, ``2023Q2``, "second quarter" in the question against the card's quarters: a
+  match adds ``quarter_weight``, another quarter loses half of it; a question naming no quarter
+  slightly prefers full-period cards (no quarter);
 - semantic: cosine similarity of the question and the card under the embedding model (optional).
 
 ``route(question)`` returns the documents whose score is within ``ratio`` of the best (at most
@@ -48,13 +56,19 @@ from rag.core.errors import ConfigError
 from rag.core.filters import and_filters
 from rag.core.text import idf_weights, tokenize
 
-__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "years_in"]
+__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "quarters_in", "years_in"]
 
 DEFAULT_ROUTING_FIELDS = ("title", "doc_name", "company", "period", "doc_period", "year", "source", "summary",
                           "doc_summary")
 _YEAR = re.compile(r"(?<![\d])((?:19|20)\d{2})(?![\d])")
 _ACRONYM = re.compile(r"\b(?=\w*[A-Z]\w*[A-Z])[A-Za-z&]{3,}\b")  # JPM, JnJ, AMD: two capitals or more
 _SHORT_FY = re.compile(r"\bFY\s?'?(\d{2})\b", re.IGNORECASE)
+_QUARTER_BEFORE_YEAR = re.compile(r"\b(Q[1-4])(?=(?:19|20)\d{2}(?!\d))", re.IGNORECASE)   # "Q22023"
+_QUARTER = re.compile(r"(?:\b|(?<=\d))Q([1-4])(?:\b|(?=\d))|\b(first|second|third|fourth)\s+(?:fiscal\s+)?quarter",
+                      re.IGNORECASE)
+_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+_WORD = re.compile(r"[A-Za-z0-9&]+")
+_RECENCY = 0.05     # share of year_weight that orders cards by recency when the question names no year
 
 
 def _period_tokens(tokens: set[str]) -> set[str]:
@@ -68,9 +82,30 @@ def years_in(text: str) -> set[int]:
         >>> sorted(years_in("FY22 vs fiscal 2021, doc_2019_10K"))
         [2019, 2021, 2022]
     """
-    years = {int(y) for y in _YEAR.findall(text.replace("_", " "))}
+    text = _QUARTER_BEFORE_YEAR.sub(r"\1 ", text.replace("_", " "))
+    years = {int(y) for y in _YEAR.findall(text)}
     years |= {2000 + int(y) for y in _SHORT_FY.findall(text)}
     return years
+
+
+def quarters_in(text: str) -> set[int]:
+    """Quarters (1-4) named in text: "Q2", "2023Q2", "Q22023", "second (fiscal) quarter".
+
+    Example:
+        >>> sorted(quarters_in("Q2 of FY2023 vs the fourth quarter; ACME_2022Q1_10Q"))
+        [1, 2, 4]
+    """
+    return {int(digit) if digit else _ORDINAL[word.lower()]
+            for digit, word in _QUARTER.findall(text.replace("_", " "))}
+
+
+def _aliases(question: str) -> tuple[set[str], set[str]]:
+    """Acronym-like words of the question: (name prefixes "jpm"; initials "jpm", "jj" for "JnJ" or "J&J")."""
+    words = _ACRONYM.findall(question) + re.findall(r"\b[A-Z]&[A-Z]\b", question)
+    prefixes = {w.lower().replace("&", "") for w in words}
+    # a name prefix needs three letters: "da" (from "D&A") would begin too many words
+    return ({p for p in prefixes if len(p) >= 3},
+            {"".join(c for c in w if c.isupper()).lower() for w in words} | prefixes)
 
 
 @dataclass
@@ -91,20 +126,20 @@ class DocumentRouter:
         embedding: optional model for the semantic signal.
         top_n: at most this many documents per route.
         ratio: keep documents scoring at least ``ratio * best``.
-        weights: ``{"lexical": 1.0, "year": 0.5, "semantic": 0.5}`` by default.
+        weights: ``{"lexical": 1.0, "year": 0.5, "quarter": 0.3, "semantic": 0.5}`` by default.
     """
 
     def __init__(self, cards: dict[Any, str], *, key: str = "doc_name", embedding: Embeddings | None = None,
                  top_n: int = 5, ratio: float = 0.85, weights: dict[str, float] | None = None) -> None:
         if not cards:
             raise ConfigError("a DocumentRouter needs at least one document card")
-        unknown = sorted(set(weights or {}) - {"lexical", "year", "semantic"})
+        unknown = sorted(set(weights or {}) - {"lexical", "year", "quarter", "semantic"})
         if unknown:
-            raise ConfigError(f"unknown routing weight(s) {unknown}; valid: lexical, year, semantic")
+            raise ConfigError(f"unknown routing weight(s) {unknown}; valid: lexical, year, quarter, semantic")
         if not 0 < ratio <= 1:
             raise ConfigError(f"ratio must be in (0, 1], got {ratio!r}")
         self.key, self.embedding, self.top_n, self.ratio = key, embedding, top_n, ratio
-        self.weights = {"lexical": 1.0, "year": 0.5, "semantic": 0.5, **(weights or {})}
+        self.weights = {"lexical": 1.0, "year": 0.5, "quarter": 0.3, "semantic": 0.5, **(weights or {})}
         self.values = list(cards)
         self.cards = [cards[v] for v in self.values]
         self._tokens = [set(tokenize(c.replace("_", " "))) for c in self.cards]
@@ -117,6 +152,8 @@ class DocumentRouter:
         n = len(self.cards)
         self._distinctive = {t for t, c in df.items() if (c < n or n == 1) and c <= max(2, n // 2)}
         self._years = [years_in(c) for c in self.cards]
+        self._quarters = [quarters_in(c) for c in self.cards]
+        self._initial_words = [self._leading_words(c) for c in self.cards]
         self._vectors: np.ndarray | None = None
 
     @classmethod
@@ -137,6 +174,25 @@ class DocumentRouter:
             raise ConfigError(f"no document has the routing key {key!r} in its metadata")
         return cls({v: " | ".join(p) for v, p in cards.items()}, key=key, **settings)
 
+    def _leading_words(self, card: str) -> dict[str, set[str]]:
+        """Initials of each card field's leading words -> the distinctive tokens they stand for.
+
+        Only distinctive words count, so "annual report" never reads as "ar".
+        """
+        out: dict[str, set[str]] = {}
+        for part in card.replace("_", " ").split("|"):
+            words = []
+            for word in _WORD.findall(part):
+                if word == "&":
+                    continue
+                if not word.isalpha():
+                    break
+                words.append(word)
+                toks = set(tokenize(" ".join(words))) & self._distinctive
+                if len(words) >= 2 and toks:
+                    out.setdefault("".join(w[0].lower() for w in words), set()).update(toks)
+        return out
+
     def _semantic(self, question: str) -> np.ndarray:
         if self.embedding is None or not self.weights["semantic"]:
             return np.zeros(len(self.values))
@@ -149,31 +205,59 @@ class DocumentRouter:
     def scores(self, question: str) -> tuple[np.ndarray, bool]:
         """Every document's score, and whether a distinctive name matched at all.
 
-        An acronym-like word of the question (two capitals or more: "JPM") also matches a
-        longer card token it begins ("jpmorgan"), at 80% of that token's weight. A year alone never makes the route
+        An acronym-like word of the question (two capitals or more: "JPM", "JnJ") also matches a
+        longer card token it begins ("jpmorgan") or the initials of a card field's leading words
+        ("Johnson & Johnson"), at 80% of those tokens' weight. A period alone never makes the route
         confident: many documents share a period.
         """
         q_tokens = set(tokenize(question))
-        prefixes = {w.lower() for w in _ACRONYM.findall(question)}
+        prefixes, initials = _aliases(question)
         lexical = np.zeros(len(self.values))
         matched = False
         for i, toks in enumerate(self._tokens):
-            exact = (q_tokens & toks) - _period_tokens(q_tokens)  # periods are scored by the year signal
+            exact = (q_tokens & toks) - _period_tokens(q_tokens)  # periods are scored by the period signals
             partial = {c for c in toks - exact if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
+            for alias in initials:
+                partial |= self._initial_words[i].get(alias, set()) - exact
             lexical[i] = sum(self._idf[t] for t in exact) + 0.8 * sum(self._idf[t] for t in partial)
             matched = matched or bool((exact | partial) & self._distinctive)
         if lexical.max() > 0:
             lexical = lexical / lexical.max()
+        total = (self.weights["lexical"] * lexical + self.weights["year"] * self._year_signal(question)
+                 + self.weights["quarter"] * self._quarter_signal(question))
+        return total + self.weights["semantic"] * self._semantic(question), matched
+
+    def _year_signal(self, question: str) -> np.ndarray:
         q_years = years_in(question)
         year = np.zeros(len(self.values))
-        if q_years:
-            for i, ys in enumerate(self._years):
-                if ys & q_years:
-                    year[i] = 1.0
-                elif ys:
-                    year[i] = -0.5
-        total = self.weights["lexical"] * lexical + self.weights["year"] * year
-        return total + self.weights["semantic"] * self._semantic(question), matched
+        if not q_years:
+            # no year named: the most recent documents are the likeliest subject, by a small margin
+            latest = [max(ys) for ys in self._years if ys]
+            if latest and max(latest) > min(latest):
+                lo, hi = min(latest), max(latest)
+                for i, ys in enumerate(self._years):
+                    year[i] = _RECENCY * (max(ys) - lo) / (hi - lo) if ys else 0.0
+            return year
+        # a report covers the years before it, so the latest year named decides
+        last = max(q_years)
+        for i, ys in enumerate(self._years):
+            if last in ys:
+                year[i] = 1.0
+            elif ys & q_years or last + 1 in ys:
+                year[i] = 1 / 3
+            elif ys:
+                year[i] = -0.5
+        return year
+
+    def _quarter_signal(self, question: str) -> np.ndarray:
+        q_quarters = quarters_in(question)
+        quarter = np.zeros(len(self.values))
+        for i, qs in enumerate(self._quarters):
+            if q_quarters:
+                quarter[i] = 1.0 if qs & q_quarters else -0.5 if qs else 0.0
+            elif qs:
+                quarter[i] = -0.2   # no quarter named: a full-period document fits better
+        return quarter
 
     def route(self, question: str) -> Route:
         """The documents the question is about (empty and not confident when nothing matched)."""

@@ -12,7 +12,7 @@ from rag.core.errors import ConfigError
 from rag.evaluation.financebench import FinanceBenchData
 from rag.evaluation.financebench_index import BenchIndex, page_heading
 from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline, run_financebench
-from rag.evaluation.financebench_query import question_periods, route_documents, sub_queries
+from rag.evaluation.financebench_query import sub_queries
 from rag.evaluation.financebench_run import document_pages, estimate_tokens
 from rag.testing.financebench import write_synthetic_financebench
 
@@ -104,40 +104,6 @@ def test_cli_rejects_a_non_positive_budget(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------- query analysis
-DOCS = {
-    "JPM_2022": {"company": "JPMorgan", "doc_period": 2022, "doc_type": "10k"},
-    "JPM_2023Q2": {"company": "JPMorgan", "doc_period": 2023, "doc_type": "10q"},
-    "JNJ_2023": {"company": "Johnson & Johnson", "doc_period": 2023, "doc_type": "10k"},
-    "NETFLIX_2017": {"company": "Netflix", "doc_period": 2017, "doc_type": "10k"},
-}
-
-
-def best(question: str) -> str:
-    scores = route_documents(question, DOCS)
-    return max(scores, key=scores.get)
-
-
-def test_routing_matches_acronyms_and_initials_of_the_company_name():
-    assert best("Which of JPM's segments had the highest net income in 2022?") == "JPM_2022"
-    assert best("Did JnJ's adjusted EPS grow in FY2023?") == "JNJ_2023"
-
-
-def test_routing_uses_the_quarter_and_the_latest_year_named():
-    assert best("How did JPMorgan's VaR change in the second quarter of 2023?") == "JPM_2023Q2"
-    assert best("What was JPMorgan's revenue growth from FY2021 to FY2022?") == "JPM_2022"
-
-
-def test_lowercase_words_are_not_taken_for_company_prefixes():
-    # "net" starts "netflix" but is an ordinary word here
-    scores = route_documents("What drove the change in net sales in FY2023?", DOCS)
-    assert scores["NETFLIX_2017"] < 0.3
-
-
-def test_question_periods_reads_short_fiscal_years_and_quarters():
-    assert question_periods("Did PP&E grow between FY20 and FY21?") == ([2020, 2021], [])
-    assert question_periods("In 2022 Q2 and FY2023Q1, ...") == ([2022, 2023], [2, 1])
-
-
 def test_sub_queries_keeps_the_question_first_and_drops_short_instructions():
     parts = sub_queries("What is the FY2018 DPO for Walmart? DPO is 365 times average payables over COGS. "
                         "Answer in days.")

@@ -8,7 +8,7 @@ from retrieval_corpus import filing_chunks
 
 from rag.core.errors import ConfigError
 from rag.retrieval.lexical import BM25Retriever
-from rag.retrieval.routing import DocumentRouter, RoutedRetriever, years_in
+from rag.retrieval.routing import DocumentRouter, RoutedRetriever, quarters_in, years_in
 
 
 def _router(chunks, **kw) -> DocumentRouter:
@@ -75,10 +75,69 @@ def test_years_in_reads_fiscal_labels():
 
 
 def test_bad_settings_list_valid_choices(chunks):
-    with pytest.raises(ConfigError, match="valid: lexical, year, semantic"):
+    with pytest.raises(ConfigError, match="valid: lexical, year, quarter, semantic"):
         _router(chunks, weights={"title": 1})
     with pytest.raises(ConfigError, match="routing key 'ticker'"):
         DocumentRouter.from_documents([Document(page_content="x")], key="ticker")
+
+
+# a synthetic store: companies with multi-word names, annual and quarterly reports
+_FILINGS = [("D1", "Harlow & Harlow", "Harlow & Harlow 2022 annual report"),
+            ("D2", "Harlow & Harlow", "Harlow & Harlow 2023 annual report"),
+            ("D3", "Harlow & Harlow", "Harlow & Harlow 2023Q2 quarterly report"),
+            ("D4", "Quantum Widget Holdings", "Quantum Widget Holdings 2023 annual report"),
+            ("D5", "Zephyrcorp", "Zephyrcorp 2021 annual report"),
+            ("D6", "Zephyrcorp", "Zephyrcorp 2022 annual report"),
+            ("D7", "Orbit Foods", "Orbit Foods 2023Q1 quarterly report")]
+
+
+@pytest.fixture
+def filings_router() -> DocumentRouter:
+    docs = [Document(page_content="", metadata={"doc_id": d, "company": c, "title": t}) for d, c, t in _FILINGS]
+    return DocumentRouter.from_documents(docs, key="doc_id", fields=["company", "title"])
+
+
+def _first(route) -> str:
+    return next(iter(route.scores))
+
+
+def test_initials_of_a_multi_word_name_route_to_it(filings_router):
+    assert sorted(filings_router.route("Did HnH raise its dividend?").values) == ["D1", "D2", "D3"]
+    assert sorted(filings_router.route("Did H&H raise its dividend?").values) == ["D1", "D2", "D3"]
+    assert filings_router.route("How many plants does QWH run?").values == ["D4"]
+
+
+def test_initials_of_ordinary_words_do_not_route(filings_router):
+    # "P&L" and "D&A" are initials too, but of no name in the store; "AR" of "annual report" is not a name
+    assert filings_router.route("What was the P&L impact of D&A?").values == []
+    assert filings_router.route("How did AR change?").values == []
+
+
+def test_the_latest_year_named_decides(filings_router):
+    assert _first(filings_router.route("Zephyrcorp revenue growth from FY2021 to FY2022")) == "D6"
+    assert _first(filings_router.route("Zephyrcorp revenue in FY2022 vs FY2021")) == "D6"
+    assert filings_router.route("Zephyrcorp revenue growth from FY2021 to FY2022").values == ["D6"]
+
+
+def test_the_quarter_named_picks_the_quarterly_report(filings_router):
+    for question in ("How did Harlow & Harlow's cash change in the second quarter of 2023?",
+                     "Harlow & Harlow cash in Q2 of FY2023", "Harlow & Harlow cash as of Q22023"):
+        assert _first(filings_router.route(question)) == "D3", question
+
+
+def test_no_quarter_named_prefers_the_full_year_report(filings_router):
+    assert _first(filings_router.route("What was Harlow & Harlow's cash at the end of FY2023?")) == "D2"
+
+
+def test_no_year_named_prefers_the_latest_filing_but_keeps_the_others(filings_router):
+    route = filings_router.route("Where is Zephyrcorp headquartered?")
+    assert route.values == ["D6", "D5"]
+
+
+def test_quarters_in_reads_labels_and_ordinals():
+    assert quarters_in("Q1 2023, 2022Q3, Q42021 and the second fiscal quarter") == {1, 2, 3, 4}
+    assert quarters_in("quarterly report of 2023, Q5") == set()
+    assert years_in("as of Q22023") == {2023}
 
 
 class TestRoutedRetrieverStandard(RetrieversIntegrationTests):
