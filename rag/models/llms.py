@@ -153,12 +153,21 @@ class LocalLlamaChatModel(BaseChatModel):
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
         llama = self._llama()
+        openai_messages = _to_openai_messages(messages)
+        pieces = 0
         with _llama_lock:
-            for part in llama.create_chat_completion(messages=_to_openai_messages(messages), stream=True,
+            for part in llama.create_chat_completion(messages=openai_messages, stream=True,
                                                      **self._params(stop, kwargs)):
                 text = part["choices"][0]["delta"].get("content") or ""
                 if text:
+                    pieces += 1  # llama.cpp streams one token per piece
                     chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
                     if run_manager:
                         run_manager.on_llm_new_token(text, chunk=chunk)
                     yield chunk
+            # Streamed completions carry no usage: count the prompt's tokens (without the chat
+            # template's few special tokens) and the streamed pieces, so usage is not reported as 0.
+            prompt_tokens = len(llama.tokenize("\n".join(m["content"] for m in openai_messages).encode("utf-8"),
+                                               add_bos=False))
+        yield ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata={
+            "input_tokens": prompt_tokens, "output_tokens": pieces, "total_tokens": prompt_tokens + pieces}))

@@ -41,7 +41,9 @@ async def test_smollm2_streams_tokens_then_checks_then_done(local_rag):
     assert types[0] == "sources" and types[-4:] == ["citations", "support", "usage", "done"]
     assert len(tokens) >= 2, "the local model should stream more than one piece"
     assert events[-1]["answer"].strip()
-    assert next(e for e in events if e["type"] == "usage")["usage"]["calls"] == 1
+    usage = next(e for e in events if e["type"] == "usage")["usage"]
+    assert usage["calls"] == 1
+    assert usage["input_tokens"] > 20 and usage["output_tokens"] == sum(e["type"] == "token" for e in events)
 
 
 async def test_smollm2_condenses_a_follow_up_and_answers_it(local_rag):
