@@ -218,16 +218,19 @@ class PartitionedChroma(VectorStore):
     def _select_relevance_score_fn(self):
         return lambda distance: 1.0 - distance
 
+    def _route(self, filter: dict[str, Any] | None) -> tuple[list[str], dict[str, Any] | None]:
+        """The collections a filter can match, and what is left of the filter inside them."""
+        values, rest = split_partition_filter(filter, self.partition_key)
+        if values is not None:
+            return [self.partition_name(v) for v in values], rest
+        if self.keep_global:
+            return [self.global_name], validate_filter(filter)
+        return [self.partition_name(v) for v in self.partition_values()], rest
+
     def search_by_vector(self, vector: Sequence[float], *, k: int = 4,
                          filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
         """Nearest chunks to `vector` as (document, cosine distance), routed to the right collections."""
-        values, rest = split_partition_filter(filter, self.partition_key)
-        if values is not None:
-            names = [self.partition_name(v) for v in values]
-        elif self.keep_global:
-            names, rest = [self.global_name], validate_filter(filter)
-        else:
-            names = [self.partition_name(v) for v in self.partition_values()]
+        names, rest = self._route(filter)
         where = to_chroma_where(rest)
         hits: list[tuple[Document, float]] = []
         for name in names:
@@ -244,13 +247,7 @@ class PartitionedChroma(VectorStore):
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Every chunk matching the portable filter (no vector search), routed like queries."""
-        values, rest = split_partition_filter(filter, self.partition_key)
-        if values is not None:
-            names = [self.partition_name(v) for v in values]
-        elif self.keep_global:
-            names, rest = [self.global_name], validate_filter(filter)
-        else:
-            names = [self.partition_name(v) for v in self.partition_values()]
+        names, rest = self._route(filter)
         out = []
         for name in names:
             coll = self._collection(name, create=False)
