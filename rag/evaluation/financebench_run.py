@@ -82,8 +82,8 @@ def document_pages(doc: Document) -> set[tuple[str, int]]:
     A merged segment lists its pages in `metadata["pages"]`; a chunk has one `metadata["page"]`.
 
     Example:
-        >>> document_pages(Document(page_content="x", metadata={"doc_name": "A", "pages": [3, 4]}))
-        {('A', 3), ('A', 4)}
+        >>> sorted(document_pages(Document(page_content="x", metadata={"doc_name": "A", "pages": [3, 4]})))
+        [('A', 3), ('A', 4)]
     """
     name = str(doc.metadata.get("doc_name", ""))
     pages = doc.metadata.get("pages")
