@@ -197,7 +197,6 @@ class TokenChunker:
     def split_documents(self, docs: Sequence[Document]) -> list[Document]:
         """Chunks of `docs` in order, numbered per document (pages of a file continue the count)."""
         pieces: list[tuple[int, str | None, str]] = []
-        texts: list[str] = []
         for number, doc in enumerate(docs):
             text = clean_text(doc.page_content)
             for heading, start, end in self._sections(doc, text):
