@@ -79,7 +79,16 @@ def _snapshot(kb: KnowledgeBase) -> dict[str, str]:
     got = kb.collection.get(include=["documents"])
     assert len(got["ids"]) == len(set(got["ids"])) == kb.count(), "count and get disagree or ids repeat"
     result = kb.collection.query(query_embeddings=[[0.1] * 32], n_results=max(kb.count(), 1), include=[])
-    assert sorted(result["ids"][0]) == sorted(got["ids"]), "the vector index and the metadata store disagree"
+    found = set(result["ids"][0])
+    assert found <= set(got["ids"]), "the vector index holds chunks the metadata store does not"
+    # HNSW search is approximate: even with k = count, hnswlib's multi-threaded build can leave a node that no
+    # search reaches (seen once in ~20 clean builds in CI, never in 80 local ones). A lost vector would show
+    # as a missing embedding below; a lost write batch would miss far more than this tolerance.
+    missing = sorted(set(got["ids"]) - found)
+    assert len(missing) <= max(2, len(got["ids"]) // 500), f"query misses {len(missing)} stored chunks"
+    if missing:
+        vectors = kb.collection.get(ids=missing, include=["embeddings"])
+        assert len(vectors["ids"]) == len(missing) and all(len(v) == 32 for v in vectors["embeddings"])
     records = kb.list_documents()
     assert sorted(c for r in records for c in r.chunk_ids) == sorted(got["ids"]), "records and store disagree"
     return dict(zip(got["ids"], got["documents"], strict=True))
@@ -96,7 +105,6 @@ def _pending(store: Path) -> int:
         return conn.execute("SELECT COUNT(*) FROM documents WHERE state != 'ok'").fetchone()[0]
 
 
-@pytest.mark.slow
 @pytest.mark.slow
 @pytest.mark.integration
 def test_kill_9_at_random_points_then_rerun_gives_exactly_the_right_chunks(tmp_path):
