@@ -31,11 +31,22 @@ from langchain_core.embeddings import Embeddings
 from rag.evaluation.financebench import FinanceBenchData
 from rag.evaluation.financebench_run import estimate_tokens
 
-__all__ = ["BenchIndex", "page_heading"]
+__all__ = ["BenchIndex", "autocontext_texts", "page_heading"]
 
 _HEADING_LINES = 3
 _HEADING_CHARS = 160
 _BOILERPLATE = re.compile(r"^(table of contents|index|page \d+|\d+|[ivxlc]+)$", re.I)
+
+
+def autocontext_texts(chunks: list[Document]) -> list[str]:
+    """The texts AutoContext embeds for the chunks: "{title} / {section}\\n{summary}\\n\\n{chunk}".
+
+    The library's `rag.indexing.autocontext.AutoContext` with its defaults (extractive document
+    summary, 48-token header); the stored chunk text is unchanged.
+    """
+    from rag.indexing.autocontext import AutoContext
+
+    return AutoContext().embedding_texts(chunks)
 
 
 def page_heading(page_text: str) -> str:
