@@ -50,8 +50,6 @@ class PipelineSpec:
     fusion: Literal["rrf", "convex"] = "convex"
     dense_weight: float = 0.9            # convex fusion: weight of the dense list (BM25 gets the rest)
     autocontext: bool = False
-    title_weight: float = 0.3            # AutoContext: weight of the title vector in a chunk vector
-    heading_weight: float = 0.3          # ... and of the page-heading vector
     multi_query: bool = False
     main_query_weight: float = 0.5       # multi-query: share of the whole question's lists
     routing: bool = False                # DocumentRouter: search the named filings, boost by document score
@@ -152,8 +150,7 @@ class Pipeline:
         spec, index = self.spec, self.index
         out = {}
         if spec.dense:
-            vectors = (index.context_vectors(title_weight=spec.title_weight, heading_weight=spec.heading_weight)
-                       if spec.autocontext else index.vectors)
+            vectors = index.context_vectors if spec.autocontext else index.vectors
             out["dense"] = self._top(pool, vectors[pool] @ index.embed_queries([query])[0])
         if spec.lexical:
             bm25 = index.bm25_context if (spec.autocontext or not spec.dense) else index.bm25

@@ -8,8 +8,8 @@ the last one forward, so a page that starts mid-paragraph still knows the sectio
 Running headers (a line printed at the top of many pages, such as "Table of Contents" or the
 company name) and bare numbers are never headings.
 
-`section_at(spans, page, offset)` then names the section of any position, e.g. a chunk, which
-AutoContext puts into the header it embeds with the chunk.
+`section_at(spans, page, offset)` names the section of any position; `chunk_section` names the
+section of a chunk, which AutoContext puts into the header it embeds with the chunk.
 
 Example:
     >>> pages = ["Results of Operations\\nSales grew 4% in 2022, driven by price.",
@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-__all__ = ["heading_spans", "is_heading_line", "running_headers", "section_at"]
+__all__ = ["chunk_section", "heading_spans", "is_heading_line", "running_headers", "section_at"]
 
 _MAX_HEADING_CHARS = 90
 _MIN_LETTERS = 4
@@ -45,7 +45,7 @@ def is_heading_line(line: str) -> bool:
     """Whether a line of plain text reads like a heading.
 
     A heading is short, starts with a capital (or is an "Item 7." / "Note 3" line), does not end
-    like a sentence or a table row, is mostly letters, and capitalises its significant words
+    like a sentence, is not a table row (two or more numbers), is mostly letters, and capitalises its significant words
     (Title Case or ALL CAPS).
 
     Example:
@@ -57,6 +57,9 @@ def is_heading_line(line: str) -> bool:
         return False
     if text[-1] in ".,;:" and not _ITEM.match(text):
         return False
+    numbers = [w for w in text.split() if _NUMBER.fullmatch(w) and any(ch.isdigit() for ch in w)]
+    if len(numbers) > 1 and not _ITEM.match(text):
+        return False  # a table row: "Net Income $ 8,910 $ 7,618"
     words = [w for w in text.split() if not _NUMBER.fullmatch(w)]
     letters = sum(ch.isalpha() for ch in text)
     if letters < _MIN_LETTERS or letters < 0.6 * len(text.replace(" ", "")) or not words:
@@ -90,7 +93,7 @@ def running_headers(pages: Sequence[str]) -> set[str]:
 def heading_spans(pages: Sequence[str]) -> list[list[tuple[int, str]]]:
     """Per page, `(character offset, section heading)` pairs; each page starts with the section in effect.
 
-    The first pair of a page (offset 0) is the heading carried over from earlier pages (absent
+    The first pair of a page (offset -1) is the heading carried over from earlier pages (absent
     before the first heading of the document); then one pair per heading line on the page.
     Two consecutive heading lines (a heading and its sub-heading) are joined with " / "; a third
     starts a new section (long runs are tables of contents or column headers, not one title).
@@ -99,12 +102,12 @@ def heading_spans(pages: Sequence[str]) -> list[list[tuple[int, str]]]:
     current = ""
     out: list[list[tuple[int, str]]] = []
     for page in pages:
-        spans: list[tuple[int, str]] = [(0, current)] if current else []
+        spans: list[tuple[int, str]] = [(-1, current)] if current else []
         offset, previous_end = 0, -2
         for line in page.splitlines(keepends=True):
             text = _normal(line)
             if text and text not in furniture and is_heading_line(text):
-                if previous_end == offset and spans and spans[-1][0] > 0 and " / " not in spans[-1][1]:
+                if previous_end == offset and spans and spans[-1][0] >= 0 and " / " not in spans[-1][1]:
                     start, first = spans.pop()
                     current = f"{first} / {text}"
                     spans.append((start, current))
@@ -134,3 +137,24 @@ def section_at(spans: Sequence[Sequence[tuple[int, str]]], page: int, offset: in
             break
         found = heading
     return found
+
+
+def chunk_section(spans: Sequence[Sequence[tuple[int, str]]], page: int, start: int, end: int, *,
+                  lead: float = 0.25) -> str:
+    """The section of the chunk `[start, end)` of `page`.
+
+    When headings start in the first `lead` share of the chunk (a page that opens with "Company
+    and Subsidiaries / Consolidated Balance Sheet", then "Assets"), the most descriptive of them
+    (the most letters; the earliest on a tie) names the chunk; otherwise the heading in effect at
+    its start does.
+
+    Example:
+        >>> spans = [[(0, "Notes"), (10, "Consolidated Balance Sheet"), (40, "Assets")]]
+        >>> chunk_section(spans, 0, 5, 200), chunk_section(spans, 0, 150, 400)
+        ('Consolidated Balance Sheet', 'Assets')
+    """
+    limit = start + max(1, int((end - start) * lead))
+    leading = [heading for offset, heading in spans[page] if start <= offset < limit]
+    if not leading:
+        return section_at(spans, page, start)
+    return max(leading, key=lambda h: (sum(ch.isalpha() for ch in h), -leading.index(h)))
