@@ -27,6 +27,7 @@ from rag.core.errors import ConfigError
 from rag.evaluation.financebench_index import BenchIndex
 from rag.evaluation.financebench_query import sub_queries
 from rag.evaluation.financebench_run import DEFAULT_BUDGET, BenchReport, Retrieval, estimate_tokens
+from rag.retrieval.packing import diversify
 
 if TYPE_CHECKING:
     from rag.retrieval.routing import DocumentRouter
@@ -60,7 +61,7 @@ class PipelineSpec:
     neighbours: int = 0
     rse: str | None = None               # an RSE preset of rag.retrieval.rse
     rse_overrides: tuple[tuple[str, float], ...] = ()
-    page_diversity: float = 0.0          # packing: discount per better chunk already taken from the same page
+    page_diversity: float = 0.0          # rag.retrieval.packing.diversify: discount per better chunk of the page
 
 
 def _specs() -> list[PipelineSpec]:
@@ -140,7 +141,7 @@ class Pipeline:
         if spec.rerank:
             scored = self._rerank(queries, scored)
         if spec.page_diversity:
-            scored = _diversify(scored, spec.page_diversity)
+            scored = diversify(scored, discount=spec.page_diversity)
         context = self._select(scored)
         context = [self._fix_pages(d) for d in apply_budget(context, self.budget, counter=CharTokenCounter())]
         return Retrieval(ranked=[d for d, _ in scored[:50]], context=context)
@@ -249,26 +250,6 @@ def _minmax(scores: np.ndarray) -> np.ndarray:
         return scores.astype(np.float64)
     lo, hi = float(scores.min()), float(scores.max())
     return (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores, dtype=np.float64)
-
-
-def _diversify(scored: list[tuple[Document, float]], discount: float, *,
-               depth: int = 40) -> list[tuple[Document, float]]:
-    """Greedy re-order: a chunk loses `discount` (of the normalised score) per better chunk taken from its page."""
-    head, tail = scored[:depth], scored[depth:]
-    rel = _minmax(np.array([s for _, s in head]))
-    taken: dict[tuple[str, int], int] = {}
-    left = list(range(len(head)))
-    out = []
-    while left:
-        best = max(left, key=lambda j: rel[j] - discount * taken.get(_page_key(head[j][0]), 0))
-        left.remove(best)
-        out.append(head[best])
-        taken[_page_key(head[best][0])] = taken.get(_page_key(head[best][0]), 0) + 1
-    return out + tail
-
-
-def _page_key(doc: Document) -> tuple[str, int]:
-    return doc.metadata["doc_name"], doc.metadata["page"]
 
 
 def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Path | None = "bench/results/cache",

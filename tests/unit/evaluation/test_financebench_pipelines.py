@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.cli import main as cli_main
 from rag.core.errors import ConfigError
-from rag.evaluation.financebench import FinanceBenchData
-from rag.evaluation.financebench_index import BenchIndex, page_heading
+from rag.evaluation.financebench import FinanceBenchData, chunk_pages
+from rag.evaluation.financebench_index import BenchIndex, autocontext_texts
 from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline, run_financebench
 from rag.evaluation.financebench_query import sub_queries
 from rag.evaluation.financebench_run import document_pages, estimate_tokens
@@ -112,6 +113,21 @@ def test_sub_queries_keeps_the_question_first_and_drops_short_instructions():
     assert "Answer in days." not in parts
 
 
-def test_page_heading_skips_page_furniture():
-    assert page_heading("Table of Contents\n12\nConsolidated Balance Sheet\nAt December 31") == \
-        "Consolidated Balance Sheet / At December 31"
+def test_autocontext_vectors_embed_the_header_but_the_chunk_text_stays_the_chunk(synthetic):
+    _, _, index, _ = synthetic
+    chunk = index.chunks[0]
+    text = autocontext_texts([chunk])[0]
+    assert text.startswith(chunk.metadata["title"]) and text.endswith(chunk.page_content)
+    assert not chunk.page_content.startswith(chunk.metadata["title"])
+    assert index.context_vectors.shape == index.vectors.shape
+    assert not np.allclose(index.context_vectors[0], index.vectors[0])
+
+
+def test_chunk_pages_files_a_statement_page_under_its_title():
+    pages = ["Report of Independent Auditors\nWe have audited the statements.",
+             "Table of Contents\nConsolidated Balance Sheet\n(Dollars in millions) 2022 2021\nAssets\n"
+             + "Cash and cash equivalents $ 3,655 $ 4,564\n" * 40]
+    chunks = chunk_pages(pages, metadata={"doc_name": "D"}, chunk_size=500)
+    assert chunks[0].metadata["section"] == "Report of Independent Auditors"
+    assert chunks[1].metadata["section"] == "Consolidated Balance Sheet"
+    assert chunks[-1].metadata["section"] == "Assets"
