@@ -31,9 +31,9 @@ _MAX_HEADING_CHARS = 90
 _MIN_LETTERS = 4
 _TOP_LINES = 3                 # a running header is printed among the first lines of a page
 _RUNNING_SHARE = 0.15          # ... of at least this share of the pages (and of 3 pages or more)
-_SMALL_WORDS = frozenset("a an and as at by for from in of on or per the to vs with".split())
-_BOILERPLATE = re.compile(r"^(table of contents|contents|index|page \d+( of \d+)?|continued|\(continued\))$", re.I)
-_ITEM = re.compile(r"^(item|part|note|section|schedule|exhibit)\s+[\dIVXivx]+[A-Za-z]?\b", re.I)
+_SMALL_WORDS = frozenset(["a", "an", "and", "as", "at", "by", "for", "from", "in", "of", "on", "or", "per", "the", "to", "vs", "with"])
+_BOILERPLATE = re.compile(r"^(table of contents|contents|index|page \d+( of \d+)?|continued|\(continued\))$", re.IGNORECASE)
+_ITEM = re.compile(r"^(item|part|note|section|schedule|exhibit)\s+[\dIVXivx]+[A-Za-z]?\b", re.IGNORECASE)
 _NUMBER = re.compile(r"[\d$%(),.\-–]+")
 
 

@@ -12,7 +12,11 @@ from rag.cli import main as cli_main
 from rag.core.errors import ConfigError
 from rag.evaluation.financebench import FinanceBenchData, chunk_pages
 from rag.evaluation.financebench_index import BenchIndex, autocontext_texts
-from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline, run_financebench
+from rag.evaluation.financebench_pipelines import (
+    CONFIGURATIONS,
+    Pipeline,
+    run_financebench,
+)
 from rag.evaluation.financebench_query import sub_queries
 from rag.evaluation.financebench_run import document_pages, estimate_tokens
 from rag.testing.financebench import write_synthetic_financebench

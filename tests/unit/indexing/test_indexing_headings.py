@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rag.indexing.headings import chunk_section, heading_spans, is_heading_line, running_headers, section_at
+from rag.indexing.headings import (
+    chunk_section,
+    heading_spans,
+    is_heading_line,
+    running_headers,
+    section_at,
+)
 
 
 @pytest.mark.parametrize("line", [
