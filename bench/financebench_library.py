@@ -6,10 +6,13 @@ ten configurations over 27k chunks). This script runs the same full pipeline the
     KnowledgeBase (PassthroughChunker: the benchmark's page-aware chunks, AutoContext on, Chroma)
     -> HybridRetriever (the knowledge base's Chroma collection + BM25 over title, section and text,
        convex fusion 0.9 / 0.1) in a Resource
-    -> rag.retrieve(question, resource, router=DocumentRouter, page_diversity=0.3, fetch_k=100)
+    -> rag.retrieve(question, resource, router=DocumentRouter, reranker=EmbeddingReranker,
+       page_diversity=0.3, fetch_k=100)
 
 and scores it like the benchmark (context capped at 4,000 tokens counted as chars/4, hit = a gold
-evidence page in the context), next to the harness's `full` configuration on the same filings.
+evidence page in the context), next to the harness's `full` configuration on the same filings
+(`--no-rerank`: `full-ac`). `retrieve` re-orders the candidates by the reranker's score alone; the
+harness fuses it 50/50 with the first-stage score.
 Vectors come from the benchmark's embedding cache (bench/results/cache), so nothing is re-embedded
 when the main benchmark ran first.
 
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=os.environ.get("RAG_FINANCEBENCH_DIR", str(ROOT / "../shared/data/financebench")))
     parser.add_argument("--cache-dir", default=str(ROOT / "bench/results/cache"))
     parser.add_argument("--docs", type=int, default=12, help="the first N filings (by name) that have questions")
+    parser.add_argument("--no-rerank", dest="rerank", action="store_false",
+                        help="skip the EmbeddingReranker (the harness's full-ac instead of full)")
     args = parser.parse_args(argv)
 
     import chromadb
@@ -50,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from rag.models.embeddings import default_embeddings
     from rag.retrieval.hybrid import HybridRetriever
     from rag.retrieval.lexical import BM25Index
+    from rag.retrieval.rerank import EmbeddingReranker
     from rag.retrieval.retrieve import retrieve
     from rag.retrieval.routing import DocumentRouter
 
@@ -77,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         titles = {n: chunks[[c.metadata["doc_name"] for c in chunks].index(n)].metadata["title"] for n in names}
         router = DocumentRouter({n: f"{t} | {n.replace('_', ' ')}" for n, t in titles.items()}, key="doc_name")
 
+        reranker = EmbeddingReranker(embedding=kb.embedding) if args.rerank else None
         index = BenchIndex.build(sub, cache_dir=args.cache_dir)
-        harness = Pipeline(index, CONFIGURATIONS["full"][1])
+        harness = Pipeline(index, CONFIGURATIONS["full" if args.rerank else "full-ac"][1])
         hits = {"library": {"single": 0, "shared": 0}, "harness": {"single": 0, "shared": 0}}
         seconds = 0.0
         for q in sub.questions:
@@ -86,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"filter": {"doc_name": q.doc_name}} if setting == "single" else {"router": router}
                 t0 = time.perf_counter()
                 result = retrieve(q.question, resource, k=60, fetch_k=100, fusion="convex", page_diversity=0.3,
-                                  max_tokens=None, **kwargs)
+                                  reranker=reranker, max_tokens=None, **kwargs)
                 seconds += time.perf_counter() - t0
                 got = score_question(q, Retrieval(ranked=result.context, context=result.context))
                 hits["library"][setting] += int(got["context_hit"])

@@ -98,14 +98,18 @@ def _specs() -> list[PipelineSpec]:
         replace(rr, name="rse", rse="balanced",
                 description="rerank, then relevant segment extraction (rag.retrieval.rse, balanced preset)"),
         replace(hybrid, name="full-plain", routing=True, page_diversity=0.3,
-                description="routing + hybrid over plain chunk vectors + page-diverse packing (full without AutoContext)"),
+                description="routing + hybrid over plain chunk vectors + page-diverse packing (full-ac without AutoContext)"),
+        replace(ac, name="full-ac", routing=True, page_diversity=0.3,
+                description="routing + autocontext hybrid + page-diverse packing (full without the reranker)"),
         replace(ac, name="full-mix", routing=True, page_diversity=0.3, context_weight=0.5,
-                description="full, dense score = mean of the plain and the AutoContext cosine"),
+                description="full-ac with the dense score the mean of the plain and the AutoContext cosine "
+                            "(two vectors per chunk)"),
         replace(ac, name="full-kw", routing=True, page_diversity=0.3, rephrase=("keywords",),
-                description="full + the offline keyword rephrasing of the question (rag.retrieval.rephrase) fused"),
-        replace(ac, name="full", routing=True, page_diversity=0.3,
-                description="routing + autocontext hybrid + page-diverse packing (a chunk loses 0.3 of its "
-                            "normalised score per better chunk already taken from its page)"),
+                description="full-ac + the offline keyword rephrasing of the question (rag.retrieval.rephrase) fused"),
+        replace(ac, name="full", routing=True, page_diversity=0.3, rerank=True,
+                description="routing + autocontext hybrid + EmbeddingReranker (plain chunk text, fused 50/50 "
+                            "with the first stage) + page-diverse packing (a chunk loses 0.3 of its normalised "
+                            "score per better chunk already taken from its page)"),
     ]
 
 
