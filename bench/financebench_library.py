@@ -7,12 +7,12 @@ ten configurations over 27k chunks). This script runs the same full pipeline the
     -> HybridRetriever (the knowledge base's Chroma collection + BM25 over title, section and text,
        convex fusion 0.9 / 0.1) in a Resource
     -> rag.retrieve(question, resource, router=DocumentRouter, reranker=EmbeddingReranker,
-       page_diversity=0.3, fetch_k=100)
+       rerank_weight=0.5, page_diversity=0.3, fetch_k=100)
 
 and scores it like the benchmark (context capped at 4,000 tokens counted as chars/4, hit = a gold
 evidence page in the context), next to the harness's `full` configuration on the same filings
-(`--no-rerank`: `full-ac`). `retrieve` re-orders the candidates by the reranker's score alone; the
-harness fuses it 50/50 with the first-stage score.
+(`--no-rerank`: `full-ac`). The reranker is blended 50/50 with the first stage
+(`rerank_weight=0.5`) over all 100 candidates; the harness blends it over the top 50.
 Vectors come from the benchmark's embedding cache (bench/results/cache), so nothing is re-embedded
 when the main benchmark ran first.
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"filter": {"doc_name": q.doc_name}} if setting == "single" else {"router": router}
                 t0 = time.perf_counter()
                 result = retrieve(q.question, resource, k=60, fetch_k=100, fusion="convex", page_diversity=0.3,
-                                  reranker=reranker, max_tokens=None, **kwargs)
+                                  reranker=reranker, rerank_weight=0.5, max_tokens=None, **kwargs)
                 seconds += time.perf_counter() - t0
                 got = score_question(q, Retrieval(ranked=result.context, context=result.context))
                 hits["library"][setting] += int(got["context_hit"])

@@ -49,6 +49,7 @@ from rag.retrieval.budget import TokenCounter, apply_budget
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import documents_to_scored, fuse
 from rag.retrieval.packing import diversify
+from rag.retrieval.rerank import blend_rerank
 from rag.retrieval.rse import RSEConfig, relevant_segments, segment_documents
 
 __all__ = ["RetrievalSettings", "aretrieve", "chunk_source", "retrieve"]
@@ -66,6 +67,8 @@ class RetrievalSettings(BaseModel):
         router: a `DocumentRouter`; routing "filter" restricts search to the routed documents,
             "boost" adds ``route_weight * document score`` to the fused scores.
         reranker: a `Reranker`, "embedding" (the offline `EmbeddingReranker`) or None.
+        rerank_weight: 1 orders by the reranker's score alone; below 1 the normalised reranker and
+            first-stage scores are blended (`rag.retrieval.rerank.blend_rerank`).
         expand: neighbour expansion window (0 = none); ignored when `rse` is set.
         rse: an RSE preset name or `RSEConfig` (None = none); `rse_overrides` replace preset fields.
         max_tokens: the context budget (None = unlimited); `token_counter`: auto, minilm, approx.
@@ -92,6 +95,7 @@ class RetrievalSettings(BaseModel):
     token_counter: str = "auto"
     fusion: Literal["rrf", "convex"] = "rrf"
     page_diversity: float = Field(default=0.0, ge=0.0)
+    rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
 def _resources(resources_or_rag: Any) -> list[Resource]:
@@ -201,6 +205,8 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
     if reranker is not None:
         with _timed(result, "rerank"):
             scored = reranker.rerank(question, [d for d, _ in fused])
+            if settings.rerank_weight < 1.0:
+                scored = blend_rerank(fused, scored, weight=settings.rerank_weight)
         result.add_stage("reranked", _candidates([d for d, _ in scored]))
 
     if settings.page_diversity:

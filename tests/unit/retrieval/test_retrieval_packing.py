@@ -1,4 +1,4 @@
-"""Page-diverse packing: `diversify` and the `page_diversity` step of `retrieve`."""
+"""Page-diverse packing (`diversify`, `retrieve(page_diversity=...)`) and blended reranking (`blend_rerank`)."""
 
 from __future__ import annotations
 
@@ -71,3 +71,29 @@ def test_retrieve_spreads_the_context_over_pages_and_records_the_step():
 def test_retrieve_without_diversity_has_no_diversified_stage():
     res = Resource.from_texts("n", ["alpha page", "beta page"], embedding=DeterministicFakeEmbedding(size=8))
     assert "diversified" not in retrieve("alpha", res, k=1, max_tokens=None).stages
+
+
+def test_rerank_weight_blends_the_reranker_with_the_first_stage():
+    from rag.retrieval.rerank import blend_rerank
+
+    a, b, c = (Document(page_content=t, id=t) for t in "abc")
+    first = [(a, 0.9), (b, 0.5), (c, 0.1)]
+    reranked = [(c, 0.8), (b, 0.6), (a, 0.2)]
+    assert [d.id for d, _ in blend_rerank(first, reranked, weight=1.0)] == ["c", "b", "a"]
+    assert [d.id for d, _ in blend_rerank(first, reranked, weight=0.0)] == ["a", "b", "c"]
+    # a candidate the reranker dropped stays, below the reranked ones
+    assert [d.id for d, _ in blend_rerank(first, [(b, 1.0)], weight=0.5)] == ["b", "a", "c"]
+    with pytest.raises(ConfigError, match="between 0 and 1"):
+        blend_rerank(first, reranked, weight=1.5)
+
+
+def test_retrieve_with_a_blended_reranker_keeps_the_first_stage_order_at_weight_zero():
+    from rag.retrieval.rerank import EmbeddingReranker
+
+    emb = DeterministicFakeEmbedding(size=8)
+    res = Resource.from_texts("n", ["alpha beta", "beta gamma", "gamma delta"], embedding=emb)
+    plain = retrieve("alpha beta", res, k=3, max_tokens=None)
+    blended = retrieve("alpha beta", res, k=3, max_tokens=None, reranker=EmbeddingReranker(embedding=emb),
+                       rerank_weight=0.0)
+    assert [d.page_content for d in blended.context] == [d.page_content for d in plain.context]
+    assert "reranked" in blended.stages
