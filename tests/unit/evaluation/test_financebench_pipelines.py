@@ -46,7 +46,7 @@ def test_every_configuration_returns_a_context_within_the_budget(synthetic):
 
 
 def test_bm25_finds_the_evidence_page_of_a_keyword_question(synthetic):
-    _, data, index, _ = synthetic
+    _, _, index, _ = synthetic
     bm25 = Pipeline(index, CONFIGURATIONS["bm25"][1], budget=80)
     result = bm25.retrieve("patent lawsuit guidance systems", doc_name="ACME_2022_10K")
     assert document_pages(result.context[0]) == {("ACME_2022_10K", 3)}
