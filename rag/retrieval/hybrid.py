@@ -60,7 +60,8 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     `where`; `PartitionedChroma` takes the portable filter; other stores (searched by text, scored
     with their own relevance function) are over-fetched and filtered in Python.
     """
-    from rag.retrieval.partitioned import PartitionedChroma, query_collection
+    from rag.retrieval.chroma_direct import query_collection
+    from rag.retrieval.partitioned import PartitionedChroma
 
     flt = and_filters(filter)
     if not isinstance(store, PartitionedChroma) and type(store).__name__ != "Chroma":

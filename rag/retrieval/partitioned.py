@@ -50,8 +50,9 @@ from pydantic import ConfigDict, Field
 
 from rag.core.errors import ConfigError
 from rag.core.filters import to_chroma_where, validate_filter
+from rag.retrieval.chroma_direct import documents_from_get, fetch_in_order, query_collection
 
-__all__ = ["PartitionedChroma", "PartitionedRetriever", "query_collection", "split_partition_filter"]
+__all__ = ["PartitionedChroma", "PartitionedRetriever", "split_partition_filter"]
 
 _SPACE = {"hnsw:space": "cosine"}
 
@@ -364,18 +365,7 @@ class PartitionedChroma(VectorStore):
         allowed = None
         if rest is not None:  # the rest of the filter as an allow-list from Chroma's metadata index
             allowed = coll.get(where=to_chroma_where(filter), include=[])["ids"]
-        hits = self.partitions.search(names, vector, k=k, allowed=allowed)
-        if not hits:
-            return []
-        res = coll.get(ids=[id_ for id_, _ in hits], include=["documents", "metadatas"])
-        found = {id_: (text, md) for id_, text, md in zip(res["ids"], res["documents"], res["metadatas"],
-                                                          strict=True)}
-        out = []
-        for id_, dist in hits:
-            if id_ in found:  # absent only if deleted behind the store's back
-                text, md = found[id_]
-                out.append((Document(page_content=text or "", metadata=dict(md or {}), id=id_), dist))
-        return out
+        return fetch_in_order(coll, self.partitions.search(names, vector, k=k, allowed=allowed))
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Every chunk matching the portable filter (no vector search)."""
@@ -385,18 +375,14 @@ class PartitionedChroma(VectorStore):
             coll = self._collection(name, create=False)
             if coll is None:
                 continue
-            res = coll.get(where=to_chroma_where(rest), include=["documents", "metadatas"])
-            out.extend(Document(page_content=t or "", metadata=dict(m or {}), id=i)
-                       for i, t, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True))
+            out.extend(documents_from_get(coll.get(where=to_chroma_where(rest), include=["documents", "metadatas"])))
         return out
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         coll = self._collection(self.global_name, create=False) if self.keep_global else None
         if coll is None:
             return []
-        res = coll.get(ids=list(ids), include=["documents", "metadatas"])
-        return [Document(page_content=t or "", metadata=dict(m or {}), id=i)
-                for i, t, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)]
+        return documents_from_get(coll.get(ids=list(ids), include=["documents", "metadatas"]))
 
     def count(self) -> int:
         """Number of chunks (from the global collection, or summed over partitions)."""
@@ -405,20 +391,6 @@ class PartitionedChroma(VectorStore):
             return 0 if coll is None else coll.count()
         return sum(c.count() for c in (self._collection(self.partition_name(v), create=False)
                                        for v in self.partition_values()) if c is not None)
-
-
-def query_collection(collection: Any, vector: Sequence[float], *, k: int,
-                     where: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
-    """One chromadb ``collection.query`` as (document, cosine distance) pairs, nothing else on top.
-
-    The fast path shared by `PartitionedChroma` and `rag.retrieval.hybrid.dense_search`: one
-    Document per hit, no LangChain conversion layer.
-    """
-    res = collection.query(query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1), n_results=k,
-                           where=where, include=["documents", "metadatas", "distances"])
-    return [(Document(page_content=text or "", metadata=dict(md or {}), id=id_), float(dist))
-            for id_, text, md, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
-                                           res["distances"][0], strict=True)]
 
 
 class PartitionedRetriever(BaseRetriever):
