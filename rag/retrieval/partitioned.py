@@ -8,9 +8,9 @@ collection (documents, metadata and the HNSW graph for unfiltered search), and i
 goes to the exact-search arrays of its key value (`rag.retrieval.partition_index.PartitionIndex`:
 ``.npy`` files next to Chroma's, a bounded LRU of loaded partitions). A query whose filter pins
 the key (``{"doc_name": "X"}``, ``{"doc_name": {"$in": [...]}}``, or either inside an ``$and``)
-is a matrix-vector product over those partitions' vectors; the rest of the filter becomes an
-allow-list of ids from Chroma's metadata index, and the top hits' texts come from one Chroma
-``get``. Other queries are a single HNSW search in the global collection. Partition arrays that
+is a matrix-vector product over those partitions' vectors, and the top hits' texts come from one
+Chroma ``get`` by id; the rest of the filter is checked on those hits' metadata (more candidates
+are fetched, in growing batches, until k match). Other queries are a single HNSW search in the global collection. Partition arrays that
 are missing (a store written by another tool or an older version) are rebuilt from the global
 collection on first use, or all at once with `PartitionedChroma.index_partitions`.
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,7 +50,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field
 
 from rag.core.errors import ConfigError
-from rag.core.filters import to_chroma_where, validate_filter
+from rag.core.filters import matches_canonical, to_chroma_where, validate_filter
 from rag.retrieval.chroma_direct import documents_from_get, fetch_in_order, query_collection
 
 __all__ = ["PartitionedChroma", "PartitionedRetriever", "split_partition_filter"]
@@ -362,10 +363,18 @@ class PartitionedChroma(VectorStore):
         names = [self.partition_name(v) for v in values if self._partition_ready(self.partition_name(v), v)]
         if not names:
             return []
-        allowed = None
-        if rest is not None:  # the rest of the filter as an allow-list from Chroma's metadata index
-            allowed = coll.get(where=to_chroma_where(filter), include=[])["ids"]
-        return fetch_in_order(coll, self.partitions.search(names, vector, k=k, allowed=allowed))
+        if rest is None:
+            return fetch_in_order(coll, self.partitions.search(names, vector, k=k))
+        # the rest of the filter: checked on the partition's best candidates, fetched by id in
+        # growing batches (a Chroma `where` over the whole collection takes a second at 1M chunks)
+        ranked = self.partitions.search(names, vector, k=sys.maxsize)
+        out: list[tuple[Document, float]] = []
+        start, step = 0, max(4 * k, 64)
+        while start < len(ranked) and len(out) < k:
+            out.extend((doc, dist) for doc, dist in fetch_in_order(coll, ranked[start:start + step])
+                       if matches_canonical(doc.metadata, rest))
+            start, step = start + step, step * 4
+        return out[:k]
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Every chunk matching the portable filter (no vector search)."""

@@ -153,3 +153,15 @@ def test_dense_search_on_plain_chroma_matches_langchain_chroma(chunks):
     assert [d.id for d, _ in ours] == [d.id for d, _ in theirs]
     assert [s for _, s in ours] == pytest.approx([1 - dist for _, dist in theirs])
     assert all(d.metadata["scores"] == {"dense": s} for d, s in ours)
+
+
+def test_rest_of_filter_reaches_candidates_beyond_the_first_batch():
+    vecs = _vectors(300, dim=16, seed=4)
+    store = PartitionedChroma("big", EMB, partition_key="doc_name")
+    store.add_embeddings(vecs, metadatas=[{"doc_name": "D", "chunk_index": i} for i in range(300)],
+                         ids=[f"c{i}" for i in range(300)])
+    query = _vectors(1, dim=16, seed=5)[0]
+    hits = store.search_by_vector(query, k=5, filter={"doc_name": "D", "chunk_index": {"$gte": 290}})
+    allowed = list(range(290, 300))
+    expected = _brute_force(vecs[allowed], [f"c{i}" for i in allowed], query, 5)
+    assert [d.id for d, _ in hits] == expected
