@@ -291,9 +291,9 @@ def bench_dense(args: argparse.Namespace) -> list[dict]:
 
 def bench_fanout(args: argparse.Namespace) -> list[dict]:
     """Unfiltered search over a store with many partitions: legacy per-partition collections vs global."""
-    from bench._dense_build import unit_vectors
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
+    from bench._dense_build import unit_vectors
     from rag.retrieval.hybrid import dense_search
     from rag.retrieval.partitioned import PartitionedChroma
 
