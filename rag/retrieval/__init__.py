@@ -14,6 +14,8 @@ from rag.retrieval.expansion import expand_neighbours, merge_chunk_texts
 from rag.retrieval.fusion import fuse
 from rag.retrieval.hybrid import HybridRetriever, dense_search
 from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.packing import diversify, page_key
+from rag.retrieval.partition_index import PartitionIndex
 from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
 from rag.retrieval.rephrase import FusedQueryRetriever, Rephraser, keyword_query
 from rag.retrieval.rerank import (
@@ -23,6 +25,7 @@ from rag.retrieval.rerank import (
     LLMFilterReranker,
     Reranker,
     RerankerCompressor,
+    blend_rerank,
 )
 from rag.retrieval.retrieve import RetrievalSettings, aretrieve, retrieve
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever
@@ -39,6 +42,7 @@ __all__ = [
     "FusedQueryRetriever",
     "HybridRetriever",
     "LLMFilterReranker",
+    "PartitionIndex",
     "PartitionedChroma",
     "PartitionedRetriever",
     "RSEConfig",
@@ -51,11 +55,14 @@ __all__ = [
     "TokenCounter",
     "apply_budget",
     "aretrieve",
+    "blend_rerank",
     "dense_search",
+    "diversify",
     "expand_neighbours",
     "fuse",
     "keyword_query",
     "merge_chunk_texts",
+    "page_key",
     "relevant_segments",
     "retrieve",
 ]
