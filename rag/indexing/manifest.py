@@ -93,8 +93,13 @@ def embedding_from_id(model_id: str) -> Embeddings:
     Raises:
         ConfigError: for any other id; pass `embedding=` explicitly.
     """
-    from rag.models.embeddings import (DEFAULT_EMBEDDING_ID, PRECISION_CHOICES, default_embeddings,
-                                       minilm_embeddings, minilm_precision)
+    from rag.models.embeddings import (
+        DEFAULT_EMBEDDING_ID,
+        PRECISION_CHOICES,
+        default_embeddings,
+        minilm_embeddings,
+        minilm_precision,
+    )
 
     base, _, suffix = model_id.partition("@")
     precision = suffix or "fp32"
