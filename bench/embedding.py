@@ -184,20 +184,26 @@ def bench_retrieval(encoders: dict[str, Encoder], filings: Sequence[str]) -> Non
     owner = np.array([k[0] for k in keys])
     print(f"retrieval: {len(questions)} questions on {len(filings)} filings, {len(chunks):,} chunks "
           f"({word_pieces(texts):,} word pieces)")
+    first_hits: dict[str, list[int]] = {}
     for name, enc in encoders.items():
         start = time.perf_counter()
         docs, queries = enc(texts), enc([q.question for q in questions])
-        single = pooled = rr = 0.0
+        single, ranks = 0, []
         for q, qv in zip(questions, queries, strict=True):
-            scores = docs @ qv
-            ranked = np.argsort(-scores)
+            ranked = np.argsort(-(docs @ qv))
             own = [i for i in ranked if owner[i] == q.doc_name]
             single += any(keys[i] in q.evidence_pages for i in own[:5])
-            pooled += any(keys[i] in q.evidence_pages for i in ranked[:5])
-            rr += next((1 / (r + 1) for r, i in enumerate(ranked[:10]) if keys[i] in q.evidence_pages), 0.0)
-        n = len(questions)
-        print(f"  {name:10s} hit@5 own filing {single / n:.1%} | hit@5 pooled {pooled / n:.1%} | "
-              f"MRR@10 pooled {rr / n:.3f} | {time.perf_counter() - start:.0f} s, load {_load()}")
+            ranks.append(next((r for r, i in enumerate(ranked[:50]) if keys[i] in q.evidence_pages), 99))
+        n, first_hits[name] = len(questions), ranks
+        hits = " ".join(f"@{k} {sum(r < k for r in ranks) / n:.1%}" for k in (1, 3, 5, 10))
+        mrr = sum(1 / (r + 1) for r in ranks if r < 10) / n
+        print(f"  {name:10s} hit@5 own filing {single / n:.1%} | pooled hit{hits} | MRR@10 {mrr:.3f} | "
+              f"{time.perf_counter() - start:.0f} s, load {_load()}")
+    base = next(iter(first_hits.values()))
+    for name, ranks in list(first_hits.items())[1:]:
+        moved = [(q.id, a + 1, b + 1) for q, a, b in zip(questions, base, ranks, strict=True) if a != b]
+        print(f"  {name}: first gold rank differs from the reference on {len(moved)} of {len(questions)} "
+              f"questions: {moved}")
 
 
 def _load() -> str:

