@@ -7,6 +7,7 @@ import threading
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
+from pydantic import Field
 
 import rag.indexing.sync as sync_module
 from rag.indexing.autocontext import AutoContext
@@ -17,7 +18,7 @@ class FailingEmbedding(DeterministicFakeEmbedding):
     """Fails on any batch containing `poison`; records the threads it ran in."""
 
     poison: str = "POISON"
-    threads: set = set()
+    threads: set[str] = Field(default_factory=set)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.threads.add(threading.current_thread().name)
