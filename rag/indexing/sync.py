@@ -111,10 +111,12 @@ class _Writer:
     """Runs store writes in one background thread, at most one group in flight.
 
     Example:
+        >>> stored = []
         >>> writer = _Writer()
-        >>> writer.submit(print, "stored")
+        >>> writer.submit(stored.append, "group 1")
         >>> writer.close()
-        stored
+        >>> stored
+        ['group 1']
     """
 
     def __init__(self) -> None:
