@@ -11,8 +11,9 @@ content hash decides. New and changed documents are processed in groups:
 4. their records are marked `ok` with the new hash and chunk ids.
 
 Steps 2-4 of a group run in one writer thread while the caller loads and chunks the next group
-(at most one group in flight; HF tokenizers, pdfium, torch and Chroma's core release the GIL),
-so groups still reach the store one at a time and in order. `sync` returns only after the
+(at most one group in flight), so groups still reach the store one at a time and in order. pdfium,
+the Rust tokenizer and torch release the GIL, so loading and chunking overlap with embedding;
+chromadb 1.5's add/upsert holds the GIL (measured), so they do not overlap with the store write. `sync` returns only after the
 writer has finished, i.e. while the caller still holds the writer lock.
 
 Every step is idempotent, so re-running after a crash converges to exactly the right chunks.
