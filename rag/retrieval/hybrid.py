@@ -60,6 +60,7 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     `where`; `PartitionedChroma` takes the portable filter; other stores (searched by text, scored
     with their own relevance function) are over-fetched and filtered in Python.
     """
+    from rag.retrieval.chroma_direct import query_collection
     from rag.retrieval.partitioned import PartitionedChroma
 
     flt = and_filters(filter)
@@ -74,13 +75,15 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
             fetched = store.similarity_search_with_score(query, k=fetch)
         hits = [(doc, rel) for doc, rel in fetched if matches(doc.metadata, flt)][:k]
         return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
-    vector = store.embeddings.embed_query(query) if isinstance(query, str) else list(query)
+    vector = store.embeddings.embed_query(query) if isinstance(query, str) else query
     if isinstance(store, PartitionedChroma):
         hits = store.search_by_vector(vector, k=k, filter=flt)
-    else:
-        # despite its name this returns cosine distances (lower is closer)
-        hits = store.similarity_search_by_vector_with_relevance_scores(vector, k=k, filter=to_chroma_where(flt))
-    return [(with_scores(doc, 1.0 - dist, {"dense": 1.0 - dist}), 1.0 - dist) for doc, dist in hits]
+    else:  # the chromadb collection directly: one query, one Document per hit (see docs/benchmarks.md)
+        hits = query_collection(store._collection, vector, k=k, where=to_chroma_where(flt))
+    for doc, dist in hits:  # fresh documents from this call: annotate in place
+        doc.metadata["score"] = 1.0 - dist
+        doc.metadata["scores"] = {"dense": 1.0 - dist}
+    return [(doc, 1.0 - dist) for doc, dist in hits]
 
 
 class HybridRetriever(BaseRetriever):
