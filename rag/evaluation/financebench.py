@@ -138,7 +138,8 @@ def chunk_pages(pages: Sequence[str], *, metadata: dict[str, Any], chunk_size: i
     """Split page texts into chunks of at most `chunk_size` characters that never cross a page.
 
     Chunks are numbered by `chunk_index` across the whole document (consecutive chunks are
-    neighbours) and keep their zero-based `page`. No overlap, so neighbouring chunks and
+    neighbours) and keep their zero-based `page` and their `section` (`rag.indexing.headings.chunk_section`:
+    a heading that opens the chunk, else the one in effect where it starts; "" before the first heading). No overlap, so neighbouring chunks and
     segments can be joined without repeating text.
 
     Example:
@@ -150,12 +151,19 @@ def chunk_pages(pages: Sequence[str], *, metadata: dict[str, Any], chunk_size: i
 
     # The benchmark protocol fixes chunks in characters (the README baselines use 1,000), so it
     # uses a character splitter rather than the library's token chunker, whose sizes are word pieces.
+    from rag.indexing.headings import chunk_section, heading_spans
+
     splitter = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=0)
+    spans = heading_spans(pages)
     chunks = []
     for page, text in enumerate(pages):
+        cursor = 0
         for piece in splitter.split_text(text):
-            chunks.append(Document(page_content=piece, metadata={**metadata, "doc_id": metadata["doc_name"],
-                                                                 "page": page, "chunk_index": len(chunks)}))
+            found = text.find(piece, cursor)
+            cursor = found if found >= 0 else cursor
+            chunks.append(Document(page_content=piece, metadata={
+                **metadata, "doc_id": metadata["doc_name"], "page": page, "chunk_index": len(chunks),
+                "section": chunk_section(spans, page, cursor, cursor + len(piece))}))
     return chunks
 
 

@@ -6,10 +6,11 @@ is exact (a dot product over the normalised vectors of the searched chunks), whi
 flat vector index returns; HNSW stores such as Chroma return the same neighbours up to their
 approximation.
 
-AutoContext pieces are kept next to the chunks: the document title of every chunk and the heading
-of its page (its first lines, where filings print the statement or section name). Their vectors
-are computed once per distinct text (54 titles, a few thousand headings), so a context-aware chunk
-vector is the normalised sum of the chunk, title and heading vectors, without re-embedding the corpus.
+AutoContext is the library's own (`rag.indexing.autocontext.AutoContext`): every chunk is also
+embedded as "{title} / {section}\n{document summary}\n\n{chunk}" (the section heading from
+`rag.indexing.headings`, the summary extractive), and those vectors are what the AutoContext
+configurations search; the stored chunk text stays the chunk. The BM25 index of those
+configurations indexes the title and section with the text.
 
 Example:
     >>> index = BenchIndex.build(data, cache_dir="bench/results/cache")     # doctest: +SKIP
@@ -18,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,36 +31,24 @@ from langchain_core.embeddings import Embeddings
 from rag.evaluation.financebench import FinanceBenchData
 from rag.evaluation.financebench_run import estimate_tokens
 
-__all__ = ["BenchIndex", "page_heading"]
-
-_HEADING_LINES = 3
-_HEADING_CHARS = 160
-_BOILERPLATE = re.compile(r"^(table of contents|index|page \d+|\d+|[ivxlc]+)$", re.I)
+__all__ = ["BenchIndex", "autocontext_texts"]
 
 
-def page_heading(page_text: str) -> str:
-    """The first few meaningful lines of a page: where filings print the section or statement name.
 
-    Lines that are page furniture ("Table of Contents", bare page numbers) are skipped.
+def autocontext_texts(chunks: list[Document]) -> list[str]:
+    """The texts AutoContext embeds for the chunks: "{title} / {section}\\n{summary}\\n\\n{chunk}".
 
-    Example:
-        >>> page_heading("Table of Contents\\n3M Company\\nConsolidated Statement of Income\\nNet sales 34,229")
-        '3M Company / Consolidated Statement of Income / Net sales 34,229'
+    The library's `rag.indexing.autocontext.AutoContext` with its defaults (extractive document
+    summary, 48-token header); the stored chunk text is unchanged.
     """
-    lines = []
-    for line in page_text.splitlines():
-        line = " ".join(line.split())
-        if not line or _BOILERPLATE.match(line):
-            continue
-        lines.append(line)
-        if len(lines) == _HEADING_LINES:
-            break
-    return " / ".join(lines)[:_HEADING_CHARS]
+    from rag.indexing.autocontext import AutoContext
+
+    return AutoContext().embedding_texts(chunks)
 
 
 @dataclass
 class BenchIndex:
-    """Chunks of every filing with their vectors, BM25 index and AutoContext pieces."""
+    """Chunks of every filing with their plain and AutoContext vectors and BM25 indexes."""
 
     chunks: list[Document]
     vectors: np.ndarray                     # (n, d) float32, normalised
@@ -69,12 +57,10 @@ class BenchIndex:
     tokens: np.ndarray                      # (n,) estimated tokens of each chunk
     positions: dict[str, np.ndarray]        # doc_name -> chunk positions, in document order
     titles: dict[str, str]                  # doc_name -> title
-    title_vectors: dict[str, np.ndarray]
-    heading_vectors: np.ndarray             # (n, d): vector of each chunk's page heading
+    context_vectors: np.ndarray             # (n, d): vectors of the AutoContext texts, normalised
     bm25: Any = None                        # rag.retrieval.lexical.BM25Index over text only
-    bm25_context: Any = None                # ... over title + page heading + text
+    bm25_context: Any = None                # ... over title + section + text
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _context_vectors: dict[tuple[float, float], np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, chunk_size: int = 1000,
@@ -98,23 +84,16 @@ class BenchIndex:
         doc_names = np.array([c.metadata["doc_name"] for c in chunks])
         positions = {name: np.flatnonzero(doc_names == name) for name in dict.fromkeys(doc_names.tolist())}
         titles = {name: chunks[int(pos[0])].metadata["title"] for name, pos in positions.items()}
-        title_vecs = _normalised(embeddings.embed_documents(list(titles.values())))
-        headings = [page_heading(data.page_texts(c.metadata["doc_name"], cache_dir=cache_dir)[c.metadata["page"]])
-                    for c in chunks]
-        distinct = list(dict.fromkeys(headings))
-        say(f"embedding {len(distinct)} page headings")
-        heading_of = dict(zip(distinct, _normalised(embeddings.embed_documents(distinct)), strict=True))
-        for position, (chunk, heading) in enumerate(zip(chunks, headings, strict=True)):
-            chunk.metadata["heading"] = heading
+        say(f"embedding {len(texts)} chunks with their AutoContext header (cached after the first run)")
+        context_vectors = _normalised(embeddings.embed_documents(autocontext_texts(chunks)))
+        for position, chunk in enumerate(chunks):
             chunk.metadata["position"] = position
         say("building BM25 indexes")
         bm25 = BM25Index.from_documents(chunks)
-        bm25_context = BM25Index.from_documents(chunks, metadata_fields=["title", "heading"])
+        bm25_context = BM25Index.from_documents(chunks, metadata_fields=["title", "section"])
         return cls(chunks=chunks, vectors=vectors, embeddings=embeddings, doc_names=doc_names,
                    tokens=np.array([estimate_tokens(t) for t in texts]), positions=positions, titles=titles,
-                   title_vectors=dict(zip(titles, title_vecs, strict=True)),
-                   heading_vectors=np.stack([heading_of[h] for h in headings]) if headings else vectors[:0],
-                   bm25=bm25, bm25_context=bm25_context, documents=data.documents)
+                   context_vectors=context_vectors, bm25=bm25, bm25_context=bm25_context, documents=data.documents)
 
     def pool(self, doc_name: str | None) -> np.ndarray:
         """Positions of the searchable chunks: one filing's, or all of them."""
@@ -125,15 +104,6 @@ class BenchIndex:
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         """Normalised query vectors (cached by `CachedEmbeddings` when the index was built with a cache)."""
         return _normalised([self.embeddings.embed_query(q) for q in queries])
-
-    def context_vectors(self, *, title_weight: float, heading_weight: float) -> np.ndarray:
-        """Chunk vectors with their document title and page heading mixed in, normalised."""
-        key = (title_weight, heading_weight)
-        if key not in self._context_vectors:
-            titles = np.stack([self.title_vectors[n] for n in self.doc_names.tolist()])
-            mixed = self.vectors + title_weight * titles + heading_weight * self.heading_vectors
-            self._context_vectors[key] = _normalised(mixed)
-        return self._context_vectors[key]
 
 
 def _normalised(vectors: Any) -> np.ndarray:

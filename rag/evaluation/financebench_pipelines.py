@@ -26,7 +26,13 @@ from langchain_core.embeddings import Embeddings
 from rag.core.errors import ConfigError
 from rag.evaluation.financebench_index import BenchIndex
 from rag.evaluation.financebench_query import sub_queries
-from rag.evaluation.financebench_run import DEFAULT_BUDGET, BenchReport, Retrieval, estimate_tokens
+from rag.evaluation.financebench_run import (
+    DEFAULT_BUDGET,
+    BenchReport,
+    Retrieval,
+    estimate_tokens,
+)
+from rag.retrieval.packing import diversify
 
 if TYPE_CHECKING:
     from rag.retrieval.routing import DocumentRouter
@@ -50,9 +56,9 @@ class PipelineSpec:
     fusion: Literal["rrf", "convex"] = "convex"
     dense_weight: float = 0.9            # convex fusion: weight of the dense list (BM25 gets the rest)
     autocontext: bool = False
-    title_weight: float = 0.3            # AutoContext: weight of the title vector in a chunk vector
-    heading_weight: float = 0.3          # ... and of the page-heading vector
-    multi_query: bool = False
+    context_weight: float = 1.0          # AutoContext: weight of the header-embedded vector's cosine (rest: plain)
+    multi_query: bool = False            # also search each sentence of a multi-sentence question
+    rephrase: tuple[str, ...] = ()       # rag.retrieval.rephrase.Rephraser offline modes ("keywords")
     main_query_weight: float = 0.5       # multi-query: share of the whole question's lists
     routing: bool = False                # DocumentRouter: search the named filings, boost by document score
     route_weight: float = 0.5            # routing boost: added weight * min-max normalised document score
@@ -62,7 +68,7 @@ class PipelineSpec:
     neighbours: int = 0
     rse: str | None = None               # an RSE preset of rag.retrieval.rse
     rse_overrides: tuple[tuple[str, float], ...] = ()
-    page_diversity: float = 0.0          # packing: discount per better chunk already taken from the same page
+    page_diversity: float = 0.0          # rag.retrieval.packing.diversify: discount per better chunk of the page
 
 
 def _specs() -> list[PipelineSpec]:
@@ -70,14 +76,16 @@ def _specs() -> list[PipelineSpec]:
     hybrid = replace(dense, name="hybrid", lexical=True,
                      description="dense + BM25, fused by a convex combination of min-max normalised scores (0.9 / 0.1)")
     ac = replace(hybrid, name="autocontext", autocontext=True,
-                 description="hybrid over chunks that carry their document title and page heading (AutoContext: "
-                             "mixed into the chunk vector, indexed with the chunk text by BM25)")
+                 description="hybrid over AutoContext chunks: each chunk embedded as '{title} / {section}\\n"
+                             "{document summary}\\n\\n{chunk}' (rag.indexing.autocontext, sections from "
+                             "rag.indexing.headings); BM25 indexes title and section with the text")
     rr = replace(ac, name="rerank", rerank=True,
                  description="autocontext + EmbeddingReranker on the top 50 (best match over the question's "
                              "sentences), fused 50/50 with the first-stage score")
     return [
         PipelineSpec(name="bm25", dense=False, lexical=True,
-                     description="BM25 (rag.core.text tokens: stop words, stems) with the document title indexed"),
+                     description="BM25 (rag.core.text tokens: stop words, stems) with the document title and "
+                                 "section indexed"),
         dense,
         replace(hybrid, name="hybrid-rrf", fusion="rrf", description="dense + BM25 fused by RRF (k=60)"),
         hybrid, ac,
@@ -89,9 +97,19 @@ def _specs() -> list[PipelineSpec]:
                 description="rerank, then the top 8 hits widened by +-1 neighbouring chunk (expand_neighbours)"),
         replace(rr, name="rse", rse="balanced",
                 description="rerank, then relevant segment extraction (rag.retrieval.rse, balanced preset)"),
-        replace(ac, name="full", routing=True, page_diversity=0.3,
-                description="routing + autocontext hybrid + page-diverse packing (a chunk loses 0.3 of its "
-                            "normalised score per better chunk already taken from its page)"),
+        replace(hybrid, name="full-plain", routing=True, page_diversity=0.3,
+                description="routing + hybrid over plain chunk vectors + page-diverse packing (full-ac without AutoContext)"),
+        replace(ac, name="full-ac", routing=True, page_diversity=0.3,
+                description="routing + autocontext hybrid + page-diverse packing (full without the reranker)"),
+        replace(ac, name="full-mix", routing=True, page_diversity=0.3, context_weight=0.5,
+                description="full-ac with the dense score the mean of the plain and the AutoContext cosine "
+                            "(two vectors per chunk)"),
+        replace(ac, name="full-kw", routing=True, page_diversity=0.3, rephrase=("keywords",),
+                description="full-ac + the offline keyword rephrasing of the question (rag.retrieval.rephrase) fused"),
+        replace(ac, name="full", routing=True, page_diversity=0.3, rerank=True,
+                description="routing + autocontext hybrid + EmbeddingReranker (plain chunk text, fused 50/50 "
+                            "with the first stage) + page-diverse packing (a chunk loses 0.3 of its normalised "
+                            "score per better chunk already taken from its page)"),
     ]
 
 
@@ -136,13 +154,17 @@ class Pipeline:
         if spec.routing and doc_name is None:
             pool = self._routed_pool(question, pool)
         queries = sub_queries(question) if spec.multi_query else [question]
+        if spec.rephrase:
+            from rag.retrieval.rephrase import Rephraser
+
+            queries += [q for q in Rephraser(modes=spec.rephrase).rephrase(question)[1:] if q not in queries]
         scored = self._fused(queries, pool)
         if spec.routing and doc_name is None:
             scored = self._route(question, scored)
         if spec.rerank:
             scored = self._rerank(queries, scored)
         if spec.page_diversity:
-            scored = _diversify(scored, spec.page_diversity)
+            scored = diversify(scored, discount=spec.page_diversity)
         context = self._select(scored)
         context = [self._fix_pages(d) for d in apply_budget(context, self.budget, counter=CharTokenCounter())]
         return Retrieval(ranked=[d for d, _ in scored[:50]], context=context)
@@ -152,9 +174,12 @@ class Pipeline:
         spec, index = self.spec, self.index
         out = {}
         if spec.dense:
-            vectors = (index.context_vectors(title_weight=spec.title_weight, heading_weight=spec.heading_weight)
-                       if spec.autocontext else index.vectors)
-            out["dense"] = self._top(pool, vectors[pool] @ index.embed_queries([query])[0])
+            query_vector = index.embed_queries([query])[0]
+            scores = index.vectors[pool] @ query_vector
+            if spec.autocontext:
+                w = spec.context_weight
+                scores = (1 - w) * scores + w * (index.context_vectors[pool] @ query_vector)
+            out["dense"] = self._top(pool, scores)
         if spec.lexical:
             bm25 = index.bm25_context if (spec.autocontext or not spec.dense) else index.bm25
             out["bm25"] = self._top(pool, bm25.scores(query)[pool], positive=True)
@@ -252,26 +277,6 @@ def _minmax(scores: np.ndarray) -> np.ndarray:
         return scores.astype(np.float64)
     lo, hi = float(scores.min()), float(scores.max())
     return (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores, dtype=np.float64)
-
-
-def _diversify(scored: list[tuple[Document, float]], discount: float, *,
-               depth: int = 40) -> list[tuple[Document, float]]:
-    """Greedy re-order: a chunk loses `discount` (of the normalised score) per better chunk taken from its page."""
-    head, tail = scored[:depth], scored[depth:]
-    rel = _minmax(np.array([s for _, s in head]))
-    taken: dict[tuple[str, int], int] = {}
-    left = list(range(len(head)))
-    out = []
-    while left:
-        best = max(left, key=lambda j: rel[j] - discount * taken.get(_page_key(head[j][0]), 0))
-        left.remove(best)
-        out.append(head[best])
-        taken[_page_key(head[best][0])] = taken.get(_page_key(head[best][0]), 0) + 1
-    return out + tail
-
-
-def _page_key(doc: Document) -> tuple[str, int]:
-    return doc.metadata["doc_name"], doc.metadata["page"]
 
 
 def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Path | None = "bench/results/cache",

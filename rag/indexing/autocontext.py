@@ -156,7 +156,9 @@ class AutoContext:
         counter = ApproximateTokenizer()
         # File-name titles read better with spaces: "3M_2022_10K" -> "3M 2022 10K".
         title = _trim(str(metadata.get("title") or "").replace("_", " "), self.max_header_tokens // 3, counter)
-        section = _trim(str(metadata.get("section") or ""), self.max_header_tokens // 4, counter)
+        # The section is what tells chunks of one document apart (title and summary are the same for
+        # all of them), so it may take half the header; the summary gets what is left.
+        section = _trim_section(str(metadata.get("section") or ""), self.max_header_tokens // 2, counter)
         first = " / ".join(part for part in (title, section) if part)
         budget = self.max_header_tokens - counter.count(first)
         summary = _trim(summary, max(budget, 0), counter)
@@ -178,6 +180,14 @@ class AutoContext:
             head = self.header(chunk.metadata, summaries.get(str(chunk.metadata.get("doc_id", "")), ""))
             out.append(f"{head}\n\n{chunk.page_content}" if head else chunk.page_content)
         return out
+
+
+def _trim_section(section: str, max_tokens: int, counter: Any) -> str:
+    """Trim a "Heading / Sub-heading" path from the left: the innermost heading says the most."""
+    parts = [p for p in (" ".join(part.split()) for part in section.split(" / ")) if p]
+    while len(parts) > 1 and counter.count(" / ".join(parts)) > max_tokens:
+        parts.pop(0)
+    return _trim(" / ".join(parts), max_tokens, counter)
 
 
 def _trim(text: str, max_tokens: int, counter: Any) -> str:

@@ -50,6 +50,7 @@ __all__ = [
     "LLMFilterReranker",
     "Reranker",
     "RerankerCompressor",
+    "blend_rerank",
 ]
 
 Scored = list[tuple[Document, float]]
@@ -262,3 +263,39 @@ class RerankerCompressor(BaseDocumentCompressor):
     async def acompress_documents(self, documents: Sequence[Document], query: str,
                                   callbacks: Callbacks | None = None) -> Sequence[Document]:
         return [doc for doc, _ in await self.reranker.arerank(query, documents)]
+
+
+def blend_rerank(first: Sequence[tuple[Document, float]], reranked: Sequence[tuple[Document, float]], *,
+                 weight: float) -> list[tuple[Document, float]]:
+    """Fuse a reranker's scores with the first-stage scores: ``weight * rerank + (1 - weight) * first``.
+
+    Both are min-max normalised over the candidates first. A reranker that sees only the chunk
+    text (an embedding or cross-encoder model) then refines the first stage instead of replacing
+    what the first stage knew (AutoContext headers, routing, BM25). Candidates the reranker dropped
+    keep their first-stage place below the others.
+
+    Example:
+        >>> a, b = Document(page_content="a", id="a"), Document(page_content="b", id="b")
+        >>> first, reranked = [(a, 1.0), (b, 0.0)], [(b, 0.9), (a, 0.1)]
+        >>> [d.id for d, _ in blend_rerank(first, reranked, weight=0.3)]
+        ['a', 'b']
+        >>> [d.id for d, _ in blend_rerank(first, reranked, weight=1.0)]
+        ['b', 'a']
+    """
+    from rag.retrieval.fusion import doc_key
+
+    if not 0.0 <= weight <= 1.0:
+        raise ConfigError(f"rerank weight must be between 0 and 1, got {weight!r}")
+
+    def normalised(pairs: Sequence[tuple[Document, float]]) -> dict[str, float]:
+        scores = [float(sc) for _, sc in pairs]
+        lo, hi = min(scores, default=0.0), max(scores, default=0.0)
+        return {doc_key(d): (float(sc) - lo) / (hi - lo) if hi > lo else 1.0 for d, sc in pairs}
+
+    stage_one, stage_two = normalised(first), normalised(reranked)
+    docs = {doc_key(d): d for d, _ in first} | {doc_key(d): d for d, _ in reranked}
+    blended = {key: weight * stage_two[key] + (1 - weight) * stage_one.get(key, 0.0) for key in stage_two}
+    out = sorted(((docs[key], score) for key, score in blended.items()), key=lambda pair: -pair[1])
+    floor = min((score for _, score in out), default=0.0)
+    out += [(d, floor - 1e-6 * (i + 1)) for i, (d, _) in enumerate(first) if doc_key(d) not in blended]
+    return out

@@ -2,13 +2,14 @@
 
 ```
 question ─► rephrase ─► route ─► search every (resource, query), concurrently ─► fuse (RRF)
-         ─► route boost ─► rerank ─► RSE segments | neighbour expansion | top k ─► token budget ─► context
+         ─► route boost ─► rerank ─► page diversity ─► RSE segments | neighbour expansion | top k
+         ─► token budget ─► context
 ```
 
 Every step is optional except search, fusion and the budget, and each one is recorded:
 ``rephrased_questions``; ``stages["candidates/<resource>"]`` (per resource, every query, with
 the retriever's scores, e.g. dense / bm25 / rrf for a `HybridRetriever`), ``stages["fused"]``,
-``stages["filtered"]`` (after routing), ``stages["reranked"]``; ``segments`` (RSE);
+``stages["filtered"]`` (after routing), ``stages["reranked"]``, ``stages["diversified"]``; ``segments`` (RSE);
 ``context`` (after the budget, tagged ``metadata["resource"]``); ``timings`` per step in seconds
 and ``extras`` (route, token counter, settings).
 
@@ -47,6 +48,8 @@ from rag.core.result import Candidate, RAGResult
 from rag.retrieval.budget import TokenCounter, apply_budget
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import documents_to_scored, fuse
+from rag.retrieval.packing import diversify
+from rag.retrieval.rerank import blend_rerank
 from rag.retrieval.rse import RSEConfig, relevant_segments, segment_documents
 
 __all__ = ["RetrievalSettings", "aretrieve", "chunk_source", "retrieve"]
@@ -64,10 +67,14 @@ class RetrievalSettings(BaseModel):
         router: a `DocumentRouter`; routing "filter" restricts search to the routed documents,
             "boost" adds ``route_weight * document score`` to the fused scores.
         reranker: a `Reranker`, "embedding" (the offline `EmbeddingReranker`) or None.
+        rerank_weight: 1 orders by the reranker's score alone; below 1 the normalised reranker and
+            first-stage scores are blended (`rag.retrieval.rerank.blend_rerank`).
         expand: neighbour expansion window (0 = none); ignored when `rse` is set.
         rse: an RSE preset name or `RSEConfig` (None = none); `rse_overrides` replace preset fields.
         max_tokens: the context budget (None = unlimited); `token_counter`: auto, minilm, approx.
         fusion: how lists of several resources / queries are fused ("rrf" or "convex").
+        page_diversity: `rag.retrieval.packing.diversify` discount (0 = off): a chunk loses this
+            much of its normalised score per better chunk already taken from its page.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -87,6 +94,8 @@ class RetrievalSettings(BaseModel):
     max_tokens: int | None = Field(default=4000, ge=1)
     token_counter: str = "auto"
     fusion: Literal["rrf", "convex"] = "rrf"
+    page_diversity: float = Field(default=0.0, ge=0.0)
+    rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
 def _resources(resources_or_rag: Any) -> list[Resource]:
@@ -196,7 +205,14 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
     if reranker is not None:
         with _timed(result, "rerank"):
             scored = reranker.rerank(question, [d for d, _ in fused])
+            if settings.rerank_weight < 1.0:
+                scored = blend_rerank(fused, scored, weight=settings.rerank_weight)
         result.add_stage("reranked", _candidates([d for d, _ in scored]))
+
+    if settings.page_diversity:
+        with _timed(result, "diversify"):
+            scored = diversify(scored, discount=settings.page_diversity)
+        result.add_stage("diversified", _candidates([d for d, _ in scored]))
 
     with _timed(result, "select"):
         context = _select(result, resources, scored, settings)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.cli import main as cli_main
 from rag.core.errors import ConfigError
-from rag.evaluation.financebench import FinanceBenchData
-from rag.evaluation.financebench_index import BenchIndex, page_heading
-from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline, run_financebench
+from rag.evaluation.financebench import FinanceBenchData, chunk_pages
+from rag.evaluation.financebench_index import BenchIndex, autocontext_texts
+from rag.evaluation.financebench_pipelines import (
+    CONFIGURATIONS,
+    Pipeline,
+    run_financebench,
+)
 from rag.evaluation.financebench_query import sub_queries
 from rag.evaluation.financebench_run import document_pages, estimate_tokens
 from rag.testing.financebench import write_synthetic_financebench
@@ -41,7 +46,7 @@ def test_every_configuration_returns_a_context_within_the_budget(synthetic):
 
 
 def test_bm25_finds_the_evidence_page_of_a_keyword_question(synthetic):
-    _, data, index, _ = synthetic
+    _, _, index, _ = synthetic
     bm25 = Pipeline(index, CONFIGURATIONS["bm25"][1], budget=80)
     result = bm25.retrieve("patent lawsuit guidance systems", doc_name="ACME_2022_10K")
     assert document_pages(result.context[0]) == {("ACME_2022_10K", 3)}
@@ -112,6 +117,21 @@ def test_sub_queries_keeps_the_question_first_and_drops_short_instructions():
     assert "Answer in days." not in parts
 
 
-def test_page_heading_skips_page_furniture():
-    assert page_heading("Table of Contents\n12\nConsolidated Balance Sheet\nAt December 31") == \
-        "Consolidated Balance Sheet / At December 31"
+def test_autocontext_vectors_embed_the_header_but_the_chunk_text_stays_the_chunk(synthetic):
+    _, _, index, _ = synthetic
+    chunk = index.chunks[0]
+    text = autocontext_texts([chunk])[0]
+    assert text.startswith(chunk.metadata["title"]) and text.endswith(chunk.page_content)
+    assert not chunk.page_content.startswith(chunk.metadata["title"])
+    assert index.context_vectors.shape == index.vectors.shape
+    assert not np.allclose(index.context_vectors[0], index.vectors[0])
+
+
+def test_chunk_pages_files_a_statement_page_under_its_title():
+    pages = ["Report of Independent Auditors\nWe have audited the statements.",
+             "Table of Contents\nConsolidated Balance Sheet\n(Dollars in millions) 2022 2021\nAssets\n"
+             + "Cash and cash equivalents $ 3,655 $ 4,564\n" * 40]
+    chunks = chunk_pages(pages, metadata={"doc_name": "D"}, chunk_size=500)
+    assert chunks[0].metadata["section"] == "Report of Independent Auditors"
+    assert chunks[1].metadata["section"] == "Consolidated Balance Sheet"
+    assert chunks[-1].metadata["section"] == "Assets"

@@ -106,3 +106,21 @@ def test_default_chunk_plus_header_fits_minilm_256_word_pieces():
     chunks = TokenChunker().split_documents([doc])
     texts = AutoContext().embedding_texts(chunks)
     assert max(wordpiece.count(t) + 2 for t in texts) <= 256  # + [CLS] and [SEP]
+
+
+def test_a_long_heading_path_keeps_its_innermost_heading():
+    chunk = Document(page_content="Revenue 61,502", metadata={
+        "doc_id": "d", "title": "Microsoft 2016 10-K",
+        "section": "ITEM 8. FINANCIAL STATEMENTS AND SUPPLEMENTARY DATA OF THE REGISTRANT AND ITS "
+                   "CONSOLIDATED SUBSIDIARIES / INCOME STATEMENTS"})
+    header = AutoContext().header(chunk.metadata, "")
+    assert header == "Microsoft 2016 10-K / INCOME STATEMENTS"
+
+
+def test_the_section_may_take_half_the_header_before_the_summary():
+    meta = {"doc_id": "d", "title": "PepsiCo 2022 10-K",
+            "section": "Consolidated Statement of Income / PepsiCo, Inc. and Subsidiaries"}
+    header = AutoContext().header(meta, "PepsiCo makes snacks and drinks sold in more than 200 countries.")
+    first, summary = header.split("\n")
+    assert first == "PepsiCo 2022 10-K / Consolidated Statement of Income / PepsiCo, Inc. and Subsidiaries"
+    assert summary.startswith("PepsiCo makes")
