@@ -5,7 +5,7 @@ loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hu
 `RAG_EMBEDDING=openai` switches to `OpenAIEmbeddings` (`OPENAI_API_KEY`, `RAG_OPENAI_EMBEDDING_MODEL`).
 
 Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `fp32` (default) or `bf16` (CPU autocast:
-matmuls in bfloat16, about 1.8x the tokens per CPU-second on CPUs with AMX / AVX-512 BF16; cosine
+matmuls in bfloat16, 1.8-2.5x the tokens per second on CPUs with AMX / AVX-512 BF16; cosine
 to fp32 >= 0.9999). The precision is part of the model id (`embedding_id`), so a knowledge base and
 the embedding cache never mix vectors of two precisions. docs/models.md has the measurements.
 
