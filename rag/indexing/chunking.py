@@ -216,7 +216,10 @@ class TokenChunker:
             base = {**meta, "doc_id": doc_id, "title": _title(meta)}
             if heading is not None:
                 base["section"] = heading
-            for first, last in _windows(_boundary_scores(text, spans), self.chunk_size, self.chunk_overlap):
+            # A piece that fits in one chunk needs no cut scores (the same single window _windows gives).
+            windows = [(0, len(spans))] if len(spans) <= self.chunk_size else \
+                _windows(_boundary_scores(text, spans), self.chunk_size, self.chunk_overlap)
+            for first, last in windows:
                 body = text[spans[first][0]:spans[last - 1][1]]
                 index = counters.get(doc_id, 0)
                 counters[doc_id] = index + 1

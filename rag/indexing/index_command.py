@@ -40,13 +40,20 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds to wait for another writer (default: fail at once)")
     parser.add_argument("--embedding", choices=EMBEDDING_OPTIONS, default="default",
                         help="'fake' uses DeterministicFakeEmbedding(384) for tests and benchmarks")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+                        help="MiniLM precision for a new knowledge base (default: RAG_EMBEDDING_PRECISION, else "
+                             "fp32); an existing one keeps the precision it was built with")
 
 
-def _embedding(choice: str) -> Any:
+def _embedding(choice: str, precision: str | None = None) -> Any:
     if choice == "fake":
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
         return DeterministicFakeEmbedding(size=384)
+    if precision is not None:  # explicit: a knowledge base built with another precision is a ConfigError
+        from rag.models.embeddings import minilm_embeddings
+
+        return minilm_embeddings(precision=precision)
     return None  # the manifest's model, or the default for a new knowledge base
 
 
@@ -60,7 +67,8 @@ def _open(args: argparse.Namespace) -> Any:
     if args.chunk_size is not None or args.chunk_overlap is not None:
         chunker = TokenChunker(chunk_size=args.chunk_size or DEFAULT_CHUNK_SIZE,
                                chunk_overlap=DEFAULT_CHUNK_OVERLAP if args.chunk_overlap is None else args.chunk_overlap)
-    return KnowledgeBase(args.collection, args.store, embedding=_embedding(args.embedding), chunker=chunker,
+    embedding = _embedding(args.embedding, getattr(args, "precision", None))
+    return KnowledgeBase(args.collection, args.store, embedding=embedding, chunker=chunker,
                          autocontext=AutoContext(enabled=False) if args.no_autocontext else None,
                          tagger=KeywordTagger() if args.tags else None, lock_timeout=args.lock_timeout)
 

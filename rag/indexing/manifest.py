@@ -85,17 +85,27 @@ class Manifest(BaseModel):
 def embedding_from_id(model_id: str) -> Embeddings:
     """The embedding model a manifest names, for reopening a knowledge base without passing one.
 
-    Known ids: all-MiniLM-L6-v2 (the offline default), `DeterministicFakeEmbedding(size=N)`
-    (tests), and OpenAI `text-embedding-*` models.
+    Known ids: all-MiniLM-L6-v2 (the offline default) in fp32 or with an `@bf16` suffix,
+    `DeterministicFakeEmbedding(size=N)` (tests), and OpenAI `text-embedding-*` models. A
+    knowledge base reopens with the precision it was built with, whatever
+    `RAG_EMBEDDING_PRECISION` says now.
 
     Raises:
         ConfigError: for any other id; pass `embedding=` explicitly.
     """
-    from rag.models.embeddings import DEFAULT_EMBEDDING_ID, default_embeddings, minilm_embeddings
+    from rag.models.embeddings import (
+        DEFAULT_EMBEDDING_ID,
+        PRECISION_CHOICES,
+        default_embeddings,
+        minilm_embeddings,
+        minilm_precision,
+    )
 
-    if model_id == DEFAULT_EMBEDDING_ID:
-        return default_embeddings() if os.environ.get("RAG_EMBEDDING", "minilm") in ("", "minilm") \
-            else minilm_embeddings()
+    base, _, suffix = model_id.partition("@")
+    precision = suffix or "fp32"
+    if base == DEFAULT_EMBEDDING_ID and precision in PRECISION_CHOICES:
+        default = os.environ.get("RAG_EMBEDDING", "minilm") in ("", "minilm") and minilm_precision() == precision
+        return default_embeddings() if default else minilm_embeddings(precision=precision)
     if match := _FAKE.fullmatch(model_id):
         from langchain_core.embeddings import DeterministicFakeEmbedding
 

@@ -3,12 +3,18 @@
 For each file: an unchanged size and modification time means unchanged; otherwise the
 content hash decides. New and changed documents are processed in groups:
 
-1. their records are marked `pending` (a crash from here on makes the next run redo them);
-2. they are chunked, tagged, given AutoContext; each chunk's id is a hash of its document,
+1. they are chunked, tagged, given AutoContext; each chunk's id is a hash of its document,
    position, embedded text and metadata;
+2. their records are marked `pending` (a crash from here on makes the next run redo them);
 3. only ids the store does not have are embedded (through the embedding cache) and upserted;
    ids of the document that are no longer produced are deleted;
 4. their records are marked `ok` with the new hash and chunk ids.
+
+Steps 2-4 of a group run in one writer thread while the caller loads and chunks the next group
+(at most one group in flight), so groups still reach the store one at a time and in order. pdfium,
+the Rust tokenizer and torch release the GIL, so loading and chunking overlap with embedding;
+chromadb 1.5's add/upsert holds the GIL (measured), so they do not overlap with the store write. `sync` returns only after the
+writer has finished, i.e. while the caller still holds the writer lock.
 
 Every step is idempotent, so re-running after a crash converges to exactly the right chunks.
 
@@ -25,6 +31,8 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -86,6 +94,60 @@ class IndexReport:
                 f"deleted {len(self.deleted)}, skipped {len(self.skipped)} document(s); "
                 f"{self.chunks_added} chunk(s) written, {self.chunks_deleted} removed, {self.embedded} embedded; "
                 f"{self.seconds:.2f} s")
+
+
+@dataclass
+class _Prepared:
+    """A chunked group, ready for the writer: chunks, embedded texts, metadata and ids."""
+
+    items: list[_Item]
+    chunks: list[Document]
+    texts: list[str]
+    metas: list[dict[str, Any]]
+    ids: list[str]
+    summaries: dict[str, str]
+
+
+class _Writer:
+    """Runs store writes in one background thread, at most one group in flight.
+
+    Example:
+        >>> stored = []
+        >>> writer = _Writer()
+        >>> writer.submit(stored.append, "group 1")
+        >>> writer.close()
+        >>> stored
+        ['group 1']
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._future: Future | None = None
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Wait for the previous write (re-raising its error), then start `fn(*args)`."""
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-index-writer")
+        self._future = self._pool.submit(fn, *args)
+
+    def wait(self) -> None:
+        """Block until the write in flight is done; its exception is raised here."""
+        future, self._future = self._future, None
+        if future is not None:
+            future.result()
+
+    def close(self) -> None:
+        """Wait for any write in flight and stop the thread (no store write may outlive `sync`).
+
+        Used in `finally`: when the caller is already raising, that error wins and a second one
+        from the writer is left on its future (it could only repeat or follow from the first).
+        """
+        if self._future is not None:
+            wait_futures([self._future])
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 @dataclass
@@ -156,37 +218,44 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
     group: list[_Item] = []
     pending_chars = [0]
 
+    writer = _Writer()
+
     def flush(force_write: bool = False) -> None:
         size = sum(len(d.page_content) for d in group[-1].docs) if group else 0
         pending_chars[0] += size
         if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
-            _write(kb, group, report, emit)
+            prepared = _prepare(kb, list(group), emit)
+            writer.submit(_store, kb, prepared, report, emit)
             group.clear()
             pending_chars[0] = 0
 
-    for file in files:
-        key = str(file.resolve())
-        seen.add(key)
-        item = _file_item(kb, file, key, records.get(key), force, report, touched)
-        emit("file", 1)
-        if item is None:
-            continue
-        group.append(item)
-        emit("pages", len(item.docs))
-        flush()
-    for key, docs in grouped.items():
-        seen.add(key)
-        rec = records.get(key)
-        content_hash = _docs_hash(docs)
-        emit("file", 1)
-        if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
-            report.unchanged.append(key)
-            continue
-        doc_id = rec.doc_id if rec else str(docs[0].metadata.get("doc_id") or document_id(key))
-        group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), "updated" if rec else "added"))
-        emit("pages", len(docs))
-        flush()
-    flush(force_write=True)
+    try:
+        for file in files:
+            key = str(file.resolve())
+            seen.add(key)
+            item = _file_item(kb, file, key, records.get(key), force, report, touched, writer)
+            emit("file", 1)
+            if item is None:
+                continue
+            group.append(item)
+            emit("pages", len(item.docs))
+            flush()
+        for key, docs in grouped.items():
+            seen.add(key)
+            rec = records.get(key)
+            content_hash = _docs_hash(docs)
+            emit("file", 1)
+            if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
+                report.unchanged.append(key)
+                continue
+            doc_id = rec.doc_id if rec else str(docs[0].metadata.get("doc_id") or document_id(key))
+            group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), "updated" if rec else "added"))
+            emit("pages", len(docs))
+            flush()
+        flush(force_write=True)
+        writer.wait()
+    finally:
+        writer.close()
     kb.records.put_many(touched)
     stale = []
     if cleanup == "full":
@@ -202,7 +271,7 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
 
 
 def _file_item(kb: KnowledgeBase, file: Path, key: str, rec: DocumentRecord | None, force: bool,
-               report: IndexReport, touched: list[DocumentRecord]) -> _Item | None:
+               report: IndexReport, touched: list[DocumentRecord], writer: _Writer) -> _Item | None:
     """The work item for a file, or None when it is unchanged or unreadable (recorded in `report`)."""
     ok = rec is not None and rec.state == "ok" and not force
     try:
@@ -224,6 +293,7 @@ def _file_item(kb: KnowledgeBase, file: Path, key: str, rec: DocumentRecord | No
     except (LoaderError, OSError) as exc:
         report.skipped.append(Skipped(str(file), str(exc)))
         if rec is not None and rec.state == "pending":  # a half-written earlier attempt: remove it
+            writer.wait()  # one store writer at a time
             report.chunks_deleted += kb.delete_records([rec])
         return None
     doc_id = rec.doc_id if rec else document_id(key)
@@ -231,10 +301,8 @@ def _file_item(kb: KnowledgeBase, file: Path, key: str, rec: DocumentRecord | No
                  "updated" if rec is not None and rec.state == "ok" else "added")
 
 
-def _write(kb: KnowledgeBase, items: list[_Item], report: IndexReport, emit: Callable[[str, int], None]) -> None:
-    """Chunk, embed the new chunks and write one group of documents (see the module docstring)."""
-    kb.records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
-                                        state="pending") for i in items])
+def _prepare(kb: KnowledgeBase, items: list[_Item], emit: Callable[[str, int], None]) -> _Prepared:
+    """Chunk, tag and add AutoContext to one group (no store access; runs in the caller's thread)."""
     docs = [Document(page_content=d.page_content, metadata={**d.metadata, "doc_id": i.doc_id})
             for i in items for d in i.docs]
     chunks = kb.chunker.split_documents(docs)
@@ -245,6 +313,15 @@ def _write(kb: KnowledgeBase, items: list[_Item], report: IndexReport, emit: Cal
     metas = [scalar_metadata(c.metadata) for c in chunks]
     ids = [chunk_id(m["doc_id"], m["chunk_index"], t, m) for m, t in zip(metas, texts, strict=True)]
     emit("chunks", len(chunks))
+    return _Prepared(items, chunks, texts, metas, ids, summaries)
+
+
+def _store(kb: KnowledgeBase, prepared: _Prepared, report: IndexReport, emit: Callable[[str, int], None]) -> None:
+    """Embed the new chunks of a prepared group and write them (steps 2-4 of the module docstring)."""
+    items, chunks, texts, metas, ids, summaries = (prepared.items, prepared.chunks, prepared.texts, prepared.metas,
+                                                   prepared.ids, prepared.summaries)
+    kb.records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
+                                        state="pending") for i in items])
     doc_ids = [i.doc_id for i in items]
     existing = set(kb.collection.get(where={"doc_id": {"$in": doc_ids}}, include=[])["ids"])
     todo = [n for n, cid in enumerate(ids) if cid not in existing]
