@@ -15,7 +15,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The user's RAG_* settings must not change what a test sees."""
-    for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+    for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_EMBEDDING_PRECISION", "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     home = tmp_path_factory.getbasetemp() / "home"
     home.mkdir(exist_ok=True)
