@@ -160,6 +160,7 @@ class _Item:
     mtime_ns: int
     docs: list[Document]
     status: str
+    known: bool = True  # the records file has an entry for it, so the store may hold chunks of it
 
 
 def chunk_id(doc_id: str, index: int, embedded_text: str, metadata: dict[str, Any]) -> str:
@@ -249,7 +250,8 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
                 report.unchanged.append(key)
                 continue
             doc_id = rec.doc_id if rec else str(docs[0].metadata.get("doc_id") or document_id(key))
-            group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), "updated" if rec else "added"))
+            group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), "updated" if rec else "added",
+                               known=rec is not None))
             emit("pages", len(docs))
             flush()
         flush(force_write=True)
@@ -298,7 +300,7 @@ def _file_item(kb: KnowledgeBase, file: Path, key: str, rec: DocumentRecord | No
         return None
     doc_id = rec.doc_id if rec else document_id(key)
     return _Item(key, str(file), doc_id, content_hash, stat.st_size, stat.st_mtime_ns, docs,
-                 "updated" if rec is not None and rec.state == "ok" else "added")
+                 "updated" if rec is not None and rec.state == "ok" else "added", known=rec is not None)
 
 
 def _prepare(kb: KnowledgeBase, items: list[_Item], emit: Callable[[str, int], None]) -> _Prepared:
@@ -322,8 +324,10 @@ def _store(kb: KnowledgeBase, prepared: _Prepared, report: IndexReport, emit: Ca
                                                    prepared.ids, prepared.summaries)
     kb.records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
                                         state="pending") for i in items])
-    doc_ids = [i.doc_id for i in items]
-    existing = set(kb.collection.get(where={"doc_id": {"$in": doc_ids}}, include=[])["ids"])
+    # Chunks are written only after their document's record is marked pending, so a document without a
+    # record has nothing in the store: skip the metadata query (costly for large groups) for those.
+    doc_ids = [i.doc_id for i in items if i.known]
+    existing = set(kb.collection.get(where={"doc_id": {"$in": doc_ids}}, include=[])["ids"]) if doc_ids else set()
     todo = [n for n, cid in enumerate(ids) if cid not in existing]
     ready: list[tuple[int, list[float]]] = []
     for begin in range(0, len(todo), _EMBED_BATCH):
