@@ -46,13 +46,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from rag.core.resource import Resource, new_chroma
     from rag.evaluation.financebench import FinanceBenchData
-    from rag.evaluation.financebench_index import BenchIndex
+    from rag.evaluation.financebench_index import BenchIndex, benchmark_embeddings
     from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline
     from rag.evaluation.financebench_run import Retrieval, score_question
     from rag.indexing.autocontext import AutoContext
     from rag.indexing.chunking import PassthroughChunker
     from rag.indexing.knowledge_base import KnowledgeBase
-    from rag.models.embeddings import default_embeddings
     from rag.retrieval.hybrid import HybridRetriever
     from rag.retrieval.lexical import BM25Index
     from rag.retrieval.rerank import EmbeddingReranker
@@ -70,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         # the knowledge base's embedding cache is the benchmark's (same model id + text -> same vector)
         os.symlink(Path(args.cache_dir).resolve() / "embeddings.sqlite", Path(tmp) / "embeddings.sqlite")
-        kb = KnowledgeBase("financebench", tmp, embedding=default_embeddings(), chunker=PassthroughChunker(),
+        kb = KnowledgeBase("financebench", tmp, embedding=benchmark_embeddings(), chunker=PassthroughChunker(),
                            autocontext=AutoContext())
         report = kb.add_documents(chunks)
         print(f"knowledge base: {kb.count()} chunks in Chroma ({len(report.added)} filings) "

@@ -182,8 +182,13 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         from rag.indexing.knowledge_base import KnowledgeBase
 
+        from rag.models.embeddings import is_default_embeddings
+
         kb_name = self.knowledge_base or self.name
-        kwargs: dict[str, Any] = {"embedding": embedding, "description": self.description}
+        # `embedding: {kind: default}` means "no particular model": an existing knowledge base keeps the one in
+        # its manifest (e.g. MiniLM fp32 after the default precision became `auto`), a new one gets the default.
+        chosen = None if is_default_embeddings(embedding) else embedding
+        kwargs: dict[str, Any] = {"embedding": chosen, "description": self.description}
         if self.autocontext is not None:
             from rag.indexing.autocontext import AutoContext
 

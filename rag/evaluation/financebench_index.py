@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,19 @@ def autocontext_texts(chunks: list[Document]) -> list[str]:
     return AutoContext().embedding_texts(chunks)
 
 
+def benchmark_embeddings() -> Embeddings:
+    """The benchmark's model: the configured one, but MiniLM in fp32 unless `RAG_EMBEDDING_PRECISION` says otherwise.
+
+    The committed results and the shared embedding cache are fp32; `auto` precision would pick bf16 on
+    some CPUs and re-embed the whole corpus. Set `RAG_EMBEDDING_PRECISION=bf16` to benchmark bf16.
+    """
+    from rag.models.embeddings import PRECISION_ENV_VAR, default_embeddings, minilm_embeddings
+
+    if os.environ.get("RAG_EMBEDDING", "minilm").strip().lower() in ("", "minilm"):
+        return minilm_embeddings(precision=os.environ.get(PRECISION_ENV_VAR) or "fp32")
+    return default_embeddings()
+
+
 @dataclass
 class BenchIndex:
     """Chunks of every filing with their plain and AutoContext vectors and BM25 indexes."""
@@ -71,9 +85,7 @@ class BenchIndex:
 
         say = progress or (lambda _msg: None)
         if embeddings is None:
-            from rag.models.embeddings import default_embeddings
-
-            embeddings = default_embeddings()
+            embeddings = benchmark_embeddings()
         if cache_dir is not None and not isinstance(embeddings, CachedEmbeddings):
             embeddings = CachedEmbeddings(embeddings, path=Path(cache_dir) / "embeddings.sqlite")
         say(f"parsing and chunking {len(data.documents)} filings")

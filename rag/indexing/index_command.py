@@ -40,9 +40,10 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds to wait for another writer (default: fail at once)")
     parser.add_argument("--embedding", choices=EMBEDDING_OPTIONS, default="default",
                         help="'fake' uses DeterministicFakeEmbedding(384) for tests and benchmarks")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
                         help="MiniLM precision for a new knowledge base (default: RAG_EMBEDDING_PRECISION, else "
-                             "fp32); an existing one keeps the precision it was built with")
+                             "auto = bf16 on CPUs with native bfloat16, else fp32); an existing one keeps the "
+                             "precision it was built with")
 
 
 def _embedding(choice: str, precision: str | None = None) -> Any:

@@ -80,3 +80,22 @@ def test_a_model_converted_to_bf16_weights_gets_its_own_id() -> None:
     converted = minilm_embeddings(precision="fp32")
     converted._client.to(torch.bfloat16)
     assert embedding_id(converted) == f"{DEFAULT_EMBEDDING_ID}@bfloat16-weights"
+
+
+def test_a_config_with_the_default_model_opens_a_knowledge_base_in_its_own_precision(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rag.core.generator import RAG
+
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# Sales\n\n" + " ".join(TEXTS[:4]))
+    config = {"embedding": {"kind": "default"}, "llm": {"kind": "extractive"},
+              "resources": [{"name": "notes", "kind": "knowledge_base", "path": str(tmp_path / "store"),
+                             "index": {"paths": [str(tmp_path / "notes")]}}]}
+    monkeypatch.setenv("RAG_EMBEDDING_PRECISION", "fp32")
+    RAG.from_config(config)
+    monkeypatch.setenv("RAG_EMBEDDING_PRECISION", "bf16")  # a new default must not lock users out of old stores
+    rag = RAG.from_config(config)
+    kb = KnowledgeBase.open("notes", tmp_path / "store")
+    assert kb.manifest.embedding.id == DEFAULT_EMBEDDING_ID
+    docs = rag.resources[0].retriever.invoke("How much were net sales in 2022?")
+    assert docs and "34,229" in docs[0].page_content
