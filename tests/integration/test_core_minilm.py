@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rag import RAG, Resource
-from rag.models.embeddings import DEFAULT_EMBEDDING_ID, embedding_id
+from rag.models.embeddings import DEFAULT_EMBEDDING_ID, embedding_id, native_bf16
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,8 @@ def corpus(tmp_path):
 def test_minilm_gives_normalised_384_d_vectors_offline(minilm):
     vec = np.array(minilm.embed_query("hello world"))
     assert vec.shape == (384,) and abs(np.linalg.norm(vec) - 1) < 1e-4
-    assert embedding_id(minilm) == DEFAULT_EMBEDDING_ID
+    # the default precision is `auto`: the plain id for fp32, `@bf16` on CPUs with native bfloat16
+    assert embedding_id(minilm) == DEFAULT_EMBEDDING_ID + ("@bf16" if native_bf16() else "")
 
 
 def test_semantic_search_finds_paraphrases(corpus, tmp_path, minilm):
