@@ -35,7 +35,7 @@ from langchain_core.documents import Document
 
 from rag.core.errors import ConfigError
 from rag.indexing.loaders import clean_text
-from rag.indexing.tokens import TokenCounter, default_tokenizer
+from rag.indexing.tokens import Tokenizer, default_tokenizer
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
@@ -160,7 +160,7 @@ class TokenChunker:
     """
 
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-                 tokenizer: TokenCounter | None = None, headers: bool | None = None) -> None:
+                 tokenizer: Tokenizer | None = None, headers: bool | None = None) -> None:
         for name, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name} must be an integer, got {value!r}")
@@ -176,7 +176,7 @@ class TokenChunker:
         self._tokenizer = tokenizer
 
     @property
-    def tokenizer(self) -> TokenCounter:
+    def tokenizer(self) -> Tokenizer:
         """The tokenizer, loaded on first use."""
         if self._tokenizer is None:
             self._tokenizer = default_tokenizer()
@@ -267,7 +267,7 @@ class PassthroughChunker:
 
 
 def split_documents(docs: Sequence[Document], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, tokenizer: TokenCounter | None = None,
+                    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, tokenizer: Tokenizer | None = None,
                     headers: bool | None = None) -> list[Document]:
     """Split documents with a `TokenChunker` (see its arguments)."""
     return TokenChunker(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenizer,

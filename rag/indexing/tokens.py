@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ApproximateTokenizer", "TokenCounter", "WordPieceTokenizer", "default_tokenizer"]
+__all__ = ["ApproximateTokenizer", "Tokenizer", "WordPieceTokenizer", "default_tokenizer"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ Offsets = list[tuple[int, int]]
 
 
 @runtime_checkable
-class TokenCounter(Protocol):
+class Tokenizer(Protocol):
     """What chunking needs from a tokenizer: character offsets of each token, in batches."""
 
     name: str
@@ -108,11 +108,11 @@ class ApproximateTokenizer:
         return sum(1 for _ in _APPROX.finditer(text))
 
 
-_default: TokenCounter | None = None
+_default: Tokenizer | None = None
 _default_lock = threading.Lock()
 
 
-def default_tokenizer() -> TokenCounter:
+def default_tokenizer() -> Tokenizer:
     """The MiniLM word-piece tokenizer, or `ApproximateTokenizer` when it cannot be loaded.
 
     Loaded once per process, on first use.
