@@ -111,14 +111,13 @@ def build_paths_store(directory: Path, n: int, docs: int):
 
 
 def build_partitioned(directory: Path, n: int, docs: int):
-    """The same chunks in a PartitionedChroma keyed on doc_name (no global collection)."""
+    """The same chunks in a PartitionedChroma keyed on doc_name (default layout: global collection + arrays)."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
     from rag.retrieval.partitioned import PartitionedChroma
 
     emb = DeterministicFakeEmbedding(size=DIM)
-    store = PartitionedChroma("paths", emb, partition_key="doc_name", persist_directory=directory,
-                              keep_global=False)
+    store = PartitionedChroma("paths", emb, partition_key="doc_name", persist_directory=directory)
     if len(store.partition_values()) >= docs:
         return store
     chunks = synthetic_chunks(n, docs)
@@ -138,7 +137,7 @@ def bench_partitioned(args: argparse.Namespace) -> list[dict]:
     from rag.retrieval.lexical import BM25Index
     from rag.retrieval.retrieve import retrieve
 
-    store = build_partitioned(args.dir / "partitioned", args.n, args.docs)
+    store = build_partitioned(args.dir / "partitioned-global", args.n, args.docs)
     bm25 = BM25Index.load(args.dir / "bm25")
     hybrid = HybridRetriever(vectorstore=store, bm25=bm25, k=8, fetch_k=40)
     resource = Resource.from_retriever("bench", hybrid)
