@@ -340,7 +340,9 @@ def _store(kb: KnowledgeBase, prepared: _Prepared, report: IndexReport, emit: Ca
         emit("embeddings", len(batch))
         # Chroma's cost per call is high: write in large batches.
         if len(ready) >= _UPSERT_BATCH or begin + _EMBED_BATCH >= len(todo):
-            kb.collection.upsert(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
+            # `add`, not `upsert`: `todo` holds only ids the store does not have (known documents were looked up
+            # above, new ones have nothing stored), and upsert's per-id existence check grows with the collection.
+            kb.collection.add(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
                                  documents=[chunks[n].page_content for n, _ in ready],
                                  metadatas=[metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
