@@ -6,15 +6,15 @@ content hash decides. New and changed documents are processed in groups:
 1. they are chunked, tagged, given AutoContext; each chunk's id is a hash of its document,
    position, embedded text and metadata;
 2. their records are marked `pending` (a crash from here on makes the next run redo them);
-3. only ids the store does not have are embedded (through the embedding cache) and upserted;
+3. only ids the store does not have are embedded (through the embedding cache) and added;
    ids of the document that are no longer produced are deleted;
 4. their records are marked `ok` with the new hash and chunk ids.
 
 Steps 2-4 of a group run in one writer thread while the caller loads and chunks the next group
 (at most one group in flight), so groups still reach the store one at a time and in order. pdfium,
 the Rust tokenizer and torch release the GIL, so loading and chunking overlap with embedding;
-chromadb 1.5's add/upsert holds the GIL (measured), so they do not overlap with the store write. `sync` returns only after the
-writer has finished, i.e. while the caller still holds the writer lock.
+chromadb 1.5's add/upsert holds the GIL (measured), so they do not overlap with the store write.
+`sync` returns only after the writer has finished, i.e. while the caller still holds the writer lock.
 
 Every step is idempotent, so re-running after a crash converges to exactly the right chunks.
 
@@ -54,7 +54,7 @@ CLEANUP_MODES = (None, "incremental", "full")
 _GROUP_CHARS = 4_000_000  # text per processing group (~5,000 chunks): bounded memory, large writes
 _GROUP_DOCS = 5000
 _EMBED_BATCH = 512  # chunks per embedding call (and progress event)
-_UPSERT_BATCH = 5000  # chunks per Chroma upsert (Chroma 1.5 accepts up to ~5.4k)
+_WRITE_BATCH = 5000  # chunks per Chroma add (Chroma 1.5 accepts up to ~5.4k)
 _DELETE_BATCH = 5000
 
 
@@ -339,12 +339,12 @@ def _store(kb: KnowledgeBase, prepared: _Prepared, report: IndexReport, emit: Ca
         ready += zip(batch, vectors, strict=True)
         emit("embeddings", len(batch))
         # Chroma's cost per call is high: write in large batches.
-        if len(ready) >= _UPSERT_BATCH or begin + _EMBED_BATCH >= len(todo):
+        if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
             # `add`, not `upsert`: `todo` holds only ids the store does not have (known documents were looked up
             # above, new ones have nothing stored), and upsert's per-id existence check grows with the collection.
             kb.collection.add(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
-                                 documents=[chunks[n].page_content for n, _ in ready],
-                                 metadatas=[metas[n] for n, _ in ready])
+                              documents=[chunks[n].page_content for n, _ in ready],
+                              metadatas=[metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
             ready = []
     stale = sorted(existing - set(ids))
