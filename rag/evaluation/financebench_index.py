@@ -53,9 +53,9 @@ def benchmark_embeddings() -> Embeddings:
     The committed results and the shared embedding cache are fp32; `auto` precision would pick bf16 on
     some CPUs and re-embed the whole corpus. Set `RAG_EMBEDDING_PRECISION=bf16` to benchmark bf16.
     """
-    from rag.models.embeddings import PRECISION_ENV_VAR, default_embeddings, minilm_embeddings
+    from rag.models.embeddings import PRECISION_ENV_VAR, default_embeddings, embedding_choice, minilm_embeddings
 
-    if os.environ.get("RAG_EMBEDDING", "minilm").strip().lower() in ("", "minilm"):
+    if embedding_choice() == "minilm":
         return minilm_embeddings(precision=os.environ.get(PRECISION_ENV_VAR) or "fp32")
     return default_embeddings()
 

@@ -97,6 +97,7 @@ def embedding_from_id(model_id: str) -> Embeddings:
         DEFAULT_EMBEDDING_ID,
         PRECISION_CHOICES,
         default_embeddings,
+        embedding_choice,
         minilm_embeddings,
         minilm_precision,
     )
@@ -104,7 +105,7 @@ def embedding_from_id(model_id: str) -> Embeddings:
     base, _, suffix = model_id.partition("@")
     precision = suffix or "fp32"
     if base == DEFAULT_EMBEDDING_ID and precision in PRECISION_CHOICES:
-        default = os.environ.get("RAG_EMBEDDING", "minilm") in ("", "minilm") and minilm_precision() == precision
+        default = embedding_choice() == "minilm" and minilm_precision() == precision
         return default_embeddings() if default else minilm_embeddings(precision=precision)
     if match := _FAKE.fullmatch(model_id):
         from langchain_core.embeddings import DeterministicFakeEmbedding

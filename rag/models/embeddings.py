@@ -6,8 +6,9 @@ loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hu
 
 Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `auto` (default: `bf16` on CPUs with native
 bfloat16 instructions, AMX or AVX-512 BF16, else `fp32`), `fp32`, or `bf16` (CPU autocast: matmuls in
-bfloat16, 1.8-2.5x the tokens per second on such CPUs; cosine to fp32 >= 0.9999). The precision is part of the model id (`embedding_id`), so a knowledge base and
-the embedding cache never mix vectors of two precisions. docs/models.md has the measurements.
+bfloat16, 1.8-2.5x the tokens per second on such CPUs; cosine to fp32 >= 0.9999). The precision is
+part of the model id (`embedding_id`), so a knowledge base and the embedding cache never mix vectors
+of two precisions. docs/models.md has the measurements.
 
 Example:
     >>> emb = default_embeddings()          # doctest: +SKIP
@@ -35,6 +36,7 @@ __all__ = [
     "PRECISION_CHOICES",
     "PRECISION_SETTINGS",
     "default_embeddings",
+    "embedding_choice",
     "embedding_id",
     "is_default_embeddings",
     "minilm_embeddings",
@@ -67,10 +69,12 @@ def minilm_model_path() -> Path:
     return path
 
 
+@functools.cache
 def native_bf16() -> bool:
     """Whether this CPU has native bfloat16 matrix instructions (AMX or AVX-512 BF16; read from /proc/cpuinfo).
 
-    Without them bf16 autocast is emulated and slower than fp32, so `auto` picks fp32.
+    Without them bf16 autocast is emulated and slower than fp32, so `auto` picks fp32. Read once per
+    process (`default_embeddings()` asks on every call, and /proc/cpuinfo is large on big machines).
     """
     try:
         flags = Path("/proc/cpuinfo").read_text(errors="replace").split()
@@ -174,13 +178,23 @@ def _openai_embeddings() -> Embeddings:
                             base_url=os.environ.get("OPENAI_BASE_URL") or None)
 
 
+def embedding_choice() -> str:
+    """`RAG_EMBEDDING`, normalised (`minilm` when unset or empty); `default_embeddings()` validates it.
+
+    Example:
+        >>> embedding_choice() in EMBEDDING_CHOICES
+        True
+    """
+    return os.environ.get("RAG_EMBEDDING", "minilm").strip().lower() or "minilm"
+
+
 def default_embeddings() -> Embeddings:
     """The configured embedding model, created once per process (thread-safe).
 
     `RAG_EMBEDDING` selects it: unset or `minilm` (offline default), or `openai`;
     `RAG_EMBEDDING_PRECISION` the MiniLM precision (`auto` default, `fp32` or `bf16`).
     """
-    choice = os.environ.get("RAG_EMBEDDING", "minilm").strip().lower() or "minilm"
+    choice = embedding_choice()
     if choice not in EMBEDDING_CHOICES:
         raise ConfigError(f"RAG_EMBEDDING={choice!r} is not valid; valid: {', '.join(EMBEDDING_CHOICES)}")
     key = f"minilm@{minilm_precision()}" if choice == "minilm" else choice
