@@ -7,11 +7,12 @@ ten configurations over 27k chunks). This script runs the same full pipeline the
     -> HybridRetriever (the knowledge base's Chroma collection + BM25 over title, section and text,
        convex fusion 0.9 / 0.1) in a Resource
     -> rag.retrieve(question, resource, router=DocumentRouter, reranker=EmbeddingReranker,
-       rerank_weight=0.5, page_diversity=0.3, fetch_k=100)
+       rerank_weight=0.5, page_diversity=0.3, fetch_k=100,
+       sections=SectionRouter.from_source(knowledge_base, key="doc_name"))
 
 and scores it like the benchmark (context capped at 4,000 tokens counted as chars/4, hit = a gold
 evidence page in the context), next to the harness's `full` configuration on the same filings
-(`--no-rerank`: `full-ac`). The reranker is blended 50/50 with the first stage
+(`--no-sections`: `full-nosections`; `--no-rerank` too: `full-ac`). The reranker is blended 50/50 with the first stage
 (`rerank_weight=0.5`) over all 100 candidates; the harness blends it over the top 50.
 Vectors come from the benchmark's embedding cache (bench/results/cache), so nothing is re-embedded
 when the main benchmark ran first.
@@ -38,9 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=os.environ.get("RAG_FINANCEBENCH_DIR", str(ROOT / "../shared/data/financebench")))
     parser.add_argument("--cache-dir", default=str(ROOT / "bench/results/cache"))
     parser.add_argument("--docs", type=int, default=12, help="the first N filings (by name) that have questions")
+    parser.add_argument("--no-sections", dest="sections", action="store_false",
+                        help="without named sections (compare with the harness's full-nosections)")
     parser.add_argument("--no-rerank", dest="rerank", action="store_false",
                         help="skip the EmbeddingReranker (the harness's full-ac instead of full)")
     args = parser.parse_args(argv)
+    if not args.rerank and args.sections:
+        parser.error("--no-rerank needs --no-sections (the harness has no configuration with sections and no reranker)")
 
     import chromadb
 
@@ -57,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from rag.retrieval.rerank import EmbeddingReranker
     from rag.retrieval.retrieve import retrieve
     from rag.retrieval.routing import DocumentRouter
+    from rag.retrieval.sections import SectionRouter
 
     data = FinanceBenchData.load(args.data)
     names = sorted({q.doc_name for q in data.questions})[: args.docs]
@@ -83,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         router = DocumentRouter({n: f"{t} | {n.replace('_', ' ')}" for n, t in titles.items()}, key="doc_name")
 
         reranker = EmbeddingReranker(embedding=kb.embedding) if args.rerank else None
+        sections = SectionRouter.from_source(kb, key="doc_name") if args.sections else None
         index = BenchIndex.build(sub, cache_dir=args.cache_dir)
-        harness = Pipeline(index, CONFIGURATIONS["full" if args.rerank else "full-ac"][1])
+        reference = "full-ac" if not args.rerank and not args.sections else \
+            ("full" if args.sections else "full-nosections")
+        harness = Pipeline(index, CONFIGURATIONS[reference][1])
         hits = {"library": {"single": 0, "shared": 0}, "harness": {"single": 0, "shared": 0}}
         seconds = 0.0
         for q in sub.questions:
@@ -92,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"filter": {"doc_name": q.doc_name}} if setting == "single" else {"router": router}
                 t0 = time.perf_counter()
                 result = retrieve(q.question, resource, k=60, fetch_k=100, fusion="convex", page_diversity=0.3,
-                                  reranker=reranker, rerank_weight=0.5, max_tokens=None, **kwargs)
+                                  reranker=reranker, rerank_weight=0.5, sections=sections, max_tokens=None, **kwargs)
                 seconds += time.perf_counter() - t0
                 got = score_question(q, Retrieval(ranked=result.context, context=result.context))
                 hits["library"][setting] += int(got["context_hit"])
@@ -101,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         kb.close()
     n = len(sub.questions)
     for path, by_setting in hits.items():
-        print(f"{path:8} single-document {by_setting['single']}/{n} ({by_setting['single'] / n:.1%})   "
+        print(f"{path if path == 'library' else f'harness {reference}':8} single-document {by_setting['single']}/{n} ({by_setting['single'] / n:.1%})   "
               f"shared store ({len(names)} filings) {by_setting['shared']}/{n} ({by_setting['shared'] / n:.1%})")
     print(f"library retrieve(): {1000 * seconds / (2 * n):.0f} ms per question (mean); "
           f"total {time.perf_counter() - started:.0f} s")

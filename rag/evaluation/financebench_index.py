@@ -53,7 +53,12 @@ def benchmark_embeddings() -> Embeddings:
     The committed results and the shared embedding cache are fp32; `auto` precision would pick bf16 on
     some CPUs and re-embed the whole corpus. Set `RAG_EMBEDDING_PRECISION=bf16` to benchmark bf16.
     """
-    from rag.models.embeddings import PRECISION_ENV_VAR, default_embeddings, embedding_choice, minilm_embeddings
+    from rag.models.embeddings import (
+        PRECISION_ENV_VAR,
+        default_embeddings,
+        embedding_choice,
+        minilm_embeddings,
+    )
 
     if embedding_choice() == "minilm":
         return minilm_embeddings(precision=os.environ.get(PRECISION_ENV_VAR) or "fp32")
@@ -75,6 +80,7 @@ class BenchIndex:
     bm25: Any = None                        # rag.retrieval.lexical.BM25Index over text only
     bm25_context: Any = None                # ... over title + section + text
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _sections: Any = field(default=None, repr=False)
 
     @classmethod
     def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, chunk_size: int = 1000,
@@ -112,6 +118,14 @@ class BenchIndex:
         if doc_name is None:
             return np.arange(len(self.chunks))
         return self.positions.get(doc_name, np.zeros(0, dtype=np.int64))
+
+    def section_router(self) -> Any:
+        """The `rag.retrieval.sections.SectionRouter` over every filing's chunks (built on first use)."""
+        from rag.retrieval.sections import SectionRouter
+
+        if self._sections is None:
+            self._sections = SectionRouter(self.chunks, key="doc_name")
+        return self._sections
 
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         """Normalised query vectors (cached by `CachedEmbeddings` when the index was built with a cache)."""

@@ -69,6 +69,8 @@ class PipelineSpec:
     rse: str | None = None               # an RSE preset of rag.retrieval.rse
     rse_overrides: tuple[tuple[str, float], ...] = ()
     page_diversity: float = 0.0          # rag.retrieval.packing.diversify: discount per better chunk of the page
+    sections: bool = False               # rag.retrieval.sections.SectionRouter: promote the sections the question names
+    section_at: int = 3                  # ... after this many results
 
 
 def _specs() -> list[PipelineSpec]:
@@ -93,6 +95,9 @@ def _specs() -> list[PipelineSpec]:
                 description="autocontext + document routing: in the shared store, search only the filings whose "
                             "company, period and form best match the question (all filings when it names none)"),
         rr,
+        replace(ac, name="sections", sections=True,
+                description="autocontext + named sections (rag.retrieval.sections.SectionRouter): the opening "
+                            "chunk of each section whose heading the question names goes in after the top 3"),
         replace(rr, name="neighbours", neighbours=1,
                 description="rerank, then the top 8 hits widened by +-1 neighbouring chunk (expand_neighbours)"),
         replace(rr, name="rse", rse="balanced",
@@ -100,16 +105,20 @@ def _specs() -> list[PipelineSpec]:
         replace(hybrid, name="full-plain", routing=True, page_diversity=0.3,
                 description="routing + hybrid over plain chunk vectors + page-diverse packing (full-ac without AutoContext)"),
         replace(ac, name="full-ac", routing=True, page_diversity=0.3,
-                description="routing + autocontext hybrid + page-diverse packing (full without the reranker)"),
+                description="routing + autocontext hybrid + page-diverse packing (full without the reranker and named sections)"),
         replace(ac, name="full-mix", routing=True, page_diversity=0.3, context_weight=0.5,
                 description="full-ac with the dense score the mean of the plain and the AutoContext cosine "
                             "(two vectors per chunk)"),
         replace(ac, name="full-kw", routing=True, page_diversity=0.3, rephrase=("keywords",),
                 description="full-ac + the offline keyword rephrasing of the question (rag.retrieval.rephrase) fused"),
-        replace(ac, name="full", routing=True, page_diversity=0.3, rerank=True,
+        replace(ac, name="full-nosections", routing=True, page_diversity=0.3, rerank=True,
+                description="routing + autocontext hybrid + EmbeddingReranker (plain chunk text, fused 50/50 "
+                            "with the first stage) + page-diverse packing (full without named sections)"),
+        replace(ac, name="full", routing=True, page_diversity=0.3, rerank=True, sections=True,
                 description="routing + autocontext hybrid + EmbeddingReranker (plain chunk text, fused 50/50 "
                             "with the first stage) + page-diverse packing (a chunk loses 0.3 of its normalised "
-                            "score per better chunk already taken from its page)"),
+                            "score per better chunk already taken from its page) + named sections (the opening "
+                            "chunk of each section the question names goes in after the top 3)"),
     ]
 
 
@@ -165,6 +174,8 @@ class Pipeline:
             scored = self._rerank(queries, scored)
         if spec.page_diversity:
             scored = diversify(scored, discount=spec.page_diversity)
+        if spec.sections:
+            scored, _ = self.index.section_router().promote(question, scored, at=spec.section_at)
         context = self._select(scored)
         context = [self._fix_pages(d) for d in apply_budget(context, self.budget, counter=CharTokenCounter())]
         return Retrieval(ranked=[d for d, _ in scored[:50]], context=context)

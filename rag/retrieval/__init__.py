@@ -1,4 +1,5 @@
-"""Retrieval components: BM25, hybrid search, fusion, rephrasing, routing, reranking, expansion, RSE, budget.
+"""Retrieval components: BM25, hybrid search, fusion, rephrasing, routing, named sections, reranking, expansion,
+RSE, budget.
 
 Every retriever here takes `k` and a portable `filter` per call (`accepts_portable_filter`), so it
 plugs into a `Resource`; `retrieve` runs a whole path and records each step in a `RAGResult`.
@@ -30,6 +31,7 @@ from rag.retrieval.rerank import (
 from rag.retrieval.retrieve import RetrievalSettings, aretrieve, retrieve
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever
 from rag.retrieval.rse import RSE_PRESETS, RSEConfig, RSERetriever, relevant_segments
+from rag.retrieval.sections import NamedSection, SectionRouter
 
 __all__ = [
     "RSE_PRESETS",
@@ -42,6 +44,7 @@ __all__ = [
     "FusedQueryRetriever",
     "HybridRetriever",
     "LLMFilterReranker",
+    "NamedSection",
     "PartitionIndex",
     "PartitionedChroma",
     "PartitionedRetriever",
@@ -52,6 +55,7 @@ __all__ = [
     "RerankerCompressor",
     "RetrievalSettings",
     "RoutedRetriever",
+    "SectionRouter",
     "TokenCounter",
     "apply_budget",
     "aretrieve",

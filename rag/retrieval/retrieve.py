@@ -2,14 +2,17 @@
 
 ```
 question ─► rephrase ─► route ─► search every (resource, query), concurrently ─► fuse (RRF)
-         ─► route boost ─► rerank ─► page diversity ─► RSE segments | neighbour expansion | top k
+         ─► route boost ─► rerank ─► page diversity ─► named sections
+         ─► RSE segments | neighbour expansion | top k
          ─► token budget ─► context
 ```
 
 Every step is optional except search, fusion and the budget, and each one is recorded:
 ``rephrased_questions``; ``stages["candidates/<resource>"]`` (per resource, every query, with
 the retriever's scores, e.g. dense / bm25 / rrf for a `HybridRetriever`), ``stages["fused"]``,
-``stages["filtered"]`` (after routing), ``stages["reranked"]``, ``stages["diversified"]``; ``segments`` (RSE);
+``stages["filtered"]`` (after routing), ``stages["reranked"]``, ``stages["diversified"]``,
+``stages["sections"]`` (after promoting the sections the question names; ``extras["sections"]``
+says which); ``segments`` (RSE);
 ``context`` (after the budget, tagged ``metadata["resource"]``); ``timings`` per step in seconds
 and ``extras`` (route, token counter, settings).
 
@@ -75,6 +78,8 @@ class RetrievalSettings(BaseModel):
         fusion: how lists of several resources / queries are fused ("rrf" or "convex").
         page_diversity: `rag.retrieval.packing.diversify` discount (0 = off): a chunk loses this
             much of its normalised score per better chunk already taken from its page.
+        sections: a `rag.retrieval.sections.SectionRouter` (None = off): the opening chunk of each
+            section whose heading the question names goes in after the first `section_at` results.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -96,6 +101,8 @@ class RetrievalSettings(BaseModel):
     fusion: Literal["rrf", "convex"] = "rrf"
     page_diversity: float = Field(default=0.0, ge=0.0)
     rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
+    sections: Any = None
+    section_at: int = Field(default=3, ge=0)
 
 
 def _resources(resources_or_rag: Any) -> list[Resource]:
@@ -214,6 +221,15 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
             scored = diversify(scored, discount=settings.page_diversity)
         result.add_stage("diversified", _candidates([d for d, _ in scored]))
 
+    if settings.sections is not None:
+        if not hasattr(settings.sections, "promote"):
+            raise ConfigError(f"sections must be a SectionRouter or None, got {type(settings.sections).__name__}")
+        with _timed(result, "sections"):
+            scored, named = settings.sections.promote(question, scored, at=settings.section_at, filter=flt)
+        result.extras["sections"] = [{"heading": s.heading, "document": s.document, "score": round(s.score, 4)}
+                                     for s in named]
+        result.add_stage("sections", _candidates([d for d, _ in scored]))
+
     with _timed(result, "select"):
         context = _select(result, resources, scored, settings)
     with _timed(result, "budget"):
@@ -221,7 +237,7 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
     result.timings["total"] = time.perf_counter() - start
     result.extras["token_counter"] = counter.name
     result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
-    result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase"}, mode="json")
+    result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase", "sections"}, mode="json")
     return result
 
 
