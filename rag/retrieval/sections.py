@@ -9,8 +9,11 @@ named section into the context, next to the best search results.
 
 Headings come from the chunks themselves: the chunk's ``section`` metadata (as set by
 `rag.indexing.chunking.TokenChunker` for markdown, or by any loader) and every line of its text
-that reads like a heading (`rag.indexing.headings.is_heading_line`; running page headers are left
-out). A section opens at the first chunk (in document order) that carries its heading.
+that reads like a heading (`rag.indexing.headings.is_heading_line`), for the documents whose chunks
+carry no such metadata. Running page headers are left out, and so is a line found in more than 2%
+of a document's chunks (and more than 3): a repeated column header is not a section. A section
+opens at the first chunk (in document order) that carries its heading; a heading of numbers only
+names nothing.
 
 How a heading is matched (general rules; no list of domain terms):
 
@@ -64,6 +67,7 @@ from rag.indexing.headings import is_heading_line, running_headers
 
 __all__ = ["NamedSection", "SectionRouter", "heading_name", "heading_terms"]
 
+_MIN_REPEATS, _REPEAT_SHARE = 3, 0.02       # detected headings in more chunks than this are not sections
 _LABEL = re.compile(r"^\s*(?:(?:item|part|note|section|schedule|exhibit|chapter|article)\s+[\dIVXivx]+[A-Za-z]?[.:)]?"
                     r"|(?:\d{1,3}|[A-Za-z])[.)])\s+(?=\S)", re.IGNORECASE)
 
@@ -296,10 +300,14 @@ class SectionRouter:
             for heading in dict.fromkeys(" ".join(h.split()) for h in found):
                 if heading:
                     headings.setdefault(heading, []).append(index)
+        if detect:
+            # a line printed in many chunks is a column header or page furniture ("Year Ended"), not a section
+            limit = max(_MIN_REPEATS, int(_REPEAT_SHARE * len(chunks)))
+            headings = {h: where for h, where in headings.items() if len(where) <= limit}
         names: dict[tuple[str, ...], list[str]] = {}
         for heading in headings:
             terms = tuple(heading_terms(heading_name(heading), prefix=self.prefix))
-            if terms:
+            if terms and not all(t[0].isdigit() for t in terms):
                 names.setdefault(terms, []).append(heading)
         return _Document(chunks=chunks, headings=headings, names=names)
 

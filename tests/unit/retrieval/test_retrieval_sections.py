@@ -186,3 +186,17 @@ def test_a_name_heading_two_places_promotes_the_place_search_ranks_better():
     # nothing of either place among the results: the first place in the document
     promoted, _ = router.promote(question, [(c, 1.0) for c in chunks[:3]], at=3)
     assert promoted[3][0].id == "mdna-acq"
+
+
+def test_a_repeated_column_header_and_a_number_only_heading_name_nothing():
+    chunks = report_chunks()
+    extra = [Document(page_content=f"Year Ended\nSegment {i} sales 1{i}0 1{i}5", id=f"seg-{i}",
+                      metadata={"doc_id": DOC, "page": 20 + i, "chunk_index": 100 + i}) for i in range(5)]
+    extra.append(Document(page_content="PART II. 3\nOther information follows.", id="part",
+                          metadata={"doc_id": DOC, "page": 30, "chunk_index": 200}))
+    router = SectionRouter([*chunks, *extra], min_score=0.5)
+    assert "Year Ended" not in router.headings(DOC)          # printed in 5 of 34 chunks: a column header
+    assert "PART II. 3" in router.headings(DOC)
+    named = [s.heading for s in router.named("What were the 3 year ended sales?")]
+    assert "Year Ended" not in named and "PART II. 3" not in named
+    assert "PART II. 3" not in [s.heading for s in SectionRouter([*chunks, *extra], min_score=0).named("part 3")]
