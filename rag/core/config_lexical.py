@@ -22,24 +22,20 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from rag.core.config_models import StrictModel
-from rag.core.config_resources import IndexConfig, ResourceBase, load_chunks, store_path
+from rag.core.config_resources import (
+    BM25Settings,
+    IndexConfig,
+    ResourceBase,
+    check_fusion_weights,
+    load_chunks,
+    store_path,
+)
 from rag.core.errors import ConfigError
 from rag.core.resource import Resource
 
 __all__ = ["BM25ResourceConfig", "BM25Settings", "HybridResourceConfig"]
 
 logger = logging.getLogger(__name__)
-
-
-class BM25Settings(StrictModel):
-    """Okapi BM25 parameters and tokenisation (see `rag.retrieval.lexical.BM25Index`)."""
-
-    k1: float = Field(default=1.5, ge=0)
-    b: float = Field(default=0.75, ge=0, le=1)
-    stem: bool = True
-    stop_words: bool = True
-    metadata_fields: list[str] = Field(default_factory=lambda: ["title"])
 
 
 class BM25ResourceConfig(ResourceBase):
@@ -82,13 +78,7 @@ class HybridResourceConfig(ResourceBase):
     @field_validator("weights")
     @classmethod
     def _check_weights(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
-        if weights is not None:
-            bad = sorted(set(weights) - {"dense", "bm25"})
-            if bad:
-                raise ValueError(f"unknown weight key(s) {bad}; valid: dense, bm25")
-            if any(w < 0 for w in weights.values()):
-                raise ValueError("weights must be >= 0")
-        return weights
+        return check_fusion_weights(weights)
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         from rag.retrieval.hybrid import HybridRetriever

@@ -29,11 +29,14 @@ from rag.core.errors import ConfigError, StoreError
 from rag.core.resource import Resource, validate_search_kwargs
 
 __all__ = [
+    "BM25Settings",
     "ChromaResourceConfig",
     "ChromaServerResourceConfig",
+    "HybridSearchSettings",
     "IndexConfig",
     "KnowledgeBaseResourceConfig",
     "ResourceBase",
+    "check_fusion_weights",
     "load_chunks",
     "store_path",
 ]
@@ -155,13 +158,51 @@ class ChromaServerResourceConfig(_ChromaBase):
         return self._resource(client, embedding, default_search_kwargs, where)
 
 
+class BM25Settings(StrictModel):
+    """Okapi BM25 parameters and tokenisation (see `rag.retrieval.lexical.BM25Index`)."""
+
+    k1: float = Field(default=1.5, ge=0)
+    b: float = Field(default=0.75, ge=0, le=1)
+    stem: bool = True
+    stop_words: bool = True
+    metadata_fields: list[str] = Field(default_factory=lambda: ["title"])
+
+
+class HybridSearchSettings(StrictModel):
+    """Dense + BM25 search over a knowledge base (`KnowledgeBase.as_hybrid_retriever`)."""
+
+    fusion: Literal["rrf", "convex"] = "rrf"
+    weights: dict[str, float] | None = None
+    fetch_k: int = Field(default=20, ge=1, le=1000)
+    rrf_k: int = Field(default=60, ge=0)
+    bm25: BM25Settings = Field(default_factory=lambda: BM25Settings(metadata_fields=["title", "section"]))
+
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
+        return check_fusion_weights(weights)
+
+
+def check_fusion_weights(weights: dict[str, float] | None) -> dict[str, float] | None:
+    """Validate hybrid fusion weights: keys `dense` / `bm25`, values >= 0."""
+    if weights is not None:
+        bad = sorted(set(weights) - {"dense", "bm25"})
+        if bad:
+            raise ValueError(f"unknown weight key(s) {bad}; valid: dense, bm25")
+        if any(w < 0 for w in weights.values()):
+            raise ValueError("weights must be >= 0")
+    return weights
+
+
 class KnowledgeBaseResourceConfig(ResourceBase):
     """A persistent `KnowledgeBase` (manifest, incremental sync, AutoContext) in `path`.
 
     With an `index:` block the knowledge base is synced from those files on every build:
     unchanged files cost a hash check, changed ones are re-indexed, deleted ones removed.
     `autocontext` and `chunk_size` (MiniLM word pieces) apply to a new knowledge base; an
-    existing one keeps the settings in its manifest (a different value is an error).
+    existing one keeps the settings in its manifest (a different value is an error). A `hybrid:`
+    block (``hybrid: {}`` for the defaults) searches dense + BM25 fused; the BM25 index is built
+    from the stored chunks at every build, so it always matches the synced knowledge base.
     """
 
     kind: Literal["knowledge_base"]
@@ -171,6 +212,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     create: bool = False
     autocontext: bool | None = None
     chunk_size: int | None = Field(default=None, ge=8, le=254)
+    hybrid: HybridSearchSettings | None = None
 
     @field_validator("index")
     @classmethod
@@ -181,7 +223,6 @@ class KnowledgeBaseResourceConfig(ResourceBase):
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         from rag.indexing.knowledge_base import KnowledgeBase
-
         from rag.models.embeddings import is_default_embeddings
 
         kb_name = self.knowledge_base or self.name
@@ -209,8 +250,13 @@ class KnowledgeBaseResourceConfig(ResourceBase):
             if kb.count() == 0:
                 raise ConfigError(f"resource {self.name!r}: no readable documents in {self.index.paths} "
                                   f"matching {self.index.glob!r}")
+        hybrid = None
+        if self.hybrid is not None:
+            settings = self.hybrid.model_dump()
+            hybrid = {**{k: settings[k] for k in ("fusion", "weights", "fetch_k", "rrf_k")},
+                      "bm25_settings": settings["bm25"]}
         return kb.as_resource(name=self.name, search_kwargs=self.merged_search_kwargs(default_search_kwargs),
-                              description=self.description or None)
+                              description=self.description or None, hybrid=hybrid)
 
 
 def load_chunks(spec: IndexConfig, *, resource: str) -> list[Any]:

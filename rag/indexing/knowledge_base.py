@@ -277,12 +277,47 @@ class KnowledgeBase:
         return KnowledgeBaseRetriever(collection=self.collection, embedding=self.embedding, k=k, filter=filter,
                                       score_threshold=score_threshold)
 
+    def as_hybrid_retriever(self, *, k: int = 4, fusion: str = "rrf", weights: dict[str, float] | None = None,
+                            fetch_k: int = 20, rrf_k: int = 60, bm25_settings: dict[str, Any] | None = None) -> Any:
+        """A `HybridRetriever`: dense search over this knowledge base's collection and BM25 over its chunks, fused.
+
+        The BM25 index is built now, in memory, from the chunks stored at this moment (title and
+        section indexed with the text by default); build the retriever again after the knowledge
+        base changes.
+
+        Raises:
+            ConfigError: the knowledge base is empty, or a fusion setting is invalid.
+        """
+        import chromadb
+        from pydantic import ValidationError
+
+        from rag.core.resource import new_chroma
+        from rag.retrieval.hybrid import HybridRetriever
+        from rag.retrieval.lexical import BM25Index
+
+        chunks = self.get_documents()
+        if not chunks:
+            raise ConfigError(f"knowledge base {self.name!r} is empty: index documents before searching it")
+        bm25 = BM25Index.from_documents(chunks, **{"metadata_fields": ["title", "section"], **(bm25_settings or {})})
+        store = new_chroma(self.manifest.store.collection, self.embedding,
+                           client=chromadb.PersistentClient(path=str(self.directory)))
+        try:
+            return HybridRetriever(vectorstore=store, bm25=bm25, k=k, fusion=fusion, weights=weights,
+                                   fetch_k=max(fetch_k, k), rrf_k=rrf_k)
+        except ValidationError as exc:
+            raise ConfigError(f"hybrid search over {self.name!r}: {exc.errors()[0]['msg']}") from exc
+
     def as_resource(self, *, name: str | None = None, search_kwargs: dict[str, Any] | None = None,
-                    description: str | None = None) -> Any:
-        """A `Resource` searching this knowledge base (for `RAG(resources=[...])`)."""
+                    description: str | None = None, hybrid: dict[str, Any] | None = None) -> Any:
+        """A `Resource` searching this knowledge base (for `RAG(resources=[...])`).
+
+        `hybrid`: settings for `as_hybrid_retriever` (``{}`` for its defaults) to search with dense +
+        BM25 fused; None searches the dense vectors only.
+        """
         from rag.core.resource import Resource
 
-        return Resource(name=name or self.name, retriever=self.as_retriever(),
+        retriever = self.as_retriever() if hybrid is None else self.as_hybrid_retriever(**hybrid)
+        return Resource(name=name or self.name, retriever=retriever,
                         description=self.manifest.description if description is None else description,
                         search_kwargs=search_kwargs or {})
 

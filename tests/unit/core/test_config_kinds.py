@@ -64,6 +64,36 @@ def test_knowledge_base_chunk_size_belongs_on_the_resource(tmp_path):
         parse_config({"resources": [{"name": "kb", "kind": "knowledge_base", "index": {"paths": ["d"], "chunk_size": 300}}]})
 
 
+def test_knowledge_base_with_hybrid_search_fuses_bm25_and_follows_the_sync(tmp_path):
+    docs = _docs(tmp_path / "docs")
+    spec = {"name": "kb", "kind": "knowledge_base", "path": str(tmp_path / "store"), "autocontext": False,
+            "index": {"paths": [str(docs)], "glob": "*.md"},
+            "hybrid": {"fusion": "convex", "weights": {"dense": 0.2, "bm25": 0.8}}}
+    resource = _rag(spec).resources[0]
+    assert type(resource.retriever).__name__ == "HybridRetriever"
+    top = resource.retrieve("Which city has the Colosseum?", search_kwargs={"k": 1})
+    assert _titles(top) == {"rome"} and set(top[0].metadata["scores"]) == {"dense", "bm25", "convex"}
+    assert _titles(resource.retrieve("capital", search_kwargs={"k": 5, "filter": {"title": "Paris"}})) == {"paris"}
+    # the BM25 side is rebuilt from the knowledge base at every build: an edited file is found by its new words
+    (docs / "rome.md").write_text("# Rome\n\nRome has the Pantheon.\n")
+    resource = _rag(spec).resources[0]
+    found = resource.retrieve("Pantheon", search_kwargs={"k": 1})
+    assert _titles(found) == {"rome"} and "Pantheon" in found[0].page_content
+    assert found[0].metadata["scores"]["bm25"] > 0
+    assert not any("Colosseum" in d.page_content for d in resource.retrieve("Colosseum", search_kwargs={"k": 5}))
+
+
+def test_knowledge_base_hybrid_settings_are_validated(tmp_path):
+    base = {"name": "kb", "kind": "knowledge_base", "path": str(tmp_path)}
+    with pytest.raises(ConfigError, match=r"unknown weight key\(s\) \['sparse'\]; valid: dense, bm25"):
+        parse_config({"resources": [{**base, "hybrid": {"weights": {"sparse": 1.0}}}]})
+    with pytest.raises(ConfigError, match="hybrid.*rerank"):
+        parse_config({"resources": [{**base, "hybrid": {"rerank": True}}]})
+    _rag({**base, "create": True})
+    with pytest.raises(ConfigError, match="knowledge base 'kb' is empty"):
+        _rag({**base, "hybrid": {}})
+
+
 def test_bm25_is_built_once_saved_and_reloaded(tmp_path):
     docs = _docs(tmp_path / "docs")
     spec = {"name": "words", "kind": "bm25", "path": str(tmp_path / "bm25"), "index": {"paths": [str(docs)]}}

@@ -70,3 +70,24 @@ def test_resource_hands_filter_to_the_retriever_natively():
 async def test_async_search_honours_k_and_filter():
     docs = await _kb().as_retriever().ainvoke("fact", k=2, filter={"year": {"$gte": 2024}})
     assert sorted(d.metadata["year"] for d in docs) == [2024, 2025]
+
+
+def test_hybrid_retriever_over_a_knowledge_base_finds_exact_words_and_keeps_filters(tmp_path):
+    kb = KnowledgeBase("facts", tmp_path, embedding=DeterministicFakeEmbedding(size=16),
+                       autocontext=AutoContext(enabled=False))
+    kb.add_documents([Document(page_content=text, metadata={"source": name, "year": year}) for name, text, year in [
+        ("a", "The Colosseum is an amphitheatre in Rome.", 2021),
+        ("b", "The Eiffel Tower is a lattice tower in Paris.", 2022),
+        ("c", "Ocean tides follow the pull of the moon.", 2023)]])
+    hybrid = kb.as_hybrid_retriever(k=1, fusion="convex", weights={"dense": 0.1, "bm25": 0.9})
+    top = hybrid.invoke("amphitheatre")
+    assert top[0].metadata["source"] == "a" and top[0].metadata["scores"]["bm25"] > 0
+    assert [d.metadata["source"] for d in hybrid.invoke("tower", filter={"year": {"$gte": 2023}})] == ["c"]
+    resource = kb.as_resource(hybrid={"fusion": "rrf"})
+    assert type(resource.retriever).__name__ == "HybridRetriever"
+    assert resource.retrieve("lattice tower", search_kwargs={"k": 1})[0].metadata["source"] == "b"
+    with pytest.raises(ConfigError, match="fusion"):
+        kb.as_hybrid_retriever(fusion="max")
+    empty = KnowledgeBase("empty", tmp_path / "e", embedding=DeterministicFakeEmbedding(size=16))
+    with pytest.raises(ConfigError, match="'empty' is empty"):
+        empty.as_hybrid_retriever()
