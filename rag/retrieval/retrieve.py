@@ -79,7 +79,8 @@ class RetrievalSettings(BaseModel):
         page_diversity: `rag.retrieval.packing.diversify` discount (0 = off): a chunk loses this
             much of its normalised score per better chunk already taken from its page.
         sections: a `rag.retrieval.sections.SectionRouter` (None = off): the opening chunk of each
-            section whose heading the question names goes in after the first `section_at` results.
+            section whose heading the question names goes in after the first `section_at` results
+            (with a top-k context, earlier when needed so that every promoted chunk is within `k`).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -225,7 +226,11 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
         if not hasattr(settings.sections, "promote"):
             raise ConfigError(f"sections must be a SectionRouter or None, got {type(settings.sections).__name__}")
         with _timed(result, "sections"):
-            scored, named = settings.sections.promote(question, scored, at=settings.section_at, filter=flt)
+            at = settings.section_at
+            if settings.rse is None and not settings.expand:
+                # a top-k context: promoted chunks must land within k
+                at = min(at, max(0, settings.k - int(getattr(settings.sections, "top_n", 1))))
+            scored, named = settings.sections.promote(question, scored, at=at, filter=flt)
         result.extras["sections"] = [{"heading": s.heading, "document": s.document, "score": round(s.score, 4)}
                                      for s in named]
         result.add_stage("sections", _candidates([d for d, _ in scored]))

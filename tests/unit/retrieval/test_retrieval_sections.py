@@ -117,8 +117,14 @@ def test_retrieve_records_the_step_and_the_context_gains_the_statement():
     result = retrieve(question, resource, k=3, max_tokens=None, sections=SectionRouter(chunks), section_at=2)
     opening = next(c for c in chunks if "Consolidated Balance Sheets" in c.page_content)
     assert opening.page_content not in [d.page_content for d in plain.context]
-    # promoted chunks take places within k, after the first section_at results
-    assert [d.page_content for d in result.context] == [d.page_content for d in plain.context[:2]] + [opening.page_content]
+    named = [s["heading"] for s in result.extras["sections"]]
+    # promoted chunks take places within k: after min(section_at, k - top_n) = 1 result here
+    assert len(result.context) == 3 and result.context[0].page_content == plain.context[0].page_content
+    assert [d.metadata["section_match"]["heading"] for d in result.context[1:]] == named
+    assert result.context[1].page_content == opening.page_content
+    wide = retrieve(question, resource, k=6, max_tokens=None, sections=SectionRouter(chunks), section_at=2)
+    assert [d.page_content for d in wide.context[:2]] == [d.page_content for d in plain.context[:2]]
+    assert wide.context[2].page_content == opening.page_content
     assert result.extras["sections"][0]["heading"] == "Consolidated Balance Sheets"
     assert "sections" in result.stages and "sections" in result.timings
     with pytest.raises(ConfigError, match="SectionRouter"):
@@ -200,3 +206,18 @@ def test_a_repeated_column_header_and_a_number_only_heading_name_nothing():
     named = [s.heading for s in router.named("What were the 3 year ended sales?")]
     assert "Year Ended" not in named and "PART II. 3" not in named
     assert "PART II. 3" not in [s.heading for s in SectionRouter([*chunks, *extra], min_score=0).named("part 3")]
+
+
+def test_airag_passes_the_router_to_retrieval_and_the_statement_reaches_the_context():
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from rag import RAG
+    from rag.generation.airag import airag
+
+    chunks = report_chunks()
+    rag = RAG(resources=[Resource.from_documents("report", chunks, embedding=DeterministicFakeEmbedding(size=32))])
+    result = airag(rag, "What were inventories? Use the balance sheet.", sections=SectionRouter(chunks), k=3,
+                   return_all=True)
+    assert result.extras["sections"][0]["heading"] == "Consolidated Balance Sheets"
+    assert any("Consolidated Balance Sheets" in d.page_content for d in result.context)
+    assert result.final_answer
