@@ -36,6 +36,7 @@ __all__ = [
     "IndexConfig",
     "KnowledgeBaseResourceConfig",
     "ResourceBase",
+    "SectionSettings",
     "check_fusion_weights",
     "load_chunks",
     "store_path",
@@ -194,6 +195,16 @@ def check_fusion_weights(weights: dict[str, float] | None) -> dict[str, float] |
     return weights
 
 
+class SectionSettings(StrictModel):
+    """Named-section promotion (`rag.retrieval.sections.SectionRetriever` / `SectionRouter`)."""
+
+    at: int = Field(default=3, ge=0)
+    min_score: float = Field(default=2.0, ge=0)
+    top_n: int = Field(default=2, ge=1)
+    prefix: int = Field(default=5, ge=0)
+    detect: bool | Literal["auto"] = "auto"
+
+
 class KnowledgeBaseResourceConfig(ResourceBase):
     """A persistent `KnowledgeBase` (manifest, incremental sync, AutoContext) in `path`.
 
@@ -202,7 +213,8 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     `autocontext` and `chunk_size` (MiniLM word pieces) apply to a new knowledge base; an
     existing one keeps the settings in its manifest (a different value is an error). A `hybrid:`
     block (``hybrid: {}`` for the defaults) searches dense + BM25 fused; the BM25 index is built
-    from the stored chunks at every build, so it always matches the synced knowledge base.
+    from the stored chunks at every build, so it always matches the synced knowledge base. A
+    `sections:` block (``sections: {}``) promotes the sections a question names into the results.
     """
 
     kind: Literal["knowledge_base"]
@@ -213,6 +225,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     autocontext: bool | None = None
     chunk_size: int | None = Field(default=None, ge=8, le=254)
     hybrid: HybridSearchSettings | None = None
+    sections: SectionSettings | None = None
 
     @field_validator("index")
     @classmethod
@@ -255,8 +268,9 @@ class KnowledgeBaseResourceConfig(ResourceBase):
             settings = self.hybrid.model_dump()
             hybrid = {**{k: settings[k] for k in ("fusion", "weights", "fetch_k", "rrf_k")},
                       "bm25_settings": settings["bm25"]}
+        sections = self.sections.model_dump() if self.sections is not None else None
         return kb.as_resource(name=self.name, search_kwargs=self.merged_search_kwargs(default_search_kwargs),
-                              description=self.description or None, hybrid=hybrid)
+                              description=self.description or None, hybrid=hybrid, sections=sections)
 
 
 def load_chunks(spec: IndexConfig, *, resource: str) -> list[Any]:

@@ -278,12 +278,13 @@ class KnowledgeBase:
                                       score_threshold=score_threshold)
 
     def as_hybrid_retriever(self, *, k: int = 4, fusion: str = "rrf", weights: dict[str, float] | None = None,
-                            fetch_k: int = 20, rrf_k: int = 60, bm25_settings: dict[str, Any] | None = None) -> Any:
+                            fetch_k: int = 20, rrf_k: int = 60, bm25_settings: dict[str, Any] | None = None,
+                            chunks: Sequence[Document] | None = None) -> Any:
         """A `HybridRetriever`: dense search over this knowledge base's collection and BM25 over its chunks, fused.
 
         The BM25 index is built now, in memory, from the chunks stored at this moment (title and
         section indexed with the text by default); build the retriever again after the knowledge
-        base changes.
+        base changes. `chunks`: the stored chunks, when the caller has read them already.
 
         Raises:
             ConfigError: the knowledge base is empty, or a fusion setting is invalid.
@@ -295,7 +296,7 @@ class KnowledgeBase:
         from rag.retrieval.hybrid import HybridRetriever
         from rag.retrieval.lexical import BM25Index
 
-        chunks = self.get_documents()
+        chunks = self.get_documents() if chunks is None else chunks
         if not chunks:
             raise ConfigError(f"knowledge base {self.name!r} is empty: index documents before searching it")
         bm25 = BM25Index.from_documents(chunks, **{"metadata_fields": ["title", "section"], **(bm25_settings or {})})
@@ -308,15 +309,26 @@ class KnowledgeBase:
             raise ConfigError(f"hybrid search over {self.name!r}: {exc.errors()[0]['msg']}") from exc
 
     def as_resource(self, *, name: str | None = None, search_kwargs: dict[str, Any] | None = None,
-                    description: str | None = None, hybrid: dict[str, Any] | None = None) -> Any:
+                    description: str | None = None, hybrid: dict[str, Any] | None = None,
+                    sections: dict[str, Any] | None = None) -> Any:
         """A `Resource` searching this knowledge base (for `RAG(resources=[...])`).
 
         `hybrid`: settings for `as_hybrid_retriever` (``{}`` for its defaults) to search with dense +
-        BM25 fused; None searches the dense vectors only.
+        BM25 fused; None searches the dense vectors only. `sections`: promote the sections a
+        question names (`rag.retrieval.sections.SectionRetriever`): ``at`` and the `SectionRouter`
+        settings (``min_score``, ``top_n``, ``prefix``, ``detect``); ``{}`` for the defaults. Both
+        read the stored chunks now: build the resource again after the knowledge base changes.
         """
         from rag.core.resource import Resource
 
-        retriever = self.as_retriever() if hybrid is None else self.as_hybrid_retriever(**hybrid)
+        chunks = self.get_documents() if hybrid is not None or sections is not None else None
+        retriever = self.as_retriever() if hybrid is None else self.as_hybrid_retriever(**hybrid, chunks=chunks)
+        if sections is not None:
+            from rag.retrieval.sections import SectionRetriever, SectionRouter
+
+            settings = dict(sections)
+            at = settings.pop("at", 3)
+            retriever = SectionRetriever(retriever=retriever, router=SectionRouter(chunks or [], **settings), at=at)
         return Resource(name=name or self.name, retriever=retriever,
                         description=self.manifest.description if description is None else description,
                         search_kwargs=search_kwargs or {})

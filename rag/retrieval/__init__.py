@@ -31,7 +31,7 @@ from rag.retrieval.rerank import (
 from rag.retrieval.retrieve import RetrievalSettings, aretrieve, retrieve
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever
 from rag.retrieval.rse import RSE_PRESETS, RSEConfig, RSERetriever, relevant_segments
-from rag.retrieval.sections import NamedSection, SectionRouter
+from rag.retrieval.sections import NamedSection, SectionRetriever, SectionRouter
 
 __all__ = [
     "RSE_PRESETS",
@@ -55,6 +55,7 @@ __all__ = [
     "RerankerCompressor",
     "RetrievalSettings",
     "RoutedRetriever",
+    "SectionRetriever",
     "SectionRouter",
     "TokenCounter",
     "apply_budget",

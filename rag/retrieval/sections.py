@@ -49,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import threading
@@ -56,16 +57,22 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, ClassVar
 
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field
 
 from rag.core.errors import ConfigError
-from rag.core.filters import matches, validate_filter
+from rag.core.filters import and_filters, matches, validate_filter
 from rag.core.text import tokenize
 from rag.indexing.headings import is_heading_line, running_headers
 
-__all__ = ["NamedSection", "SectionRouter", "heading_name", "heading_terms"]
+__all__ = ["NamedSection", "SectionRetriever", "SectionRouter", "heading_name", "heading_terms"]
 
 _MIN_REPEATS, _REPEAT_SHARE = 3, 0.02       # detected headings in more chunks than this are not sections
 _LABEL = re.compile(r"^\s*(?:(?:item|part|note|section|schedule|exhibit|chapter|article)\s+[\dIVXivx]+[A-Za-z]?[.:)]?"
@@ -321,6 +328,43 @@ class SectionRouter:
             with self._lock:
                 outline.idf = idf
         return outline.idf
+
+
+class SectionRetriever(BaseRetriever):
+    """`retriever`'s top `k`, with the opening chunks of the sections the question names promoted into them.
+
+    For a `Resource` or a `RAG`: ``Resource.from_retriever("docs", SectionRetriever(retriever=base,
+    router=SectionRouter.from_source(kb)))``. The promoted chunks go in after the first
+    ``min(at, k - router.top_n)`` results, so they are always within `k`; the per-call portable
+    `filter` reaches the base retriever and bounds what is promoted.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    accepts_portable_filter: ClassVar[bool] = True
+
+    retriever: BaseRetriever
+    router: Any
+    k: int = Field(default=4, ge=1)
+    at: int = Field(default=3, ge=0)
+    filter: dict[str, Any] | None = None
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, filter: dict[str, Any] | None = None,
+                                **kwargs: Any) -> list[Document]:
+        k = k or self.k
+        flt = and_filters(self.filter, filter)
+        docs = self.retriever.invoke(query, k=k, **({"filter": flt} if flt else {}))
+        scored = [(d, float(d.metadata.get("score", 0.0) or 0.0)) for d in docs]
+        at = min(self.at, max(0, k - int(getattr(self.router, "top_n", 1))))
+        promoted, _ = self.router.promote(query, scored, at=at, filter=flt)
+        return [d for d, _ in promoted[:k]]
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        # the default async path would drop k and filter; the work is CPU / blocking I/O
+        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
+                                       k=k, filter=filter)
 
 
 def _hashable(value: Any) -> Hashable:

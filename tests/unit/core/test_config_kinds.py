@@ -157,3 +157,22 @@ def test_errors_in_nested_bm25_settings_give_the_full_path():
         parse_config({"resources": [{"name": "w", "kind": "bm25", "path": "x", "bm25": {"k1": -1}}]})
     with pytest.raises(ConfigError, match=r"resources\[0\]\.bm25: unknown key 'kk'; valid: k1, b, stem"):
         parse_config({"resources": [{"name": "w", "kind": "hybrid", "path": "x", "bm25": {"kk": 1}}]})
+
+
+def test_knowledge_base_sections_promote_a_named_heading_within_k(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    topics = ["Tides", "Volcanoes", "Glaciers", "Deserts", "Rivers", "Forests", "Islands", "Canyons"]
+    text = "\n\n".join(f"## {t}\n\n" + f"{t} are studied by geographers in many countries. " * 3 for t in topics)
+    (docs / "earth.md").write_text("# Earth\n\n" + text + "\n\n## Coral Reefs\n\nReefs grow in warm shallow seas.\n")
+    spec = {"name": "kb", "kind": "knowledge_base", "path": str(tmp_path / "store"), "autocontext": False,
+            "chunk_size": 32, "index": {"paths": [str(docs)]}, "sections": {"at": 1}}
+    resource = _rag(spec).resources[0]
+    assert type(resource.retriever).__name__ == "SectionRetriever"
+    found = resource.retrieve("What does the coral reefs section say?", search_kwargs={"k": 2})
+    assert len(found) == 2 and any(d.metadata.get("section_match", {}).get("heading") == "Coral Reefs" for d in found)
+    plain = _rag({**spec, "sections": None}).resources[0].retrieve("What does the coral reefs section say?",
+                                                                   search_kwargs={"k": 2})
+    assert not any("section_match" in d.metadata for d in plain)
+    with pytest.raises(ConfigError, match=r"sections.*top_n"):
+        parse_config({"resources": [{**spec, "sections": {"top_n": 0}}]})

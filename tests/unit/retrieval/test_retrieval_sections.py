@@ -6,13 +6,20 @@ from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_tests.integration_tests import RetrieversIntegrationTests
 from report_corpus import HEADER, report_chunks
 
 from rag.core.errors import ConfigError, FilterError
 from rag.core.resource import Resource
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.retrieve import retrieve
-from rag.retrieval.sections import SectionRouter, heading_name, heading_terms
+from rag.retrieval.sections import (
+    SectionRetriever,
+    SectionRouter,
+    heading_name,
+    heading_terms,
+)
 
 DOC = "NORTHWIND_2023_10K"
 ROOT = Path(__file__).resolve().parents[3]
@@ -107,8 +114,6 @@ def test_sections_are_looked_up_in_the_documents_search_found():
 
 
 def test_retrieve_records_the_step_and_the_context_gains_the_statement():
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-
     chunks = report_chunks()
     # a dense store whose ranking knows nothing of headings (as MiniLM barely does for number tables)
     resource = Resource.from_documents("report", chunks, embedding=DeterministicFakeEmbedding(size=32))
@@ -209,8 +214,6 @@ def test_a_repeated_column_header_and_a_number_only_heading_name_nothing():
 
 
 def test_airag_passes_the_router_to_retrieval_and_the_statement_reaches_the_context():
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-
     from rag import RAG
     from rag.generation.airag import airag
 
@@ -221,3 +224,39 @@ def test_airag_passes_the_router_to_retrieval_and_the_statement_reaches_the_cont
     assert result.extras["sections"][0]["heading"] == "Consolidated Balance Sheets"
     assert any("Consolidated Balance Sheets" in d.page_content for d in result.context)
     assert result.final_answer
+
+
+def test_section_retriever_in_a_resource_keeps_k_and_the_filter():
+    chunks = report_chunks()
+    base = Resource.from_documents("report", chunks, embedding=DeterministicFakeEmbedding(size=32)).retriever
+    sectioned = Resource.from_retriever("report", SectionRetriever(retriever=base, router=SectionRouter(chunks)))
+    question = "What were Northwind's inventories and receivables? Base the answer on the balance sheet."
+    plain = [d.page_content for d in base.invoke(question, k=3)]
+    found = sectioned.retrieve(question, search_kwargs={"k": 3})
+    assert len(found) == 3 and found[0].page_content == plain[0]
+    assert any("Consolidated Balance Sheets" in d.page_content for d in found)
+    assert not any("Consolidated Balance Sheets" in p for p in plain)
+    kept = sectioned.retrieve(question, search_kwargs={"k": 3, "filter": {"page": {"$ne": 5}}})
+    assert len(kept) == 3 and all(d.metadata["page"] != 5 for d in kept)
+
+
+async def test_section_retriever_async_keeps_k():
+    chunks = report_chunks()
+    retriever = SectionRetriever(retriever=BM25Retriever.from_documents(chunks), router=SectionRouter(chunks))
+    found = await retriever.ainvoke("Which companies were acquired?", k=2)
+    assert len(found) == 2 and any("Acquisitions" in d.page_content for d in found)
+
+
+class TestSectionRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[SectionRetriever]:
+        return SectionRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        chunks = report_chunks()
+        return {"retriever": BM25Retriever.from_documents(chunks), "router": SectionRouter(chunks)}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "What were inventories according to the balance sheet?"
