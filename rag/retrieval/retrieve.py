@@ -226,11 +226,9 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
         if not hasattr(settings.sections, "promote"):
             raise ConfigError(f"sections must be a SectionRouter or None, got {type(settings.sections).__name__}")
         with _timed(result, "sections"):
-            at = settings.section_at
-            if settings.rse is None and not settings.expand:
-                # a top-k context: promoted chunks must land within k
-                at = min(at, max(0, settings.k - int(getattr(settings.sections, "top_n", 1))))
-            scored, named = settings.sections.promote(question, scored, at=at, filter=flt)
+            top_k = settings.k if settings.rse is None and not settings.expand else None  # a top-k context
+            scored, named = settings.sections.promote(question, scored, at=settings.section_at, within=top_k,
+                                                      filter=flt)
         result.extras["sections"] = [{"heading": s.heading, "document": s.document, "score": round(s.score, 4)}
                                      for s in named]
         result.add_stage("sections", _candidates([d for d, _ in scored]))

@@ -50,10 +50,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import threading
-from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -69,8 +67,9 @@ from pydantic import ConfigDict, Field
 
 from rag.core.errors import ConfigError
 from rag.core.filters import and_filters, matches, validate_filter
-from rag.core.text import tokenize
+from rag.core.text import idf_weights, tokenize
 from rag.indexing.headings import is_heading_line, running_headers
+from rag.retrieval.fusion import doc_key
 
 __all__ = ["NamedSection", "SectionRetriever", "SectionRouter", "heading_name", "heading_terms"]
 
@@ -123,6 +122,7 @@ class _Document:
     headings: dict[str, list[int]]           # heading -> indices of the chunks carrying it, in order
     names: dict[tuple[str, ...], list[str]]  # matching terms of a heading's name -> the headings with it
     idf: dict[str, float] | None = None      # term -> IDF among the document's chunks (computed on first use)
+    unseen: float = 1.0                      # the weight of a heading term no chunk text has (the highest IDF)
 
 
 class SectionRouter:
@@ -205,7 +205,7 @@ class SectionRouter:
                 continue
             idf = self._idf(outline)
             for terms, headings in outline.names.items():
-                score = self._score(terms, present, pairs, idf)
+                score = self._score(terms, present, pairs, idf, outline.unseen)
                 if score < self.min_score:
                     continue
                 occurrences = []
@@ -221,7 +221,8 @@ class SectionRouter:
         return found[: self.top_n]
 
     @staticmethod
-    def _score(heading: Sequence[str], present: set[str], pairs: set[tuple[str, str]], idf: dict[str, float]) -> float:
+    def _score(heading: Sequence[str], present: set[str], pairs: set[tuple[str, str]], idf: dict[str, float],
+               unseen: float) -> float:
         if not heading:
             return 0.0
         if len(heading) == 1:
@@ -230,13 +231,12 @@ class SectionRouter:
             covered = {t for a, b in pairwise(heading) if (a, b) in pairs for t in (a, b)}
         if not covered:
             return 0.0
-        unseen = max(idf.values(), default=1.0)
         total = sum(idf.get(t, unseen) for t in set(heading))
         weight = sum(idf.get(t, unseen) for t in covered)
         return weight * weight / total
 
     def promote(self, question: str, scored: Sequence[tuple[Document, float]], *, at: int = 3,
-                documents: Iterable[Hashable] | None = None, from_top: int = 10,
+                within: int | None = None, documents: Iterable[Hashable] | None = None, from_top: int = 10,
                 filter: dict[str, Any] | None = None) -> tuple[Scored, list[NamedSection]]:
         """Insert the opening chunk of every named section after the first `at` results.
 
@@ -244,6 +244,8 @@ class SectionRouter:
             question: the user question.
             scored: `(chunk, score)` pairs, best first.
             at: how many results stay ahead of the promoted chunks.
+            within: for a context of the top `within` results: promote after ``min(at, within - top_n)``
+                results instead, so every promoted chunk is inside it.
             documents: where to look for sections; by default the documents of the top `from_top`
                 results (search has already found the documents a question is about).
             from_top: see `documents`.
@@ -255,6 +257,8 @@ class SectionRouter:
         """
         if isinstance(at, bool) or not isinstance(at, int) or at < 0:
             raise ConfigError(f"at must be an integer >= 0, got {at!r}")
+        if within is not None:
+            at = min(at, max(0, within - self.top_n))
         scored = list(scored)
         if documents is None:
             documents = [d.metadata.get(self.key) for d, _ in scored[:from_top]]
@@ -262,21 +266,21 @@ class SectionRouter:
         if not sections:
             return scored, []
         head = scored[:at]
-        seen = {_chunk_key(d, self.key) for d, _ in head}
+        seen = {doc_key(d) for d, _ in head}
         floor = head[-1][1] if head else (scored[0][1] if scored else 0.0)
         rank = {}
         for position, (doc, _) in enumerate(scored):
-            rank.setdefault(_chunk_key(doc, self.key), position)
+            rank.setdefault(doc_key(doc), position)
         promoted: list[tuple[Document, float]] = []
         for section in sections:
             heading, chunk = self._place(section, rank)
-            key = _chunk_key(chunk, self.key)
+            key = doc_key(chunk)
             if key in seen:
                 continue
             seen.add(key)
             meta = {**chunk.metadata, "section_match": {"heading": heading, "score": round(section.score, 4)}}
             promoted.append((Document(page_content=chunk.page_content, metadata=meta, id=chunk.id), floor))
-        rest = [(d, s) for d, s in scored[at:] if _chunk_key(d, self.key) not in seen]
+        rest = [(d, s) for d, s in scored[at:] if doc_key(d) not in seen]
         return head + promoted + rest, sections
 
     def _place(self, section: NamedSection, rank: dict[Hashable, int]) -> tuple[str, Document]:
@@ -285,7 +289,7 @@ class SectionRouter:
         missing = len(rank)
 
         def best(occurrence: tuple[str, tuple[Document, ...]]) -> int:
-            return min((rank.get(_chunk_key(c, self.key), missing) for c in occurrence[1]), default=missing)
+            return min((rank.get(doc_key(c), missing) for c in occurrence[1]), default=missing)
 
         heading, chunks = min(occurrences, key=best)
         return heading, chunks[0]
@@ -320,13 +324,9 @@ class SectionRouter:
 
     def _idf(self, outline: _Document) -> dict[str, float]:
         if outline.idf is None:
-            df: Counter[str] = Counter()
-            for chunk in outline.chunks:
-                df.update(set(heading_terms(chunk.page_content, prefix=self.prefix)))
-            n = len(outline.chunks)
-            idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+            idf = idf_weights(heading_terms(chunk.page_content, prefix=self.prefix) for chunk in outline.chunks)
             with self._lock:
-                outline.idf = idf
+                outline.idf, outline.unseen = idf, max(idf.values(), default=1.0)
         return outline.idf
 
 
@@ -355,8 +355,7 @@ class SectionRetriever(BaseRetriever):
         flt = and_filters(self.filter, filter)
         docs = self.retriever.invoke(query, k=k, **({"filter": flt} if flt else {}))
         scored = [(d, float(d.metadata.get("score", 0.0) or 0.0)) for d in docs]
-        at = min(self.at, max(0, k - int(getattr(self.router, "top_n", 1))))
-        promoted, _ = self.router.promote(query, scored, at=at, filter=flt)
+        promoted, _ = self.router.promote(query, scored, at=self.at, within=k, filter=flt)
         return [d for d, _ in promoted[:k]]
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
@@ -375,10 +374,3 @@ def _order(index: Any) -> tuple[int, float]:
     return (0, float(index)) if isinstance(index, int | float) and not isinstance(index, bool) else (1, 0.0)
 
 
-def _chunk_key(doc: Document, key: str) -> Hashable:
-    meta = doc.metadata
-    if doc.id is not None:
-        return ("id", doc.id)
-    if "chunk_index" in meta:
-        return ("chunk", _hashable(meta.get(key)), meta["chunk_index"])
-    return ("text", doc.page_content)
