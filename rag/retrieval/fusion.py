@@ -95,7 +95,7 @@ def fuse(results: Mapping[str, Scored], *, method: FusionMethod = "rrf", k: int 
     raw: dict[str, dict[str, float]] = {}
     for name in names:
         hits = list(results[name])
-        contributions = _rrf(hits, k) if method == "rrf" else _minmax([s for _, s in hits])
+        contributions = _rrf(hits, k) if method == "rrf" else minmax([s for _, s in hits])
         for (doc, score), value in zip(hits, contributions, strict=True):
             key = doc_key(doc)
             if key in raw and name in raw[key]:
@@ -113,7 +113,14 @@ def _rrf(hits: list[tuple[Document, float]], k: int) -> list[float]:
     return [1.0 / (k + rank) for rank in range(1, len(hits) + 1)]
 
 
-def _minmax(scores: list[float]) -> list[float]:
+def minmax(scores: Sequence[float]) -> list[float]:
+    """Scores scaled to 0..1 (all 1.0 when they are equal).
+
+    Example:
+        >>> minmax([2.0, 4.0, 3.0])
+        [0.0, 1.0, 0.5]
+    """
+    scores = list(scores)
     if not scores:
         return []
     lo, hi = min(scores), max(scores)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Sequence
 from langchain_core.documents import Document
 
 from rag.core.errors import ConfigError
+from rag.retrieval.fusion import doc_key, minmax
 
 __all__ = ["diversify", "page_key"]
 
@@ -38,7 +39,7 @@ def page_key(doc: Document) -> Hashable:
     """`(document, page)` of a chunk: the unit `diversify` groups by.
 
     The document is `doc_id`, else `doc_name`, else `source`; a chunk without a `page` is a unit
-    of its own (its id, or its text).
+    of its own (`rag.retrieval.fusion.doc_key`: its id, or doc_id and chunk_index, or its text).
 
     Example:
         >>> page_key(Document(page_content="x", metadata={"doc_id": "d1", "page": 3}))
@@ -47,17 +48,7 @@ def page_key(doc: Document) -> Hashable:
     meta = doc.metadata
     document = meta.get("doc_id", meta.get("doc_name", meta.get("source")))
     page = meta.get("page")
-    if page is None:
-        if doc.id:
-            return ("chunk", doc.id)
-        index = meta.get("chunk_index")
-        return ("chunk", document, index) if index is not None and document is not None else ("chunk", doc.page_content)
-    return (document, page)
-
-
-def _normalised(scores: Sequence[float]) -> list[float]:
-    lo, hi = min(scores, default=0.0), max(scores, default=0.0)
-    return [(s - lo) / (hi - lo) if hi > lo else 1.0 for s in scores]
+    return ("chunk", doc_key(doc)) if page is None else (document, page)
 
 
 def _check(name: str, value: float, upper: float | None = None) -> None:
@@ -89,7 +80,7 @@ def diversify(scored: Sequence[tuple[Document, float]], *, discount: float = 0.3
     head, tail = list(scored[:depth]), list(scored[depth:])
     if discount == 0 or len(head) < 2:
         return head + tail
-    relevance = _normalised([s for _, s in head])
+    relevance = minmax([s for _, s in head])
     keys = [key(d) for d, _ in head]
     taken: dict[Hashable, int] = {}
     left = list(range(len(head)))

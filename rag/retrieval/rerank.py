@@ -282,15 +282,13 @@ def blend_rerank(first: Sequence[tuple[Document, float]], reranked: Sequence[tup
         >>> [d.id for d, _ in blend_rerank(first, reranked, weight=1.0)]
         ['b', 'a']
     """
-    from rag.retrieval.fusion import doc_key
+    from rag.retrieval.fusion import doc_key, minmax
 
     if not 0.0 <= weight <= 1.0:
         raise ConfigError(f"rerank weight must be between 0 and 1, got {weight!r}")
 
     def normalised(pairs: Sequence[tuple[Document, float]]) -> dict[str, float]:
-        scores = [float(sc) for _, sc in pairs]
-        lo, hi = min(scores, default=0.0), max(scores, default=0.0)
-        return {doc_key(d): (float(sc) - lo) / (hi - lo) if hi > lo else 1.0 for d, sc in pairs}
+        return dict(zip((doc_key(d) for d, _ in pairs), minmax([float(sc) for _, sc in pairs]), strict=True))
 
     stage_one, stage_two = normalised(first), normalised(reranked)
     docs = {doc_key(d): d for d, _ in first} | {doc_key(d): d for d, _ in reranked}
