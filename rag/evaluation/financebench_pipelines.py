@@ -241,7 +241,7 @@ class Pipeline:
 
     def _rerank(self, queries: list[str], scored: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """`EmbeddingReranker` on the top candidates (best match over the question's parts), fused with stage one."""
-        from rag.retrieval.rerank import EmbeddingReranker
+        from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
 
         spec = self.spec
         top = scored[: spec.rerank_depth]
@@ -252,12 +252,9 @@ class Pipeline:
             for doc, score in reranker.rerank(part, [d for d, _ in top]):
                 key = doc.metadata["position"]
                 best[key] = max(best.get(key, -1.0), score)
-        rerank = _minmax(np.array([best[d.metadata["position"]] for d, _ in top]))
-        first = _minmax(np.array([s for _, s in top]))
-        fused = spec.rerank_weight * rerank + (1 - spec.rerank_weight) * first
-        order = np.argsort(-fused, kind="stable")
-        floor = float(fused.min(initial=0.0))
-        return [(top[i][0], float(fused[i])) for i in order] + [(d, floor - 1e-6) for d, _ in scored[len(top):]]
+        blended = blend_rerank(top, [(d, best[d.metadata["position"]]) for d, _ in top], weight=spec.rerank_weight)
+        floor = min([0.0, *(score for _, score in blended)])
+        return blended + [(d, floor - 1e-6) for d, _ in scored[len(top):]]
 
     def _select(self, scored: list[tuple[Document, float]]) -> list[Document]:
         spec, source = self.spec, self.index.bm25
