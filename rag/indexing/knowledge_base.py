@@ -253,11 +253,11 @@ class KnowledgeBase:
             >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
         """
         from rag.core.filters import to_chroma_where, validate_filter
+        from rag.retrieval.chroma_direct import documents_from_get
 
         flt = validate_filter(filter)
-        got = self.collection.get(where=to_chroma_where(flt) if flt else None, include=["documents", "metadatas"])
-        return [Document(id=i, page_content=t or "", metadata=m or {})
-                for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+        return documents_from_get(self.collection.get(where=to_chroma_where(flt) if flt else None,
+                                                      include=["documents", "metadatas"]))
 
     def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
         """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""

@@ -52,9 +52,10 @@ def chunk_range(source: Any, doc_id: str, start: int, end: int) -> list[Document
     elif hasattr(source, "get_documents"):  # PartitionedChroma
         chunks = source.get_documents(flt)
     elif hasattr(source, "_collection") and type(source).__name__ == "Chroma":
-        res = source._collection.get(where=to_chroma_where(flt), include=["documents", "metadatas"])
-        chunks = [Document(page_content=text or "", metadata=dict(md or {}), id=id_)
-                  for id_, text, md in zip(res["ids"], res["documents"], res["metadatas"], strict=True)]
+        from rag.retrieval.chroma_direct import documents_from_get
+
+        chunks = documents_from_get(source._collection.get(where=to_chroma_where(flt),
+                                                           include=["documents", "metadatas"]))
     else:
         raise ConfigError(f"cannot read chunks from a {type(source).__name__}; valid chunk sources: "
                           "langchain_chroma.Chroma, PartitionedChroma, BM25Index (anything with get_documents)")
