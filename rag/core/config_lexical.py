@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from rag.core.config_resources import (
     BM25Settings,
+    HybridSearchSettings,
     IndexConfig,
     ResourceBase,
-    check_fusion_weights,
     load_chunks,
     store_path,
 )
@@ -62,29 +62,23 @@ class BM25ResourceConfig(ResourceBase):
                                        search_kwargs=self.merged_search_kwargs(default_search_kwargs))
 
 
-class HybridResourceConfig(ResourceBase):
-    """Dense Chroma + BM25 over the same chunks, searched concurrently and fused (`HybridRetriever`)."""
+class HybridResourceConfig(ResourceBase, HybridSearchSettings):
+    """Dense Chroma + BM25 over the same chunks, searched concurrently and fused (`HybridRetriever`).
+
+    Fusion keys (`fusion`, `weights`, `fetch_k`, `rrf_k`) as in `HybridSearchSettings`; BM25 indexes the title.
+    """
 
     kind: Literal["hybrid"]
     path: str
     collection: str | None = None
     index: IndexConfig | None = None
-    fusion: Literal["rrf", "convex"] = "rrf"
-    weights: dict[str, float] | None = None
-    fetch_k: int = Field(default=20, ge=1, le=1000)
-    rrf_k: int = Field(default=60, ge=0)
     bm25: BM25Settings = Field(default_factory=BM25Settings)
-
-    @field_validator("weights")
-    @classmethod
-    def _check_weights(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
-        return check_fusion_weights(weights)
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         from rag.retrieval.hybrid import HybridRetriever
 
         folder = store_path(self.path)
-        settings = {"fusion": self.fusion, "weights": self.weights, "fetch_k": self.fetch_k, "rrf_k": self.rrf_k}
+        settings = self.fusion_settings()
         collection = self.collection or self.name
         if (folder / "bm25" / "index.json").exists():
             retriever = HybridRetriever.load(folder, embedding=embedding, collection_name=collection, **settings)

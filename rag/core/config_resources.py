@@ -37,7 +37,6 @@ __all__ = [
     "KnowledgeBaseResourceConfig",
     "ResourceBase",
     "SectionSettings",
-    "check_fusion_weights",
     "load_chunks",
     "store_path",
 ]
@@ -170,7 +169,7 @@ class BM25Settings(StrictModel):
 
 
 class HybridSearchSettings(StrictModel):
-    """Dense + BM25 search over a knowledge base (`KnowledgeBase.as_hybrid_retriever`)."""
+    """Dense + BM25 fusion settings: the `hybrid` kind, and `hybrid:` on a knowledge base (`as_hybrid_retriever`)."""
 
     fusion: Literal["rrf", "convex"] = "rrf"
     weights: dict[str, float] | None = None
@@ -181,18 +180,17 @@ class HybridSearchSettings(StrictModel):
     @field_validator("weights")
     @classmethod
     def _check_weights(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
-        return check_fusion_weights(weights)
+        if weights is not None:
+            bad = sorted(set(weights) - {"dense", "bm25"})
+            if bad:
+                raise ValueError(f"unknown weight key(s) {bad}; valid: dense, bm25")
+            if any(w < 0 for w in weights.values()):
+                raise ValueError("weights must be >= 0")
+        return weights
 
-
-def check_fusion_weights(weights: dict[str, float] | None) -> dict[str, float] | None:
-    """Validate hybrid fusion weights: keys `dense` / `bm25`, values >= 0."""
-    if weights is not None:
-        bad = sorted(set(weights) - {"dense", "bm25"})
-        if bad:
-            raise ValueError(f"unknown weight key(s) {bad}; valid: dense, bm25")
-        if any(w < 0 for w in weights.values()):
-            raise ValueError("weights must be >= 0")
-    return weights
+    def fusion_settings(self) -> dict[str, Any]:
+        """The `HybridRetriever` fusion keyword arguments: fusion, weights, fetch_k, rrf_k."""
+        return {"fusion": self.fusion, "weights": self.weights, "fetch_k": self.fetch_k, "rrf_k": self.rrf_k}
 
 
 class SectionSettings(StrictModel):
@@ -263,11 +261,8 @@ class KnowledgeBaseResourceConfig(ResourceBase):
             if kb.count() == 0:
                 raise ConfigError(f"resource {self.name!r}: no readable documents in {self.index.paths} "
                                   f"matching {self.index.glob!r}")
-        hybrid = None
-        if self.hybrid is not None:
-            settings = self.hybrid.model_dump()
-            hybrid = {**{k: settings[k] for k in ("fusion", "weights", "fetch_k", "rrf_k")},
-                      "bm25_settings": settings["bm25"]}
+        hybrid = None if self.hybrid is None else {**self.hybrid.fusion_settings(),
+                                                    "bm25_settings": self.hybrid.bm25.model_dump()}
         sections = self.sections.model_dump() if self.sections is not None else None
         return kb.as_resource(name=self.name, search_kwargs=self.merged_search_kwargs(default_search_kwargs),
                               description=self.description or None, hybrid=hybrid, sections=sections)
