@@ -12,22 +12,21 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, ClassVar
+from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from rag.core.errors import ConfigError
 from rag.core.filters import to_chroma_where, validate_filter
+from rag.core.portable import PortableRetriever
 
 __all__ = ["KnowledgeBaseRetriever"]
 
 
-class KnowledgeBaseRetriever(BaseRetriever):
+class KnowledgeBaseRetriever(PortableRetriever):
     """Nearest chunks of a Chroma collection by cosine similarity of the query embedding.
 
     Attributes:
@@ -37,11 +36,6 @@ class KnowledgeBaseRetriever(BaseRetriever):
         filter: a default portable filter (per-call `filter=` wins).
         score_threshold: drop chunks with a lower cosine similarity.
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    #: `Resource` hands `k` and the portable `filter` to this retriever unchanged.
-    accepts_portable_filter: ClassVar[bool] = True
 
     collection: Any
     embedding: Embeddings
@@ -74,9 +68,3 @@ class KnowledgeBaseRetriever(BaseRetriever):
                 continue
             docs.append(Document(id=chunk_id, page_content=text or "", metadata={**(meta or {}), "score": score}))
         return docs
-
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       **kwargs: Any) -> list[Document]:
-        # The default async path drops k / filter; embedding and Chroma are blocking, so use a thread.
-        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
-                                       **kwargs)

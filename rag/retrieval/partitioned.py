@@ -31,26 +31,24 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import sys
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from rag.core.errors import ConfigError
 from rag.core.filters import matches_canonical, to_chroma_where, validate_filter
+from rag.core.portable import PortableRetriever
 from rag.retrieval.chroma_direct import documents_from_get, fetch_in_order, query_collection
 
 __all__ = ["PartitionedChroma", "PartitionedRetriever", "split_partition_filter"]
@@ -402,7 +400,7 @@ class PartitionedChroma(VectorStore):
                                        for v in self.partition_values()) if c is not None)
 
 
-class PartitionedRetriever(BaseRetriever):
+class PartitionedRetriever(PortableRetriever):
     """Search a `PartitionedChroma`; documents get ``metadata["score"]`` (cosine similarity).
 
     Example:
@@ -412,9 +410,6 @@ class PartitionedRetriever(BaseRetriever):
         >>> [d.page_content for d in store.as_retriever().invoke("a", filter={"tenant": "y"})]
         ['b']
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    accepts_portable_filter: ClassVar[bool] = True
 
     store: PartitionedChroma
     k: int = Field(default=4, ge=1)
@@ -427,10 +422,3 @@ class PartitionedRetriever(BaseRetriever):
             doc.metadata["score"] = 1.0 - dist
             doc.metadata["scores"] = {"dense": 1.0 - dist}
         return [doc for doc, _ in hits]
-
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        # the default async path would drop k and filter; the work is CPU / blocking I/O
-        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
-                                       k=k, filter=filter)

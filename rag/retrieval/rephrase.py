@@ -27,19 +27,19 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from rag.core.errors import ConfigError
+from rag.core.portable import PortableRetriever
 from rag.core.text import STOP_WORDS, tokenize
 from rag.retrieval.fusion import FUSION_METHODS, documents_to_scored, fuse
 
@@ -152,7 +152,7 @@ class Rephraser:
         return [v for v in dict.fromkeys(v.strip() for v in variants) if v]
 
 
-class FusedQueryRetriever(BaseRetriever):
+class FusedQueryRetriever(PortableRetriever):
     """Search every rephrasing of the question with `retriever` and fuse the results (RRF by default).
 
     Takes `k` and a portable `filter` per call and passes them to the base retriever (which must
@@ -164,9 +164,6 @@ class FusedQueryRetriever(BaseRetriever):
         >>> FusedQueryRetriever(retriever=base, rephraser=Rephraser()).invoke("What was Acme's revenue?")[0].page_content
         'Acme revenue 2023'
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    accepts_portable_filter: ClassVar[bool] = True
 
     retriever: BaseRetriever
     rephraser: Any = Field(default_factory=Rephraser)
@@ -189,10 +186,3 @@ class FusedQueryRetriever(BaseRetriever):
                                 k: int | None = None, filter: dict[str, Any] | None = None,
                                 **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)[1]]
-
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        # the default async path would drop k and filter; the work is CPU / blocking I/O
-        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
-                                       k=k, filter=filter)

@@ -39,21 +39,21 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from rag.core.errors import ConfigError
 from rag.core.filters import and_filters
+from rag.core.portable import PortableRetriever
 from rag.core.text import idf_weights, tokenize
 
 __all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "quarters_in", "years_in"]
@@ -285,15 +285,12 @@ class DocumentRouter:
         return sorted(out, key=lambda pair: -pair[1])
 
 
-class RoutedRetriever(BaseRetriever):
+class RoutedRetriever(PortableRetriever):
     """Route the question to its documents, then search only them with `retriever`.
 
     `retriever` must accept a portable ``filter`` (BM25Retriever, HybridRetriever, ...). When the
     router is not confident the search is not restricted.
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    accepts_portable_filter: ClassVar[bool] = True
 
     retriever: BaseRetriever
     router: Any
@@ -304,10 +301,3 @@ class RoutedRetriever(BaseRetriever):
                                 **kwargs: Any) -> list[Document]:
         flt = and_filters(filter, self.router.to_filter(query))
         return self.retriever.invoke(query, k=k or self.k, **({"filter": flt} if flt else {}))
-
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        # the default async path would drop k and filter; the work is CPU / blocking I/O
-        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
-                                       k=k, filter=filter)

@@ -37,18 +37,18 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.core.errors import ConfigError
+from rag.core.portable import PortableRetriever
 from rag.core.result import Segment
 from rag.indexing.neighbours import chunk_range
 from rag.retrieval.expansion import window_document
@@ -224,7 +224,7 @@ def segment_documents(segments: Sequence[Segment]) -> list[Document]:
     return [Document(page_content=s.text, metadata={**s.metadata, "segment_score": s.score}) for s in segments]
 
 
-class RSERetriever(BaseRetriever):
+class RSERetriever(PortableRetriever):
     """Retrieve candidates with `retriever` (optionally rerank them) and return RSE segments.
 
     Takes `k` (the maximum number of segments) and a portable `filter` per call.
@@ -236,9 +236,6 @@ class RSERetriever(BaseRetriever):
         reranker: optional `rag.retrieval.rerank.Reranker` applied to the candidates.
         preset: an RSE preset name; `overrides`: RSEConfig fields.
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    accepts_portable_filter: ClassVar[bool] = True
 
     retriever: BaseRetriever
     source: Any
@@ -261,10 +258,3 @@ class RSERetriever(BaseRetriever):
                                 k: int | None = None, filter: dict[str, Any] | None = None,
                                 **kwargs: Any) -> list[Document]:
         return segment_documents(self.segments(query, filter=filter)[: k or self.k])
-
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        # the default async path would drop k and filter; the work is CPU / blocking I/O
-        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
-                                       k=k, filter=filter)

@@ -49,24 +49,21 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, ClassVar
+from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from rag.core.errors import ConfigError
 from rag.core.filters import and_filters, matches, validate_filter
+from rag.core.portable import PortableRetriever
 from rag.core.text import idf_weights, tokenize
 from rag.indexing.headings import is_heading_line, running_headers
 from rag.retrieval.fusion import doc_key
@@ -330,7 +327,7 @@ class SectionRouter:
         return outline.idf
 
 
-class SectionRetriever(BaseRetriever):
+class SectionRetriever(PortableRetriever):
     """`retriever`'s top `k`, with the opening chunks of the sections the question names promoted into them.
 
     For a `Resource` or a `RAG`: ``Resource.from_retriever("docs", SectionRetriever(retriever=base,
@@ -338,9 +335,6 @@ class SectionRetriever(BaseRetriever):
     ``min(at, k - router.top_n)`` results, so they are always within `k`; the per-call portable
     `filter` reaches the base retriever and bounds what is promoted.
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    accepts_portable_filter: ClassVar[bool] = True
 
     retriever: BaseRetriever
     router: Any
@@ -357,13 +351,6 @@ class SectionRetriever(BaseRetriever):
         scored = [(d, float(d.metadata.get("score", 0.0) or 0.0)) for d in docs]
         promoted, _ = self.router.promote(query, scored, at=self.at, within=k, filter=flt)
         return [d for d, _ in promoted[:k]]
-
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        # the default async path would drop k and filter; the work is CPU / blocking I/O
-        return await asyncio.to_thread(self._get_relevant_documents, query, run_manager=run_manager.get_sync(),
-                                       k=k, filter=filter)
 
 
 def _hashable(value: Any) -> Hashable:
