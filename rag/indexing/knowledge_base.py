@@ -327,8 +327,9 @@ class KnowledgeBase:
             from rag.retrieval.sections import SectionRetriever, SectionRouter
 
             settings = dict(sections)
-            at = settings.pop("at", 3)
-            retriever = SectionRetriever(retriever=retriever, router=SectionRouter(chunks or [], **settings), at=at)
+            placement = {"at": settings.pop("at")} if "at" in settings else {}   # else SectionRetriever's default
+            retriever = SectionRetriever(retriever=retriever, router=SectionRouter(chunks or [], **settings),
+                                         **placement)
         return Resource(name=name or self.name, retriever=retriever,
                         description=self.manifest.description if description is None else description,
                         search_kwargs=search_kwargs or {})
