@@ -4,11 +4,11 @@
 ten configurations over 27k chunks). This script runs the same full pipeline the way a user would:
 
     KnowledgeBase (PassthroughChunker: the benchmark's page-aware chunks, AutoContext on, Chroma)
-    -> HybridRetriever (the knowledge base's Chroma collection + BM25 over title, section and text,
-       convex fusion 0.9 / 0.1) in a Resource
+    -> kb.as_hybrid_retriever (the knowledge base's Chroma collection + BM25 over title, section and
+       text, convex fusion 0.9 / 0.1) in a Resource
     -> rag.retrieve(question, resource, router=DocumentRouter, reranker=EmbeddingReranker,
        rerank_weight=0.5, page_diversity=0.3, fetch_k=100,
-       sections=SectionRouter.from_source(knowledge_base, key="doc_name"))
+       sections=SectionRouter(the knowledge base's chunks, key="doc_name"))
 
 and scores it like the benchmark (context capped at 4,000 tokens counted as chars/4, hit = a gold
 evidence page in the context), next to the harness's `full` configuration on the same filings
@@ -47,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.rerank and args.sections:
         parser.error("--no-rerank needs --no-sections (the harness has no configuration with sections and no reranker)")
 
-    import chromadb
 
-    from rag.core.resource import Resource, new_chroma
+    from rag.core.resource import Resource
     from rag.evaluation.financebench import FinanceBenchData
     from rag.evaluation.financebench_index import BenchIndex, benchmark_embeddings
     from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline
@@ -57,8 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     from rag.indexing.autocontext import AutoContext
     from rag.indexing.chunking import PassthroughChunker
     from rag.indexing.knowledge_base import KnowledgeBase
-    from rag.retrieval.hybrid import HybridRetriever
-    from rag.retrieval.lexical import BM25Index
     from rag.retrieval.rerank import EmbeddingReranker
     from rag.retrieval.retrieve import retrieve
     from rag.retrieval.routing import DocumentRouter
@@ -80,16 +77,15 @@ def main(argv: list[str] | None = None) -> int:
         report = kb.add_documents(chunks)
         print(f"knowledge base: {kb.count()} chunks in Chroma ({len(report.added)} filings) "
               f"in {time.perf_counter() - started:.0f} s", flush=True)
-        store = new_chroma(kb.manifest.store.collection, kb.embedding, client=chromadb.PersistentClient(path=tmp))
-        stored = kb.get_documents()
-        hybrid = HybridRetriever(vectorstore=store, bm25=BM25Index.from_documents(stored, metadata_fields=["title", "section"]),
-                                 fusion="convex", weights={"dense": 0.9, "bm25": 0.1}, fetch_k=100)
+        stored = kb.get_documents()   # read once, for BM25 and the section router
+        hybrid = kb.as_hybrid_retriever(fusion="convex", weights={"dense": 0.9, "bm25": 0.1}, fetch_k=100,
+                                        chunks=stored)   # BM25 over title + section + text
         resource = Resource.from_retriever("filings", hybrid)
         titles = {n: chunks[[c.metadata["doc_name"] for c in chunks].index(n)].metadata["title"] for n in names}
         router = DocumentRouter({n: f"{t} | {n.replace('_', ' ')}" for n, t in titles.items()}, key="doc_name")
 
         reranker = EmbeddingReranker(embedding=kb.embedding) if args.rerank else None
-        sections = SectionRouter.from_source(kb, key="doc_name") if args.sections else None
+        sections = SectionRouter(stored, key="doc_name") if args.sections else None
         index = BenchIndex.build(sub, cache_dir=args.cache_dir)
         reference = "full-ac" if not args.rerank and not args.sections else \
             ("full" if args.sections else "full-nosections")
