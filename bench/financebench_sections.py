@@ -42,7 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     from rag.evaluation.financebench_index import BenchIndex
     from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline
     from rag.evaluation.financebench_run import score_question
-    from rag.retrieval.sections import SectionRouter
 
     started = time.perf_counter()
     data = FinanceBenchData.load(args.data)
@@ -53,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {'variant':16} | single-document | shared store |")
     print("|---|---|---|")
     for name, router_settings, spec_settings in VARIANTS:
-        index._sections = SectionRouter(index.chunks, key="doc_name", **router_settings)
-        pipeline = Pipeline(index, replace(base, **spec_settings))
+        pipeline = Pipeline(index, replace(base, section_settings=tuple(router_settings.items()), **spec_settings))
         hits = {}
         for setting in ("single", "shared"):
             hits[setting] = sum(score_question(q, pipeline.retrieve(

@@ -80,7 +80,7 @@ class BenchIndex:
     bm25: Any = None                        # rag.retrieval.lexical.BM25Index over text only
     bm25_context: Any = None                # ... over title + section + text
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _sections: Any = field(default=None, repr=False)
+    _sections: dict[tuple[tuple[str, Any], ...], Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, chunk_size: int = 1000,
@@ -119,13 +119,13 @@ class BenchIndex:
             return np.arange(len(self.chunks))
         return self.positions.get(doc_name, np.zeros(0, dtype=np.int64))
 
-    def section_router(self) -> Any:
-        """The `rag.retrieval.sections.SectionRouter` over every filing's chunks (built on first use)."""
+    def section_router(self, settings: tuple[tuple[str, Any], ...] = ()) -> Any:
+        """The `rag.retrieval.sections.SectionRouter` over every filing's chunks, with `settings` (built once each)."""
         from rag.retrieval.sections import SectionRouter
 
-        if self._sections is None:
-            self._sections = SectionRouter(self.chunks, key="doc_name")
-        return self._sections
+        if settings not in self._sections:
+            self._sections[settings] = SectionRouter(self.chunks, key="doc_name", **dict(settings))
+        return self._sections[settings]
 
     def embed_queries(self, queries: list[str]) -> np.ndarray:
         """Normalised query vectors (cached by `CachedEmbeddings` when the index was built with a cache)."""

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from langchain_core.documents import Document
@@ -71,6 +71,7 @@ class PipelineSpec:
     page_diversity: float = 0.0          # rag.retrieval.packing.diversify: discount per better chunk of the page
     sections: bool = False               # rag.retrieval.sections.SectionRouter: promote the sections the question names
     section_at: int = 3                  # ... after this many results
+    section_settings: tuple[tuple[str, Any], ...] = ()   # SectionRouter settings other than its defaults
 
 
 def _specs() -> list[PipelineSpec]:
@@ -175,7 +176,8 @@ class Pipeline:
         if spec.page_diversity:
             scored = diversify(scored, discount=spec.page_diversity)
         if spec.sections:
-            scored, _ = self.index.section_router().promote(question, scored, at=spec.section_at)
+            scored, _ = self.index.section_router(spec.section_settings).promote(question, scored,
+                                                                                 at=spec.section_at)
         context = self._select(scored)
         context = [self._fix_pages(d) for d in apply_budget(context, self.budget, counter=CharTokenCounter())]
         return Retrieval(ranked=[d for d, _ in scored[:50]], context=context)
