@@ -48,16 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--no-rerank needs --no-sections (the harness has no configuration with sections and no reranker)")
 
 
+    from rag.core.knowledge_base import KnowledgeBase
     from rag.core.resource import Resource
+    from rag.core.retrieve import retrieve
     from rag.evaluation.financebench import FinanceBenchData
     from rag.evaluation.financebench_index import BenchIndex, benchmark_embeddings
     from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline
     from rag.evaluation.financebench_run import Retrieval, score_question
     from rag.indexing.autocontext import AutoContext
     from rag.indexing.chunking import PassthroughChunker
-    from rag.indexing.knowledge_base import KnowledgeBase
     from rag.retrieval.rerank import EmbeddingReranker
-    from rag.retrieval.retrieve import retrieve
     from rag.retrieval.routing import DocumentRouter
     from rag.retrieval.sections import SectionRouter
 

@@ -67,9 +67,9 @@ def _chunks(n: int, seed: int = 0) -> tuple[list[Document], PrecomputedEmbedding
 def bench_write(n: int, *, rounds: int = 1) -> None:
     from langchain_chroma import Chroma
 
+    from rag.core.knowledge_base import KnowledgeBase
     from rag.indexing.autocontext import AutoContext
     from rag.indexing.chunking import PassthroughChunker, TokenChunker
-    from rag.indexing.knowledge_base import KnowledgeBase
 
     docs, emb = _chunks(n)
 
@@ -116,7 +116,7 @@ def bench_write(n: int, *, rounds: int = 1) -> None:
 def bench_unchanged(files: int = 1000) -> None:
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from rag.indexing.knowledge_base import KnowledgeBase
+    from rag.core.knowledge_base import KnowledgeBase
 
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,7 +24,11 @@ from langchain_core.documents import Document  # noqa: E402
 from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
 from langchain_core.language_models import FakeListChatModel  # noqa: E402
 from langchain_core.output_parsers import StrOutputParser  # noqa: E402
-from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough  # noqa: E402
+from langchain_core.runnables import (  # noqa: E402
+    RunnableLambda,
+    RunnableParallel,
+    RunnablePassthrough,
+)
 
 from rag import RAG, Resource, rag_chain_from_docs  # noqa: E402
 from rag.generation.prompts import DEFAULT_PROMPT, format_docs  # noqa: E402

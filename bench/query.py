@@ -133,9 +133,9 @@ def build_partitioned(directory: Path, n: int, docs: int):
 
 def bench_partitioned(args: argparse.Namespace) -> list[dict]:
     from rag.core.resource import Resource
+    from rag.core.retrieve import retrieve
     from rag.retrieval.hybrid import HybridRetriever, dense_search
     from rag.retrieval.lexical import BM25Index
-    from rag.retrieval.retrieve import retrieve
 
     store = build_partitioned(args.dir / "partitioned-global", args.n, args.docs)
     bm25 = BM25Index.load(args.dir / "bm25")
@@ -159,10 +159,10 @@ def bench_partitioned(args: argparse.Namespace) -> list[dict]:
 
 def bench_paths(args: argparse.Namespace) -> list[dict]:
     from rag.core.resource import Resource
+    from rag.core.retrieve import retrieve
     from rag.models.embeddings import default_embeddings
     from rag.retrieval.hybrid import HybridRetriever, dense_search
     from rag.retrieval.rerank import EmbeddingReranker
-    from rag.retrieval.retrieve import retrieve
     from rag.retrieval.routing import DocumentRouter
 
     args.dir.mkdir(parents=True, exist_ok=True)

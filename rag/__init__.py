@@ -15,22 +15,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from rag.core.errors import ConfigError, FilterError, InputError, RagError, StoreError
+from rag.base.errors import ConfigError, FilterError, InputError, RagError, StoreError
 from rag.core.generator import RAG, aggregate_documents
 from rag.core.resource import Resource
 from rag.generation.rag_with_source import rag_chain_from_docs
 
-__version__ = "0.1.0"
-
 #: public name -> module that defines it (imported on first access)
 _LAZY = {
-    "RAGResult": "rag.core.result",
-    "Candidate": "rag.core.result",
-    "Segment": "rag.core.result",
+    "RAGResult": "rag.base.result",
+    "Candidate": "rag.base.result",
+    "Segment": "rag.base.result",
     "RAGRetriever": "rag.core.retriever",
     # generation
-    "airag": "rag.generation.airag",
-    "generate": "rag.generation.airag",
+    "airag": "rag.core.airag",
+    "generate": "rag.core.airag",
     "annotate_support": "rag.generation.support",
     "check_citations": "rag.generation.citations",
     "resolve_citations": "rag.generation.citations",
@@ -44,8 +42,8 @@ _LAZY = {
     "ExtractiveAnswerer": "rag.generation.extractive",
     "register_price": "rag.generation.pricing",
     # indexing
-    "build_index": "rag.indexing.build",
-    "KnowledgeBase": "rag.indexing.knowledge_base",
+    "build_index": "rag.core.build",
+    "KnowledgeBase": "rag.core.knowledge_base",
     "CachedEmbeddings": "rag.indexing.embedding_cache",
     "load_directory": "rag.indexing.loaders",
     "load_file": "rag.indexing.loaders",
@@ -55,8 +53,8 @@ _LAZY = {
     "KeywordTagger": "rag.indexing.tags",
     "tag_filter": "rag.indexing.tags",
     # retrieval
-    "retrieve": "rag.retrieval.retrieve",
-    "aretrieve": "rag.retrieval.retrieve",
+    "retrieve": "rag.core.retrieve",
+    "aretrieve": "rag.core.retrieve",
     "BM25Retriever": "rag.retrieval.lexical",
     "HybridRetriever": "rag.retrieval.hybrid",
     "EmbeddingReranker": "rag.retrieval.rerank",

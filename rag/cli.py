@@ -4,6 +4,10 @@ Each subcommand is a pair of functions, `_add_<name>(subparsers)` and `_cmd_<nam
 registered in `COMMANDS`. User mistakes (missing store, bad JSON filter, empty directory)
 print one line to stderr and exit 2; no traceback.
 
+The subcommands import what they run inside their `_cmd_` function: the command line is the top
+floor (it may import anything), and a command must not pay for another's imports at start-up
+(`rag index` never imports the answerer, `rag ask` never the server).
+
 Example:
     $ rag index docs/ --collection docs
     $ rag ask "How do I filter by year?" --k 4 --filter '{"year": {"$gt": 2024}}'
@@ -21,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.core.errors import ConfigError, RagError
+from rag.base.errors import ConfigError, RagError
 
 __all__ = ["main"]
 
@@ -60,29 +64,26 @@ def _add_ask(sub: Any) -> None:
 
 
 def open_store_resource(store: str, collection: str) -> Any:
-    """A `Resource` over an existing persistent collection; a clear error when it is missing."""
-    import chromadb
-
-    from rag.core.resource import Resource, _chroma_collection_name, new_chroma
+    """A `Resource` over an existing knowledge base or persistent collection; a clear error when missing."""
+    from rag.core.knowledge_base import KnowledgeBase
+    from rag.core.resource import Resource
+    from rag.indexing.knowledge_base import list_knowledge_bases
     from rag.models.embeddings import default_embeddings
-
-    from rag.indexing.index_command import open_knowledge_base_resource
+    from rag.stores.chroma import collection_name, new_chroma, open_client
 
     if not Path(store).is_dir():
         raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")
-    knowledge_base = open_knowledge_base_resource(store, collection)
-    if knowledge_base is not None:
-        return knowledge_base
-    client = chromadb.PersistentClient(path=store)
+    if collection in list_knowledge_bases(store):
+        return KnowledgeBase.open(collection, store).as_resource()
+    client = open_client(store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
-    if _chroma_collection_name(collection) not in names:
+    if collection_name(collection) not in names:
         raise ConfigError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")
-    vs = new_chroma(collection, default_embeddings(), client=client)
-    return Resource.from_vectorstore(collection, vs)
+    return Resource.from_vectorstore(collection, new_chroma(collection, default_embeddings(), client=client))
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
-    from rag.core.filters import validate_filter
+    from rag.base.filters import validate_filter
     from rag.core.generator import RAG
     from rag.generation.prompts import source_label
 
@@ -221,10 +222,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
     except ImportError as exc:
-        from rag.core.errors import MissingDependencyError
+        from rag.base.errors import MissingDependencyError
 
         raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
-    from rag.core.config import build_rag, load_config
+    from rag.core.config import load_config
+    from rag.core.generator import RAG
     from rag.server.app import create_app
 
     if not 0 < args.port < 65536:
@@ -234,7 +236,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"rag serve: warning: listening on {args.host} without a token; set {config.server.auth_token_env} "
               "to require 'Authorization: Bearer <token>'", file=sys.stderr)
     print(f"rag serve: building {args.config} ...", file=sys.stderr)
-    app = create_app(build_rag(config), settings=config.server, title=f"rag: {Path(args.config).stem}")
+    app = create_app(RAG.from_config(config), settings=config.server, title=f"rag: {Path(args.config).stem}")
     print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

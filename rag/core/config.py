@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from rag.base.errors import ConfigError
+from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
 from rag.core.config_models import (
     EmbeddingConfig,
     GenerationConfig,
@@ -47,10 +49,14 @@ from rag.core.config_models import (
     build_embedding,
     build_llm,
 )
-from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
-from rag.core.config_resources import ChromaResourceConfig, ChromaServerResourceConfig, KnowledgeBaseResourceConfig
-from rag.core.errors import ConfigError
+from rag.core.config_resources import (
+    ChromaResourceConfig,
+    ChromaServerResourceConfig,
+    KnowledgeBaseResourceConfig,
+)
 from rag.core.resource import validate_search_kwargs
+from rag.generation.prompts import source_label
+from rag.generation.rag_with_source import rag_chain_from_docs
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -61,7 +67,6 @@ __all__ = [
     "EXTRAS",
     "RESOURCE_KINDS",
     "RagConfig",
-    "build_rag",
     "from_config",
     "load_config",
     "parse_config",
@@ -89,7 +94,6 @@ def _count_docs(output: Mapping[str, Any]) -> int:
 
 
 def _source_labels(output: Mapping[str, Any]) -> list[str]:
-    from rag.generation.prompts import source_label
 
     return [f"[{i}] {source_label(doc)}" for i, doc in enumerate(output.get("context") or [], start=1)]
 
@@ -230,34 +234,15 @@ def load_config(path: str | Path) -> RagConfig:
 
 
 # ------------------------------------------------------------------------------ building
-def build_rag(config: RagConfig, *, rag_cls: type[RAG] | None = None, embedding: Embeddings | None = None,
-              llm: Any = None) -> RAG:
-    """Build a `RAG` from a validated config.
-
-    Args:
-        config: the validated config.
-        rag_cls: the class to build (`RAG` or a subclass).
-        embedding: use this embedding model instead of the configured one (tests, notebooks).
-        llm: use this answer model instead of the configured one.
-    """
-    from rag.core.generator import RAG
-    from rag.generation.rag_with_source import rag_chain_from_docs
-
-    embedder = embedding if embedding is not None else build_embedding(config.embedding)
-    resources = [spec.build(embedding=embedder, default_search_kwargs=config.search_kwargs)
-                 for spec in config.resources]
-    model = llm if llm is not None else build_llm(config.llm)
-    generation = rag_chain_from_docs(model, config.generation.prompt)
-    settings = config.generation.model_settings()
-    if settings:
-        generation = generation.with_settings(**settings)
-    extras = {name: EXTRAS[name] for name in config.extras}
-    return (rag_cls or RAG)(resources=resources, generation_chain=generation, extras=extras)
-
-
 def from_config(cls: type[RAG], source: str | Path | Mapping[str, Any] | RagConfig, *,
                 embedding: Embeddings | None = None, llm: Any = None) -> RAG:
     """`RAG.from_config(path)`: load a YAML file (or take a mapping / `RagConfig`) and build `cls`.
+
+    Args:
+        cls: the class to build (`RAG` or a subclass).
+        source: a YAML path, a mapping, or a validated `RagConfig`.
+        embedding: use this embedding model instead of the configured one (tests, notebooks).
+        llm: use this answer model instead of the configured one.
 
     Example:
         >>> from rag.core.generator import RAG
@@ -273,4 +258,13 @@ def from_config(cls: type[RAG], source: str | Path | Mapping[str, Any] | RagConf
         config = parse_config(source)
     else:
         config = load_config(source)
-    return build_rag(config, rag_cls=cls, embedding=embedding, llm=llm)
+    embedder = embedding if embedding is not None else build_embedding(config.embedding)
+    resources = [spec.build(embedding=embedder, default_search_kwargs=config.search_kwargs)
+                 for spec in config.resources]
+    model = llm if llm is not None else build_llm(config.llm)
+    generation = rag_chain_from_docs(model, config.generation.prompt)
+    settings = config.generation.model_settings()
+    if settings:
+        generation = generation.with_settings(**settings)
+    extras = {name: EXTRAS[name] for name in config.extras}
+    return cls(resources=resources, generation_chain=generation, extras=extras)

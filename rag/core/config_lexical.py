@@ -1,7 +1,9 @@
 """Lexical and hybrid resource kinds for configs: `bm25` and `hybrid` (BM25 + dense, fused).
 
-Both persist under `path` and, with an `index:` block, are built from files the first time
-(when nothing is saved there yet); delete the folder to rebuild after the files change.
+With an `index:` block the files are synced into a knowledge base under `path` at every build
+(the one ingest path: unchanged files cost a hash check) and searched with BM25 only (`bm25`) or
+dense + BM25 fused (`hybrid`). Without it, an index saved under `path` by `BM25Index.save` /
+`HybridRetriever.save` is loaded.
 
 ```yaml
 resources:
@@ -22,16 +24,22 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from rag.base.errors import ConfigError
 from rag.core.config_resources import (
     BM25Settings,
     HybridSearchSettings,
     IndexConfig,
     ResourceBase,
-    load_chunks,
+    kb_embedding,
+    kb_name,
     store_path,
+    sync_files,
 )
-from rag.core.errors import ConfigError
+from rag.core.knowledge_base import KnowledgeBase
 from rag.core.resource import Resource
+from rag.indexing.chunking import TokenChunker
+from rag.retrieval.hybrid import HybridRetriever
+from rag.retrieval.lexical import BM25Index, BM25Retriever
 
 __all__ = ["BM25ResourceConfig", "BM25Settings", "HybridResourceConfig"]
 
@@ -47,16 +55,13 @@ class BM25ResourceConfig(ResourceBase):
     bm25: BM25Settings = Field(default_factory=BM25Settings)
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        from rag.retrieval.lexical import BM25Index, BM25Retriever
-
         folder = store_path(self.path)
+        if self.index is not None:
+            return _synced(self, folder, embedding, default_search_kwargs, search="bm25",
+                           hybrid={"bm25_settings": self.bm25.model_dump()})
         if not (folder / "index.json").exists():
-            if self.index is None:
-                raise ConfigError(f"resource {self.name!r}: no BM25 index at {str(folder)!r}; add an 'index:' "
-                                  "block to build it from files")
-            chunks = load_chunks(self.index, resource=self.name)
-            BM25Index.from_documents(chunks, **self.bm25.model_dump()).save(folder)
-            logger.info("resource %s: BM25 index of %d chunks saved to %s", self.name, len(chunks), folder)
+            raise ConfigError(f"resource {self.name!r}: no BM25 index at {str(folder)!r}; add an 'index:' "
+                              "block to build it from files")
         retriever = BM25Retriever(index=BM25Index.load(folder))
         return Resource.from_retriever(self.name, retriever, description=self.description,
                                        search_kwargs=self.merged_search_kwargs(default_search_kwargs))
@@ -75,21 +80,24 @@ class HybridResourceConfig(ResourceBase, HybridSearchSettings):
     bm25: BM25Settings = Field(default_factory=BM25Settings)
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        from rag.retrieval.hybrid import HybridRetriever
-
         folder = store_path(self.path)
-        settings = self.fusion_settings()
-        collection = self.collection or self.name
-        if (folder / "bm25" / "index.json").exists():
-            retriever = HybridRetriever.load(folder, embedding=embedding, collection_name=collection, **settings)
-        elif self.index is not None:
-            chunks = load_chunks(self.index, resource=self.name)
-            retriever = HybridRetriever.from_documents(chunks, embedding=embedding, persist_directory=folder,
-                                                       collection_name=collection,
-                                                       bm25_settings=self.bm25.model_dump(), **settings)
-            logger.info("resource %s: hybrid index of %d chunks saved to %s", self.name, len(chunks), folder)
-        else:
+        if self.index is not None:
+            return _synced(self, folder, embedding, default_search_kwargs, search="hybrid",
+                           hybrid={**self.fusion_settings(), "bm25_settings": self.bm25.model_dump()})
+        if not (folder / "bm25" / "index.json").exists():
             raise ConfigError(f"resource {self.name!r}: no hybrid index at {str(folder)!r}; add an 'index:' "
                               "block to build it from files")
+        retriever = HybridRetriever.load(folder, embedding=embedding, collection_name=self.collection or self.name,
+                                         **self.fusion_settings())
         return Resource.from_retriever(self.name, retriever, description=self.description,
                                        search_kwargs=self.merged_search_kwargs(default_search_kwargs))
+
+
+def _synced(spec: Any, folder: Any, embedding: Any, defaults: dict[str, Any], *, search: str,
+            hybrid: dict[str, Any]) -> Resource:
+    """The resource over a knowledge base in `folder`, synced from the spec's `index:` files."""
+    kb = KnowledgeBase(kb_name(getattr(spec, "collection", None) or spec.name), folder,
+                       embedding=kb_embedding(embedding), chunker=TokenChunker.sized(spec.index.chunk_size))
+    sync_files(kb, spec.index, resource=spec.name)
+    return kb.as_resource(name=spec.name, search=search, hybrid=hybrid, description=spec.description,
+                          search_kwargs=spec.merged_search_kwargs(defaults))

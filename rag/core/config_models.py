@@ -21,8 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rag.core.errors import ConfigError
-from rag.core.filters import validate_filter
+from rag.base.errors import ConfigError, MissingDependencyError
+from rag.base.filters import validate_filter
+from rag.generation.answerer import default_llm
+from rag.generation.extractive import ExtractiveAnswerer
+from rag.models.embeddings import default_embeddings
+from rag.models.llms import LocalLlamaChatModel
 
 __all__ = [
     "EmbeddingConfig",
@@ -184,7 +188,6 @@ def build_embedding(config: EmbeddingConfig) -> Any:
         try:
             from langchain_openai import OpenAIEmbeddings
         except ImportError as exc:
-            from rag.core.errors import MissingDependencyError
 
             raise MissingDependencyError.for_extra("langchain-openai", "openai", "embedding kind 'openai'") from exc
         key = os.environ.get(config.api_key_env)
@@ -192,7 +195,6 @@ def build_embedding(config: EmbeddingConfig) -> Any:
             raise ConfigError(f"embedding kind 'openai' needs the environment variable {config.api_key_env}")
         base_url = os.environ.get(config.base_url_env) if config.base_url_env else None
         return OpenAIEmbeddings(model=config.model or "text-embedding-3-small", api_key=key, base_url=base_url or None)
-    from rag.models.embeddings import default_embeddings
 
     return default_embeddings()
 
@@ -200,15 +202,12 @@ def build_embedding(config: EmbeddingConfig) -> Any:
 def build_llm(config: LLMConfig) -> Any:
     """Instantiate the configured answer model (lazily imported; nothing connects yet)."""
     if config.kind == "default":
-        from rag.models.llms import default_llm
 
         return default_llm()
     if config.kind == "extractive":
-        from rag.generation.extractive import ExtractiveAnswerer
 
         return ExtractiveAnswerer(embedding="default" if config.semantic else None)
     if config.kind == "local":
-        from rag.models.llms import LocalLlamaChatModel
 
         return LocalLlamaChatModel(model_path=config.model_path)
     return _openai_llm(config)
@@ -218,7 +217,6 @@ def _openai_llm(config: LLMConfig) -> Any:
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as exc:
-        from rag.core.errors import MissingDependencyError
 
         raise MissingDependencyError.for_extra("langchain-openai", "openai", "llm kind 'openai'") from exc
     base_url = config.base_url or (os.environ.get(config.base_url_env) if config.base_url_env else None) or None

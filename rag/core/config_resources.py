@@ -4,10 +4,12 @@
 - `chroma_server`: a collection on a running Chroma server (`chromadb.HttpClient`; `host`, `port`);
 - `knowledge_base`: a persistent `rag.indexing.KnowledgeBase` (manifest, incremental sync, AutoContext).
 
-Both take an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size`): when the
-collection is missing or empty it is built from those files on first use, so a config can
-serve a folder of documents with no separate `rag index` step. Without `index:` a missing
-collection is an error listing the collections that exist (or `create: true` makes it empty).
+Each takes an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size` in word pieces):
+the files are synced into a knowledge base at every build (the library's one ingest path,
+`rag.indexing.knowledge_base.KnowledgeStore`: unchanged files cost a hash check, changed ones are
+re-indexed, deleted ones removed), so a config can serve a folder of documents with no separate
+`rag index` step. Without `index:` a missing collection is an error listing the collections that
+exist (or `create: true` makes it empty).
 
 Example:
     >>> spec = ChromaResourceConfig(kind="chroma", name="docs", path=".rag", index={"paths": ["docs"]})
@@ -24,9 +26,19 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from rag.base.errors import ConfigError, StoreError
 from rag.core.config_models import StrictModel, check_env_name
-from rag.core.errors import ConfigError, StoreError
+from rag.core.knowledge_base import KnowledgeBase
 from rag.core.resource import Resource, validate_search_kwargs
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.chunking import TokenChunker
+from rag.models.embeddings import is_default_embeddings
+from rag.stores.chroma import (
+    collection_name,
+    http_client,
+    new_chroma,
+    open_client,
+)
 
 __all__ = [
     "BM25Settings",
@@ -37,7 +49,9 @@ __all__ = [
     "KnowledgeBaseResourceConfig",
     "ResourceBase",
     "SectionSettings",
-    "load_chunks",
+    "kb_embedding",
+    "kb_name",
+    "sync_files",
     "store_path",
 ]
 
@@ -55,12 +69,34 @@ def store_path(raw: str) -> Path:
 
 
 class IndexConfig(StrictModel):
-    """Files to index into an empty collection (txt, md, html, pdf)."""
+    """Files to sync into the resource's knowledge base (txt, md, html, pdf); `chunk_size` in word pieces."""
 
     paths: list[str] = Field(min_length=1)
     glob: str = "**/*"
     exclude: list[str] = Field(default_factory=list)
-    chunk_size: int | None = Field(default=None, ge=50, le=20_000)
+    chunk_size: int | None = Field(default=None, ge=8, le=254)
+
+
+def kb_embedding(embedding: Any) -> Any:
+    """None for `embedding: {kind: default}` ("no particular model": an existing knowledge base keeps
+    the model in its manifest, e.g. MiniLM fp32 after the default precision became `auto`)."""
+    return None if is_default_embeddings(embedding) else embedding
+
+
+def sync_files(kb: KnowledgeBase, spec: IndexConfig, *, resource: str) -> None:
+    """Sync the files of an `index:` block into `kb` (skipped files are logged with the reason)."""
+    report = kb.add_documents([str(Path(p).expanduser()) for p in spec.paths], include=spec.glob,
+                              exclude=spec.exclude, cleanup="incremental")
+    for skipped in report.skipped:
+        logger.warning("resource %s: skipped %s: %s", resource, skipped.path, skipped.reason)
+    if kb.count() == 0:
+        raise ConfigError(f"resource {resource!r}: no readable documents in {spec.paths} matching {spec.glob!r}")
+    logger.info("resource %s: %s", resource, report.summary())
+
+
+def kb_name(name: str) -> str:
+    """A knowledge base name (1-63 of [A-Za-z0-9._-]) for a collection or resource name."""
+    return collection_name(name)[:63]
 
 
 class ResourceBase(StrictModel):
@@ -88,18 +124,21 @@ class _ChromaBase(ResourceBase):
     def collection_name(self) -> str:
         return self.collection or self.name
 
-    def _resource(self, client: Any, embedding: Any, defaults: dict[str, Any], where: str) -> Resource:
-        from rag.core.resource import _chroma_collection_name, new_chroma
+    def _resource(self, client: Any, embedding: Any, defaults: dict[str, Any], where: str, home: Path) -> Resource:
+        if self.index is not None:
+            kb = KnowledgeBase(kb_name(self.collection_name), home, embedding=kb_embedding(embedding),
+                               chunker=TokenChunker.sized(self.index.chunk_size), client=client)
+            sync_files(kb, self.index, resource=self.name)
+            return kb.as_resource(name=self.name, search="dense", search_kwargs=self.merged_search_kwargs(defaults),
+                                  description=self.description)
 
-        wanted = _chroma_collection_name(self.collection_name)
+        wanted = collection_name(self.collection_name)
         names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
         if wanted not in names and self.index is None and not self.create:
             raise ConfigError(f"resource {self.name!r}: no collection {self.collection_name!r} in {where}; "
                               f"available: {', '.join(names) or '(none)'}; add an 'index:' block to build it "
                               "from files, or 'create: true' for an empty one")
         store = new_chroma(self.collection_name, embedding, client=client)
-        if self.index is not None and store._collection.count() == 0:
-            _index_files(store, self.index, resource=self.name)
         return Resource.from_vectorstore(self.name, store, self.merged_search_kwargs(defaults),
                                          description=self.description)
 
@@ -111,15 +150,13 @@ class ChromaResourceConfig(_ChromaBase):
     path: str = ".rag"
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        import chromadb
-
         path = store_path(self.path)
         if not path.is_dir() and self.index is None and not self.create:
             raise ConfigError(f"resource {self.name!r}: no store at {str(path)!r}; create one with "
                               f"`rag index PATH --store {self.path}` or add an 'index:' block")
         path.mkdir(parents=True, exist_ok=True)
-        client = chromadb.PersistentClient(path=str(path))
-        return self._resource(client, embedding, default_search_kwargs, f"store {str(path)!r}")
+        client = open_client(path)
+        return self._resource(client, embedding, default_search_kwargs, f"store {str(path)!r}", path)
 
 
 class ChromaServerResourceConfig(_ChromaBase):
@@ -141,8 +178,6 @@ class ChromaServerResourceConfig(_ChromaBase):
         return check_env_name(value)
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        import chromadb
-
         headers = {}
         if self.token_env:
             token = os.environ.get(self.token_env)
@@ -151,11 +186,10 @@ class ChromaServerResourceConfig(_ChromaBase):
             headers["Authorization"] = f"Bearer {token}"
         where = f"Chroma server {self.host}:{self.port}"
         try:
-            client = chromadb.HttpClient(host=self.host, port=self.port, ssl=self.ssl, headers=headers or None)
-            client.heartbeat()
+            client = http_client(self.host, self.port, ssl=self.ssl, headers=headers)
         except Exception as exc:  # chromadb raises plain exceptions for connection errors
             raise StoreError(f"resource {self.name!r}: cannot reach the {where}: {exc}") from exc
-        return self._resource(client, embedding, default_search_kwargs, where)
+        return self._resource(client, embedding, default_search_kwargs, where, store_path(self.path))
 
 
 class BM25Settings(StrictModel):
@@ -222,77 +256,33 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     create: bool = False
     autocontext: bool | None = None
     chunk_size: int | None = Field(default=None, ge=8, le=254)
+    search: Literal["hybrid", "dense", "bm25"] = "hybrid"
     hybrid: HybridSearchSettings | None = None
     sections: SectionSettings | None = None
 
     @field_validator("index")
     @classmethod
-    def _no_char_chunks(cls, index: IndexConfig | None) -> IndexConfig | None:
+    def _one_chunk_size(cls, index: IndexConfig | None) -> IndexConfig | None:
         if index is not None and index.chunk_size is not None:
             raise ValueError("a knowledge base sets chunk_size (in word pieces) on the resource, not under index")
         return index
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        from rag.indexing.knowledge_base import KnowledgeBase
-        from rag.models.embeddings import is_default_embeddings
-
-        kb_name = self.knowledge_base or self.name
-        # `embedding: {kind: default}` means "no particular model": an existing knowledge base keeps the one in
-        # its manifest (e.g. MiniLM fp32 after the default precision became `auto`), a new one gets the default.
-        chosen = None if is_default_embeddings(embedding) else embedding
-        kwargs: dict[str, Any] = {"embedding": chosen, "description": self.description}
+        name = self.knowledge_base or self.name
+        kwargs: dict[str, Any] = {"embedding": kb_embedding(embedding), "description": self.description}
         if self.autocontext is not None:
-            from rag.indexing.autocontext import AutoContext
-
             kwargs["autocontext"] = AutoContext(enabled=self.autocontext)
         if self.chunk_size is not None:
-            from rag.indexing.chunking import TokenChunker
-
-            kwargs["chunker"] = TokenChunker(chunk_size=self.chunk_size, chunk_overlap=min(30, self.chunk_size // 4))
+            kwargs["chunker"] = TokenChunker.sized(self.chunk_size)
         if self.index is None and not self.create:
-            kb = KnowledgeBase.open(kb_name, store_path(self.path), **kwargs)
+            kb = KnowledgeBase.open(name, store_path(self.path), **kwargs)
         else:
-            kb = KnowledgeBase(kb_name, store_path(self.path), **kwargs)
+            kb = KnowledgeBase(name, store_path(self.path), **kwargs)
         if self.index is not None:
-            report = kb.add_documents([str(Path(p).expanduser()) for p in self.index.paths], include=self.index.glob,
-                                      exclude=self.index.exclude, cleanup="incremental")
-            for skipped in report.skipped:
-                logger.warning("resource %s: skipped %s: %s", self.name, skipped.path, skipped.reason)
-            if kb.count() == 0:
-                raise ConfigError(f"resource {self.name!r}: no readable documents in {self.index.paths} "
-                                  f"matching {self.index.glob!r}")
+            sync_files(kb, self.index, resource=self.name)
         hybrid = None if self.hybrid is None else {**self.hybrid.fusion_settings(),
                                                     "bm25_settings": self.hybrid.bm25.model_dump()}
         sections = self.sections.model_dump() if self.sections is not None else None
-        return kb.as_resource(name=self.name, search_kwargs=self.merged_search_kwargs(default_search_kwargs),
+        return kb.as_resource(name=self.name, search=self.search,
+                              search_kwargs=self.merged_search_kwargs(default_search_kwargs),
                               description=self.description or None, hybrid=hybrid, sections=sections)
-
-
-def load_chunks(spec: IndexConfig, *, resource: str) -> list[Any]:
-    """Load and chunk the files of an `index:` block; skipped files are logged with the reason."""
-    from rag.indexing.chunking import split_documents
-    from rag.indexing.loaders import LoadReport, load_directory
-
-    report = LoadReport()
-    for raw in spec.paths:
-        part = load_directory(Path(raw).expanduser(), glob=spec.glob, exclude=spec.exclude)
-        report.documents += part.documents
-        report.skipped += part.skipped
-    for skipped in report.skipped:
-        logger.warning("resource %s: skipped %s: %s", resource, skipped.path, skipped.reason)
-    if not report.documents:
-        raise ConfigError(f"resource {resource!r}: no readable documents in {spec.paths} matching {spec.glob!r}")
-    kwargs = {} if spec.chunk_size is None else {"chunk_size": spec.chunk_size,
-                                                  "chunk_overlap": min(100, spec.chunk_size // 8)}
-    return split_documents(report.documents, **kwargs)
-
-
-def _index_files(store: Any, spec: IndexConfig, *, resource: str) -> None:
-    """Embed the chunks of `spec` into `store` (ids are content hashes, so re-adding is harmless)."""
-    from rag.core.resource import _doc_id
-
-    chunks = load_chunks(spec, resource=resource)
-    for start in range(0, len(chunks), _BATCH):
-        part = chunks[start:start + _BATCH]
-        store.add_documents(part, ids=[_doc_id(d) for d in part])
-    logger.info("resource %s: indexed %d chunks", resource, len(chunks))

@@ -20,17 +20,35 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableParallel, RunnablePassthrough
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from langchain_core.runnables import (
+    Runnable,
+    RunnableConfig,
+    RunnableLambda,
+    RunnableParallel,
+    RunnablePassthrough,
+    RunnableSequence,
+)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from rag.core.errors import ConfigError, InputError
-from rag.core.resource import Resource, validate_search_kwargs
+from rag.base.errors import ConfigError, InputError, from_validation
+from rag.core.config import from_config
+from rag.core.pipeline import Branch, combine, search_branch, tag_resource
+from rag.core.resource import Resource, configured_search_kwargs, validate_search_kwargs
+from rag.core.retrieval_settings import RetrievalSettings
+from rag.core.retrieve import retrieval_settings
+from rag.core.retriever import RAGRetriever
 from rag.generation.rag_with_source import GenerationChain, rag_chain_from_docs
 
 __all__ = ["OUTPUT_KEYS", "RAG", "aggregate_documents"]
@@ -42,33 +60,20 @@ _BUILD_KEY = "rag_retrieval_defaults"      # settings given to chain() (internal
 
 
 def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
-    """Merge `{resource: docs}` into one list, tag `metadata["resource"]`, drop exact duplicates.
+    """Merge `{resource: docs}` into one list, tag `metadata["resource"]`, drop duplicates.
 
-    Documents are interleaved by rank (every resource's first hit, then every second hit, ...),
-    so no resource's best match is pushed to the end of the context by another's long tail.
+    The documents are fused by reciprocal rank (`rag.core.pipeline.combine` without settings):
+    every resource's first hit, then every second hit, ..., so no resource's best match is pushed
+    to the end of the context by another's long tail; a chunk found by several resources keeps
+    its first resource's tag and moves up.
 
     Example:
         >>> a, b, c = (Document(page_content=t) for t in "abc")
         >>> [(d.page_content, d.metadata["resource"]) for d in aggregate_documents({"r1": [a, b], "r2": [a, c]})]
         [('a', 'r1'), ('b', 'r1'), ('c', 'r2')]
     """
-    seen: set[str] = set()
-    out: list[Document] = []
-    ranked = [(name, docs or []) for name, docs in results.items()]
-    depth = max((len(docs) for _, docs in ranked), default=0)
-    for rank in range(depth):
-        for name, docs in ranked:
-            if rank >= len(docs):
-                continue
-            doc = docs[rank]
-            key = json.dumps([doc.page_content, {k: v for k, v in doc.metadata.items() if k != "resource"}],
-                             sort_keys=True, default=str)
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(Document(page_content=doc.page_content, metadata={**doc.metadata, "resource": name},
-                                id=doc.id))
-    return out
+    return combine([Branch("", name, [""], {0: tag_resource(docs or [], name)}) for name, docs in results.items()],
+                   [], None).context
 
 
 class RAG(BaseModel):
@@ -76,6 +81,11 @@ class RAG(BaseModel):
 
     Attributes:
         resources: the resources to search; names must be unique.
+        retrieval: the retrieval pipeline's settings (`RetrievalSettings` or a dict of them: `k`,
+            `fetch_k`, `router`, `reranker`, `page_diversity`, `sections`, `rse`, `max_tokens`, ...).
+            Each resource's branch then rephrases, routes and searches, and the aggregate fuses,
+            reranks, packs and budgets, exactly as `rag.retrieve` does. None (the default): each
+            branch searches with its `search_kwargs` and the aggregate only fuses.
         generation_chain: `{"question", "context"} -> answer`; default `rag_chain_from_docs()`
             on the configured answerer (offline extractive unless `RAG_LLM` says otherwise).
         extras: `{key: callable(output_dict) -> value}` added to every output.
@@ -86,6 +96,28 @@ class RAG(BaseModel):
     resources: list[Resource]
     generation_chain: Runnable = Field(default_factory=rag_chain_from_docs)
     extras: dict[str, Callable[[dict[str, Any]], Any]] = Field(default_factory=dict)
+    retrieval: RetrievalSettings | None = None
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_validation(exc, type(self).__name__) from None
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _check_resource_types(cls, resources: Any) -> Any:
+        if isinstance(resources, list):
+            bad = [type(r).__name__ for r in resources if not isinstance(r, Resource)]
+            if bad:
+                raise ValueError(f"resources must be Resource objects, got {bad}; wrap a knowledge base with "
+                                 "kb.as_resource() and a retriever with Resource.from_retriever(name, retriever)")
+        return resources
+
+    @field_validator("retrieval", mode="before")
+    @classmethod
+    def _check_retrieval(cls, value: Any) -> Any:
+        return retrieval_settings(**value) if isinstance(value, Mapping) else value
 
     @field_validator("extras")
     @classmethod
@@ -109,7 +141,6 @@ class RAG(BaseModel):
     @classmethod
     def from_config(cls, source: Any, *, embedding: Any = None, llm: Any = None) -> RAG:
         """Build a RAG (or subclass) from a YAML path, a dict or a `RagConfig` (see `rag.core.config`)."""
-        from rag.core.config import from_config
 
         return from_config(cls, source, embedding=embedding, llm=llm)
 
@@ -122,12 +153,28 @@ class RAG(BaseModel):
         """One parallel branch per resource, then `aggregate_documents`. Override to customise retrieval."""
         if not self.resources:
             return RunnableLambda(lambda _: [], name="no_resources")
-        parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
-        return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
+        if self.retrieval is None:
+            parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
+            return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
+        parallel = RunnableParallel({r.name: self._branch(r) for r in self.resources})
+        return (parallel | RunnableLambda(self._aggregate, name="aggregate")).with_config(run_name="resources")
+
+    def _branch(self, resource: Resource) -> Runnable[str, Branch]:
+        """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
+        settings = self.retrieval
+
+        def run(question: str, config: RunnableConfig) -> Branch:
+            return search_branch(question, resource, settings, search_kwargs=configured_search_kwargs(config, resource.name),
+                                 config=config)
+
+        return RunnableLambda(run, name=resource.name)
+
+    def _aggregate(self, branches: Mapping[str, Branch]) -> list[Document]:
+        """The cross-resource half: fuse, rerank, sections, diversify, expand / RSE, budget (`combine`)."""
+        return combine(list(branches.values()), self.resources, self.retrieval).context
 
     def as_retriever(self, *, k: int | None = None, filter: dict[str, Any] | None = None) -> BaseRetriever:
         """This RAG's aggregated retrieval as a LangChain retriever (see `RAGRetriever`)."""
-        from rag.core.retriever import RAGRetriever
 
         return RAGRetriever(rag=self, k=k, filter=filter)
 
@@ -166,7 +213,7 @@ class RAG(BaseModel):
 
     # ------------------------------------------------------------------ the chain
     def chain(self, retrieval_chain: dict[str, Any] | None = None,
-              generation_chain: dict[str, Any] | None = None) -> Runnable:
+              generation_chain: dict[str, Any] | None = None) -> RunnableSequence:
         """Build the runnable: `question -> {"question", "answer", "context", <extras>}`.
 
         Args:
@@ -179,34 +226,32 @@ class RAG(BaseModel):
         generation = self._generation_with(generation_chain)
         retrieval = self.resources_retrieval_chain
 
-        def check(config: RunnableConfig) -> None:
+        def with_defaults(config: RunnableConfig) -> RunnableConfig:
+            # Build-time settings travel in the config of the retrieval run, so they also reach
+            # retrievers nested inside other retrievers (which pass on only the context's config).
             self.validate_retrieval_settings(((config or {}).get("configurable") or {}).get(_REQUEST_KEY))
+            if not defaults:
+                return config
+            return {**config, "configurable": {**(config.get("configurable") or {}), _BUILD_KEY: defaults}}
 
         # One step normalises the input and retrieves: no extra run or thread hop per call.
         def retrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
-            check(config)
             inputs = _normalise_input(value)
-            return {**inputs, "context": retrieval.invoke(inputs["question"], config)}
+            return {**inputs, "context": retrieval.invoke(inputs["question"], with_defaults(config))}
 
         async def aretrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
-            check(config)
             inputs = _normalise_input(value)
-            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], config)}
+            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], with_defaults(config))}
 
-        chain = (
-            RunnableLambda(retrieve, afunc=aretrieve, name="retrieve")
-            | RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")
-        )
+        steps: list[Runnable] = [RunnableLambda(retrieve, afunc=aretrieve, name="retrieve"),
+                                 RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")]
         if self.extras:
             extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}
-            chain = chain | RunnablePassthrough.assign(**extras).with_config(run_name="extras")
-        # Build-time settings travel in the config of the whole run, so they also reach retrievers
-        # nested inside other retrievers (which pass on only the context's config).
-        configurable = {_BUILD_KEY: defaults} if defaults else {}
-        return chain.with_config(run_name=type(self).__name__, configurable=configurable)
+            steps.append(RunnablePassthrough.assign(**extras).with_config(run_name="extras"))
+        return RunnableSequence(*steps, name=type(self).__name__)
 
     def get_chain(self, retrieval_chain: dict[str, Any] | None = None,
-                  generation_chain: dict[str, Any] | None = None) -> Runnable:
+                  generation_chain: dict[str, Any] | None = None) -> RunnableSequence:
         """Same as `chain` (the seed uses both names)."""
         return self.chain(retrieval_chain=retrieval_chain, generation_chain=generation_chain)
 
@@ -216,6 +261,9 @@ def _normalise_input(value: Any) -> dict[str, Any]:
         question = value
         value = {"question": value}
     elif isinstance(value, Mapping):
+        if "question" not in value:
+            raise InputError(f"the input dict has no 'question' key (got keys {sorted(map(str, value))}); "
+                             "pass a question string or {'question': ...}")
         question = value.get("question")
         value = dict(value)
     else:

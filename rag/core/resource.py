@@ -16,10 +16,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,10 +28,19 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rag.core.errors import ConfigError
-from rag.core.filters import chroma_where_from_canonical, matches_canonical, validate_filter
+from rag.base.errors import ConfigError
+from rag.base.filters import (
+    chroma_where_from_canonical,
+    matches_canonical,
+    validate_filter,
+)
+from rag.indexing.chunking import TokenChunker
+from rag.indexing.knowledge_base import KnowledgeStore
+from rag.models.embeddings import default_embeddings
+from rag.retrieval.kb_search import knowledge_base_retriever
+from rag.stores.chroma import collection_name, content_id, new_chroma
 
-__all__ = ["SEARCH_KWARGS", "Resource", "new_chroma", "validate_search_kwargs"]
+__all__ = ["SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_search_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,43 +77,17 @@ def validate_search_kwargs(search_kwargs: Mapping[str, Any] | None, *, where: st
     return out
 
 
-def new_chroma(
-    collection_name: str,
-    embedding: Embeddings,
-    *,
-    persist_directory: str | Path | None = None,
-    client: Any = None,
-) -> VectorStore:
-    """Open (or create) a Chroma collection in cosine space.
+def configured_search_kwargs(config: RunnableConfig | None, name: str) -> dict[str, Any]:
+    """Resource `name`'s search settings in a run's config: build-time ones, then the request's on top.
 
-    In-memory collections get a unique suffix: Chroma's in-process clients share one system,
-    so two resources with the same name must not see each other's documents.
+    `RAG.chain(retrieval_chain=...)` puts build-time settings under
+    `configurable["rag_retrieval_defaults"]`; a request's `configurable["retrieval_chain"]` wins
+    over them key by key.
     """
-    from langchain_chroma import Chroma
-
-    if persist_directory is None and client is None:
-        collection_name = f"{collection_name}-{uuid.uuid4().hex[:8]}"
-    kwargs: dict[str, Any] = {
-        "collection_name": _chroma_collection_name(collection_name),
-        "embedding_function": embedding,
-        "collection_metadata": {"hnsw:space": "cosine"},
-    }
-    if client is not None:
-        kwargs["client"] = client
-    elif persist_directory is not None:
-        kwargs["persist_directory"] = str(persist_directory)
-    return Chroma(**kwargs)
-
-
-def _chroma_collection_name(name: str) -> str:
-    # Chroma accepts 3-512 chars of [a-zA-Z0-9._-], starting and ending alphanumeric.
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("._-")
-    return (cleaned or "rag") if len(cleaned) >= 3 else f"rag-{cleaned}".strip("-")
-
-
-def _doc_id(doc: Document) -> str:
-    payload = json.dumps([doc.page_content, doc.metadata], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    configurable = (config or {}).get("configurable") or {}
+    build, request = (((configurable.get(key) or {}).get(name) or {}).get("search_kwargs") or {}
+                      for key in (_BUILD_KEY, _REQUEST_KEY))
+    return {**build, **request}
 
 
 class Resource(BaseModel):
@@ -173,12 +153,11 @@ class Resource(BaseModel):
         Ids are content hashes, so adding the same documents to a persistent store twice
         does not duplicate them.
         """
-        from rag.models.embeddings import default_embeddings
 
         store = new_chroma(name, embedding or default_embeddings(), persist_directory=persist_directory)
         unique: dict[str, Document] = {}
         for doc in documents:
-            unique.setdefault(_doc_id(doc), doc)
+            unique.setdefault(content_id(doc), doc)
         if unique:
             store.add_documents(list(unique.values()), ids=list(unique))
         return cls.from_vectorstore(name, store, search_kwargs, description=description)
@@ -218,23 +197,28 @@ class Resource(BaseModel):
         search_kwargs: dict[str, Any] | None = None,
         description: str = "",
         chunk_size: int | None = None,
+        search: str = "hybrid",
     ) -> Resource:
-        """Load txt, md, html and pdf files under `path`, chunk them and embed them.
+        """Index the txt, md, html and pdf files under `path` into a knowledge base and search it.
 
-        Unreadable files are skipped with a warning naming the file and the reason.
+        The files go through the one ingest path (`KnowledgeStore`: load, chunk, AutoContext,
+        embed, write); with `persist_directory` the knowledge base is kept there and a second
+        call only indexes what changed, otherwise it lives in memory. `search`: ``"hybrid"``
+        (default), ``"dense"`` or ``"bm25"`` (`rag.retrieval.kb_search`). Unreadable files are
+        skipped with a warning naming the file and the reason.
+
+        Raises:
+            ConfigError: nothing readable under `path`.
         """
-        from rag.indexing.chunking import split_documents
-        from rag.indexing.loaders import load_directory
-
-        report = load_directory(path, glob=glob, exclude=exclude)
+        kb = KnowledgeStore(collection_name(name)[:63], persist_directory, embedding=embedding,
+                            chunker=TokenChunker.sized(chunk_size), description=description)
+        report = kb.add_documents([path], include=glob, exclude=exclude)
         for skipped in report.skipped:
             logger.warning("skipped %s: %s", skipped.path, skipped.reason)
-        if not report.documents:
+        if kb.count() == 0:
             raise ConfigError(f"no readable documents under {path} matching {glob!r}")
-        kwargs = {} if chunk_size is None else {"chunk_size": chunk_size}
-        chunks = split_documents(report.documents, **kwargs)
-        return cls.from_documents(name, chunks, embedding=embedding, persist_directory=persist_directory,
-                                  search_kwargs=search_kwargs, description=description)
+        return cls(name=name, retriever=knowledge_base_retriever(kb, search=search), description=description,
+                   search_kwargs=search_kwargs or {})
 
     # ----------------------------------------------------------------- retrieval
     def effective_search_kwargs(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -273,17 +257,12 @@ class Resource(BaseModel):
         wins over them key by key.
         """
 
-        def _settings(config: RunnableConfig | None) -> dict[str, Any]:
-            configurable = (config or {}).get("configurable") or {}
-            build, request = (((configurable.get(key) or {}).get(self.name) or {}).get("search_kwargs") or {}
-                              for key in (_BUILD_KEY, _REQUEST_KEY))
-            return {**build, **request}
-
         def _run(query: str, config: RunnableConfig) -> list[Document]:
-            return self.retrieve(query, search_kwargs=_settings(config), config=config)
+            return self.retrieve(query, search_kwargs=configured_search_kwargs(config, self.name), config=config)
 
         async def _arun(query: str, config: RunnableConfig) -> list[Document]:
-            return await self.aretrieve(query, search_kwargs=_settings(config), config=config)
+            return await self.aretrieve(query, search_kwargs=configured_search_kwargs(config, self.name),
+                                        config=config)
 
         return RunnableLambda(_run, afunc=_arun, name=self.name)
 

@@ -16,20 +16,25 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from rag.core.generator import RAG
+from rag.base.portable import PortableRetriever
 from rag.core.resource import validate_search_kwargs
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["RAGRetriever"]
 
 
-class RAGRetriever(BaseRetriever):
+class RAGRetriever(PortableRetriever):
     """Search all resources of a `RAG` and return the aggregated documents.
 
     Attributes:
@@ -40,9 +45,8 @@ class RAGRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    accepts_portable_filter: ClassVar[bool] = True
 
-    rag: RAG
+    rag: Any  # a RAG (typed loosely: the RAG module builds this retriever)
     k: int | None = None
     filter: dict[str, Any] | None = None
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError, InputError
+from rag.base.errors import ConfigError, InputError
+from rag.indexing.headings import chunk_section, heading_spans
 
 __all__ = [
     "DATA_ENV_VAR",
@@ -151,7 +152,6 @@ def chunk_pages(pages: Sequence[str], *, metadata: dict[str, Any], chunk_size: i
 
     # The benchmark protocol fixes chunks in characters (the README baselines use 1,000), so it
     # uses a character splitter rather than the library's token chunker, whose sizes are word pieces.
-    from rag.indexing.headings import chunk_section, heading_spans
 
     splitter = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=0)
     spans = heading_spans(pages)

@@ -31,6 +31,16 @@ from langchain_core.embeddings import Embeddings
 
 from rag.evaluation.financebench import FinanceBenchData
 from rag.evaluation.financebench_run import estimate_tokens
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.embedding_cache import CachedEmbeddings
+from rag.models.embeddings import (
+    PRECISION_ENV_VAR,
+    default_embeddings,
+    embedding_choice,
+    minilm_embeddings,
+)
+from rag.retrieval.lexical import BM25Index
+from rag.retrieval.sections import SectionRouter
 
 __all__ = ["BenchIndex", "autocontext_texts"]
 
@@ -42,7 +52,6 @@ def autocontext_texts(chunks: list[Document]) -> list[str]:
     The library's `rag.indexing.autocontext.AutoContext` with its defaults (extractive document
     summary, 48-token header); the stored chunk text is unchanged.
     """
-    from rag.indexing.autocontext import AutoContext
 
     return AutoContext().embedding_texts(chunks)
 
@@ -53,12 +62,6 @@ def benchmark_embeddings() -> Embeddings:
     The committed results and the shared embedding cache are fp32; `auto` precision would pick bf16 on
     some CPUs and re-embed the whole corpus. Set `RAG_EMBEDDING_PRECISION=bf16` to benchmark bf16.
     """
-    from rag.models.embeddings import (
-        PRECISION_ENV_VAR,
-        default_embeddings,
-        embedding_choice,
-        minilm_embeddings,
-    )
 
     if embedding_choice() == "minilm":
         return minilm_embeddings(precision=os.environ.get(PRECISION_ENV_VAR) or "fp32")
@@ -86,8 +89,6 @@ class BenchIndex:
     def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, chunk_size: int = 1000,
               embeddings: Embeddings | None = None, progress: Callable[[str], None] | None = None) -> BenchIndex:
         """Parse (cached), chunk, embed (cached) and index every filing of `data`."""
-        from rag.indexing.embedding_cache import CachedEmbeddings
-        from rag.retrieval.lexical import BM25Index
 
         say = progress or (lambda _msg: None)
         if embeddings is None:
@@ -121,7 +122,6 @@ class BenchIndex:
 
     def section_router(self, settings: tuple[tuple[str, Any], ...] = ()) -> Any:
         """The `rag.retrieval.sections.SectionRouter` over every filing's chunks, with `settings` (built once each)."""
-        from rag.retrieval.sections import SectionRouter
 
         if settings not in self._sections:
             self._sections[settings] = SectionRouter(self.chunks, key="doc_name", **dict(settings))

@@ -23,16 +23,26 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.evaluation.financebench import FinanceBenchData, resolve_data_dir
 from rag.evaluation.financebench_index import BenchIndex
 from rag.evaluation.financebench_query import sub_queries
+from rag.evaluation.financebench_report import write_report
 from rag.evaluation.financebench_run import (
     DEFAULT_BUDGET,
     BenchReport,
     Retrieval,
     estimate_tokens,
+    run_benchmark,
 )
+from rag.retrieval.budget import apply_budget
+from rag.retrieval.expansion import expand_neighbours
+from rag.retrieval.fusion import fuse
 from rag.retrieval.packing import diversify
+from rag.retrieval.rephrase import Rephraser
+from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
+from rag.retrieval.routing import DocumentRouter
+from rag.retrieval.rse import relevant_segments, segment_documents
 
 if TYPE_CHECKING:
     from rag.retrieval.routing import DocumentRouter
@@ -87,7 +97,7 @@ def _specs() -> list[PipelineSpec]:
                              "sentences), fused 50/50 with the first-stage score")
     return [
         PipelineSpec(name="bm25", dense=False, lexical=True,
-                     description="BM25 (rag.core.text tokens: stop words, stems) with the document title and "
+                     description="BM25 (rag.base.text tokens: stop words, stems) with the document title and "
                                  "section indexed"),
         dense,
         replace(hybrid, name="hybrid-rrf", fusion="rrf", description="dense + BM25 fused by RRF (k=60)"),
@@ -157,7 +167,6 @@ class Pipeline:
 
     def retrieve(self, question: str, *, doc_name: str | None) -> Retrieval:
         """Rank the chunks of `doc_name` (or of every filing) for `question` and assemble the context."""
-        from rag.retrieval.budget import apply_budget
 
         spec = self.spec
         pool = self.index.pool(doc_name)
@@ -165,7 +174,6 @@ class Pipeline:
             pool = self._routed_pool(question, pool)
         queries = sub_queries(question) if spec.multi_query else [question]
         if spec.rephrase:
-            from rag.retrieval.rephrase import Rephraser
 
             queries += [q for q in Rephraser(modes=spec.rephrase).rephrase(question)[1:] if q not in queries]
         scored = self._fused(queries, pool)
@@ -203,7 +211,6 @@ class Pipeline:
         return [(self.index.chunks[int(pool[i])], float(scores[i])) for i in order if not positive or scores[i] > 0]
 
     def _fused(self, queries: list[str], pool: np.ndarray) -> list[tuple[Document, float]]:
-        from rag.retrieval.fusion import fuse
 
         spec = self.spec
         lists: dict[str, list[tuple[Document, float]]] = {}
@@ -234,7 +241,6 @@ class Pipeline:
 
     def _document_router(self) -> DocumentRouter:
         """One card per filing: its title (company, period, form) and its name ("AMCOR 2023Q2 10Q")."""
-        from rag.retrieval.routing import DocumentRouter
 
         if self._router is None:
             cards = {name: f"{title} | {name.replace('_', ' ')}" for name, title in self.index.titles.items()}
@@ -243,7 +249,6 @@ class Pipeline:
 
     def _rerank(self, queries: list[str], scored: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
         """`EmbeddingReranker` on the top candidates (best match over the question's parts), fused with stage one."""
-        from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
 
         spec = self.spec
         top = scored[: spec.rerank_depth]
@@ -261,11 +266,9 @@ class Pipeline:
     def _select(self, scored: list[tuple[Document, float]]) -> list[Document]:
         spec, source = self.spec, self.index.bm25
         if spec.rse:
-            from rag.retrieval.rse import relevant_segments, segment_documents
 
             return segment_documents(relevant_segments([scored], source, preset=spec.rse, **dict(spec.rse_overrides)))
         if spec.neighbours:
-            from rag.retrieval.expansion import expand_neighbours
 
             return expand_neighbours([d for d, _ in scored[:_EXPAND_HITS]], source, window=spec.neighbours)
         return [d for d, _ in scored]
@@ -301,9 +304,6 @@ def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Pat
     Raises:
         ConfigError: an unknown configuration name or setting, or a missing data directory.
     """
-    from rag.evaluation.financebench import FinanceBenchData, resolve_data_dir
-    from rag.evaluation.financebench_report import write_report
-    from rag.evaluation.financebench_run import run_benchmark
 
     names = list(configs) if configs else list(CONFIGURATIONS)
     unknown = [n for n in names if n not in CONFIGURATIONS]

@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from rag.core.text import split_sentences, tokenize
+from rag.base.text import split_sentences, tokenize
 
 __all__ = ["sub_queries"]
 

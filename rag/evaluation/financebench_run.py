@@ -26,8 +26,9 @@ from typing import Any, Protocol
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.evaluation.financebench import FinanceBenchData, Question
+from rag.evaluation.metrics import hit_rate, mrr
 
 __all__ = [
     "SETTINGS",
@@ -138,7 +139,6 @@ def _truncate(doc: Document, keep: int) -> Document:
 def score_question(question: Question, retrieval: Retrieval, *, budget: int = DEFAULT_BUDGET,
                    count: Callable[[str], int] = estimate_tokens) -> dict[str, float]:
     """Score one retrieval: context hit within the budget, chunk hit@1/@5, MRR, context tokens."""
-    from rag.evaluation.metrics import hit_rate, mrr
 
     gold = question.evidence_pages
     context = cap_context(retrieval.context, budget=budget, count=count)

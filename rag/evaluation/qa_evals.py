@@ -20,8 +20,8 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import random
 import re
 import time
@@ -34,8 +34,9 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.core.errors import InputError
-from rag.core.text import split_sentences, tokenize
+from rag.base.errors import InputError
+from rag.base.text import split_sentences, tokenize
+from rag.core.airag import airag
 from rag.evaluation.metrics import hit_rate, mrr, ndcg_at_k
 
 __all__ = ["QAEval", "QAEvalReport", "build_qa_evals", "chunk_key", "corpus_documents", "load_qa_evals",
@@ -218,7 +219,6 @@ def run_qa_evals(rag: Any, evals: Sequence[QAEval] | str | Path, *, k: int = 5, 
         embedding: embedding model of the support scores (None: lexical only).
         threshold: support score at which a sentence counts as supported.
     """
-    from rag.generation.airag import airag
 
     items = load_qa_evals(evals) if isinstance(evals, (str, Path)) else list(evals)
     if not items:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rag.core.errors import MissingDependencyError
+from rag.base.errors import MissingDependencyError
 from rag.evaluation.qa_evals import QAEvalReport
 
 __all__ = ["CHART_FILE", "REPORT_FILE", "write_qa_report"]

@@ -25,12 +25,22 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, Protocol
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, convert_to_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    convert_to_messages,
+)
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from langchain_core.runnables import Runnable, RunnableGenerator, RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import (
+    Runnable,
+    RunnableGenerator,
+    RunnableLambda,
+    RunnablePassthrough,
+)
 
-from rag.core.errors import InputError
+from rag.base.errors import InputError
 from rag.generation.extractive import ExtractiveAnswerer
 
 __all__ = ["CONDENSE_PROMPT", "ConversationalRAG", "InMemoryMessageStore", "MessageStore", "carry_over_entities",

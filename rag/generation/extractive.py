@@ -23,10 +23,14 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_callback_manager_for_config,
+)
 
-from rag.core.errors import InputError
-from rag.core.text import idf_weights, lexical_overlap, split_sentences, tokenize
+from rag.base.errors import InputError
+from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
+from rag.models.embeddings import default_embeddings
 
 __all__ = ["NO_ANSWER", "ExtractiveAnswerer", "ScoredSentence"]
 
@@ -77,7 +81,6 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def embedding(self) -> Embeddings | None:
         if self._embedding is None and self._embedding_spec is not None:
             if isinstance(self._embedding_spec, str):
-                from rag.models.embeddings import default_embeddings
 
                 self._embedding = default_embeddings()
             else:

@@ -32,8 +32,18 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
-from rag.generation.citations import CitationReport, check_citations, resolve_citations, source_map
-from rag.generation.support import SentenceSupport, SupportScorer, annotate_support, support_summary
+from rag.generation.citations import (
+    CitationReport,
+    check_citations,
+    resolve_citations,
+    source_map,
+)
+from rag.generation.support import (
+    SentenceSupport,
+    SupportScorer,
+    annotate_support,
+    support_summary,
+)
 
 __all__ = ["FLAGS", "AnswerChecks", "answer_checks", "check_answer", "suspicious_chunks"]
 

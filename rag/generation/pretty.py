@@ -25,7 +25,7 @@ import html
 import sys
 from typing import Any, TextIO
 
-from rag.core.result import RAGResult
+from rag.base.result import RAGResult
 
 __all__ = ["ANSI", "pprint", "to_html", "to_text"]
 

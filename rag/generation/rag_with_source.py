@@ -22,7 +22,8 @@ from langchain_core.prompts import BasePromptTemplate, ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig, RunnablePassthrough
 from langchain_core.runnables.utils import Input
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.generation.answerer import default_llm
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.prompts import DEFAULT_PROMPT, format_docs
 
@@ -128,7 +129,6 @@ def rag_chain_from_docs(llm: Any = None, prompt: BasePromptTemplate | str | None
         prompt: a prompt with `{question}` and `{context}`; defaults to a grounded, cite-as-[n] prompt.
     """
     if llm is None:
-        from rag.models.llms import default_llm
 
         llm = default_llm()
     return GenerationChain(llm, prompt)

@@ -20,7 +20,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from rag.core.text import split_sentences
+from rag.base.text import split_sentences
 
 __all__ = ["CITATION_PATTERN", "AnswerSentence", "is_abstention", "parse_answer", "strip_citations"]
 

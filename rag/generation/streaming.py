@@ -41,7 +41,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from rag.core.errors import InputError
+from rag.base.errors import InputError
 from rag.generation.citations import source_map
 from rag.generation.postprocess import check_answer
 from rag.generation.usage import UsageTracker, with_tracker

@@ -3,7 +3,7 @@
 For every answer sentence (citation markers stripped) and every context chunk a support score
 in [0, 1] is computed from
 
-- lexical overlap: the IDF-weighted share of the sentence's content words (`rag.core.text`)
+- lexical overlap: the IDF-weighted share of the sentence's content words (`rag.base.text`)
   found in the chunk, and
 - embedding similarity: the best cosine between the sentence and the chunk's sentences
   (only when an embedding model is used; `"default"` loads the library's model lazily),
@@ -32,8 +32,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
-from rag.core.text import idf_weights, lexical_overlap, split_sentences, tokenize
+from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
 from rag.generation.sentences import is_abstention, parse_answer
+from rag.models.embeddings import default_embeddings
 
 __all__ = ["SUPPORT_LABELS", "SentenceSupport", "SupportScorer", "annotate_support", "support_summary"]
 
@@ -65,7 +66,6 @@ def _resolve_embedding(embedding: Embeddings | str | None) -> Embeddings | None:
     if embedding is None or isinstance(embedding, Embeddings):
         return embedding
     if embedding == "default":
-        from rag.models.embeddings import default_embeddings
 
         return default_embeddings()
     raise ValueError(f"embedding must be an Embeddings object, 'default' or None; got {embedding!r}")

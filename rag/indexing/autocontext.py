@@ -34,8 +34,9 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
-from rag.core.text import split_sentences, tokenize
+from rag.base.errors import ConfigError
+from rag.base.text import split_sentences, tokenize
+from rag.indexing.tokens import ApproximateTokenizer
 
 __all__ = ["AutoContext", "extractive_summary"]
 
@@ -151,7 +152,6 @@ class AutoContext:
         """`"{title} / {section}\\n{summary}"`, trimmed to `max_header_tokens` (empty when disabled)."""
         if not self.enabled:
             return ""
-        from rag.indexing.tokens import ApproximateTokenizer
 
         counter = ApproximateTokenizer()
         # File-name titles read better with spaces: "3M_2022_10K" -> "3M 2022 10K".

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.indexing.loaders import clean_text
 from rag.indexing.tokens import Tokenizer, default_tokenizer
 
@@ -174,6 +174,18 @@ class TokenChunker:
         self.chunk_overlap = chunk_overlap
         self.headers = headers
         self._tokenizer = tokenizer
+
+    @classmethod
+    def sized(cls, chunk_size: int | None = None) -> TokenChunker:
+        """The default chunker, or one of `chunk_size` tokens with the default overlap capped at a quarter of it.
+
+        Example:
+            >>> TokenChunker.sized(40).chunk_overlap, TokenChunker.sized().chunk_size
+            (10, 200)
+        """
+        if chunk_size is None:
+            return cls()
+        return cls(chunk_size=chunk_size, chunk_overlap=min(DEFAULT_CHUNK_OVERLAP, max(chunk_size, 0) // 4))
 
     @property
     def tokenizer(self) -> Tokenizer:

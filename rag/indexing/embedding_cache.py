@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from rag.core.errors import ConfigError, StoreError
+from rag.base.errors import ConfigError, StoreError
+from rag.models.embeddings import embedding_id
 
 __all__ = ["CachedEmbeddings"]
 
@@ -76,7 +77,6 @@ class CachedEmbeddings(Embeddings):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if model_id is None:
-            from rag.models.embeddings import embedding_id
 
             model_id = embedding_id(embeddings)
         if not model_id:

@@ -15,9 +15,19 @@ import argparse
 import time
 from typing import Any
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.chunking import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    TokenChunker,
+)
+from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files
+from rag.indexing.tags import KeywordTagger
+from rag.models.embeddings import minilm_embeddings
 
-__all__ = ["add_index_arguments", "open_knowledge_base_resource", "run_index"]
+__all__ = ["add_index_arguments", "run_index"]
 
 EMBEDDING_OPTIONS = ("default", "fake")
 
@@ -52,34 +62,34 @@ def _embedding(choice: str, precision: str | None = None) -> Any:
 
         return DeterministicFakeEmbedding(size=384)
     if precision is not None:  # explicit: a knowledge base built with another precision is a ConfigError
-        from rag.models.embeddings import minilm_embeddings
 
         return minilm_embeddings(precision=precision)
     return None  # the manifest's model, or the default for a new knowledge base
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from rag.indexing.autocontext import AutoContext
-    from rag.indexing.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, TokenChunker
-    from rag.indexing.knowledge_base import KnowledgeBase
-    from rag.indexing.tags import KeywordTagger
 
     chunker = None
     if args.chunk_size is not None or args.chunk_overlap is not None:
         chunker = TokenChunker(chunk_size=args.chunk_size or DEFAULT_CHUNK_SIZE,
                                chunk_overlap=DEFAULT_CHUNK_OVERLAP if args.chunk_overlap is None else args.chunk_overlap)
     embedding = _embedding(args.embedding, getattr(args, "precision", None))
-    return KnowledgeBase(args.collection, args.store, embedding=embedding, chunker=chunker,
-                         autocontext=AutoContext(enabled=False) if args.no_autocontext else None,
-                         tagger=KeywordTagger() if args.tags else None, lock_timeout=args.lock_timeout)
+    return KnowledgeStore(args.collection, args.store, embedding=embedding, chunker=chunker,
+                          autocontext=AutoContext(enabled=False) if args.no_autocontext else None,
+                          tagger=KeywordTagger() if args.tags else None, lock_timeout=args.lock_timeout)
 
 
 def run_index(args: argparse.Namespace) -> int:
     """Run `rag index` (see the module docstring); returns the exit code."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files
 
     console = Console(stderr=True)
     include = args.include or "**/*"
@@ -120,12 +130,3 @@ def run_index(args: argparse.Namespace) -> int:
     if report.skipped and not (report.added or report.updated or report.unchanged or kb.count()):
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
     return 0
-
-
-def open_knowledge_base_resource(store: str, collection: str) -> Any:
-    """A `Resource` over the knowledge base `collection` in `store`, or None if it is not one."""
-    from rag.indexing.knowledge_base import KnowledgeBase, list_knowledge_bases
-
-    if collection not in list_knowledge_bases(store):
-        return None
-    return KnowledgeBase.open(collection, store).as_resource()

@@ -1,6 +1,6 @@
 """`KnowledgeBaseRetriever`: dense search over a knowledge base's Chroma collection.
 
-It applies `k`, the portable `filter` (translated with `rag.core.filters.to_chroma_where`) and
+It applies `k`, the portable `filter` (translated with `rag.base.filters.to_chroma_where`) and
 `score_threshold` itself, so `Resource` passes them through (`accepts_portable_filter`).
 Each returned chunk has its store id as `Document.id` and its cosine similarity as
 `metadata["score"]`.
@@ -19,9 +19,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
-from rag.core.errors import ConfigError
-from rag.core.filters import to_chroma_where, validate_filter
-from rag.core.portable import PortableRetriever
+from rag.base.errors import ConfigError
+from rag.base.filters import to_chroma_where, validate_filter
+from rag.base.portable import ChunkSource, PortableRetriever
+from rag.stores.chroma import ChromaChunks, query_collection
 
 __all__ = ["KnowledgeBaseRetriever"]
 
@@ -43,6 +44,11 @@ class KnowledgeBaseRetriever(PortableRetriever):
     filter: dict[str, Any] | None = None
     score_threshold: float | None = None
 
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The knowledge base's collection, read by filter."""
+        return ChromaChunks(self.collection)
+
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: dict[str, Any] | None = None,
                                 score_threshold: float | None = None, **kwargs: Any) -> list[Document]:
@@ -57,14 +63,11 @@ class KnowledgeBaseRetriever(PortableRetriever):
         total = self.collection.count()
         if total == 0:
             return []
-        result = self.collection.query(
-            query_embeddings=[self.embedding.embed_query(query)], n_results=min(k, total),
-            where=to_chroma_where(flt) if flt else None, include=["documents", "metadatas", "distances"])
+        hits = query_collection(self.collection, self.embedding.embed_query(query), k=min(k, total),
+                                where=to_chroma_where(flt) if flt else None)
         docs = []
-        for chunk_id, text, meta, distance in zip(result["ids"][0], result["documents"][0],
-                                                  result["metadatas"][0], result["distances"][0], strict=True):
-            score = 1.0 - float(distance)
-            if threshold is not None and score < threshold:
-                continue
-            docs.append(Document(id=chunk_id, page_content=text or "", metadata={**(meta or {}), "score": score}))
+        for doc, distance in hits:  # fresh documents from this call: annotate in place
+            doc.metadata["score"] = 1.0 - distance
+            if threshold is None or doc.metadata["score"] >= threshold:
+                docs.append(doc)
         return docs

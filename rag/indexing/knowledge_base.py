@@ -1,4 +1,9 @@
-"""`KnowledgeBase` (spRAG): a named, persistent, incrementally updated index of documents.
+"""`KnowledgeStore`: the storage side of a knowledge base (spRAG): a named, persistent,
+incrementally updated index of documents.
+
+This is the one ingest path of the library (load -> chunk -> AutoContext -> embed -> write, in
+`rag.indexing.sync`); `Resource.from_directory`, `build_index` and the config kinds call it.
+`rag.KnowledgeBase` (`rag.core.knowledge_base`) is this class plus its retrievers and resource.
 
 A knowledge base lives in a directory (default `.rag/`, shared by several knowledge bases):
 
@@ -17,7 +22,7 @@ itself is in `rag.indexing.sync`.
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
     >>> import tempfile
-    >>> kb = KnowledgeBase("notes", tempfile.mkdtemp(), embedding=DeterministicFakeEmbedding(size=16))
+    >>> kb = KnowledgeStore("notes", tempfile.mkdtemp(), embedding=DeterministicFakeEmbedding(size=16))
     >>> from langchain_core.documents import Document
     >>> kb.add_documents([Document(page_content="Paris is in France.", metadata={"source": "geo"})]).added
     ['geo']
@@ -29,6 +34,9 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,16 +44,27 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.base.filters import to_chroma_where, validate_filter
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
+from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo, embedding_from_id
+from rag.indexing.neighbours import neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
+from rag.indexing.tags import KeywordTagger
+from rag.models.embeddings import default_embeddings, embedding_id
+from rag.stores.chroma import (
+    collection_name,
+    documents_from_get,
+    open_client,
+    open_collection,
+)
 
-__all__ = ["DEFAULT_DIRECTORY", "KnowledgeBase", "list_knowledge_bases"]
+__all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +84,13 @@ def list_knowledge_bases(directory: str | Path = DEFAULT_DIRECTORY) -> list[str]
     return sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
 
 
-class KnowledgeBase:
-    """A persistent knowledge base: add, update, delete and search documents.
+class KnowledgeStore:
+    """A persistent knowledge base's documents: add, update, delete, read and dense search.
 
     Args:
         name: 1-63 characters of letters, digits, `.`, `_`, `-` (also the Chroma collection).
-        directory: where it is stored (created if missing).
+        directory: where it is stored (created if missing); None keeps it in a private temporary
+            directory removed with the object (`Resource.from_directory`, `build_index`).
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
             `rag.models.embeddings.default_embeddings()` for a new knowledge base.
         chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap);
@@ -81,28 +101,34 @@ class KnowledgeBase:
         description: what it holds (shown by resources and the server).
         cache: keep an on-disk embedding cache in the directory.
         lock_timeout: seconds a writer waits for another writer before `StoreError`.
+        client: the chromadb client holding the collection (default: a persistent client on
+            `directory`; `rag.stores.chroma.http_client(...)` for a Chroma server). The manifest,
+            records and lock always live in `directory`.
 
     Raises:
         ConfigError: bad name, or settings that differ from the manifest (another embedding
             model, chunk size or AutoContext setting).
     """
 
-    def __init__(self, name: str, directory: str | Path = DEFAULT_DIRECTORY, *, embedding: Embeddings | None = None,
+    def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *, embedding: Embeddings | None = None,
                  chunker: TokenChunker | PassthroughChunker | None = None, autocontext: AutoContext | None = None,
-                 tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0) -> None:
+                 tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
+                 client: Any = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigError(f"knowledge base name {name!r} is not valid: use 1-63 letters, digits, '.', '_' "
                               "or '-', starting with a letter or digit")
         self.name = name
+        if directory is None:  # in memory: a private temporary directory, removed with this object
+            directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")
+            weakref.finalize(self, shutil.rmtree, directory, True)
+            cache = False
         self.directory = Path(directory)
         self.home = self.directory / "kb" / name
         self.manifest_path = self.home / "manifest.json"
         existing = Manifest.load(self.manifest_path) if self.manifest_path.exists() else None
         if embedding is None:
-            from rag.models.embeddings import default_embeddings
 
             embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
-        from rag.models.embeddings import embedding_id
 
         model_id = embedding_id(embedding)
         if existing and existing.embedding.id != model_id:
@@ -118,7 +144,6 @@ class KnowledgeBase:
             self._check_same(existing, "chunking", self.chunker.settings())
             self._check_same(existing, "autocontext", self.autocontext.settings())
             if tagger is None and existing.tagger:
-                from rag.indexing.tags import KeywordTagger
 
                 self.tagger = KeywordTagger(**{k: v for k, v in existing.tagger.items() if k != "type"})
         self.embedding_model = embedding
@@ -133,10 +158,11 @@ class KnowledgeBase:
             self.manifest.description = description or self.manifest.description
             self.manifest.save(self.manifest_path)
         self.records = RecordStore(self.home / "records.sqlite")
+        self._client = client
         self._collection: Any = None
 
     @classmethod
-    def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeBase:
+    def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeStore:
         """Open an existing knowledge base; `ConfigError` listing the available ones if missing."""
         if not (Path(directory) / "kb" / name / "manifest.json").exists():
             names = list_knowledge_bases(directory)
@@ -151,18 +177,21 @@ class KnowledgeBase:
                                   f"got {settings.get(key)!r}; use the recorded settings or a new knowledge base")
 
     def __repr__(self) -> str:
-        return f"KnowledgeBase({self.name!r}, {str(self.directory)!r})"
+        return f"{type(self).__name__}({self.name!r}, {str(self.directory)!r})"
 
     # ------------------------------------------------------------------ store
+    @property
+    def client(self) -> Any:
+        """The chromadb client of the store (a persistent client on `directory` unless one was given)."""
+        if self._client is None:
+            self._client = open_client(self.directory)
+        return self._client
+
     @property
     def collection(self) -> Any:
         """The Chroma collection (cosine space), opened on first use."""
         if self._collection is None:
-            import chromadb
-
-            client = chromadb.PersistentClient(path=str(self.directory))
-            self._collection = client.get_or_create_collection(
-                self.manifest.store.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None)
+            self._collection = open_collection(self.client, self.manifest.store.collection)
         return self._collection
 
     def count(self) -> int:
@@ -252,8 +281,6 @@ class KnowledgeBase:
         Example:
             >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
         """
-        from rag.core.filters import to_chroma_where, validate_filter
-        from rag.retrieval.chroma_direct import documents_from_get
 
         flt = validate_filter(filter)
         return documents_from_get(self.collection.get(where=to_chroma_where(flt) if flt else None,
@@ -261,7 +288,6 @@ class KnowledgeBase:
 
     def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
         """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""
-        from rag.indexing.neighbours import neighbours
 
         return neighbours(self, doc_id, chunk_index, window=window)
 
@@ -272,67 +298,9 @@ class KnowledgeBase:
     def as_retriever(self, *, k: int = 4, filter: dict[str, Any] | None = None,
                      score_threshold: float | None = None) -> Any:
         """A `KnowledgeBaseRetriever` (takes `k` and portable `filter` per call)."""
-        from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 
         return KnowledgeBaseRetriever(collection=self.collection, embedding=self.embedding, k=k, filter=filter,
                                       score_threshold=score_threshold)
-
-    def as_hybrid_retriever(self, *, k: int = 4, fusion: str = "rrf", weights: dict[str, float] | None = None,
-                            fetch_k: int = 20, rrf_k: int = 60, bm25_settings: dict[str, Any] | None = None,
-                            chunks: Sequence[Document] | None = None) -> Any:
-        """A `HybridRetriever`: dense search over this knowledge base's collection and BM25 over its chunks, fused.
-
-        The BM25 index is built now, in memory, from the chunks stored at this moment (title and
-        section indexed with the text by default); build the retriever again after the knowledge
-        base changes. `chunks`: the stored chunks, when the caller has read them already.
-
-        Raises:
-            ConfigError: the knowledge base is empty, or a fusion setting is invalid.
-        """
-        import chromadb
-        from pydantic import ValidationError
-
-        from rag.core.resource import new_chroma
-        from rag.retrieval.hybrid import HybridRetriever
-        from rag.retrieval.lexical import BM25Index
-
-        chunks = self.get_documents() if chunks is None else chunks
-        if not chunks:
-            raise ConfigError(f"knowledge base {self.name!r} is empty: index documents before searching it")
-        bm25 = BM25Index.from_documents(chunks, **{"metadata_fields": ["title", "section"], **(bm25_settings or {})})
-        store = new_chroma(self.manifest.store.collection, self.embedding,
-                           client=chromadb.PersistentClient(path=str(self.directory)))
-        try:
-            return HybridRetriever(vectorstore=store, bm25=bm25, k=k, fusion=fusion, weights=weights,
-                                   fetch_k=max(fetch_k, k), rrf_k=rrf_k)
-        except ValidationError as exc:
-            raise ConfigError(f"hybrid search over {self.name!r}: {exc.errors()[0]['msg']}") from exc
-
-    def as_resource(self, *, name: str | None = None, search_kwargs: dict[str, Any] | None = None,
-                    description: str | None = None, hybrid: dict[str, Any] | None = None,
-                    sections: dict[str, Any] | None = None) -> Any:
-        """A `Resource` searching this knowledge base (for `RAG(resources=[...])`).
-
-        `hybrid`: settings for `as_hybrid_retriever` (``{}`` for its defaults) to search with dense +
-        BM25 fused; None searches the dense vectors only. `sections`: promote the sections a
-        question names (`rag.retrieval.sections.SectionRetriever`): ``at`` and the `SectionRouter`
-        settings (``min_score``, ``top_n``, ``prefix``, ``detect``); ``{}`` for the defaults. Both
-        read the stored chunks now: build the resource again after the knowledge base changes.
-        """
-        from rag.core.resource import Resource
-
-        chunks = self.get_documents() if hybrid is not None or sections is not None else None
-        retriever = self.as_retriever() if hybrid is None else self.as_hybrid_retriever(**hybrid, chunks=chunks)
-        if sections is not None:
-            from rag.retrieval.sections import SectionRetriever, SectionRouter
-
-            settings = dict(sections)
-            placement = {"at": settings.pop("at")} if "at" in settings else {}   # else SectionRetriever's default
-            retriever = SectionRetriever(retriever=retriever, router=SectionRouter(chunks or [], **settings),
-                                         **placement)
-        return Resource(name=name or self.name, retriever=retriever,
-                        description=self.manifest.description if description is None else description,
-                        search_kwargs=search_kwargs or {})
 
     def close(self) -> None:
         """Release file handles (the store stays on disk)."""
@@ -342,9 +310,7 @@ class KnowledgeBase:
 
 
 def _collection(name: str) -> str:
-    from rag.core.resource import _chroma_collection_name
-
-    return _chroma_collection_name(name)
+    return collection_name(name)
 
 
 def _chunker_from(settings: dict[str, Any]) -> Any:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
-from rag.core.errors import LoaderError
+from rag.base.errors import LoaderError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from rag.core.errors import StoreError
+from rag.base.errors import StoreError
 
 __all__ = ["LOCK_FILE", "WriterLock"]
 

@@ -23,7 +23,16 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.models.embeddings import (
+    DEFAULT_EMBEDDING_ID,
+    PRECISION_CHOICES,
+    _openai_embeddings,
+    default_embeddings,
+    embedding_choice,
+    minilm_embeddings,
+    minilm_precision,
+)
 
 __all__ = ["MANIFEST_VERSION", "EmbeddingInfo", "Manifest", "StoreInfo", "embedding_from_id"]
 
@@ -93,14 +102,6 @@ def embedding_from_id(model_id: str) -> Embeddings:
     Raises:
         ConfigError: for any other id; pass `embedding=` explicitly.
     """
-    from rag.models.embeddings import (
-        DEFAULT_EMBEDDING_ID,
-        PRECISION_CHOICES,
-        default_embeddings,
-        embedding_choice,
-        minilm_embeddings,
-        minilm_precision,
-    )
 
     base, _, suffix = model_id.partition("@")
     precision = suffix or "fp32"
@@ -112,7 +113,6 @@ def embedding_from_id(model_id: str) -> Embeddings:
 
         return DeterministicFakeEmbedding(size=int(match.group(1)))
     if model_id.startswith("text-embedding-"):
-        from rag.models.embeddings import _openai_embeddings
 
         emb = _openai_embeddings()
         return emb if getattr(emb, "model", None) == model_id else emb.model_copy(update={"model": model_id})

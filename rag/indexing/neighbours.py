@@ -23,8 +23,9 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
-from rag.core.filters import to_chroma_where
+from rag.base.errors import ConfigError
+from rag.base.filters import to_chroma_where
+from rag.stores.chroma import collection_of, get_documents, is_chroma
 
 __all__ = ["chunk_range", "neighbours"]
 
@@ -51,11 +52,8 @@ def chunk_range(source: Any, doc_id: str, start: int, end: int) -> list[Document
         chunks = source.chunks_of(doc_id, start, end)
     elif hasattr(source, "get_documents"):  # PartitionedChroma
         chunks = source.get_documents(flt)
-    elif hasattr(source, "_collection") and type(source).__name__ == "Chroma":
-        from rag.retrieval.chroma_direct import documents_from_get
-
-        chunks = documents_from_get(source._collection.get(where=to_chroma_where(flt),
-                                                           include=["documents", "metadatas"]))
+    elif is_chroma(source):
+        chunks = get_documents(collection_of(source), where=to_chroma_where(flt))
     else:
         raise ConfigError(f"cannot read chunks from a {type(source).__name__}; valid chunk sources: "
                           "langchain_chroma.Chroma, PartitionedChroma, BM25Index (anything with get_documents)")

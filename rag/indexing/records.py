@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag.core.errors import StoreError
+from rag.base.errors import StoreError
 
 __all__ = ["STATES", "DocumentRecord", "RecordStore"]
 

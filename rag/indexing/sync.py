@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any, Union
 
 from langchain_core.documents import Document
 
-from rag.core.errors import LoaderError
+from rag.base.errors import LoaderError
 from rag.indexing.chunking import document_id
 from rag.indexing.loaders import Skipped, iter_files, load_file
 from rag.indexing.records import DocumentRecord
 
 if TYPE_CHECKING:
-    from rag.indexing.knowledge_base import KnowledgeBase
+    from rag.indexing.knowledge_base import KnowledgeStore
 
 __all__ = ["CLEANUP_MODES", "IndexReport", "Source", "chunk_id", "scalar_metadata", "sync"]
 
@@ -192,7 +192,7 @@ def _docs_hash(docs: Sequence[Document]) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
+def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
          exclude: str | Sequence[str] = (), cleanup: str | None = None,
          progress: Callable[[str, int], None] | None = None, force: bool = False) -> IndexReport:
     """Bring the knowledge base in line with `sources` (the caller holds the writer lock)."""
@@ -272,7 +272,7 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
     return report
 
 
-def _file_item(kb: KnowledgeBase, file: Path, key: str, rec: DocumentRecord | None, force: bool,
+def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | None, force: bool,
                report: IndexReport, touched: list[DocumentRecord], writer: _Writer) -> _Item | None:
     """The work item for a file, or None when it is unchanged or unreadable (recorded in `report`)."""
     ok = rec is not None and rec.state == "ok" and not force
@@ -303,7 +303,7 @@ def _file_item(kb: KnowledgeBase, file: Path, key: str, rec: DocumentRecord | No
                  "updated" if rec is not None and rec.state == "ok" else "added", known=rec is not None)
 
 
-def _prepare(kb: KnowledgeBase, items: list[_Item], emit: Callable[[str, int], None]) -> _Prepared:
+def _prepare(kb: KnowledgeStore, items: list[_Item], emit: Callable[[str, int], None]) -> _Prepared:
     """Chunk, tag and add AutoContext to one group (no store access; runs in the caller's thread)."""
     docs = [Document(page_content=d.page_content, metadata={**d.metadata, "doc_id": i.doc_id})
             for i in items for d in i.docs]
@@ -318,7 +318,7 @@ def _prepare(kb: KnowledgeBase, items: list[_Item], emit: Callable[[str, int], N
     return _Prepared(items, chunks, texts, metas, ids, summaries)
 
 
-def _store(kb: KnowledgeBase, prepared: _Prepared, report: IndexReport, emit: Callable[[str, int], None]) -> None:
+def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: Callable[[str, int], None]) -> None:
     """Embed the new chunks of a prepared group and write them (steps 2-4 of the module docstring)."""
     items, chunks, texts, metas, ids, summaries = (prepared.items, prepared.chunks, prepared.texts, prepared.metas,
                                                    prepared.ids, prepared.summaries)
@@ -368,7 +368,7 @@ def _store(kb: KnowledgeBase, prepared: _Prepared, report: IndexReport, emit: Ca
     kb.records.put_many(done)
 
 
-def _recover(kb: KnowledgeBase) -> None:
+def _recover(kb: KnowledgeStore) -> None:
     """Finish deletions a killed writer left half done."""
     interrupted = [r for r in kb.records.all().values() if r.state == "deleting"]
     if interrupted:

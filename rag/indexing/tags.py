@@ -26,8 +26,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
-from rag.core.text import tokenize
+from rag.base.errors import ConfigError
+from rag.base.text import tokenize
 
 __all__ = ["TAG_PREFIX", "KeywordTagger", "tag_filter", "tag_key"]
 

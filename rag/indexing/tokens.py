@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from rag.models.embeddings import minilm_model_path
+
 __all__ = ["ApproximateTokenizer", "Tokenizer", "WordPieceTokenizer", "default_tokenizer"]
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,6 @@ class WordPieceTokenizer:
     def _load(self):
         with self._lock:
             if self._backend is None:
-                from rag.models.embeddings import minilm_model_path
 
                 folder = Path(self.path) if self.path else minilm_model_path()
                 if (folder / "tokenizer.json").exists():

@@ -28,7 +28,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from rag.core.errors import ConfigError, MissingDependencyError
+from rag.base.errors import ConfigError, MissingDependencyError
 
 __all__ = [
     "DEFAULT_EMBEDDING_ID",

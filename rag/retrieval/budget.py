@@ -1,7 +1,7 @@
 """A context budget in tokens, applied at the end of every retrieval path.
 
 Comparing retrieval configurations is only fair at equal context size, so every path in
-`rag.retrieval.retrieve` ends with `apply_budget`: documents are kept in order until the budget is
+`rag.core.retrieve` ends with `apply_budget`: documents are kept in order until the budget is
 spent; the first document that does not fit is cut at a word boundary to the tokens left (if at
 least ``min_tokens`` remain), and the rest is dropped. Each kept document gets ``metadata["tokens"]``.
 
@@ -31,7 +31,12 @@ from collections.abc import Sequence
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.indexing.tokens import (
+    ApproximateTokenizer,
+    WordPieceTokenizer,
+    default_tokenizer,
+)
 
 __all__ = ["TOKEN_COUNTERS", "TokenCounter", "apply_budget"]
 
@@ -42,7 +47,6 @@ class TokenCounter:
     """Count tokens with the MiniLM tokenizer or the approximation (see the module docstring)."""
 
     def __init__(self, method: str = "auto") -> None:
-        from rag.indexing.tokens import ApproximateTokenizer, WordPieceTokenizer, default_tokenizer
 
         if method not in TOKEN_COUNTERS:
             raise ConfigError(f"unknown token counter {method!r}; valid: {', '.join(TOKEN_COUNTERS)}")

@@ -32,7 +32,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.indexing.neighbours import chunk_range
 
 __all__ = ["expand_neighbours", "merge_chunk_texts", "merge_windows"]

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 
 __all__ = ["FUSION_METHODS", "doc_key", "documents_to_scored", "fuse", "with_scores"]
 

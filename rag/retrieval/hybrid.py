@@ -8,7 +8,7 @@ them with RRF (``k=60``) or a normalised convex combination (``weights``), see `
 Every returned document is a copy with ``metadata["score"]`` (the fused score) and
 ``metadata["scores"] == {"dense": cosine, "bm25": bm25, "rrf": fused}`` (a retriever that did not
 find the chunk has no entry). Dense scores are cosine similarities, ``1 - cosine distance``:
-build Chroma stores with `rag.core.resource.new_chroma`, which sets the cosine space.
+build Chroma stores with `rag.stores.chroma.new_chroma`, which sets the cosine space.
 
 The retriever takes ``k`` and a portable ``filter`` per call (``accepts_portable_filter``): the
 filter goes to Chroma as a ``where`` (`to_chroma_where`), to `PartitionedChroma` as is, and to BM25
@@ -32,19 +32,25 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from rag.core.errors import ConfigError
-from rag.core.filters import and_filters, matches, to_chroma_where
+from rag.base.errors import ConfigError
+from rag.base.filters import and_filters, matches, to_chroma_where
+from rag.base.portable import ChunkSource, PortableRetriever
+from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
+from rag.retrieval.partitioned import PartitionedChroma
+from rag.stores.chroma import new_chroma, query_collection
 
 __all__ = ["HybridRetriever", "dense_search"]
 
@@ -60,8 +66,6 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     `where`; `PartitionedChroma` takes the portable filter; other stores (searched by text, scored
     with their own relevance function) are over-fetched and filtered in Python.
     """
-    from rag.retrieval.chroma_direct import query_collection
-    from rag.retrieval.partitioned import PartitionedChroma
 
     flt = and_filters(filter)
     if not isinstance(store, PartitionedChroma) and type(store).__name__ != "Chroma":
@@ -86,7 +90,7 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     return [(doc, 1.0 - dist) for doc, dist in hits]
 
 
-class HybridRetriever(BaseRetriever):
+class HybridRetriever(PortableRetriever):
     """Dense + BM25 search, run concurrently and fused (see the module docstring).
 
     Attributes:
@@ -101,7 +105,6 @@ class HybridRetriever(BaseRetriever):
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
-    accepts_portable_filter: ClassVar[bool] = True
 
     vectorstore: VectorStore
     bm25: BM25Index
@@ -112,6 +115,11 @@ class HybridRetriever(BaseRetriever):
     weights: dict[str, float] | None = None
     filter: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The BM25 index: it holds every chunk, readable by filter."""
+        return self.bm25
 
     @field_validator("fusion")
     @classmethod
@@ -133,9 +141,6 @@ class HybridRetriever(BaseRetriever):
                        persist_directory: str | Path | None = None, collection_name: str = "rag",
                        bm25_settings: Mapping[str, Any] | None = None, **settings: Any) -> HybridRetriever:
         """Embed chunks into a cosine Chroma and index them with BM25 (persisted under `persist_directory`)."""
-        from rag.core.resource import new_chroma
-        from rag.models.embeddings import default_embeddings
-
         store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
         ids = [doc.id or f"{doc.metadata.get('doc_id', 'doc')}-{doc.metadata.get('chunk_index', i)}-{i}"
                for i, doc in enumerate(documents)]
@@ -152,9 +157,6 @@ class HybridRetriever(BaseRetriever):
     def load(cls, persist_directory: str | Path, *, embedding: Embeddings | None = None,
              collection_name: str = "rag", **settings: Any) -> HybridRetriever:
         """Reopen a retriever saved by `from_documents(..., persist_directory=...)`."""
-        from rag.core.resource import new_chroma
-        from rag.models.embeddings import default_embeddings
-
         store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
         return cls(vectorstore=store, bm25=BM25Index.load(Path(persist_directory) / "bm25"), **settings)
 

@@ -1,4 +1,4 @@
-"""A persisted BM25 (Okapi) index and its retriever, over `rag.core.text.tokenize`.
+"""A persisted BM25 (Okapi) index and its retriever, over `rag.base.text.tokenize`.
 
 `BM25Index` keeps an inverted index in numpy arrays (term -> postings of chunk positions and
 precomputed term-frequency weights), so a query costs one `np.bincount` over the postings of its
@@ -13,8 +13,8 @@ with the non-negative idf ``log(1 + (N - df + 0.5) / (df + 0.5))``. Each query t
 Persistence is data, never pickle: ``arrays.npz`` (postings, loaded with ``allow_pickle=False``)
 plus ``index.json`` (settings, vocabulary, chunk texts, metadata and ids).
 
-`BM25Retriever` sets ``accepts_portable_filter = True``: it takes ``k`` and a portable ``filter``
-at invoke time and applies the filter (with `rag.core.filters.matches`) before the top k, so a
+`BM25Retriever` is a `PortableRetriever`: it takes ``k`` and a portable ``filter``
+at invoke time and applies the filter (with `rag.base.filters.matches`) before the top k, so a
 selective filter never returns fewer than k matching chunks when k exist. Returned documents are
 copies whose ``metadata["score"]`` is the BM25 score and ``metadata["scores"] == {"bm25": score}``.
 
@@ -36,17 +36,20 @@ import json
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from rag.core.errors import ConfigError, StoreError
-from rag.core.filters import and_filters, matches_canonical, validate_filter
-from rag.core.text import tokenize
+from rag.base.errors import ConfigError, StoreError
+from rag.base.filters import and_filters, matches_canonical, validate_filter
+from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.text import tokenize
 
 __all__ = ["BM25Index", "BM25Retriever"]
 
@@ -254,7 +257,7 @@ class BM25Index:
         return index
 
 
-class BM25Retriever(BaseRetriever):
+class BM25Retriever(PortableRetriever):
     """Retrieve chunks from a `BM25Index`; takes `k` and a portable `filter` per call.
 
     Example:
@@ -265,11 +268,15 @@ class BM25Retriever(BaseRetriever):
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
-    accepts_portable_filter: ClassVar[bool] = True
 
     index: BM25Index
     k: int = Field(default=4, ge=1)
     filter: dict[str, Any] | None = None
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The BM25 index: it holds every chunk, readable by filter."""
+        return self.index
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], *, k: int = 4, **index_settings: Any) -> BM25Retriever:

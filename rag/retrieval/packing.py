@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.fusion import doc_key, minmax
 
 __all__ = ["diversify", "page_key"]

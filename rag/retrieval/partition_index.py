@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 
 __all__ = ["PartitionIndex"]
 

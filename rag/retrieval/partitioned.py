@@ -19,7 +19,7 @@ collection (half the storage); unfiltered queries then fan out over every partit
 slow with many partitions (see docs/retrieval.md).
 
 All collections are in cosine space, so relevance scores mean the same as a plain `new_chroma`
-store: ``1 - cosine distance``. Filters use the portable dialect (`rag.core.filters`).
+store: ``1 - cosine distance``. Filters use the portable dialect (`rag.base.filters`).
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -46,10 +46,16 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field
 
-from rag.core.errors import ConfigError
-from rag.core.filters import matches_canonical, to_chroma_where, validate_filter
-from rag.core.portable import PortableRetriever
-from rag.retrieval.chroma_direct import documents_from_get, fetch_in_order, query_collection
+from rag.base.errors import ConfigError
+from rag.base.filters import matches_canonical, to_chroma_where, validate_filter
+from rag.base.portable import ChunkSource, PortableRetriever
+from rag.retrieval.partition_index import PartitionIndex
+from rag.stores.chroma import (
+    documents_from_get,
+    fetch_in_order,
+    open_client,
+    query_collection,
+)
 
 __all__ = ["PartitionedChroma", "PartitionedRetriever", "split_partition_filter"]
 
@@ -109,16 +115,13 @@ class PartitionedChroma(VectorStore):
             raise ConfigError(f"partition_key must be a non-empty metadata key, got {partition_key!r}")
         if partition_cache_mb < 0:
             raise ConfigError(f"partition_cache_mb must be >= 0, got {partition_cache_mb}")
-        import chromadb
-
-        from rag.retrieval.partition_index import PartitionIndex
 
         if client is None:
             if persist_directory is None:
-                client = chromadb.EphemeralClient()
+                client = open_client(None)
                 name = f"{name}-{uuid.uuid4().hex[:8]}"
             else:
-                client = chromadb.PersistentClient(path=str(persist_directory))
+                client = open_client(persist_directory)
         self._client = client
         self._name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("._-") or "rag"
         self._embedding = embedding
@@ -413,6 +416,11 @@ class PartitionedRetriever(PortableRetriever):
 
     store: PartitionedChroma
     k: int = Field(default=4, ge=1)
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The partitioned store (reads chunks by filter)."""
+        return self.store
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: dict[str, Any] | None = None,

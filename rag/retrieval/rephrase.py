@@ -38,9 +38,9 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
-from rag.core.errors import ConfigError
-from rag.core.portable import PortableRetriever
-from rag.core.text import STOP_WORDS, tokenize
+from rag.base.errors import ConfigError
+from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.text import STOP_WORDS, tokenize
 from rag.retrieval.fusion import FUSION_METHODS, documents_to_scored, fuse
 
 __all__ = ["REPHRASE_MODES", "FusedQueryRetriever", "Rephraser", "feedback_terms", "keyword_query"]
@@ -76,7 +76,7 @@ def feedback_terms(question: str, docs: Sequence[Document], *, n_terms: int = 5,
     """Terms frequent in `docs` (the first search's top chunks) that the question lacks, best first.
 
     Each term is returned in its most common surface form. With `idf` (stem -> weight, e.g. from
-    `rag.core.text.idf_weights`) frequency is weighted by rarity; without it, by the number of
+    `rag.base.text.idf_weights`) frequency is weighted by rarity; without it, by the number of
     chunks containing the term.
     """
     asked = set(tokenize(question))
@@ -169,6 +169,11 @@ class FusedQueryRetriever(PortableRetriever):
     rephraser: Any = Field(default_factory=Rephraser)
     k: int = Field(default=4, ge=1)
     fusion: str = "rrf"
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The inner retriever's chunk source."""
+        return find_chunk_source(self.retriever)
 
     def search_with_scores(self, query: str, *, k: int | None = None,
                            filter: dict[str, Any] | None = None) -> tuple[list[str], list[tuple[Document, float]]]:

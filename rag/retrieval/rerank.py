@@ -40,8 +40,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
 from pydantic import ConfigDict
 
-from rag.core.errors import ConfigError, MissingDependencyError
-from rag.retrieval.fusion import with_scores
+from rag.base.errors import ConfigError, MissingDependencyError
+from rag.models.embeddings import default_embeddings
+from rag.retrieval.fusion import doc_key, minmax, with_scores
+from rag.stores.chroma import collection_of, get_vectors, is_chroma
 
 __all__ = [
     "CompressorReranker",
@@ -114,7 +116,7 @@ class EmbeddingReranker(Reranker):
         super().__init__(top_n=top_n)
         if isinstance(metadata_prefix, str):
             raise ConfigError("metadata_prefix must be a list of keys, not a single string")
-        if store is not None and not hasattr(store, "_collection"):
+        if store is not None and not is_chroma(store):
             raise ConfigError(f"store must be a langchain_chroma.Chroma, got {type(store).__name__}")
         self._embedding = embedding
         self.metadata_prefix = tuple(metadata_prefix)
@@ -123,7 +125,6 @@ class EmbeddingReranker(Reranker):
     @property
     def embedding(self) -> Embeddings:
         if self._embedding is None:
-            from rag.models.embeddings import default_embeddings
 
             self._embedding = default_embeddings()
         return self._embedding
@@ -151,8 +152,7 @@ class EmbeddingReranker(Reranker):
         ids = [d.id for d in docs if d.id]
         if not ids:
             return {}
-        found = self.store._collection.get(ids=ids, include=["embeddings"])
-        return dict(zip(found["ids"], found["embeddings"], strict=True))
+        return get_vectors(collection_of(self.store), ids)
 
 
 class CrossEncoderReranker(Reranker):
@@ -282,7 +282,6 @@ def blend_rerank(first: Sequence[tuple[Document, float]], reranked: Sequence[tup
         >>> [d.id for d, _ in blend_rerank(first, reranked, weight=1.0)]
         ['b', 'a']
     """
-    from rag.retrieval.fusion import doc_key, minmax
 
     if not 0.0 <= weight <= 1.0:
         raise ConfigError(f"rerank weight must be between 0 and 1, got {weight!r}")

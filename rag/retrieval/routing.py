@@ -51,10 +51,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
-from rag.core.errors import ConfigError
-from rag.core.filters import and_filters
-from rag.core.portable import PortableRetriever
-from rag.core.text import idf_weights, tokenize
+from rag.base.errors import ConfigError
+from rag.base.filters import and_filters
+from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.text import idf_weights, tokenize
 
 __all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "quarters_in", "years_in"]
 
@@ -295,6 +295,11 @@ class RoutedRetriever(PortableRetriever):
     retriever: BaseRetriever
     router: Any
     k: int = Field(default=4, ge=1)
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The inner retriever's chunk source."""
+        return find_chunk_source(self.retriever)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: dict[str, Any] | None = None,

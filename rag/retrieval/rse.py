@@ -47,9 +47,9 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.core.errors import ConfigError
-from rag.core.portable import PortableRetriever
-from rag.core.result import Segment
+from rag.base.errors import ConfigError
+from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.result import Segment
 from rag.indexing.neighbours import chunk_range
 from rag.retrieval.expansion import window_document
 
@@ -244,6 +244,11 @@ class RSERetriever(PortableRetriever):
     reranker: Any = None
     preset: str = "balanced"
     overrides: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The chunk source given for segment text."""
+        return self.source if isinstance(self.source, ChunkSource) else find_chunk_source(self.retriever)
 
     def segments(self, query: str, *, filter: dict[str, Any] | None = None) -> list[Segment]:
         kwargs: dict[str, Any] = {"k": self.fetch_k, **({"filter": filter} if filter else {})}

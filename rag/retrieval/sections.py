@@ -17,7 +17,7 @@ names nothing.
 
 How a heading is matched (general rules; no list of domain terms):
 
-- terms are the `rag.core.text.tokenize` tokens (lowercase, stop words out, Snowball stems) cut to
+- terms are the `rag.base.text.tokenize` tokens (lowercase, stop words out, Snowball stems) cut to
   their first ``prefix`` characters (5 by default), so "acquired" and "Acquisitions" meet, as do
   "statement" and "Statements"; a heading's numbering label ("Note 7.", "Item 1A.", "B.") is left out;
 - a heading of one term is named when the question has that term; a longer heading only through
@@ -61,10 +61,10 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
-from rag.core.errors import ConfigError
-from rag.core.filters import and_filters, matches, validate_filter
-from rag.core.portable import PortableRetriever
-from rag.core.text import idf_weights, tokenize
+from rag.base.errors import ConfigError
+from rag.base.filters import and_filters, matches, validate_filter
+from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.text import idf_weights, tokenize
 from rag.indexing.headings import is_heading_line, running_headers
 from rag.retrieval.fusion import doc_key
 
@@ -341,6 +341,11 @@ class SectionRetriever(PortableRetriever):
     k: int = Field(default=4, ge=1)
     at: int = Field(default=3, ge=0)
     filter: dict[str, Any] | None = None
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The inner retriever's chunk source."""
+        return find_chunk_source(self.retriever)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: dict[str, Any] | None = None,

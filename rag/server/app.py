@@ -30,6 +30,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from rag.base.errors import (
+    ConfigError,
+    FilterError,
+    InputError,
+    MissingDependencyError,
+    RagError,
+)
+from rag.base.version import __version__
+
 try:
     from fastapi import Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
@@ -37,15 +46,19 @@ try:
     from fastapi.staticfiles import StaticFiles
     from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as _exc:  # the server is an optional extra
-    from rag.core.errors import MissingDependencyError as _Missing
+    raise MissingDependencyError.for_extra("fastapi", "server", "rag serve") from _exc
 
-    raise _Missing.for_extra("fastapi", "server", "rag serve") from _exc
-
+from rag.core.config import load_config
 from rag.core.config_models import ServerConfig
-from rag.core.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
+from rag.core.generator import RAG
 from rag.generation.streaming import stream_events
 from rag.server.events import checks_body, error_body, invoke_body, sse
-from rag.server.schemas import BatchRequest, QueryRequest, ResourceSettings, retrieval_settings
+from rag.server.schemas import (
+    BatchRequest,
+    QueryRequest,
+    ResourceSettings,
+    retrieval_settings,
+)
 
 __all__ = ["STATIC_DIR", "app_from_config", "create_app"]
 
@@ -123,7 +136,6 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         ConfigError: `require_auth` is set but the token variable is empty, or a resource's
             default `k` is over `max_k`.
     """
-    from rag import __version__
 
     settings = settings or ServerConfig()
     token = os.environ.get(settings.auth_token_env) or ""
@@ -282,10 +294,9 @@ def _valid_fields(loc: tuple[Any, ...], path: str) -> list[str]:
 
 def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:
     """Load a config file, build its `RAG` once and wrap it in the app (`rag serve` uses this)."""
-    from rag.core.config import build_rag, load_config
 
     config = load_config(path)
-    rag = build_rag(config, **build_kwargs)
+    rag = RAG.from_config(config, **build_kwargs)
     return create_app(rag, settings=config.server, title=f"rag: {Path(path).stem}")
 
 

@@ -19,6 +19,9 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from rag.generation.citations import resolve_citations, source_map
+from rag.generation.postprocess import check_answer
+
 __all__ = ["checks_body", "error_body", "invoke_body", "sources_with_content", "sse"]
 
 _OUTPUT_KEYS = ("question", "answer", "context")
@@ -43,7 +46,6 @@ def sources_with_content(context: Sequence[Document]) -> list[dict[str, Any]]:
         >>> [s["label"] for s in sources_with_content([doc])]
         ['a.pdf, page 1']
     """
-    from rag.generation.citations import source_map
 
     return [{**entry, "content": doc.page_content, "metadata": _scalars(doc.metadata)}
             for entry, doc in zip(source_map(context), context, strict=True)]
@@ -55,7 +57,6 @@ def _scalars(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 def invoke_body(output: Mapping[str, Any]) -> dict[str, Any]:
     """The `/invoke` response for one chain output: answer (dangling `[n]` removed), sources, citations, extras."""
-    from rag.generation.citations import resolve_citations
 
     context = list(output.get("context") or [])
     resolved = resolve_citations(str(output.get("answer") or ""), context)
@@ -70,7 +71,6 @@ async def checks_body(output: Mapping[str, Any], *, embedding: Any) -> dict[str,
 
     The checks embed the answer sentences, so they run in a worker thread, off the event loop.
     """
-    from rag.generation.postprocess import check_answer
 
     checks = await asyncio.to_thread(check_answer, str(output.get("answer") or ""), list(output.get("context") or []),
                                      embedding=embedding)

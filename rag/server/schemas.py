@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rag.base.errors import ConfigError, InputError
+from rag.base.filters import and_filters
 from rag.core.config_models import ServerConfig
-from rag.core.errors import ConfigError, InputError
-from rag.core.filters import and_filters
 from rag.core.resource import DEFAULT_K, validate_search_kwargs
 
 __all__ = ["REQUEST_SEARCH_KEYS", "BatchRequest", "QueryRequest", "ResourceSettings", "retrieval_settings"]

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag.core.errors import MissingDependencyError, StoreError
+from rag.base.errors import MissingDependencyError, StoreError
 
 __all__ = ["ChromaServer", "chroma_executable", "chroma_server", "free_port"]
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.embedding_cache import CachedEmbeddings
-from rag.indexing.knowledge_base import KnowledgeBase
 from rag.models.embeddings import DEFAULT_EMBEDDING_ID, embedding_id, minilm_embeddings
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.chunking import TokenChunker
-from rag.indexing.knowledge_base import KnowledgeBase
 from rag.indexing.tokens import ApproximateTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ INDEXER = textwrap.dedent("""
     import sys
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from rag.indexing.chunking import TokenChunker
-    from rag.indexing.knowledge_base import KnowledgeBase
+    from rag.core.knowledge_base import KnowledgeBase
     from rag.indexing.tokens import ApproximateTokenizer
 
     store, corpus = sys.argv[1], sys.argv[2]

@@ -51,7 +51,8 @@ def _browser_page(tmp_path: Path, **context_kwargs):
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """The RAG of configs/default.yaml over a copy of part of the project's docs/ (index in tmp), and its config."""
-    from rag.core.config import build_rag, load_config
+    from rag.core.config import load_config
+    from rag.core.generator import RAG
 
     work = tmp_path_factory.mktemp("demo")
     (work / "docs").mkdir()
@@ -62,7 +63,7 @@ def demo(tmp_path_factory):
         mp.chdir(work)
         mp.delenv("RAG_LLM", raising=False)
         config = load_config(ROOT / "configs" / "default.yaml")
-        yield build_rag(config), config
+        yield RAG.from_config(config), config
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from langchain_core.language_models import FakeListChatModel
 
+from rag.base.errors import StoreError
 from rag.core.config import from_config
-from rag.core.errors import StoreError
 from rag.core.generator import RAG
 
 pytestmark = pytest.mark.integration

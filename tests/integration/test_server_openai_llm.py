@@ -19,7 +19,7 @@ TEXTS = ["The Eiffel Tower is in Paris and opened in 1889.", "The Colosseum is a
 @pytest.fixture(scope="module")
 def llama_base_url(tmp_path_factory):
     """`python -m llama_cpp.server` with SmolLM2 on 127.0.0.1 and a free port."""
-    from rag.core.errors import MissingDependencyError
+    from rag.base.errors import MissingDependencyError
     from rag.models.llms import smollm2_path
     from rag.testing.chroma_server import free_port
 

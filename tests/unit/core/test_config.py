@@ -9,9 +9,15 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
-from rag.core.config import EXTRAS, build_rag, from_config, load_config, parse_config, register_extra
+from rag.base.errors import ConfigError
+from rag.core.config import (
+    EXTRAS,
+    from_config,
+    load_config,
+    parse_config,
+    register_extra,
+)
 from rag.core.config_models import LLMConfig, build_llm
-from rag.core.errors import ConfigError
 from rag.core.generator import RAG
 
 EMB = DeterministicFakeEmbedding(size=16)
@@ -130,7 +136,7 @@ def test_index_block_builds_the_collection_once_and_retrieves(tmp_path):
 def test_config_search_kwargs_apply_and_resource_values_win(tmp_path):
     cfg = parse_config({"search_kwargs": {"k": 7, "filter": {"lang": "en"}},
                         "resources": [_resource(tmp_path, create=True, search_kwargs={"k": 2})]})
-    rag = build_rag(cfg, embedding=EMB, llm=FakeListChatModel(responses=["x"]))
+    rag = RAG.from_config(cfg, embedding=EMB, llm=FakeListChatModel(responses=["x"]))
     assert rag.resources[0].search_kwargs == {"k": 2, "filter": {"lang": {"$eq": "en"}}}
 
 
@@ -146,7 +152,7 @@ def test_from_config_builds_the_given_subclass(tmp_path):
 def test_generation_settings_reach_the_model(tmp_path):
     cfg = parse_config({"resources": [_resource(tmp_path, create=True)], "llm": {"kind": "openai", "base_url":
                         "http://127.0.0.1:9/v1"}, "generation": {"temperature": 0.3, "max_tokens": 50}})
-    rag = build_rag(cfg, embedding=EMB)
+    rag = RAG.from_config(cfg, embedding=EMB)
     assert rag.generation_chain.llm.temperature == 0.3
     assert rag.generation_chain.llm.max_tokens == 50
 

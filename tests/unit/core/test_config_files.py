@@ -8,7 +8,8 @@ import pytest
 import yaml
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.config import build_rag, load_config, parse_config
+from rag.core.config import load_config, parse_config
+from rag.core.generator import RAG
 
 CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"))
 
@@ -49,9 +50,9 @@ def test_every_config_builds_and_answers(path, demo_dir, tmp_path):
 def _build_and_query(config) -> None:
     from langchain_core.language_models import FakeListChatModel
 
-    rag = build_rag(config, embedding=DeterministicFakeEmbedding(size=32), llm=FakeListChatModel(responses=["ok [1]"]))
+    rag = RAG.from_config(config, embedding=DeterministicFakeEmbedding(size=32), llm=FakeListChatModel(responses=["ok [1]"]))
     assert rag.resource_names == [r.name for r in config.resources]
     docs = rag.resources_retrieval_chain.invoke("How do I start the web page?")
     assert docs and {d.metadata["resource"] for d in docs} <= set(rag.resource_names)
     # The configured answer model is built too (nothing is contacted while building).
-    assert build_rag(config, embedding=DeterministicFakeEmbedding(size=32)).generation_chain is not None
+    assert RAG.from_config(config, embedding=DeterministicFakeEmbedding(size=32)).generation_chain is not None

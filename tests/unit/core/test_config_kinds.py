@@ -8,8 +8,8 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
+from rag.base.errors import ConfigError
 from rag.core.config import from_config, parse_config
-from rag.core.errors import ConfigError
 from rag.core.generator import RAG
 
 EMB = DeterministicFakeEmbedding(size=16)

@@ -3,8 +3,8 @@ from __future__ import annotations
 import chromadb
 import pytest
 
-from rag.core.errors import FilterError
-from rag.core.filters import and_filters, matches, to_chroma_where, validate_filter
+from rag.base.errors import FilterError
+from rag.base.filters import and_filters, matches, to_chroma_where, validate_filter
 
 DOCS = [
     {"id": "a", "type": "edito", "year": 2020, "lang": "fr"},

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.evaluation.financebench import (
     DATA_ENV_VAR,
     FinanceBenchData,

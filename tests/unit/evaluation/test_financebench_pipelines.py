@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from rag.base.errors import ConfigError
 from rag.cli import main as cli_main
-from rag.core.errors import ConfigError
 from rag.evaluation.financebench import FinanceBenchData, chunk_pages
 from rag.evaluation.financebench_index import BenchIndex, autocontext_texts
 from rag.evaluation.financebench_pipelines import (

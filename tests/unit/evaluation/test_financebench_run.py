@@ -7,7 +7,7 @@ import json
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.evaluation.financebench import FinanceBenchData, Question
 from rag.evaluation.financebench_report import markdown_table, write_report
 from rag.evaluation.financebench_run import (

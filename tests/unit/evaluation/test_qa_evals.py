@@ -9,11 +9,17 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
-from rag.core.errors import InputError
+from rag.base.errors import InputError
 from rag.core.generator import RAG
 from rag.core.resource import Resource
-from rag.evaluation.qa_evals import (QAEval, build_qa_evals, chunk_key, load_qa_evals, run_qa_evals,
-                                     save_qa_evals)
+from rag.evaluation.qa_evals import (
+    QAEval,
+    build_qa_evals,
+    chunk_key,
+    load_qa_evals,
+    run_qa_evals,
+    save_qa_evals,
+)
 from rag.evaluation.qa_report import CHART_FILE, write_qa_report
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.errors import InputError
+from rag.base.errors import InputError
 from rag.generation.extractive import NO_ANSWER, ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs
 
@@ -66,7 +66,7 @@ def test_default_chain_uses_the_extractive_answerer_when_no_llm_is_configured():
 
 
 def test_unknown_rag_llm_lists_valid_choices(monkeypatch):
-    from rag.core.errors import ConfigError
+    from rag.base.errors import ConfigError
 
     monkeypatch.setenv("RAG_LLM", "gpt5")
     with pytest.raises(ConfigError, match="valid: extractive, openai, local"):
@@ -74,7 +74,7 @@ def test_unknown_rag_llm_lists_valid_choices(monkeypatch):
 
 
 def test_openai_without_key_or_url_says_what_to_set(monkeypatch):
-    from rag.core.errors import ConfigError
+    from rag.base.errors import ConfigError
 
     monkeypatch.setenv("RAG_LLM", "openai")
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):

@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from rag.core.errors import InputError
+from rag.base.errors import InputError
 from rag.core.generator import RAG
-from rag.generation.chat import ConversationalRAG, InMemoryMessageStore, carry_over_entities, named_entities
+from rag.generation.chat import (
+    ConversationalRAG,
+    InMemoryMessageStore,
+    carry_over_entities,
+    named_entities,
+)
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.generation.streaming import stream_events

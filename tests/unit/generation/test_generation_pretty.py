@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from rag.core.result import RAGResult
+from rag.base.result import RAGResult
 from rag.generation.pretty import ANSI, pprint, to_html
 
 

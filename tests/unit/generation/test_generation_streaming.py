@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from rag.core.errors import InputError
+from rag.base.errors import InputError
 from rag.core.generator import RAG
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.generation.streaming import EVENT_TYPES, stream_events

@@ -4,7 +4,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.indexing.autocontext import AutoContext, extractive_summary
 from rag.indexing.tokens import ApproximateTokenizer
 

@@ -1,11 +1,15 @@
+"""`build_index`: a one-call front door to the knowledge base's ingest path."""
+
 from __future__ import annotations
 
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.errors import ConfigError
-from rag.indexing.build import ChromaStore, Embedder, FileChunker, build_index
+from rag.base.errors import ConfigError
+from rag.core.build import build_index
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.chunking import TokenChunker
 from rag.indexing.tags import KeywordTagger, tag_filter
 
 FAKE = DeterministicFakeEmbedding(size=16)
@@ -21,49 +25,50 @@ def folder(tmp_path):
     return root
 
 
-def test_default_flow_loads_chunks_embeds_and_returns_a_searchable_resource(folder):
-    skipped: list = []
-    res = build_index(folder, name="docs", chunker=FileChunker(skipped=skipped), embedder=FAKE)
+def test_default_flow_loads_chunks_embeds_and_returns_a_searchable_resource(folder, caplog):
+    res = build_index(folder, name="docs", embedding=FAKE)
     docs = res.retrieve("Call rag index.", search_kwargs={"k": 10})
     assert res.name == "docs" and {d.metadata["title"] for d in docs} == {"Install", "faq"}
-    assert {d.metadata.get("section") for d in docs if d.metadata["title"] == "Install"} == {"Install", "Usage"}
-    assert [s.path.rsplit("/", 1)[-1] for s in skipped] == ["broken.pdf"]
+    assert any("rag index" in d.page_content for d in docs)
 
 
-def test_step_kwargs_reach_their_step(folder):
-    seen = {}
+def test_default_search_is_hybrid_and_dense_is_one_name_away(folder):
+    hybrid = build_index(folder, embedding=FAKE)
+    dense = build_index(folder, embedding=FAKE, search="dense")
+    assert type(hybrid.retriever).__name__ == "HybridRetriever"
+    assert type(dense.retriever).__name__ == "KnowledgeBaseRetriever"
+    with pytest.raises(ConfigError, match="unknown search mode 'fuzzy'; valid: hybrid, dense, bm25"):
+        build_index(folder, embedding=FAKE, search="fuzzy")
 
-    def chunker(sources, **kwargs):
-        seen["chunker"] = kwargs
-        return FileChunker()(sources, **kwargs)
 
-    def embedder(chunks, **kwargs):
-        seen["embedder"] = kwargs
-        return FAKE.embed_documents([c.page_content for c in chunks])
-
-    embedder.embedding = FAKE
-    build_index([folder], chunker=chunker, embedder=embedder, chunker_kwargs={"chunk_size": 32, "chunk_overlap": 0},
-                embedder_kwargs={"note": 1})
-    assert seen == {"chunker": {"chunk_size": 32, "chunk_overlap": 0}, "embedder": {"note": 1}}
+def test_chunker_kwargs_reach_the_chunker(folder):
+    small = build_index(folder, embedding=FAKE, chunker_kwargs={"chunk_size": 16, "chunk_overlap": 0}, search="bm25")
+    big = build_index(folder, embedding=FAKE, chunker=TokenChunker(chunk_size=200), search="bm25")
+    assert len(small.retriever.index.documents) > len(big.retriever.index.documents)
+    with pytest.raises(ConfigError, match="either chunker or chunker_kwargs"):
+        build_index(folder, embedding=FAKE, chunker=TokenChunker(), chunker_kwargs={"chunk_size": 16})
 
 
 def test_tagger_step_makes_tags_filterable(folder):
-    res = build_index(folder, embedder=Embedder(FAKE, autocontext=False),
+    res = build_index(folder, embedding=FAKE, autocontext=AutoContext(enabled=False),
                       tagger=KeywordTagger(vocabulary=["billing", "linux"]))
     docs = res.retrieve("anything", search_kwargs={"k": 10, "filter": tag_filter("billing")})
     assert [d.metadata["source"].rsplit("/", 1)[-1] for d in docs] == ["faq.txt"]
 
 
-def test_persistent_store_is_rebuilt_without_duplicates(folder, tmp_path):
-    first = build_index(folder, name="kb", embedder=FAKE, store=tmp_path / "chroma")
-    count = first.retriever.collection.count()
-    second = build_index(folder, name="kb", embedder=FAKE, store=ChromaStore(tmp_path / "chroma"))
-    assert second.retriever.collection.count() == count > 0
+def test_persistent_store_is_updated_without_duplicates(folder, tmp_path):
+    first = build_index(folder, name="kb", embedding=FAKE, store=tmp_path / "store", search="bm25")
+    count = len(first.retriever.index.documents)
+    (folder / "faq.txt").write_text("Questions about refunds go to the billing team.")
+    second = build_index(folder, name="kb", embedding=FAKE, store=tmp_path / "store", search="bm25")
+    texts = [d.page_content for d in second.retriever.index.documents]
+    assert len(texts) == count > 0
+    assert any("refunds" in t for t in texts) and not any("Questions about billing" in t for t in texts)
 
 
 def test_in_memory_indexes_do_not_share_documents():
-    a = build_index([Document(page_content="alpha", metadata={"source": "a"})], name="same", embedder=FAKE)
-    b = build_index([Document(page_content="beta", metadata={"source": "b"})], name="same", embedder=FAKE)
+    a = build_index([Document(page_content="alpha", metadata={"source": "a"})], name="same", embedding=FAKE)
+    b = build_index([Document(page_content="beta", metadata={"source": "b"})], name="same", embedding=FAKE)
     assert [d.page_content for d in a.retrieve("x", search_kwargs={"k": 5})] == ["alpha"]
     assert [d.page_content for d in b.retrieve("x", search_kwargs={"k": 5})] == ["beta"]
 
@@ -71,17 +76,13 @@ def test_in_memory_indexes_do_not_share_documents():
 def test_nothing_readable_is_a_clear_error(tmp_path):
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(ConfigError, match="no chunks to index"):
-        build_index(tmp_path, embedder=FAKE)
+        build_index(tmp_path, embedding=FAKE)
 
 
-def test_wrong_step_types_are_rejected():
-    with pytest.raises(ConfigError, match="chunker must be callable"):
-        build_index([], chunker="token", embedder=FAKE)  # type: ignore[arg-type]
+def test_wrong_step_types_are_rejected(folder):
+    with pytest.raises(ConfigError, match="chunker must be a TokenChunker"):
+        build_index(folder, chunker="token", embedding=FAKE)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="autocontext must be"):
-        Embedder(FAKE, autocontext="yes")  # type: ignore[arg-type]
-
-
-def test_embedder_with_autocontext_embeds_the_header():
-    chunk = Document(page_content="Revenue grew.", metadata={"doc_id": "d", "title": "ACME_2023"})
-    (text,) = Embedder(FAKE).texts([chunk])
-    assert text.startswith("ACME 2023\n") and text.endswith("\n\nRevenue grew.")
+        build_index(folder, autocontext="yes", embedding=FAKE)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="tagger must be"):
+        build_index(folder, tagger="yes", embedding=FAKE)  # type: ignore[arg-type]

@@ -3,8 +3,13 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
-from rag.indexing.chunking import TokenChunker, document_id, split_documents, split_sections
+from rag.base.errors import ConfigError
+from rag.indexing.chunking import (
+    TokenChunker,
+    document_id,
+    split_documents,
+    split_sections,
+)
 from rag.indexing.tokens import ApproximateTokenizer, WordPieceTokenizer
 
 APPROX = ApproximateTokenizer()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.models.embeddings import embedding_id
 

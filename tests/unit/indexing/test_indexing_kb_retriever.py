@@ -10,10 +10,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from rag.core.errors import ConfigError, FilterError
+from rag.base.errors import ConfigError, FilterError
+from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
-from rag.indexing.knowledge_base import KnowledgeBase
 
 
 @lru_cache(maxsize=1)

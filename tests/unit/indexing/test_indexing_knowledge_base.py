@@ -7,10 +7,11 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
-from rag.indexing.knowledge_base import KnowledgeBase, list_knowledge_bases
+from rag.indexing.knowledge_base import list_knowledge_bases
 from rag.indexing.tokens import ApproximateTokenizer
 
 TEXT = ("The central bank raised interest rates to 4% in 2025. Inflation slowed in the second half. "

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pypdf import PdfWriter
 
-from rag.core.errors import LoaderError
+from rag.base.errors import LoaderError
 from rag.indexing.loaders import clean_text, iter_files, load_directory, load_file
 
 

@@ -7,8 +7,8 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.errors import StoreError
-from rag.indexing.knowledge_base import KnowledgeBase
+from rag.base.errors import StoreError
+from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.locking import WriterLock
 from rag.indexing.records import DocumentRecord, RecordStore
 

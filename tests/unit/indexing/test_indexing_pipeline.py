@@ -10,8 +10,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from pydantic import Field
 
 import rag.indexing.sync as sync_module
+from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.knowledge_base import KnowledgeBase
 
 
 class FailingEmbedding(DeterministicFakeEmbedding):

@@ -4,9 +4,9 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
+from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.knowledge_base import KnowledgeBase
 from rag.indexing.tags import KeywordTagger, tag_filter, tag_key
 
 DOCS = [Document(page_content="Cloud revenue grew as cloud margins improved.", metadata={"source": "a"}),

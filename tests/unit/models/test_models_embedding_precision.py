@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rag.core.errors import ConfigError
-from rag.models.embeddings import PRECISION_CHOICES, PRECISION_SETTINGS, minilm_precision, native_bf16
+from rag.base.errors import ConfigError
+from rag.models.embeddings import (
+    PRECISION_CHOICES,
+    PRECISION_SETTINGS,
+    minilm_precision,
+    native_bf16,
+)
 
 
 def _cpu_flags() -> set[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.budget import TokenCounter, apply_budget
 
 PROSE = ("In fiscal 2023 Acme's total revenue was $4.9 billion, up 17% from 2022. Gross margin fell to 38% "

@@ -5,7 +5,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.core.resource import new_chroma
 from rag.indexing.chunking import split_documents
 from rag.indexing.neighbours import chunk_range, neighbours

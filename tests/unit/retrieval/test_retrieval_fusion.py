@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.fusion import doc_key, fuse
 
 

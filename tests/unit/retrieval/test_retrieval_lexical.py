@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+from retrieval_corpus import filing_chunks
 
-from rag.core.errors import ConfigError, FilterError, StoreError
+from rag.base.errors import ConfigError, FilterError, StoreError
 from rag.core.resource import Resource
 from rag.retrieval.lexical import BM25Index, BM25Retriever
-
-from retrieval_corpus import filing_chunks
 
 
 def test_scores_match_hand_computed_okapi_bm25():

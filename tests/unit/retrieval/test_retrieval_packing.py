@@ -6,11 +6,11 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.core.resource import Resource
+from rag.core.retrieve import retrieve
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.packing import diversify, page_key
-from rag.retrieval.retrieve import retrieve
 
 
 def _chunk(page: int | None, text: str, doc: str = "d") -> Document:

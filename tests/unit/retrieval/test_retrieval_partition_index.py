@@ -5,7 +5,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from retrieval_corpus import filing_chunks
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.hybrid import dense_search
 from rag.retrieval.partition_index import PartitionIndex
 from rag.retrieval.partitioned import PartitionedChroma

@@ -5,8 +5,12 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
-from rag.core.errors import ConfigError
-from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever, split_partition_filter
+from rag.base.errors import ConfigError
+from rag.retrieval.partitioned import (
+    PartitionedChroma,
+    PartitionedRetriever,
+    split_partition_filter,
+)
 
 
 def _store(tmp_path=None, *, keep_global=True) -> PartitionedChroma:

@@ -5,9 +5,14 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.lexical import BM25Retriever
-from rag.retrieval.rephrase import FusedQueryRetriever, Rephraser, feedback_terms, keyword_query
+from rag.retrieval.rephrase import (
+    FusedQueryRetriever,
+    Rephraser,
+    feedback_terms,
+    keyword_query,
+)
 
 
 def test_keyword_query_drops_question_and_stop_words_but_keeps_entities():

@@ -6,7 +6,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.rerank import (
     CompressorReranker,

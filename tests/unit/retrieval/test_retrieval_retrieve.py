@@ -4,13 +4,13 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.core.generator import RAG
 from rag.core.resource import Resource
+from rag.core.retrieve import retrieve
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.rerank import EmbeddingReranker
-from rag.retrieval.retrieve import retrieve
 from rag.retrieval.routing import DocumentRouter
 
 EMB = DeterministicFakeEmbedding(size=16)
@@ -77,7 +77,7 @@ def test_unknown_setting_lists_valid_fields(hybrid_resource):
 
 
 async def test_async_retrieve_matches_sync(hybrid_resource):
-    from rag.retrieval.retrieve import aretrieve
+    from rag.core.retrieve import aretrieve
 
     sync = retrieve("Acme revenue", hybrid_resource, k=3, token_counter="approx")
     result = await aretrieve("Acme revenue", hybrid_resource, k=3, token_counter="approx")

@@ -6,7 +6,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever, quarters_in, years_in
 

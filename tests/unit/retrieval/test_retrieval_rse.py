@@ -7,9 +7,15 @@ from langchain_core.documents import Document
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.retrieval.lexical import BM25Index, BM25Retriever
-from rag.retrieval.rse import RSE_PRESETS, RSERetriever, calibrate, relevant_segments, segment_documents
+from rag.retrieval.rse import (
+    RSE_PRESETS,
+    RSERetriever,
+    calibrate,
+    relevant_segments,
+    segment_documents,
+)
 
 
 def _doc(doc_id: str, n: int, page_every: int = 4) -> list[Document]:

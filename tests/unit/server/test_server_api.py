@@ -9,7 +9,7 @@ import httpx
 import pytest
 from langchain_core.language_models import GenericFakeChatModel
 
-from rag.core.errors import ConfigError
+from rag.base.errors import ConfigError
 from rag.core.generator import RAG
 from rag.generation.rag_with_source import rag_chain_from_docs
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag.core.errors import FilterError
+from rag.base.errors import FilterError
 
 __all__ = [
     "COMPARISON_OPERATORS",

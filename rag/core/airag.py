@@ -12,7 +12,7 @@ retrieved candidates. Each step is a callable `step(result, config) -> None` tha
 the result; pass your own to replace one (`generate(result, refine=my_refiner)`). Token usage and
 cost (from `usage_metadata`) and the wall time of every step are recorded per step.
 
-Retrieval uses `rag.retrieval.retrieve.retrieve` when that module exists, otherwise the RAG's
+Retrieval uses `rag.core.retrieve.retrieve` when that module exists, otherwise the RAG's
 `resources_retrieval_chain`.
 
 Example:
@@ -36,12 +36,15 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from rag.core.errors import ConfigError, InputError
-from rag.core.resource import validate_search_kwargs
-from rag.core.result import Candidate, RAGResult
-from rag.core.text import lexical_overlap, tokenize
+from rag.base.errors import ConfigError, InputError
+from rag.base.result import Candidate, RAGResult
+from rag.base.text import lexical_overlap, tokenize
+from rag.core.generator import RAG
+from rag.core.resource import Resource, validate_search_kwargs
+from rag.core.retrieve import RetrievalSettings, retrieve
 from rag.generation.postprocess import check_answer
 from rag.generation.prompts import format_docs
+from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.generation.usage import UsageTracker, with_tracker
 
 __all__ = ["CheckAnswer", "GenerateAnswer", "LLMRefiner", "Step", "TakeContext", "airag", "as_rag", "generate",
@@ -56,9 +59,6 @@ def as_rag(rag_or_index: Any, *, llm: Any = None) -> Any:
 
     With `llm`, the RAG's generation chain is rebuilt on that model.
     """
-    from rag.core.generator import RAG
-    from rag.core.resource import Resource
-    from rag.generation.rag_with_source import rag_chain_from_docs
 
     if isinstance(rag_or_index, RAG):
         rag = rag_or_index
@@ -208,7 +208,6 @@ def generate(result: RAGResult, *, rag: Any = None, generation_chain: Runnable |
     """
     if answer is None:
         if generation_chain is None:
-            from rag.generation.rag_with_source import rag_chain_from_docs
 
             generation_chain = rag.generation_chain if rag is not None else rag_chain_from_docs()
         answer = GenerateAnswer(generation_chain)
@@ -227,28 +226,12 @@ _GENERATE_OPTIONS = ("generation_chain", "build_context", "answer", "refine", "p
 _PORTABLE_SEARCH = {"k", "filter", "fetch_k"}
 
 
-def _library_retrieve() -> Callable[..., RAGResult] | None:
-    try:
-        from rag.retrieval.retrieve import retrieve
-    except ImportError:
-        return None
-    return retrieve
-
-
-def _retrieval_option_names() -> tuple[str, ...]:
-    try:
-        from rag.retrieval.retrieve import RetrievalSettings
-    except ImportError:
-        return ()
-    return tuple(RetrievalSettings.model_fields)
-
-
 def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: Any = None,
           search_kwargs: dict[str, Any] | None = None, config: RunnableConfig | None = None,
           **kwargs: Any) -> str | RAGResult:
     """Retrieve and answer in one call.
 
-    Retrieval runs `rag.retrieval.retrieve.retrieve` (rephrase, rerank, RSE, budget, ... all
+    Retrieval runs `rag.core.retrieve.retrieve` (rephrase, rerank, RSE, budget, ... all
     recorded) unless the RAG overrides `resources_retrieval_chain`, the config carries per-request
     `retrieval_chain` settings, or `search_kwargs` uses backend-specific keys: then the RAG's own
     retrieval chain runs and its documents are recorded as stage `"retrieved"`.
@@ -271,7 +254,7 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
     """
     if not isinstance(question, str) or not question.strip():
         raise InputError("the question must be a non-empty string")
-    retrieval_names = _retrieval_option_names()
+    retrieval_names = tuple(RetrievalSettings.model_fields)
     unknown = sorted(set(kwargs) - set(retrieval_names) - set(_GENERATE_OPTIONS))
     if unknown:
         raise ConfigError(f"unknown airag option(s) {unknown}; valid: "
@@ -288,19 +271,17 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
 
 def _retrieve(rag: Any, question: str, *, config: RunnableConfig | None, search: dict[str, Any],
               settings: dict[str, Any], options: dict[str, Any]) -> RAGResult:
-    from rag.core.generator import RAG
 
-    library = _library_retrieve()
     own_chain = type(rag).resources_retrieval_chain is not RAG.resources_retrieval_chain
     per_request = bool(((config or {}).get("configurable") or {}).get("retrieval_chain"))
-    use_library = library is not None and not own_chain and not per_request and set(search) <= _PORTABLE_SEARCH
+    use_library = not own_chain and not per_request and set(search) <= _PORTABLE_SEARCH
     if not use_library:
         if options:
-            raise ConfigError(f"retrieval option(s) {sorted(options)} need rag.retrieval.retrieve, which cannot "
+            raise ConfigError(f"retrieval option(s) {sorted(options)} need rag.core.retrieve, which cannot "
                               "run here (a custom resources_retrieval_chain, per-request retrieval_chain settings "
                               "or backend-specific search_kwargs)")
         if settings:
             config = {**(config or {}), "configurable": {**((config or {}).get("configurable") or {}),
                                                          "retrieval_chain": settings}}
         return retrieve_into(rag, question, config=config)
-    return library(question, rag, **{**search, **options})
+    return retrieve(question, rag, **{**search, **options})

@@ -1,0 +1,267 @@
+"""The one retrieval pipeline, in two halves: per-resource `search_branch` and cross-resource `combine`.
+
+```
+per resource (a RAG's parallel branches)     once (a RAG's aggregate step)
+question ─► rephrase ─► route ─► search  ─►  fuse ─► route boost ─► rerank ─► page diversity
+                                             ─► named sections ─► RSE | neighbours | top k ─► budget
+```
+
+`rag.retrieve` runs `search_branch` for every resource (concurrently) and then `combine`; a `RAG`
+with retrieval settings runs the same two functions as its `RunnableParallel` branches and its
+aggregate, so a one-resource `RAG` returns exactly the context `retrieve()` returns. Every step
+is recorded in the `RAGResult` (`stages`, `timings`, `extras`).
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from rag.core.resource import Resource
+    >>> res = Resource.from_texts("notes", ["Paris is in France.", "Rome is in Italy."],
+    ...                           embedding=DeterministicFakeEmbedding(size=16))
+    >>> settings = RetrievalSettings(k=1, max_tokens=50, token_counter="approx")
+    >>> branch = search_branch("Where is Rome?", res, settings)
+    >>> len(combine([branch], [res], settings).context)
+    1
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.runnables import RunnableConfig
+from langchain_core.vectorstores import VectorStoreRetriever
+
+from rag.base.errors import ConfigError
+from rag.base.filters import and_filters
+from rag.base.portable import ChunkSource, find_chunk_source
+from rag.base.result import Candidate, RAGResult
+from rag.core.resource import Resource
+from rag.core.retrieval_settings import RetrievalSettings
+from rag.retrieval.budget import TokenCounter, apply_budget
+from rag.retrieval.expansion import expand_neighbours
+from rag.retrieval.fusion import doc_key, documents_to_scored, fuse
+from rag.retrieval.packing import diversify
+from rag.retrieval.rephrase import Rephraser
+from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
+from rag.retrieval.rse import relevant_segments, segment_documents
+from rag.stores.chroma import ChromaChunks, collection_of, is_chroma
+
+__all__ = ["Branch", "chunk_source", "combine", "search_branch", "tag_resource"]
+
+
+@dataclass
+class Branch:
+    """What one resource's branch found: its queries, route, and one result list per query."""
+
+    question: str
+    resource: str
+    queries: list[str]
+    lists: dict[int, list[Document]]
+    filter: dict[str, Any] | None = None
+    route: Any = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@contextmanager
+def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
+
+
+def search_branch(question: str, resource: Resource, settings: RetrievalSettings, *,
+                  search_kwargs: Mapping[str, Any] | None = None, config: RunnableConfig | None = None) -> Branch:
+    """Rephrase, route and search one resource (the per-resource half of the pipeline).
+
+    `search_kwargs` (a request's settings for this resource) are applied on top of the pipeline's:
+    their `filter` is combined with `$and`, their `k` replaces `fetch_k` for this resource.
+    """
+    timings: dict[str, float] = {}
+    queries = [question]
+    if settings.rephrase is not None:
+        with _timed(timings, "rephrase"):
+            queries = _rephraser(settings, resource).rephrase(question)
+    request = dict(search_kwargs or {})
+    flt = and_filters(settings.filter, request.pop("filter", None))
+    route = None
+    if settings.router is not None:
+        with _timed(timings, "route"):
+            route = settings.router.route(question)
+        if settings.routing == "filter" and route.values:
+            flt = and_filters(flt, {settings.router.key: {"$in": route.values}})
+    kwargs = {**request, "k": request.get("k", settings.fetch_k), **({"filter": flt} if flt else {})}
+    with _timed(timings, "search"):
+        lists = {qi: tag_resource(resource.retrieve(q, search_kwargs=kwargs, config=config), resource.name)
+                 for qi, q in enumerate(queries)} if len(queries) == 1 else _search_queries(resource, queries, kwargs)
+    return Branch(question, resource.name, queries, lists, flt, route, timings)
+
+
+def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings: RetrievalSettings | None) -> RAGResult:
+    """Fuse the branches and run the cross-resource stages (the aggregate half of the pipeline).
+
+    With `settings` None only fusion runs: every branch's documents, fused by reciprocal rank
+    (equal to interleaving by rank when no document is found twice), tagged with their resource,
+    duplicates dropped, nothing cut. That is a `RAG` without retrieval settings.
+    """
+    question = branches[0].question if branches else ""
+    result = RAGResult(question=question)
+    for branch in branches:
+        for step, seconds in branch.timings.items():
+            result.timings[step] = result.timings.get(step, 0.0) + seconds
+        result.add_stage(f"candidates/{branch.resource}",
+                         _candidates([d for docs in branch.lists.values() for d in docs], branch.resource))
+    if branches and branches[0].queries[1:]:
+        result.rephrased_questions = branches[0].queries[1:]
+    lists = {f"{b.resource}|{qi}": documents_to_scored(docs) for b in branches for qi, docs in b.lists.items()}
+    with _timed(result.timings, "fuse"):
+        fused = _fuse(lists, settings)
+    result.add_stage("fused", _candidates([d for d, _ in fused]))
+    if settings is None:
+        originals = {doc_key(d): d for docs in reversed([d for b in branches for d in b.lists.values()]) for d in reversed(docs)}
+        result.context = [originals[doc_key(d)] for d, _ in fused]
+        return result
+    return _refine(result, fused, branches, list(resources), settings)
+
+
+def _fuse(lists: dict[str, list[tuple[Document, float]]], settings: RetrievalSettings | None) -> list[tuple[Document, float]]:
+    if len(lists) == 1:
+        ((_, only),) = lists.items()
+        return [(d, float(d.metadata.get("score", -i))) for i, (d, _) in enumerate(only)]
+    if settings is None:
+        return fuse(lists, method="rrf")
+    return fuse(lists, method=settings.fusion, top_k=settings.fetch_k)
+
+
+def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Sequence[Branch],
+            resources: list[Resource], settings: RetrievalSettings) -> RAGResult:
+    """Route boost, rerank, diversify, sections, select, budget."""
+    question, counter = result.question, TokenCounter(settings.token_counter)
+    route = next((b.route for b in branches if b.route is not None), None)
+    flt = branches[0].filter if branches else settings.filter
+    if route is not None:
+        result.extras["route"] = {"values": route.values, "confident": route.confident,
+                                  "scores": dict(list(route.scores.items())[:10])}
+        if settings.routing == "boost":
+            with _timed(result.timings, "route"):
+                fused = settings.router.boost(question, fused, weight=settings.route_weight)
+            result.add_stage("filtered", _candidates([d for d, _ in fused]))
+    scored = fused
+    reranker = _reranker(settings.reranker)
+    if reranker is not None:
+        with _timed(result.timings, "rerank"):
+            scored = reranker.rerank(question, [d for d, _ in fused])
+            if settings.rerank_weight < 1.0:
+                scored = blend_rerank(fused, scored, weight=settings.rerank_weight)
+        result.add_stage("reranked", _candidates([d for d, _ in scored]))
+    if settings.page_diversity:
+        with _timed(result.timings, "diversify"):
+            scored = diversify(scored, discount=settings.page_diversity)
+        result.add_stage("diversified", _candidates([d for d, _ in scored]))
+    if settings.sections is not None:
+        scored = _sections(result, scored, settings, flt)
+    with _timed(result.timings, "select"):
+        context = _select(result, resources, scored, settings)
+    with _timed(result.timings, "budget"):
+        result.context = apply_budget(context, settings.max_tokens, counter=counter)
+    result.extras["token_counter"] = counter.name
+    result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
+    result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase", "sections"},
+                                                    mode="json")
+    return result
+
+
+def _sections(result: RAGResult, scored: list[tuple[Document, float]], settings: RetrievalSettings,
+              flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    with _timed(result.timings, "sections"):
+        top_k = settings.k if settings.rse is None and not settings.expand else None  # a top-k context
+        scored, named = settings.sections.promote(result.question, scored, at=settings.section_at, within=top_k,
+                                                  filter=flt)
+    result.extras["sections"] = [{"heading": s.heading, "document": s.document, "score": round(s.score, 4)}
+                                 for s in named]
+    result.add_stage("sections", _candidates([d for d, _ in scored]))
+    return scored
+
+
+def chunk_source(resource: Resource) -> ChunkSource | None:
+    """Where to read a resource's neighbouring chunks (its retriever's `chunk_source`), or None.
+
+    A LangChain `VectorStoreRetriever` over Chroma reads its collection.
+    """
+    found = find_chunk_source(resource.retriever)
+    if found is None and isinstance(resource.retriever, VectorStoreRetriever) and is_chroma(resource.retriever.vectorstore):
+        return ChromaChunks(collection_of(resource.retriever.vectorstore))
+    return found
+
+
+def tag_resource(docs: list[Document], name: str) -> list[Document]:
+    """Copies of `docs` with `metadata["resource"] = name`."""
+    return [Document(page_content=d.page_content, metadata={**d.metadata, "resource": name}, id=d.id) for d in docs]
+
+
+def _candidates(docs: Sequence[Document], resource: str | None = None) -> list[Candidate]:
+    return [Candidate(document=d, score=d.metadata.get("score"), resource=resource or d.metadata.get("resource"),
+                      scores=dict(d.metadata.get("scores") or {})) for d in docs]
+
+
+def _reranker(value: Any) -> Any:
+    if value == "embedding":
+        return EmbeddingReranker()
+    if value is not None and not hasattr(value, "rerank"):
+        raise ConfigError(f"reranker must be a Reranker, 'embedding' or None; got {value!r}")
+    return value
+
+
+def _rephraser(settings: RetrievalSettings, resource: Resource) -> Any:
+    if hasattr(settings.rephrase, "rephrase"):
+        return settings.rephrase
+    modes = [settings.rephrase] if isinstance(settings.rephrase, str) else list(settings.rephrase)
+    return Rephraser(modes=modes, llm=settings.llm, retriever=resource.retriever if "feedback" in modes else None)
+
+
+def _search_queries(resource: Resource, queries: list[str], kwargs: dict[str, Any]) -> dict[int, list[Document]]:
+    with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
+        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs), queries))
+    return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
+
+
+def _select(result: RAGResult, resources: list[Resource], scored: list[tuple[Document, float]],
+            settings: RetrievalSettings) -> list[Document]:
+    """RSE segments, expanded neighbours, or the top k, per the settings."""
+    if settings.rse is None and not settings.expand:
+        return [d for d, _ in scored[: settings.k]]
+    by_resource: dict[str, list[tuple[Document, float]]] = {}
+    for doc, score in scored:
+        by_resource.setdefault(doc.metadata.get("resource", resources[0].name), []).append((doc, score))
+    sources = {res.name: chunk_source(res) for res in resources}
+    missing = [name for name in by_resource if sources.get(name) is None]
+    if missing:
+        raise ConfigError(f"RSE and neighbour expansion need a chunk source; resource(s) {missing} have none "
+                          "(use a knowledge base, a HybridRetriever, a BM25Retriever or a Chroma vector store)")
+    if settings.rse is not None:
+        segments = []
+        for name, hits in by_resource.items():
+            for seg in relevant_segments([hits], sources[name], preset=settings.rse, **settings.rse_overrides):
+                seg.metadata["resource"] = name
+                segments.append(seg)
+        result.segments = sorted(segments, key=lambda s: -s.score)
+        return segment_documents(result.segments)
+    return _expanded(scored[: settings.k], by_resource, sources, resources[0].name, settings.expand)
+
+
+def _expanded(ranked: list[tuple[Document, float]], by_resource: Mapping[str, Any], sources: Mapping[str, Any],
+              first: str, window: int) -> list[Document]:
+    expanded: list[Document] = []
+    for name in by_resource:
+        top = [d for d, _ in ranked if d.metadata.get("resource", first) == name]
+        for doc in expand_neighbours(top, sources[name], window=window):
+            doc.metadata["resource"] = name
+            expanded.append(doc)
+    if len(by_resource) > 1:
+        return sorted(expanded, key=lambda d: -float(d.metadata.get("score", 0.0)))
+    return expanded

@@ -1,0 +1,69 @@
+"""`RetrievalSettings`: the options of the retrieval pipeline (`rag.retrieve`, a `RAG`'s `retrieval`).
+
+Example:
+    >>> RetrievalSettings(k=4, page_diversity=0.3).max_tokens
+    4000
+    >>> try:
+    ...     RetrievalSettings(kk=4)
+    ... except Exception as err:
+    ...     print(type(err).__name__)
+    ValidationError
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rag.retrieval.rse import RSEConfig
+
+__all__ = ["RetrievalSettings"]
+
+
+class RetrievalSettings(BaseModel):
+    """Options of `retrieve` (all keyword arguments).
+
+    Attributes:
+        k: chunks in the context when neither RSE nor expansion is used (also the rerank cut).
+        fetch_k: candidates per (resource, query) and kept after fusion.
+        filter: a portable metadata filter for every resource.
+        rephrase: a `Rephraser`, or modes for one ("keywords", "feedback", "hyde", "multi_query").
+        llm: the chat model for the LLM rephrase modes.
+        router: a `DocumentRouter`; routing "filter" restricts search to the routed documents,
+            "boost" adds ``route_weight * document score`` to the fused scores.
+        reranker: a `Reranker`, "embedding" (the offline `EmbeddingReranker`) or None.
+        rerank_weight: 1 orders by the reranker's score alone; below 1 the normalised reranker and
+            first-stage scores are blended (`rag.retrieval.rerank.blend_rerank`).
+        expand: neighbour expansion window (0 = none); ignored when `rse` is set.
+        rse: an RSE preset name or `RSEConfig` (None = none); `rse_overrides` replace preset fields.
+        max_tokens: the context budget (None = unlimited); `token_counter`: auto, minilm, approx.
+        fusion: how lists of several resources / queries are fused ("rrf" or "convex").
+        page_diversity: `rag.retrieval.packing.diversify` discount (0 = off): a chunk loses this
+            much of its normalised score per better chunk already taken from its page.
+        sections: a `rag.retrieval.sections.SectionRouter` (None = off): the opening chunk of each
+            section whose heading the question names goes in after the first `section_at` results
+            (with a top-k context, earlier when needed so that every promoted chunk is within `k`).
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    k: int = Field(default=8, ge=1)
+    fetch_k: int = Field(default=40, ge=1)
+    filter: dict[str, Any] | None = None
+    rephrase: Any = None
+    llm: Any = None
+    router: Any = None
+    routing: Literal["filter", "boost"] = "filter"
+    route_weight: float = 0.5
+    reranker: Any = None
+    expand: int = Field(default=0, ge=0)
+    rse: str | RSEConfig | None = None
+    rse_overrides: dict[str, Any] = Field(default_factory=dict)
+    max_tokens: int | None = Field(default=4000, ge=1)
+    token_counter: str = "auto"
+    fusion: Literal["rrf", "convex"] = "rrf"
+    page_diversity: float = Field(default=0.0, ge=0.0)
+    rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
+    sections: Any = None
+    section_at: int = Field(default=3, ge=0)

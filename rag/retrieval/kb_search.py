@@ -1,0 +1,100 @@
+"""`knowledge_base_retriever`: the retriever of a knowledge base for a named search mode.
+
+One place decides how a knowledge base is searched, for every front door that searches one
+(`KnowledgeBase.as_resource`, `Resource.from_directory`, `build_index`, the config kinds and
+`rag ask`):
+
+- ``"hybrid"`` (the default): dense search over the knowledge base's collection and BM25 over
+  its stored chunks (title and section indexed with the text), fused (`HybridRetriever`);
+- ``"dense"``: the dense vectors only (`KnowledgeBaseRetriever`);
+- ``"bm25"``: BM25 over the stored chunks only (`BM25Retriever`).
+
+`sections` wraps any of them in a `SectionRetriever` (promote the sections a question names).
+BM25 and sections read the chunks stored now: build the retriever again after the knowledge
+base changes.
+
+Example:
+    >>> from langchain_core.documents import Document
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from rag.indexing.knowledge_base import KnowledgeStore
+    >>> kb = KnowledgeStore("geo", None, embedding=DeterministicFakeEmbedding(size=16))
+    >>> _ = kb.add_documents([Document(page_content="Rome is in Italy.", metadata={"source": "it"}),
+    ...                       Document(page_content="Paris is in France.", metadata={"source": "fr"})])
+    >>> [d.page_content for d in knowledge_base_retriever(kb, search="bm25", k=1).invoke("Rome")]
+    ['Rome is in Italy.']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ValidationError
+
+from rag.base.errors import ConfigError
+from rag.indexing.knowledge_base import KnowledgeStore
+from rag.retrieval.hybrid import HybridRetriever
+from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.sections import SectionRetriever, SectionRouter
+from rag.stores.chroma import new_chroma
+
+__all__ = ["SEARCH_MODES", "SearchMode", "knowledge_base_retriever"]
+
+SearchMode = Literal["hybrid", "dense", "bm25"]
+#: The search modes, best general one first (the default).
+SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "bm25")
+_BM25_DEFAULTS = {"metadata_fields": ["title", "section"]}
+
+
+def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",
+                             weights: dict[str, float] | None = None, fetch_k: int = 20, rrf_k: int = 60,
+                             bm25_settings: Mapping[str, Any] | None = None,
+                             sections: Mapping[str, Any] | None = None,
+                             chunks: Sequence[Document] | None = None) -> BaseRetriever:
+    """A retriever over `kb` for the search mode `search` (see the module docstring).
+
+    Args:
+        kb: the knowledge base.
+        search: ``"hybrid"``, ``"dense"`` or ``"bm25"``.
+        k: default number of chunks (every retriever here also takes `k` per call).
+        fusion, weights, fetch_k, rrf_k: hybrid fusion settings (`HybridRetriever`).
+        bm25_settings: `BM25Index.from_documents` settings (title and section are indexed by default).
+        sections: `SectionRouter` settings plus ``at`` (``{}`` for the defaults); None = off.
+        chunks: the stored chunks, when the caller has read them already.
+
+    Raises:
+        ConfigError: an unknown mode or setting, or an empty knowledge base for BM25 / hybrid.
+    """
+    if search not in SEARCH_MODES:
+        raise ConfigError(f"unknown search mode {search!r}; valid: {', '.join(SEARCH_MODES)}")
+    needs_chunks = search != "dense" or sections is not None
+    if needs_chunks and chunks is None:
+        chunks = kb.get_documents()
+    if needs_chunks and not chunks:
+        raise ConfigError(f"knowledge base {kb.name!r} is empty: index documents before searching it with "
+                          f"{search!r} search")
+    try:
+        retriever = _base_retriever(kb, search, k=k, fusion=fusion, weights=weights, fetch_k=fetch_k, rrf_k=rrf_k,
+                                    bm25_settings=bm25_settings, chunks=chunks or [])
+    except ValidationError as exc:
+        raise ConfigError(f"{search} search over {kb.name!r}: {exc.errors()[0]['msg']}") from exc
+    if sections is None:
+        return retriever
+    settings = dict(sections)
+    placement = {"at": settings.pop("at")} if "at" in settings else {}   # else SectionRetriever's default
+    return SectionRetriever(retriever=retriever, router=SectionRouter(chunks or [], **settings), **placement)
+
+
+def _base_retriever(kb: KnowledgeStore, search: str, *, k: int, fusion: str, weights: dict[str, float] | None,
+                    fetch_k: int, rrf_k: int, bm25_settings: Mapping[str, Any] | None,
+                    chunks: Sequence[Document]) -> BaseRetriever:
+    if search == "dense":
+        return kb.as_retriever(k=k)
+    bm25 = BM25Index.from_documents(chunks, **{**_BM25_DEFAULTS, **(bm25_settings or {})})
+    if search == "bm25":
+        return BM25Retriever(index=bm25, k=k)
+    store = new_chroma(kb.manifest.store.collection, kb.embedding, client=kb.client)
+    return HybridRetriever(vectorstore=store, bm25=bm25, k=k, fusion=fusion, weights=weights,
+                           fetch_k=max(fetch_k, k), rrf_k=rrf_k)

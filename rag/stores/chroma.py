@@ -1,0 +1,185 @@
+"""Chroma access: the one module that talks to `chromadb` clients and collections.
+
+Everything else opens stores and reads chunks through these functions (`new_chroma`,
+`open_client`, `open_collection`, `collection_of`, `query_collection`, `get_documents`,
+`get_vectors`), so a Chroma upgrade or another backend touches this module only. Every collection
+is created in cosine space, so relevance scores mean the same on every path.
+
+The query helpers call the chromadb collection once, request only what a retriever returns
+(texts, metadata, distances) and build one Document per hit: `langchain_chroma.Chroma` builds a
+Document per hit and copying it to add scores was about a tenth of a query's time (see
+docs/benchmarks.md).
+
+Example:
+    >>> import chromadb
+    >>> coll = chromadb.EphemeralClient().get_or_create_collection("direct-doc", metadata={"hnsw:space": "cosine"})
+    >>> coll.add(ids=["a", "b"], embeddings=[[1.0, 0.0], [0.0, 1.0]], documents=["x", "y"], metadatas=[{"n": 1}, {"n": 2}])
+    >>> [(d.page_content, round(dist, 3)) for d, dist in query_collection(coll, [1.0, 0.1], k=1)]
+    [('x', 0.005)]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from rag.base.filters import to_chroma_where, validate_filter
+
+__all__ = [
+    "COSINE",
+    "ChromaChunks",
+    "collection_name",
+    "collection_of",
+    "content_id",
+    "documents_from_get",
+    "fetch_in_order",
+    "get_documents",
+    "get_vectors",
+    "http_client",
+    "is_chroma",
+    "new_chroma",
+    "open_client",
+    "open_collection",
+    "query_collection",
+]
+
+#: Collection metadata for cosine space (Chroma's default is L2: scores would change meaning).
+COSINE = {"hnsw:space": "cosine"}
+
+
+def collection_name(name: str) -> str:
+    """A valid Chroma collection name for `name` (3-512 chars of [a-zA-Z0-9._-], alphanumeric ends).
+
+    Example:
+        >>> collection_name("my docs"), collection_name("x")
+        ('my-docs', 'rag-x')
+    """
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("._-")
+    return (cleaned or "rag") if len(cleaned) >= 3 else f"rag-{cleaned}".strip("-")
+
+
+def content_id(doc: Document) -> str:
+    """A stable id from a document's text and metadata (re-adding the same chunk never duplicates it)."""
+    payload = json.dumps([doc.page_content, doc.metadata], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def open_client(path: str | Path | None = None) -> Any:
+    """A persistent chromadb client on `path`, or an in-process ephemeral one when `path` is None."""
+    import chromadb
+
+    return chromadb.EphemeralClient() if path is None else chromadb.PersistentClient(path=str(path))
+
+
+def http_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
+    """A client of a running Chroma server, checked with a heartbeat (raises on connection errors)."""
+    import chromadb
+
+    client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers or None)
+    client.heartbeat()
+    return client
+
+
+def open_collection(client: Any, name: str, *, create: bool = True) -> Any:
+    """The raw collection `name` of `client` in cosine space (None if missing and not `create`)."""
+    if not create:
+        names = {getattr(c, "name", c) for c in client.list_collections()}
+        if name not in names:
+            return None
+    return client.get_or_create_collection(name, metadata=COSINE, embedding_function=None)
+
+
+def new_chroma(name: str, embedding: Embeddings, *, persist_directory: str | Path | None = None,
+               client: Any = None) -> VectorStore:
+    """Open (or create) a `langchain_chroma.Chroma` store in cosine space.
+
+    In-memory collections get a unique suffix: Chroma's in-process clients share one system,
+    so two resources with the same name must not see each other's documents.
+    """
+    from langchain_chroma import Chroma
+
+    if persist_directory is None and client is None:
+        name = f"{name}-{uuid.uuid4().hex[:8]}"
+    kwargs: dict[str, Any] = {"collection_name": collection_name(name), "embedding_function": embedding,
+                              "collection_metadata": COSINE}
+    if client is not None:
+        kwargs["client"] = client
+    elif persist_directory is not None:
+        kwargs["persist_directory"] = str(persist_directory)
+    return Chroma(**kwargs)
+
+
+def is_chroma(store: Any) -> bool:
+    """True for a `langchain_chroma.Chroma` vector store."""
+    return type(store).__name__ == "Chroma" and hasattr(store, "_collection")
+
+
+def collection_of(store: Any) -> Any:
+    """The raw chromadb collection behind a `langchain_chroma.Chroma` store (or a raw collection)."""
+    if is_chroma(store):
+        return store._collection  # langchain_chroma exposes no public accessor
+    if hasattr(store, "query") and hasattr(store, "get") and hasattr(store, "count"):
+        return store
+    raise TypeError(f"not a Chroma store or collection: {type(store).__name__}")
+
+
+def get_documents(collection: Any, *, where: dict[str, Any] | None = None,
+                  ids: Sequence[str] | None = None) -> list[Document]:
+    """Chunks (text, metadata, id) matching a Chroma `where` or a list of ids."""
+    res = collection.get(where=where or None, ids=list(ids) if ids is not None else None,
+                         include=["documents", "metadatas"])
+    return documents_from_get(res)
+
+
+class ChromaChunks:
+    """A raw collection as a chunk source (`rag.base.portable.ChunkSource`): chunks by portable filter."""
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Chunks matching a portable filter (all when None)."""
+        flt = validate_filter(filter)
+        return get_documents(self.collection, where=to_chroma_where(flt) if flt else None)
+
+
+def get_vectors(collection: Any, ids: Sequence[str]) -> dict[str, Any]:
+    """Stored embeddings by id (ids not in the collection are absent)."""
+    if not ids:
+        return {}
+    found = collection.get(ids=list(ids), include=["embeddings"])
+    return dict(zip(found["ids"], found["embeddings"], strict=True))
+
+
+def query_collection(collection: Any, vector: Sequence[float] | np.ndarray, *, k: int,
+                     where: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
+    """One ``collection.query`` as (document, cosine distance) pairs, closest first."""
+    res = collection.query(query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1), n_results=k,
+                           where=where, include=["documents", "metadatas", "distances"])
+    return [(Document(page_content=text or "", metadata=dict(md or {}), id=id_), float(dist))
+            for id_, text, md, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
+                                           res["distances"][0], strict=True)]
+
+
+def documents_from_get(res: Mapping[str, Any]) -> list[Document]:
+    """Documents from a ``collection.get(..., include=["documents", "metadatas"])`` result."""
+    return [Document(page_content=text or "", metadata=dict(md or {}), id=id_)
+            for id_, text, md in zip(res["ids"], res["documents"], res["metadatas"], strict=True)]
+
+
+def fetch_in_order(collection: Any, hits: Sequence[tuple[str, float]]) -> list[tuple[Document, float]]:
+    """Texts and metadata for (id, distance) hits in one ``get``, in hit order (ids gone are skipped)."""
+    if not hits:
+        return []
+    found = {doc.id: doc for doc in documents_from_get(
+        collection.get(ids=[id_ for id_, _ in hits], include=["documents", "metadatas"]))}
+    return [(found[id_], dist) for id_, dist in hits if id_ in found]
