@@ -57,13 +57,18 @@ def _cmd_index(args: argparse.Namespace) -> int:
 def _add_ask(sub: Any) -> None:
     p = sub.add_parser("ask", help="answer a question from an indexed store")
     p.add_argument("question")
-    p.add_argument("--k", type=int, default=4, help="chunks to retrieve (default: %(default)s)")
+    p.add_argument("--search", default="hybrid", choices=("hybrid", "dense", "bm25"),
+                   help="how a knowledge base is searched (default: %(default)s: dense + BM25 fused)")
+    p.add_argument("--k", type=int, default=None,
+                   help="at most this many chunks in the context (default: as many as the token budget holds)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="the context budget in tokens (default: the recommended pipeline's 4000)")
     p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"page": {"$lt": 3}}\'')
     p.add_argument("--json", action="store_true", help="print the whole output as JSON")
     _store_args(p)
 
 
-def open_store_resource(store: str, collection: str) -> Any:
+def open_store_resource(store: str, collection: str, *, search: str = "hybrid") -> Any:
     """A `Resource` over an existing knowledge base or persistent collection; a clear error when missing."""
     from rag.core.knowledge_base import KnowledgeBase
     from rag.core.resource import Resource
@@ -74,7 +79,7 @@ def open_store_resource(store: str, collection: str) -> Any:
     if not Path(store).is_dir():
         raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")
     if collection in list_knowledge_bases(store):
-        return KnowledgeBase.open(collection, store).as_resource()
+        return KnowledgeBase.open(collection, store).as_resource(search=search)
     client = open_client(store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if collection_name(collection) not in names:
@@ -84,21 +89,24 @@ def open_store_resource(store: str, collection: str) -> Any:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from rag.base.filters import validate_filter
+    from rag.core.defaults import recommended_retrieval
     from rag.core.generator import RAG
     from rag.generation.prompts import source_label
 
-    if args.k < 1:
-        raise ConfigError(f"--k must be a positive integer, got {args.k}")
-    search: dict[str, Any] = {"k": args.k}
+    for flag, value in (("--k", args.k), ("--max-tokens", args.max_tokens)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be a positive integer, got {value}")
+    overrides: dict[str, Any] = {key: value for key, value in (("k", args.k), ("max_tokens", args.max_tokens))
+                                 if value is not None}
     if args.filter:
         try:
-            search["filter"] = json.loads(args.filter)
+            overrides["filter"] = json.loads(args.filter)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): {args.filter}") from exc
-        validate_filter(search["filter"])  # a bad filter is reported before the store is opened
-    resource = open_store_resource(args.store, args.collection)
-    rag = RAG(resources=[resource])
-    out = rag.chain(retrieval_chain={resource.name: {"search_kwargs": search}}).invoke(args.question)
+        overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
+    settings = recommended_retrieval(**overrides)
+    resource = open_store_resource(args.store, args.collection, search=args.search)
+    out = RAG(resources=[resource], retrieval=settings).chain().invoke(args.question)
     if args.json:
         payload = {**out, "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
         print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))

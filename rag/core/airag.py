@@ -115,7 +115,7 @@ class TakeContext:
 
     def __init__(self, *, max_chunks: int | None = None) -> None:
         if max_chunks is not None and max_chunks < 1:
-            raise ValueError(f"max_chunks must be a positive integer or None, got {max_chunks}")
+            raise ConfigError(f"max_chunks must be a positive integer or None, got {max_chunks}")
         self.max_chunks = max_chunks
 
     def __call__(self, result: RAGResult, config: RunnableConfig) -> None:
@@ -231,10 +231,11 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
           **kwargs: Any) -> str | RAGResult:
     """Retrieve and answer in one call.
 
-    Retrieval runs `rag.core.retrieve.retrieve` (rephrase, rerank, RSE, budget, ... all
-    recorded) unless the RAG overrides `resources_retrieval_chain`, the config carries per-request
-    `retrieval_chain` settings, or `search_kwargs` uses backend-specific keys: then the RAG's own
-    retrieval chain runs and its documents are recorded as stage `"retrieved"`.
+    Retrieval runs the library pipeline (`rag.core.retrieve.retrieve`: rephrase, rerank, RSE,
+    budget, ... all recorded) with the RAG's `retrieval` settings, then `search_kwargs` and the
+    retrieval options on top; unless the RAG overrides `resources_retrieval_chain`, the config
+    carries per-request `retrieval_chain` settings, or `search_kwargs` uses backend-specific keys:
+    then the RAG's own retrieval chain runs and its documents are recorded as stage `"retrieved"`.
 
     Args:
         rag_or_index: a `RAG`, a `Resource`, a list of resources, or an index with `.as_resource()`.
@@ -284,4 +285,5 @@ def _retrieve(rag: Any, question: str, *, config: RunnableConfig | None, search:
             config = {**(config or {}), "configurable": {**((config or {}).get("configurable") or {}),
                                                          "retrieval_chain": settings}}
         return retrieve_into(rag, question, config=config)
-    return retrieve(question, rag, **{**search, **options})
+    base = dict(rag.retrieval) if getattr(rag, "retrieval", None) is not None else {}
+    return retrieve(question, rag, **{**base, **search, **options})

@@ -54,6 +54,7 @@ from rag.core.config_resources import (
     ChromaServerResourceConfig,
     KnowledgeBaseResourceConfig,
 )
+from rag.core.config_retrieval import RetrievalConfig
 from rag.core.resource import validate_search_kwargs
 from rag.generation.prompts import source_label
 from rag.generation.rag_with_source import rag_chain_from_docs
@@ -143,6 +144,7 @@ class RagConfig(StrictModel):
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     resources: list[Annotated[ResourceConfig, Field(discriminator="kind")]]
     extras: list[str] = Field(default_factory=list)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
 
     @field_validator("search_kwargs")
@@ -267,4 +269,5 @@ def from_config(cls: type[RAG], source: str | Path | Mapping[str, Any] | RagConf
     if settings:
         generation = generation.with_settings(**settings)
     extras = {name: EXTRAS[name] for name in config.extras}
-    return cls(resources=resources, generation_chain=generation, extras=extras)
+    return cls(resources=resources, generation_chain=generation, extras=extras,
+               retrieval=config.retrieval.settings(llm=model))

@@ -38,6 +38,7 @@ from rag.core.config_resources import (
 from rag.core.knowledge_base import KnowledgeBase
 from rag.core.resource import Resource
 from rag.indexing.chunking import TokenChunker
+from rag.indexing.knowledge_base import list_knowledge_bases
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 
@@ -57,6 +58,9 @@ class BM25ResourceConfig(ResourceBase):
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         folder = store_path(self.path)
         if self.index is not None:
+            return _synced(self, folder, embedding, default_search_kwargs, search="bm25",
+                           hybrid={"bm25_settings": self.bm25.model_dump()})
+        if kb_name(self.name) in list_knowledge_bases(folder):
             return _synced(self, folder, embedding, default_search_kwargs, search="bm25",
                            hybrid={"bm25_settings": self.bm25.model_dump()})
         if not (folder / "index.json").exists():
@@ -84,6 +88,9 @@ class HybridResourceConfig(ResourceBase, HybridSearchSettings):
         if self.index is not None:
             return _synced(self, folder, embedding, default_search_kwargs, search="hybrid",
                            hybrid={**self.fusion_settings(), "bm25_settings": self.bm25.model_dump()})
+        if kb_name(self.collection or self.name) in list_knowledge_bases(folder):
+            return _synced(self, folder, embedding, default_search_kwargs, search="hybrid",
+                           hybrid={**self.fusion_settings(), "bm25_settings": self.bm25.model_dump()})
         if not (folder / "bm25" / "index.json").exists():
             raise ConfigError(f"resource {self.name!r}: no hybrid index at {str(folder)!r}; add an 'index:' "
                               "block to build it from files")
@@ -95,9 +102,13 @@ class HybridResourceConfig(ResourceBase, HybridSearchSettings):
 
 def _synced(spec: Any, folder: Any, embedding: Any, defaults: dict[str, Any], *, search: str,
             hybrid: dict[str, Any]) -> Resource:
-    """The resource over a knowledge base in `folder`, synced from the spec's `index:` files."""
-    kb = KnowledgeBase(kb_name(getattr(spec, "collection", None) or spec.name), folder,
-                       embedding=kb_embedding(embedding), chunker=TokenChunker.sized(spec.index.chunk_size))
-    sync_files(kb, spec.index, resource=spec.name)
+    """The resource over the knowledge base in `folder`, synced from the spec's `index:` files if it has them."""
+    name = kb_name(getattr(spec, "collection", None) or spec.name)
+    if spec.index is None:
+        kb = KnowledgeBase.open(name, folder, embedding=kb_embedding(embedding))
+    else:
+        kb = KnowledgeBase(name, folder, embedding=kb_embedding(embedding),
+                           chunker=TokenChunker.sized(spec.index.chunk_size))
+        sync_files(kb, spec.index, resource=spec.name)
     return kb.as_resource(name=spec.name, search=search, hybrid=hybrid, description=spec.description,
                           search_kwargs=spec.merged_search_kwargs(defaults))

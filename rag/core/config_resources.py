@@ -160,11 +160,10 @@ class ChromaResourceConfig(_ChromaBase):
 
 
 class ChromaServerResourceConfig(_ChromaBase):
-    """A collection on a running Chroma server, reached with `chromadb.HttpClient`.
+    """A collection on a running Chroma server; with `index:` its knowledge base's manifest and records live in `path`."""
 
-    Keep the server on loopback or a private network: Chroma servers up to 1.5.9 have a
-    remote-code-execution bug (CVE-2026-45829).
-    """
+    path: str = ".rag"
+
 
     kind: Literal["chroma_server"]
     host: str = "127.0.0.1"
@@ -257,6 +256,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     autocontext: bool | None = None
     chunk_size: int | None = Field(default=None, ge=8, le=254)
     search: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    routing: Literal["auto", "on", "off"] = "auto"
     hybrid: HybridSearchSettings | None = None
     sections: SectionSettings | None = None
 
@@ -283,6 +283,6 @@ class KnowledgeBaseResourceConfig(ResourceBase):
         hybrid = None if self.hybrid is None else {**self.hybrid.fusion_settings(),
                                                     "bm25_settings": self.hybrid.bm25.model_dump()}
         sections = self.sections.model_dump() if self.sections is not None else None
-        return kb.as_resource(name=self.name, search=self.search,
+        return kb.as_resource(name=self.name, search=self.search, routing=self.routing,
                               search_kwargs=self.merged_search_kwargs(default_search_kwargs),
                               description=self.description or None, hybrid=hybrid, sections=sections)

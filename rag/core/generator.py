@@ -226,25 +226,26 @@ class RAG(BaseModel):
         generation = self._generation_with(generation_chain)
         retrieval = self.resources_retrieval_chain
 
-        def with_defaults(config: RunnableConfig) -> RunnableConfig:
-            # Build-time settings travel in the config of the retrieval run, so they also reach
-            # retrievers nested inside other retrievers (which pass on only the context's config).
+        def check(config: RunnableConfig) -> None:
             self.validate_retrieval_settings(((config or {}).get("configurable") or {}).get(_REQUEST_KEY))
-            if not defaults:
-                return config
-            return {**config, "configurable": {**(config.get("configurable") or {}), _BUILD_KEY: defaults}}
 
         # One step normalises the input and retrieves: no extra run or thread hop per call.
         def retrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            check(config)
             inputs = _normalise_input(value)
-            return {**inputs, "context": retrieval.invoke(inputs["question"], with_defaults(config))}
+            return {**inputs, "context": retrieval.invoke(inputs["question"], config)}
 
         async def aretrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            check(config)
             inputs = _normalise_input(value)
-            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], with_defaults(config))}
+            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], config)}
 
-        steps: list[Runnable] = [RunnableLambda(retrieve, afunc=aretrieve, name="retrieve"),
-                                 RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")]
+        first: Runnable = RunnableLambda(retrieve, afunc=aretrieve, name="retrieve")
+        if defaults:
+            # Build-time settings ride on the retrieval step's config: every runnable inside it sees
+            # them, also retrievers nested in other retrievers (which pass on only the context's config).
+            first = first.with_config(configurable={_BUILD_KEY: defaults})
+        steps: list[Runnable] = [first, RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")]
         if self.extras:
             extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}
             steps.append(RunnablePassthrough.assign(**extras).with_config(run_name="extras"))

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ from rag.indexing.knowledge_base import KnowledgeStore
 from rag.retrieval.kb_search import knowledge_base_retriever
 
 __all__ = ["KnowledgeBase"]
+
+logger = logging.getLogger(__name__)
 
 
 class KnowledgeBase(KnowledgeStore):
@@ -53,7 +56,7 @@ class KnowledgeBase(KnowledgeStore):
         return knowledge_base_retriever(self, search="hybrid", k=k, fusion=fusion, weights=weights, fetch_k=fetch_k,
                                         rrf_k=rrf_k, bm25_settings=bm25_settings, chunks=chunks)
 
-    def as_resource(self, *, name: str | None = None, search: str = "hybrid",
+    def as_resource(self, *, name: str | None = None, search: str = "hybrid", routing: str | bool = "auto",
                     search_kwargs: dict[str, Any] | None = None, description: str | None = None,
                     hybrid: dict[str, Any] | None = None, sections: dict[str, Any] | None = None) -> Resource:
         """A `Resource` searching this knowledge base (for `RAG(resources=[...])`).
@@ -62,6 +65,8 @@ class KnowledgeBase(KnowledgeStore):
             name: the resource name (default: the knowledge base's name).
             search: ``"hybrid"`` (default: dense + BM25 fused), ``"dense"`` or ``"bm25"``
                 (`rag.retrieval.kb_search`).
+            routing: ``"auto"`` (default: route questions to their documents when the knowledge
+                base holds at least 8), ``"on"`` or ``"off"``.
             search_kwargs: default search settings (`k`, `filter`, ...).
             description: what it holds (default: the manifest's description).
             hybrid: fusion settings for hybrid search (``fusion``, ``weights``, ``fetch_k``,
@@ -72,7 +77,11 @@ class KnowledgeBase(KnowledgeStore):
         BM25 and sections read the stored chunks now: build the resource again after the
         knowledge base changes.
         """
-        retriever = knowledge_base_retriever(self, search=search, sections=sections, **(hybrid or {}))
+        if search != "dense" and hybrid is None and sections is None and self.count() == 0:
+            # nothing to build BM25 from yet: dense until the resource is built again after indexing
+            logger.info("knowledge base %r is empty: searching it dense until it is rebuilt", self.name)
+            search = "dense"
+        retriever = knowledge_base_retriever(self, search=search, sections=sections, routing=routing, **(hybrid or {}))
         return Resource(name=name or self.name, retriever=retriever,
                         description=self.manifest.description if description is None else description,
                         search_kwargs=search_kwargs or {})

@@ -178,6 +178,8 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
 
 def _sections(result: RAGResult, scored: list[tuple[Document, float]], settings: RetrievalSettings,
               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    if not hasattr(settings.sections, "promote"):
+        raise ConfigError(f"sections must be a SectionRouter or None, got {type(settings.sections).__name__}")
     with _timed(result.timings, "sections"):
         top_k = settings.k if settings.rse is None and not settings.expand else None  # a top-k context
         scored, named = settings.sections.promote(result.question, scored, at=settings.section_at, within=top_k,

@@ -26,9 +26,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, from_validation
 from rag.base.filters import (
     chroma_where_from_canonical,
     matches_canonical,
@@ -110,6 +110,12 @@ class Resource(BaseModel):
     retriever: BaseRetriever
     description: str = ""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_validation(exc, "Resource") from None
 
     @field_validator("name")
     @classmethod

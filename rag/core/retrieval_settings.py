@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.retrieval.rse import RSEConfig
 
@@ -67,3 +67,10 @@ class RetrievalSettings(BaseModel):
     rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
     sections: Any = None
     section_at: int = Field(default=3, ge=0)
+
+    @field_validator("k", "fetch_k", "expand", "max_tokens", "section_at", mode="before")
+    @classmethod
+    def _no_bools(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"must be an integer, not {value!r}")
+        return value

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
 
+from rag.base.errors import ConfigError
+
 __all__ = ["hit_rate", "mean_metrics", "mrr", "ndcg_at_k", "recall_at_k"]
 
 Relevant = Collection[Hashable] | Mapping[Hashable, float]
@@ -31,13 +33,13 @@ def _grades(relevant: Relevant) -> dict[Hashable, float]:
     if isinstance(relevant, Mapping):
         return {key: float(g) for key, g in relevant.items() if g > 0}
     if isinstance(relevant, str):
-        raise TypeError("relevant must be a collection of ids, not a single string; wrap it in a set")
+        raise ConfigError("relevant must be a collection of ids, not a single string; wrap it in a set")
     return {key: 1.0 for key in relevant}
 
 
 def _ranked(retrieved: Sequence[Hashable], k: int | None) -> list[Hashable]:
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise ValueError(f"k must be a positive integer or None, got {k!r}")
+        raise ConfigError(f"k must be a positive integer or None, got {k!r}")
     seen: set[Hashable] = set()
     out = []
     for item in retrieved:
@@ -89,7 +91,7 @@ def mean_metrics(runs: Sequence[Sequence[Hashable]], qrels: Sequence[Relevant], 
         {'mrr': 0.25, 'hit@1': 0.0, 'recall@1': 0.0, 'ndcg@1': 0.0}
     """
     if len(runs) != len(qrels):
-        raise ValueError(f"got {len(runs)} rankings but {len(qrels)} relevance sets; they must match")
+        raise ConfigError(f"got {len(runs)} rankings but {len(qrels)} relevance sets; they must match")
     n = len(runs) or 1
     out = {"mrr": sum(mrr(r, q) for r, q in zip(runs, qrels, strict=True)) / n}
     for k in ks:

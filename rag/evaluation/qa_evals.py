@@ -34,7 +34,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.base.errors import InputError
+from rag.base.errors import ConfigError, InputError
 from rag.base.text import split_sentences, tokenize
 from rag.core.airag import airag
 from rag.evaluation.metrics import hit_rate, mrr, ndcg_at_k
@@ -148,7 +148,7 @@ def build_qa_evals(documents_or_index: Any, *, n: int = 20, llm: Any = None, pat
         min_words: shortest sentence (in words) usable as an offline answer.
     """
     if n < 1:
-        raise ValueError(f"n must be a positive integer, got {n}")
+        raise ConfigError(f"n must be a positive integer, got {n}")
     docs = [d for d in corpus_documents(documents_or_index) if d.page_content.strip()]
     unique = list({chunk_key(d): d for d in docs}.items())
     random.Random(seed).shuffle(unique)

@@ -40,7 +40,7 @@ from langchain_core.runnables import (
     RunnablePassthrough,
 )
 
-from rag.base.errors import InputError
+from rag.base.errors import ConfigError, InputError
 from rag.generation.extractive import ExtractiveAnswerer
 
 __all__ = ["CONDENSE_PROMPT", "ConversationalRAG", "InMemoryMessageStore", "MessageStore", "carry_over_entities",
@@ -74,7 +74,7 @@ class InMemoryMessageStore:
 
     def __init__(self, *, max_messages: int = 50) -> None:
         if max_messages < 2:
-            raise ValueError(f"max_messages must be >= 2 (one turn), got {max_messages}")
+            raise ConfigError(f"max_messages must be >= 2 (one turn), got {max_messages}")
         self.max_messages = max_messages
         self._lock = threading.Lock()
         self._sessions: dict[str, list[BaseMessage]] = {}
@@ -155,7 +155,7 @@ class ConversationalRAG:
     def __init__(self, rag: Any, *, llm: Any = "auto", prompt: ChatPromptTemplate | None = None,
                  store: MessageStore | None = None, max_history: int = 6) -> None:
         if max_history < 1:
-            raise ValueError(f"max_history must be >= 1, got {max_history}")
+            raise ConfigError(f"max_history must be >= 1, got {max_history}")
         self.rag = rag
         self.llm = _chat_model_of(rag) if llm == "auto" else llm
         self.prompt = prompt or CONDENSE_PROMPT

@@ -28,7 +28,7 @@ from langchain_core.runnables.config import (
     get_callback_manager_for_config,
 )
 
-from rag.base.errors import InputError
+from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
 from rag.models.embeddings import default_embeddings
 
@@ -66,9 +66,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def __init__(self, *, embedding: Embeddings | str | None = None, max_sentences: int = 3,
                  min_score: float = 0.2) -> None:
         if max_sentences < 1:
-            raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
+            raise ConfigError(f"max_sentences must be >= 1, got {max_sentences}")
         if not 0.0 <= min_score <= 1.0:
-            raise ValueError(f"min_score must be in [0, 1], got {min_score}")
+            raise ConfigError(f"min_score must be in [0, 1], got {min_score}")
         self._embedding_spec = embedding
         self._embedding: Embeddings | None = None
         self.max_sentences = max_sentences

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import threading
 
+from rag.base.errors import ConfigError
+
 __all__ = ["PRICES", "cost", "price_of", "register_price"]
 
 #: model name -> (USD per 1M input tokens, USD per 1M output tokens). List prices; check your provider's.
@@ -35,9 +37,9 @@ _lock = threading.Lock()
 def register_price(model: str, *, input_per_million: float, output_per_million: float) -> None:
     """Add or replace a model's price (USD per million tokens)."""
     if not model:
-        raise ValueError("model name must be a non-empty string")
+        raise ConfigError("model name must be a non-empty string")
     if input_per_million < 0 or output_per_million < 0:
-        raise ValueError(f"prices must be >= 0, got {input_per_million} and {output_per_million}")
+        raise ConfigError(f"prices must be >= 0, got {input_per_million} and {output_per_million}")
     with _lock:
         PRICES[model] = (float(input_per_million), float(output_per_million))
 

@@ -32,6 +32,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
+from rag.base.errors import ConfigError
 from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
 from rag.generation.sentences import is_abstention, parse_answer
 from rag.models.embeddings import default_embeddings
@@ -68,7 +69,7 @@ def _resolve_embedding(embedding: Embeddings | str | None) -> Embeddings | None:
     if embedding == "default":
 
         return default_embeddings()
-    raise ValueError(f"embedding must be an Embeddings object, 'default' or None; got {embedding!r}")
+    raise ConfigError(f"embedding must be an Embeddings object, 'default' or None; got {embedding!r}")
 
 
 class SupportScorer:
@@ -87,7 +88,7 @@ class SupportScorer:
     def __init__(self, chunks: Sequence[str], *, embedding: Embeddings | str | None = "default",
                  lexical_weight: float = 0.5) -> None:
         if not 0.0 <= lexical_weight <= 1.0:
-            raise ValueError(f"lexical_weight must be in [0, 1], got {lexical_weight}")
+            raise ConfigError(f"lexical_weight must be in [0, 1], got {lexical_weight}")
         self.chunks = [str(c) for c in chunks]
         self.lexical_weight = lexical_weight
         self._embedding_spec = embedding
@@ -199,7 +200,7 @@ def annotate_support(answer: str, context: Sequence[Document | str] | str, *,
         One `SentenceSupport` per sentence, in answer order.
     """
     if not 0.0 <= partial_threshold <= threshold <= 1.0:
-        raise ValueError(f"need 0 <= partial_threshold <= threshold <= 1, got {partial_threshold} and {threshold}")
+        raise ConfigError(f"need 0 <= partial_threshold <= threshold <= 1, got {partial_threshold} and {threshold}")
     scorer = scorer or SupportScorer(_texts(context), embedding=embedding, lexical_weight=lexical_weight)
     out: list[SentenceSupport] = []
     sentences = parse_answer(answer or "")

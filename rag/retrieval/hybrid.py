@@ -50,7 +50,7 @@ from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
 from rag.retrieval.partitioned import PartitionedChroma
-from rag.stores.chroma import new_chroma, query_collection
+from rag.stores.chroma import collection_of, new_chroma, query_collection
 
 __all__ = ["HybridRetriever", "dense_search"]
 
@@ -83,7 +83,7 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     if isinstance(store, PartitionedChroma):
         hits = store.search_by_vector(vector, k=k, filter=flt)
     else:  # the chromadb collection directly: one query, one Document per hit (see docs/benchmarks.md)
-        hits = query_collection(store._collection, vector, k=k, where=to_chroma_where(flt))
+        hits = query_collection(collection_of(store), vector, k=k, where=to_chroma_where(flt))
     for doc, dist in hits:  # fresh documents from this call: annotate in place
         doc.metadata["score"] = 1.0 - dist
         doc.metadata["scores"] = {"dense": 1.0 - dist}

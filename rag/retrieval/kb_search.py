@@ -9,7 +9,11 @@ One place decides how a knowledge base is searched, for every front door that se
 - ``"dense"``: the dense vectors only (`KnowledgeBaseRetriever`);
 - ``"bm25"``: BM25 over the stored chunks only (`BM25Retriever`).
 
-`sections` wraps any of them in a `SectionRetriever` (promote the sections a question names).
+`routing` wraps any of them in a `RoutedRetriever`: the question's documents are found from a
+card per document (title, file name, AutoContext summary) and the search is restricted to them
+when the router is confident (``"auto"``: when the knowledge base holds at least
+`ROUTING_MIN_DOCUMENTS` documents). `sections` wraps the result in a `SectionRetriever` (promote
+the sections a question names; opt-in: designed on FinanceBench's development questions).
 BM25 and sections read the chunks stored now: build the retriever again after the knowledge
 base changes.
 
@@ -27,6 +31,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.documents import Document
@@ -37,21 +42,39 @@ from rag.base.errors import ConfigError
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.routing import DocumentRouter, RoutedRetriever
 from rag.retrieval.sections import SectionRetriever, SectionRouter
 from rag.stores.chroma import new_chroma
 
-__all__ = ["SEARCH_MODES", "SearchMode", "knowledge_base_retriever"]
+__all__ = ["ROUTING_MIN_DOCUMENTS", "SEARCH_MODES", "SearchMode", "document_router", "knowledge_base_retriever"]
 
 SearchMode = Literal["hybrid", "dense", "bm25"]
 #: The search modes, best general one first (the default).
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "bm25")
 _BM25_DEFAULTS = {"metadata_fields": ["title", "section"]}
+#: `routing="auto"` routes a knowledge base holding at least this many documents (below it, a
+#: question's top chunks already come from the right few documents).
+ROUTING_MIN_DOCUMENTS = 8
+ROUTING_CHOICES = ("auto", "on", "off")
+
+
+def document_router(kb: KnowledgeStore) -> DocumentRouter | None:
+    """A `DocumentRouter` over the knowledge base's documents (key ``doc_id``), or None when it holds none.
+
+    Each document's card is its title, file name and AutoContext summary.
+    """
+    cards = {}
+    for record in kb.list_documents():
+        name = Path(record.source).stem.replace("_", " ") if record.source else ""
+        parts = [p for p in (record.title, name, record.summary) if p]
+        cards[record.doc_id] = " | ".join(dict.fromkeys(parts)) or record.doc_id
+    return DocumentRouter(cards, key="doc_id") if cards else None
 
 
 def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",
                              weights: dict[str, float] | None = None, fetch_k: int = 20, rrf_k: int = 60,
                              bm25_settings: Mapping[str, Any] | None = None,
-                             sections: Mapping[str, Any] | None = None,
+                             sections: Mapping[str, Any] | None = None, routing: str | bool = "off",
                              chunks: Sequence[Document] | None = None) -> BaseRetriever:
     """A retriever over `kb` for the search mode `search` (see the module docstring).
 
@@ -62,6 +85,7 @@ def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: i
         fusion, weights, fetch_k, rrf_k: hybrid fusion settings (`HybridRetriever`).
         bm25_settings: `BM25Index.from_documents` settings (title and section are indexed by default).
         sections: `SectionRouter` settings plus ``at`` (``{}`` for the defaults); None = off.
+        routing: ``"auto"``, ``"on"`` / True or ``"off"`` / False (see the module docstring).
         chunks: the stored chunks, when the caller has read them already.
 
     Raises:
@@ -80,11 +104,22 @@ def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: i
                                     bm25_settings=bm25_settings, chunks=chunks or [])
     except ValidationError as exc:
         raise ConfigError(f"{search} search over {kb.name!r}: {exc.errors()[0]['msg']}") from exc
+    retriever = _routed(kb, retriever, routing)
     if sections is None:
         return retriever
     settings = dict(sections)
     placement = {"at": settings.pop("at")} if "at" in settings else {}   # else SectionRetriever's default
     return SectionRetriever(retriever=retriever, router=SectionRouter(chunks or [], **settings), **placement)
+
+
+def _routed(kb: KnowledgeStore, retriever: BaseRetriever, routing: str | bool) -> BaseRetriever:
+    choice = {True: "on", False: "off"}.get(routing, routing) if isinstance(routing, bool) else routing
+    if choice not in ROUTING_CHOICES:
+        raise ConfigError(f"unknown routing {routing!r}; valid: {', '.join(ROUTING_CHOICES)}")
+    if choice == "off" or (choice == "auto" and len(kb.list_documents()) < ROUTING_MIN_DOCUMENTS):
+        return retriever
+    router = document_router(kb)
+    return retriever if router is None else RoutedRetriever(retriever=retriever, router=router, k=retriever.k)
 
 
 def _base_retriever(kb: KnowledgeStore, search: str, *, k: int, fusion: str, weights: dict[str, float] | None,

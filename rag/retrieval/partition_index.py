@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from rag.base.errors import ConfigError
+from rag.base.filters import validate_filter
 
-__all__ = ["PartitionIndex"]
+__all__ = ["PartitionIndex", "split_partition_filter"]
 
 Partition = tuple[np.ndarray, np.ndarray]  # (unit vectors float32 [n, d], ids str [n])
 
@@ -204,3 +205,32 @@ class PartitionIndex:
 def _unit(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+def split_partition_filter(flt: dict[str, Any] | None, key: str) -> tuple[list[Any] | None, dict[str, Any] | None]:
+    """Split a portable filter into the partition values it pins and the remaining filter.
+
+    Returns ``(values, rest)``: ``values`` is None when the filter does not restrict `key` to a
+    finite set (then every partition may match).
+
+    Example:
+        >>> split_partition_filter({"doc_name": "A", "year": {"$gt": 2020}}, "doc_name")
+        (['A'], {'year': {'$gt': 2020}})
+    """
+    canon = validate_filter(flt)
+    if canon is None:
+        return None, None
+    clauses = canon["$and"] if "$and" in canon else [canon]
+    values: list[Any] | None = None
+    rest = []
+    for clause in clauses:
+        cond = clause.get(key) if len(clause) == 1 else None
+        if cond is not None and set(cond) <= {"$eq", "$in"}:
+            allowed = set(cond["$in"]) if "$in" in cond else None
+            if "$eq" in cond:
+                allowed = {cond["$eq"]} if allowed is None else allowed & {cond["$eq"]}
+            values = sorted(allowed, key=str) if values is None else [v for v in values if v in allowed]
+        else:
+            rest.append(clause)
+    remaining = None if not rest else rest[0] if len(rest) == 1 else {"$and": rest}
+    return values, remaining

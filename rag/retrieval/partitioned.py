@@ -49,7 +49,7 @@ from pydantic import Field
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, to_chroma_where, validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever
-from rag.retrieval.partition_index import PartitionIndex
+from rag.retrieval.partition_index import PartitionIndex, split_partition_filter
 from rag.stores.chroma import (
     documents_from_get,
     fetch_in_order,
@@ -57,38 +57,9 @@ from rag.stores.chroma import (
     query_collection,
 )
 
-__all__ = ["PartitionedChroma", "PartitionedRetriever", "split_partition_filter"]
+__all__ = ["PartitionedChroma", "PartitionedRetriever"]
 
 _SPACE = {"hnsw:space": "cosine"}
-
-
-def split_partition_filter(flt: dict[str, Any] | None, key: str) -> tuple[list[Any] | None, dict[str, Any] | None]:
-    """Split a portable filter into the partition values it pins and the remaining filter.
-
-    Returns ``(values, rest)``: ``values`` is None when the filter does not restrict `key` to a
-    finite set (then every partition may match).
-
-    Example:
-        >>> split_partition_filter({"doc_name": "A", "year": {"$gt": 2020}}, "doc_name")
-        (['A'], {'year': {'$gt': 2020}})
-    """
-    canon = validate_filter(flt)
-    if canon is None:
-        return None, None
-    clauses = canon["$and"] if "$and" in canon else [canon]
-    values: list[Any] | None = None
-    rest = []
-    for clause in clauses:
-        cond = clause.get(key) if len(clause) == 1 else None
-        if cond is not None and set(cond) <= {"$eq", "$in"}:
-            allowed = set(cond["$in"]) if "$in" in cond else None
-            if "$eq" in cond:
-                allowed = {cond["$eq"]} if allowed is None else allowed & {cond["$eq"]}
-            values = sorted(allowed, key=str) if values is None else [v for v in values if v in allowed]
-        else:
-            rest.append(clause)
-    remaining = None if not rest else rest[0] if len(rest) == 1 else {"$and": rest}
-    return values, remaining
 
 
 class PartitionedChroma(VectorStore):

@@ -141,6 +141,35 @@ def _best_segment(values: np.ndarray, taken: np.ndarray, max_length: int) -> tup
     return best
 
 
+def _regions(lists: list[Scored], per_query: list[dict[tuple[str, int], float]], config: RSEConfig) -> Any:
+    """Per selected document: its region's size and first chunk_index, and each query's chunk values there.
+
+    A document's region runs from its first to its last candidate chunk: chunks outside are worth
+    -penalty for every query, so no best segment starts or ends there. None when no document is selected.
+    """
+    selected: list[str] = []
+    for results in lists:
+        for doc, _ in results[: config.top_k_for_document_selection]:
+            doc_id = doc.metadata.get("doc_id")
+            if doc_id is not None and doc_id not in selected:
+                selected.append(doc_id)
+    if not selected:
+        return None
+    indices: dict[str, list[int]] = {}
+    for values in per_query:
+        for d, ci in values:
+            if d in selected:
+                indices.setdefault(d, []).append(ci)
+    offsets = {d: min(ix) for d, ix in indices.items()}
+    sizes = {d: max(ix) - offsets[d] + 1 for d, ix in indices.items()}
+    arrays = [{d: np.full(n, -config.irrelevant_chunk_penalty) for d, n in sizes.items()} for _ in per_query]
+    for q, values in enumerate(per_query):
+        for (d, ci), v in values.items():
+            if d in sizes:
+                arrays[q][d][ci - offsets[d]] = v
+    return sizes, offsets, arrays
+
+
 def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], source: Any, *,
                       preset: str | RSEConfig = "balanced", **overrides: Any) -> list[Segment]:
     """Pick the best segments for one or more queries' candidate lists, across documents.
@@ -159,28 +188,10 @@ def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], so
     config = _config(preset, overrides)
     lists = list(query_results.values()) if isinstance(query_results, Mapping) else list(query_results)
     per_query = [_chunk_values(results, config) for results in lists]
-    selected: list[str] = []
-    for results in lists:
-        for doc, _ in results[: config.top_k_for_document_selection]:
-            doc_id = doc.metadata.get("doc_id")
-            if doc_id is not None and doc_id not in selected:
-                selected.append(doc_id)
-    if not selected:
+    regions = _regions(lists, per_query, config)
+    if regions is None:
         return []
-    # a document's region runs from its first to its last candidate chunk: chunks outside are
-    # worth -penalty for every query, so no best segment starts or ends there
-    indices: dict[str, list[int]] = {}
-    for values in per_query:
-        for d, ci in values:
-            if d in selected:
-                indices.setdefault(d, []).append(ci)
-    offsets = {d: min(ix) for d, ix in indices.items()}
-    sizes = {d: max(ix) - offsets[d] + 1 for d, ix in indices.items()}
-    arrays = [{d: np.full(n, -config.irrelevant_chunk_penalty) for d, n in sizes.items()} for _ in per_query]
-    for q, values in enumerate(per_query):
-        for (d, ci), v in values.items():
-            if d in sizes:
-                arrays[q][d][ci - offsets[d]] = v
+    sizes, offsets, arrays = regions
     taken = {d: np.zeros(n, dtype=bool) for d, n in sizes.items()}
     cache: dict[tuple[int, str], tuple[float, int, int]] = {}
     chosen: list[tuple[str, int, int, float]] = []

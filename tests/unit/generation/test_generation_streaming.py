@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 
 import pytest
 
@@ -106,18 +107,25 @@ async def test_rejects_something_that_is_not_a_chain():
         await _collect(42, "q")
 
 
-class _SlowEmbedding:
-    """An embedding model that takes 0.6 s per call (time.sleep releases the GIL, like real inference)."""
+class _LoopProbeEmbedding:
+    """An embedding model that, while embedding, waits until the event loop has run a coroutine.
+
+    If the post-checks ran the model on the event loop's thread, the loop could not run that
+    coroutine and the wait would time out: `blocked_loop` records it.
+    """
 
     def __init__(self) -> None:
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
         self.inner = DeterministicFakeEmbedding(size=16)
+        self.embedding = threading.Event()
+        self.loop_ran = threading.Event()
+        self.blocked_loop = False
 
     def embed_documents(self, texts):
-        import time
-
-        time.sleep(0.6)
+        self.embedding.set()
+        if not self.loop_ran.wait(10):
+            self.blocked_loop = True
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text):
@@ -127,28 +135,24 @@ class _SlowEmbedding:
 async def test_post_checks_do_not_block_the_event_loop(city_resource, fake_llm_cls):
     from langchain_core.embeddings import Embeddings
 
-    slow = type("SlowEmbedding", (_SlowEmbedding, Embeddings), {})()
-    gaps: list[float] = []
+    probe = type("ProbeEmbedding", (_LoopProbeEmbedding, Embeddings), {})()
     done = asyncio.Event()
 
-    async def ticker():
-        loop = asyncio.get_running_loop()
-        last = loop.time()
+    async def on_the_loop():
         while not done.is_set():
+            if probe.embedding.is_set():
+                probe.loop_ran.set()
             await asyncio.sleep(0.01)
-            now = loop.time()
-            gaps.append(now - last)
-            last = now
 
     async def run():
         try:
             return [e async for e in stream_events(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?",
-                                                   embedding=slow)]
+                                                   embedding=probe)]
         finally:
             done.set()
 
-    events, _ = await asyncio.gather(run(), ticker())
+    events, _ = await asyncio.gather(run(), on_the_loop())
     assert events[-1]["type"] == "done"
     support = next(e for e in events if e["type"] == "support")
-    assert support["sentences"][0]["semantic"] is not None          # the slow model was used
-    assert max(gaps) < 0.4, f"the event loop stalled for {max(gaps):.2f} s"
+    assert support["sentences"][0]["semantic"] is not None          # the probing model was used
+    assert probe.embedding.is_set() and not probe.blocked_loop, "the model ran on the event loop's thread"

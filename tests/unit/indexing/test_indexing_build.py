@@ -42,9 +42,11 @@ def test_default_search_is_hybrid_and_dense_is_one_name_away(folder):
 
 
 def test_chunker_kwargs_reach_the_chunker(folder):
+    (folder / "guide.txt").write_text(" ".join(f"Step {i}: configure the billing export for region {i}."
+                                               for i in range(40)))
     small = build_index(folder, embedding=FAKE, chunker_kwargs={"chunk_size": 16, "chunk_overlap": 0}, search="bm25")
     big = build_index(folder, embedding=FAKE, chunker=TokenChunker(chunk_size=200), search="bm25")
-    assert len(small.retriever.index.documents) > len(big.retriever.index.documents)
+    assert len(small.retriever.index.get_documents()) > len(big.retriever.index.get_documents())
     with pytest.raises(ConfigError, match="either chunker or chunker_kwargs"):
         build_index(folder, embedding=FAKE, chunker=TokenChunker(), chunker_kwargs={"chunk_size": 16})
 
@@ -58,10 +60,10 @@ def test_tagger_step_makes_tags_filterable(folder):
 
 def test_persistent_store_is_updated_without_duplicates(folder, tmp_path):
     first = build_index(folder, name="kb", embedding=FAKE, store=tmp_path / "store", search="bm25")
-    count = len(first.retriever.index.documents)
+    count = len(first.retriever.index.get_documents())
     (folder / "faq.txt").write_text("Questions about refunds go to the billing team.")
     second = build_index(folder, name="kb", embedding=FAKE, store=tmp_path / "store", search="bm25")
-    texts = [d.page_content for d in second.retriever.index.documents]
+    texts = [d.page_content for d in second.retriever.index.get_documents()]
     assert len(texts) == count > 0
     assert any("refunds" in t for t in texts) and not any("Questions about billing" in t for t in texts)
 

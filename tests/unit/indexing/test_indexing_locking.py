@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from langchain_core.documents import Document
@@ -20,18 +19,24 @@ def test_second_writer_gets_a_clear_error_naming_the_holder(tmp_path):
 
 
 def test_waiting_writer_gets_the_lock_when_released(tmp_path):
-    held = threading.Event()
+    held, waiting, order = threading.Event(), threading.Event(), []
 
     def hold() -> None:
         with WriterLock(tmp_path):
             held.set()
-            time.sleep(0.2)
+            waiting.wait(10)
+            threading.Event().wait(0.2)   # let the second writer poll the held lock a few times
+            order.append("first released")
 
-    threading.Thread(target=hold).start()
-    held.wait()
-    start = time.monotonic()
-    with WriterLock(tmp_path, timeout=5) as second:
-        assert second.held and time.monotonic() - start >= 0.15
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    waiting.set()
+    with WriterLock(tmp_path, timeout=10) as second:
+        order.append("second acquired")
+        assert second.held
+    holder.join(10)
+    assert order == ["first released", "second acquired"]
 
 
 def test_waiting_writer_times_out_with_the_wait_in_the_message(tmp_path):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
@@ -14,24 +14,26 @@ from rag.retrieval.lexical import BM25Index
 from rag.retrieval.partitioned import PartitionedChroma
 
 
-class SlowEmbedding(Embeddings):
-    """Deterministic fake vectors, with a delay on query embedding."""
+class MeetingEmbedding(Embeddings):
+    """Deterministic fake vectors; a query embedding waits at a barrier for the BM25 search."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, barrier: threading.Barrier) -> None:
         self.inner = DeterministicFakeEmbedding(size=16)
-        self.delay = delay
+        self.barrier = barrier
 
     def embed_documents(self, texts):
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text):
-        time.sleep(self.delay)
+        self.barrier.wait()   # raises BrokenBarrierError unless BM25 is searching at the same time
         return self.inner.embed_query(text)
 
 
-class SlowBM25(BM25Index):
+class MeetingBM25(BM25Index):
+    barrier: threading.Barrier | None = None
+
     def search(self, query, **kwargs):
-        time.sleep(0.3)
+        self.barrier.wait()
         return super().search(query, **kwargs)
 
 
@@ -64,16 +66,16 @@ def test_filter_applies_to_both_retrievers(chunks):
 
 
 def test_dense_and_bm25_run_concurrently(chunks):
-    bm25 = SlowBM25()
+    # Both searches wait at one barrier of two: run one after the other, the first would time out.
+    barrier = threading.Barrier(2, timeout=10)
+    bm25 = MeetingBM25()
+    bm25.barrier = barrier
     bm25.add_documents(chunks)
-    fast = HybridRetriever.from_documents(chunks, embedding=SlowEmbedding(0.3))
-    hybrid = HybridRetriever(vectorstore=fast.vectorstore, bm25=bm25, k=2)
-    start = time.perf_counter()
-    hybrid.invoke("revenue")
-    assert time.perf_counter() - start < 0.55
-    start = time.perf_counter()
-    asyncio.run(hybrid.ainvoke("revenue"))
-    assert time.perf_counter() - start < 0.55
+    dense = HybridRetriever.from_documents(chunks, embedding=MeetingEmbedding(barrier))
+    hybrid = HybridRetriever(vectorstore=dense.vectorstore, bm25=bm25, k=2)
+    assert len(hybrid.invoke("revenue")) == 2
+    assert len(asyncio.run(hybrid.ainvoke("revenue"))) == 2
+    assert not barrier.broken
 
 
 def test_persisted_retriever_reloads_both_indexes(tmp_path, chunks):

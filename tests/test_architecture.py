@@ -1,0 +1,64 @@
+"""The shape of the codebase: layers (import-linter), no import cycles, small modules and functions."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def test_layers_contract_is_kept():
+    lint = Path(sys.executable).with_name("lint-imports")
+    run = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "Contracts: 1 kept, 0 broken." in run.stdout
+
+
+def test_no_import_cycles_between_modules():
+    graph = grimp.build_graph("rag", exclude_type_checking_imports=True, cache_dir=None)
+    cycles = set()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            if graph.chain_exists(importer=imported, imported=module):
+                cycles.add(tuple(sorted((module, imported))))
+    assert not cycles, f"import cycles: {sorted(cycles)}"
+
+
+def _sizes() -> tuple[list[str], list[str]]:
+    long_modules, long_functions = [], []
+    for path in sorted((ROOT / "rag").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        rel = path.relative_to(ROOT)
+        if len(source.splitlines()) > MAX_MODULE_LINES:
+            long_modules.append(f"{rel} ({len(source.splitlines())} lines)")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{rel}:{node.lineno} {node.name} ({length} lines)")
+    return long_modules, long_functions
+
+
+def test_modules_and_functions_stay_small():
+    long_modules, long_functions = _sizes()
+    assert not long_modules, f"modules over {MAX_MODULE_LINES} lines: {long_modules}"
+    assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"
+
+
+def test_only_the_store_module_touches_private_store_attributes():
+    offenders = []
+    for path in sorted((ROOT / "rag").rglob("*.py")):
+        if path.parent.name == "stores":
+            continue
+        source = path.read_text(encoding="utf-8")
+        if re.search(r"(?<!self)\._collection\b", source) or "_chroma_collection_name" in source:
+            offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, f"reach into private store attributes outside rag/stores: {offenders}"

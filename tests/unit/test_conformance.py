@@ -1,0 +1,84 @@
+"""Every retriever the library exports passes `rag.testing.conformance.PortableRetrieverTests`."""
+
+from __future__ import annotations
+
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from rag import RAG, Resource
+from rag.core.retriever import RAGRetriever
+from rag.indexing.kb_retriever import KnowledgeBaseRetriever
+from rag.retrieval.hybrid import HybridRetriever
+from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
+from rag.retrieval.rephrase import FusedQueryRetriever, Rephraser
+from rag.retrieval.routing import DocumentRouter, RoutedRetriever
+from rag.retrieval.rse import RSERetriever
+from rag.retrieval.sections import SectionRetriever, SectionRouter
+from rag.stores.chroma import open_client, open_collection
+from rag.testing.conformance import PortableRetrieverTests
+
+EMB = DeterministicFakeEmbedding(size=16)
+
+
+def _collection(documents, name):
+    collection = open_collection(open_client(None), f"{name}-{id(documents)}")
+    collection.add(ids=[d.id for d in documents], documents=[d.page_content for d in documents],
+                   metadatas=[d.metadata for d in documents], embeddings=EMB.embed_documents(
+                       [d.page_content for d in documents]))
+    return collection
+
+
+class TestBM25Retriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        return BM25Retriever.from_documents(documents)
+
+
+class TestHybridRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        return HybridRetriever.from_documents(documents, embedding=EMB, collection_name=f"hy-{id(documents)}")
+
+
+class TestKnowledgeBaseRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        return KnowledgeBaseRetriever(collection=_collection(documents, "kbr"), embedding=EMB)
+
+
+class TestPartitionedRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        store = PartitionedChroma(f"part-{id(documents)}", EMB, partition_key="topic")
+        store.add_texts([d.page_content for d in documents], metadatas=[d.metadata for d in documents],
+                        ids=[d.id for d in documents])
+        return PartitionedRetriever(store=store)
+
+
+class TestRoutedRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        router = DocumentRouter.from_documents(documents, key="source", fields=("source",))
+        return RoutedRetriever(retriever=BM25Retriever.from_documents(documents), router=router)
+
+
+class TestSectionRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        return SectionRetriever(retriever=BM25Retriever.from_documents(documents),
+                                router=SectionRouter(documents, key="doc_id"))
+
+
+class TestFusedQueryRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        return FusedQueryRetriever(retriever=BM25Retriever.from_documents(documents), rephraser=Rephraser())
+
+
+class TestRSERetriever(PortableRetrieverTests):
+    returns_chunks = False
+
+    def make_retriever(self, documents):
+        index = BM25Index.from_documents(documents)
+        return RSERetriever(retriever=BM25Retriever(index=index), source=index)
+
+
+class TestRAGRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        half = len(documents) // 2
+        rag = RAG(resources=[Resource.from_retriever("a", BM25Retriever.from_documents(documents[:half])),
+                             Resource.from_retriever("b", BM25Retriever.from_documents(documents[half:]))])
+        return RAGRetriever(rag=rag)
