@@ -44,3 +44,17 @@ def test_rag_from_config_builds_the_subclass_it_is_called_on(tmp_path):
     built = MyRAG.from_config(cfg)
     assert type(built) is MyRAG and built.resource_names == ["notes"]
     assert set(built.chain().invoke("anything?")) == {"question", "answer", "context", "count_docs"}
+
+
+def test_chain_and_get_chain_are_runnable_sequences(tmp_path):
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.runnables import RunnableSequence
+
+    from rag import RAG, Resource
+
+    rag = RAG(resources=[Resource.from_texts("notes", ["Rome is in Italy."], embedding=DeterministicFakeEmbedding(size=8))],
+              extras={"n": lambda out: len(out["context"])})
+    assert type(rag.chain()) is RunnableSequence and type(rag.get_chain()) is RunnableSequence
+    built = rag.chain(retrieval_chain={"notes": {"search_kwargs": {"k": 1}}})
+    assert type(built) is RunnableSequence and built.name == "RAG"
+    assert [step.name for step in built.steps][0] == "retrieve"
