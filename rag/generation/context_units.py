@@ -6,7 +6,8 @@ is split into units here, and what is not a statement is left out:
 - code: fenced blocks (also a chunk that starts or ends inside one), doctest and shell lines, and
   "sentences" that are mostly symbols (`0.00}, ) chain.invoke(...)`);
 - sentences cut by the chunk's edges: the first one when the chunk starts mid-sentence (a lower-case
-  or punctuation start), the last one when a chunker cut the text before its full stop;
+  or punctuation start), the last one when a chunker cut the text before its full stop; and the
+  halves of a sentence a code block interrupts (an unfinished line before it, a lower-case start after);
 - headings, table rules and run-on text longer than `MAX_WORDS`.
 
 Table rows are units of their own kind (`"row"`), quoted with their label and column header: a
@@ -162,21 +163,27 @@ class _Splitter:
         self.recent: list[str] = []  # prose lines since the last blank, for PDF row headers
         self.first_paragraph = True
         self.starts_cut = False
+        self.bullet = False  # the paragraph is a list item
 
     def add(self, text: str, kind: str, terms: str = "") -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
                                metadata=self.metadata))
 
     def flush(self, *, cut_end: bool = False, before_row: bool = False) -> None:
+        """Turn the paragraph into sentences. `cut_end`: it stops where the chunk or a code block
+        cut it, so a last sentence without its full stop is a fragment."""
         if not self.paragraph:
             return
+        bullet, self.bullet = self.bullet, False
         if before_row and not _END.search(self.paragraph[-1]):
             self.paragraph.clear()  # a table's title or column headers, not a statement
             self.first_paragraph = False
             return
         sentences = [part for s in split_sentences(" ".join(self.paragraph)) for part in _CODE_START.split(s)]
         self.paragraph.clear()
-        if self.first_paragraph and self.starts_cut and sentences:
+        # The first sentence is a fragment when the chunk starts mid-sentence, or when a paragraph
+        # (not a list item) starts in lower case: the rest of a sentence interrupted by code.
+        if sentences and ((self.first_paragraph and self.starts_cut) or (not bullet and sentences[0][0].islower())):
             sentences = sentences[1:]
         self.first_paragraph = False
         if cut_end and sentences and not _END.search(sentences[-1]):
@@ -223,7 +230,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
     for line in lines:
         if line is None or not line:
-            splitter.flush()
+            splitter.flush(cut_end=line is None)
             splitter.close_table()
             splitter.recent.clear()
             continue
@@ -246,6 +253,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
         bullet = _BULLET.match(line)
         if bullet:
             splitter.flush()
+            splitter.bullet = True
             line = line[bullet.end():]
         splitter.paragraph.append(line)
     splitter.flush(cut_end="chunk_index" in metadata and not text.endswith("\n"))

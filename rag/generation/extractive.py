@@ -90,16 +90,20 @@ def _document_terms(metadata: Mapping[str, Any]) -> set[str]:
 
 
 class ScoredSentence(tuple):
-    """(score, source number, sentence) of one context unit."""
+    """(score, source number, sentence, all source numbers) of one context unit.
+
+    `sources` lists every context document holding the same sentence (cited together as `[2, 4]`).
+    """
 
     __slots__ = ()
 
-    def __new__(cls, score: float, source: int, text: str) -> ScoredSentence:
-        return super().__new__(cls, (score, source, text))
+    def __new__(cls, score: float, source: int, text: str, sources: tuple[int, ...] = ()) -> ScoredSentence:
+        return super().__new__(cls, (score, source, text, sources or (source,)))
 
     score = property(lambda self: self[0])
     source = property(lambda self: self[1])
     text = property(lambda self: self[2])
+    sources = property(lambda self: self[3])
 
 
 class ExtractiveAnswerer(Runnable[dict, str]):
@@ -119,7 +123,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     name = "ExtractiveAnswerer"
 
     def __init__(self, *, embedding: Embeddings | str | None = None, max_sentences: int = 3,
-                 min_score: float = 0.2, min_similarity: float = 0.5, relative_cutoff: float = 0.75) -> None:
+                 min_score: float = 0.2, min_similarity: float = 0.5, relative_cutoff: float = 0.8) -> None:
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
         for label, value in (("min_score", min_score), ("min_similarity", min_similarity),
@@ -198,7 +202,14 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         if not ranked or (ranked[0].score < self.min_score and not generic):
             return []
         floor = max(ranked[0].score * self.relative_cutoff, 0.0 if generic else self.min_score)
-        return [s for s in ranked if s.score >= floor][: self.max_sentences]
+        chosen: dict[str, ScoredSentence] = {}
+        for item in ranked:
+            if item.text in chosen:  # the same sentence in another document: cite both
+                first = chosen[item.text]
+                chosen[item.text] = ScoredSentence(first.score, first.source, first.text, (*first.sources, item.source))
+            elif item.score >= floor and len(chosen) < self.max_sentences:
+                chosen[item.text] = item
+        return list(chosen.values())
 
     # ------------------------------------------------------------------ Runnable
     def _parts(self, input: Mapping[str, Any]) -> list[str]:
@@ -210,7 +221,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         chosen = self.select(str(input["question"]), docs)
         if not chosen:
             return [NO_ANSWER]
-        return [f"{s.text} [{s.source}]" for s in chosen]
+        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in chosen]
 
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> str:
         return self._call_with_config(lambda x: " ".join(self._parts(x)), input, config, run_type="llm")
