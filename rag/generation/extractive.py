@@ -1,9 +1,20 @@
-"""The offline answerer: picks the context sentences that best answer the question.
+"""The offline answerer: quotes the context sentences that best answer the question.
 
-No model, no key, no network: each context sentence is scored by IDF-weighted lexical
-overlap with the question and, when an embedding model is given, cosine similarity; the best
-few are returned in score order, each followed by its `[n]` source number. Every sentence it
-returns is verbatim context, so its answers are supported by construction.
+No model, no key, no network. The context is split into quotable units (`context_units`: whole
+sentences and labelled table rows; code, headings and sentences cut by a chunk's edges are left
+out, and so are the copies overlapping chunks make). Each unit is scored against the question:
+
+- key-term overlap: the IDF-weighted share of the question's terms in the unit (terms found only
+  in the document's title or section count half), and
+- when an embedding model is given, the cosine similarity of the unit and the question.
+
+A unit answers only if it shares a key term with the question or is close to it in meaning
+(cosine >= `min_similarity`); a question with no key terms of its own ("What happened?") is
+answered by the unit closest in meaning. Table rows are quoted only when the question asks for a
+value, and then rank above sentences without a number. The best units (at most `max_sentences`,
+each within `relative_cutoff` of the best score) are returned in score order, each followed by its
+`[n]` source number; "I don't know" only when no unit answers. Every quoted sentence is verbatim
+context (a row adds its column header in brackets), so answers are supported by construction.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -16,7 +27,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -25,54 +39,104 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import (
     ensure_config,
+    get_async_callback_manager_for_config,
     get_callback_manager_for_config,
 )
 
 from rag.base.errors import ConfigError, InputError
-from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
+from rag.base.text import idf_weights, tokenize
+from rag.generation.context_units import Unit, context_units, drop_near_duplicates
 from rag.models.embeddings import default_embeddings
 
-__all__ = ["NO_ANSWER", "ExtractiveAnswerer", "ScoredSentence"]
+__all__ = ["NO_ANSWER", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
 
-_MAX_WORDS = 80  # longer "sentences" are tables or run-on PDF text, not answers
 NO_ANSWER = "I don't know: the retrieved context does not answer this question."
+
+# Question words that carry no topic: "What happened?" asks about whatever the context is about.
+_GENERIC_TERMS = frozenset(tokenize("happen happened happening tell say said describe explain know new news "
+                                    "thing things anything something everything info information detail details "
+                                    "summary summarize overview going go update updates", stop_words=False))
+_VALUE_QUESTION = re.compile(
+    r"\b(how (much|many|big|large|high|low|long)|amount|total|number of|percent(age)?|%|ratio|rate|margin|"
+    r"revenue|sales|income|earnings|ebitda|eps|cash|costs?|expenses?|price|value|growth|figure|balance|"
+    r"capex|debt|assets|liabilit(y|ies)|dividends?|proceeds|gain|loss|profit|spend|shares?)\b", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+_DATE = re.compile(r"\b(?:19|20)\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|"
+                   r"\b(?:yesterday|today|last (?:week|month|year|quarter))\b", re.IGNORECASE)
+
+
+def asks_for_value(question: str) -> bool:
+    """Whether the question asks for a quantity (an amount, a rate, a count), so a table row may answer.
+
+    Example:
+        >>> asks_for_value("What was Amcor's adjusted EBITDA in FY2023?"), asks_for_value("Who founded Acme?")
+        (True, False)
+    """
+    return bool(_VALUE_QUESTION.search(question))
+
+
+def _has_value(text: str) -> bool:
+    return any(not _YEAR.fullmatch(m.strip("($€£-%),")) for m in _NUMBER.findall(text))
+
+
+def _document_terms(metadata: Mapping[str, Any]) -> set[str]:
+    """Terms of the document a unit comes from: title, section and file name."""
+    parts = [str(metadata.get(key) or "") for key in ("title", "section")]
+    source = str(metadata.get("source") or "")
+    if source:
+        path = PurePath(source)
+        parts += [path.stem, path.parent.name]
+    return set(tokenize(" ".join(parts).replace("_", " ").replace("-", " ")))
 
 
 class ScoredSentence(tuple):
-    """(score, source number, sentence) of one context sentence."""
+    """(score, source number, sentence, all source numbers) of one context unit.
+
+    `sources` lists every context document holding the same sentence (cited together as `[2, 4]`).
+    """
 
     __slots__ = ()
 
-    def __new__(cls, score: float, source: int, text: str) -> ScoredSentence:
-        return super().__new__(cls, (score, source, text))
+    def __new__(cls, score: float, source: int, text: str, sources: tuple[int, ...] = ()) -> ScoredSentence:
+        return super().__new__(cls, (score, source, text, sources or (source,)))
 
     score = property(lambda self: self[0])
     source = property(lambda self: self[1])
     text = property(lambda self: self[2])
+    sources = property(lambda self: self[3])
 
 
 class ExtractiveAnswerer(Runnable[dict, str]):
-    """Answer with the best-matching context sentences, each cited as `[n]`.
+    """Answer with the context sentences that best answer the question, each cited as `[n]`.
 
     Args:
-        embedding: optional embedding model; adds semantic similarity to the lexical score.
-            The string "default" uses the library's default model (loaded lazily).
+        embedding: optional embedding model; adds semantic similarity to the key-term score.
+            The string "default" uses the library's default model (loaded lazily, on first use).
         max_sentences: at most this many sentences in an answer.
-        min_score: sentences scoring below this are never used.
+        min_score: sentences scoring below this are never used (questions without key terms
+            of their own excepted).
+        min_similarity: with an embedding, a sentence without a question term answers when its
+            cosine similarity to the question reaches this.
+        relative_cutoff: sentences after the first must score at least this share of the best.
     """
 
     name = "ExtractiveAnswerer"
 
     def __init__(self, *, embedding: Embeddings | str | None = None, max_sentences: int = 3,
-                 min_score: float = 0.2) -> None:
+                 min_score: float = 0.2, min_similarity: float = 0.5, relative_cutoff: float = 0.8) -> None:
         if max_sentences < 1:
             raise ConfigError(f"max_sentences must be >= 1, got {max_sentences}")
-        if not 0.0 <= min_score <= 1.0:
-            raise ConfigError(f"min_score must be in [0, 1], got {min_score}")
+        for label, value in (("min_score", min_score), ("min_similarity", min_similarity),
+                             ("relative_cutoff", relative_cutoff)):
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{label} must be in [0, 1], got {value}")
         self._embedding_spec = embedding
         self._embedding: Embeddings | None = None
         self.max_sentences = max_sentences
         self.min_score = min_score
+        self.min_similarity = min_similarity
+        self.relative_cutoff = relative_cutoff
 
     def __repr__(self) -> str:
         return f"ExtractiveAnswerer(max_sentences={self.max_sentences}, min_score={self.min_score})"
@@ -88,38 +152,64 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         return self._embedding
 
     # ------------------------------------------------------------------ scoring
+    def _similarities(self, question: str, units: Sequence[Unit]) -> np.ndarray | None:
+        if self.embedding is None:
+            return None
+        vectors = np.asarray(self.embedding.embed_documents([u.text for u in units]), dtype=float)
+        query = np.asarray(self.embedding.embed_query(question), dtype=float)
+        norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
+        return vectors @ query / np.where(norms == 0, 1.0, norms)
+
+    def _term_scores(self, key: Sequence[str], units: Sequence[Unit]) -> tuple[np.ndarray, np.ndarray]:
+        """(share of the key terms in each unit, that share plus half of those only in its document)."""
+        tokens = [set(tokenize(f"{u.text} {u.terms}")) for u in units]
+        idf = idf_weights(tokens)
+        unseen = max(idf.values(), default=1.0)
+        weights = {t: idf.get(t, unseen) for t in set(key)}
+        total = sum(weights.values()) or 1.0
+        in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
+        in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in _document_terms(u.metadata))
+                           / total for toks, u in zip(tokens, units)])
+        return in_unit, in_unit + 0.5 * in_doc
+
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
-        """All context sentences scored against the question, best first."""
-        candidates = [(i, s) for i, doc in enumerate(docs, start=1)
-                      for s in split_sentences(doc.page_content) if 3 <= len(s.split()) <= _MAX_WORDS]
-        if not candidates:
+        """The context units that answer the question, scored, best first."""
+        value = asks_for_value(question)
+        units = drop_near_duplicates([u for u in context_units(docs) if value or u.kind == "sentence"])
+        if not units:
             return []
-        q_tokens = tokenize(question)
-        s_tokens = [tokenize(s) for _, s in candidates]
-        idf = idf_weights(s_tokens)
-        lexical = np.array([lexical_overlap(q_tokens, toks, idf) for toks in s_tokens])
-        score = lexical
-        if self.embedding is not None:
-            vectors = np.asarray(self.embedding.embed_documents([s for _, s in candidates]), dtype=float)
-            query = np.asarray(self.embedding.embed_query(question), dtype=float)
-            norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
-            cosine = vectors @ query / np.where(norms == 0, 1.0, norms)
-            # Lexical overlap is required: similar-sounding sentences without a shared term are not answers.
-            score = np.where(lexical > 0, 0.5 * lexical + 0.5 * np.clip(cosine, 0, 1), 0.0)
-        order = np.argsort(-score, kind="stable")
-        return [ScoredSentence(float(score[j]), candidates[j][0], candidates[j][1]) for j in order]
+        key = [t for t in tokenize(question) if t not in _GENERIC_TERMS]
+        cosine = self._similarities(question, units)
+        if not key:  # nothing to match: the closest in meaning answers (context order without a model)
+            score = np.clip(cosine, 0, 1) if cosine is not None else np.full(len(units), 0.5)
+            score = score + 0.2 * np.array([bool(_DATE.search(u.text)) for u in units])   # events are dated
+            answers = np.ones(len(units), dtype=bool)
+        else:
+            in_unit, lexical = self._term_scores(key, units)
+            score = lexical if cosine is None else 0.5 * lexical + 0.5 * np.clip(cosine, 0, 1)
+            answers = in_unit > 0
+            if cosine is not None:
+                answers |= cosine >= self.min_similarity
+        if value:
+            score = score + 0.1 * np.array([_has_value(u.text) for u in units])
+        order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
+        return [ScoredSentence(float(score[j]), units[j].source, units[j].text) for j in order]
 
     def select(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
-        """The sentences the answer is made of (at most `max_sentences`, no repeats)."""
-        chosen: list[ScoredSentence] = []
-        seen: set[str] = set()
-        for item in self.rank(question, docs):
-            if item.score < self.min_score or len(chosen) >= self.max_sentences:
-                break
-            if item.text not in seen:
-                seen.add(item.text)
-                chosen.append(item)
-        return chosen
+        """The sentences the answer is made of (at most `max_sentences`, near the best score)."""
+        ranked = self.rank(question, docs)
+        generic = not [t for t in tokenize(question) if t not in _GENERIC_TERMS]
+        if not ranked or (ranked[0].score < self.min_score and not generic):
+            return []
+        floor = max(ranked[0].score * self.relative_cutoff, 0.0 if generic else self.min_score)
+        chosen: dict[str, ScoredSentence] = {}
+        for item in ranked:
+            if item.text in chosen:  # the same sentence in another document: cite both
+                first = chosen[item.text]
+                chosen[item.text] = ScoredSentence(first.score, first.source, first.text, (*first.sources, item.source))
+            elif item.score >= floor and len(chosen) < self.max_sentences:
+                chosen[item.text] = item
+        return list(chosen.values())
 
     # ------------------------------------------------------------------ Runnable
     def _parts(self, input: Mapping[str, Any]) -> list[str]:
@@ -131,12 +221,13 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         chosen = self.select(str(input["question"]), docs)
         if not chosen:
             return [NO_ANSWER]
-        return [f"{s.text} [{s.source}]" for s in chosen]
+        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in chosen]
 
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> str:
         return self._call_with_config(lambda x: " ".join(self._parts(x)), input, config, run_type="llm")
 
     def stream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
+        """The answer one cited sentence at a time (the pieces join into `invoke`'s answer)."""
         config = ensure_config(config)
         run = get_callback_manager_for_config(config).on_chain_start(None, input, name=self.get_name())
         try:
@@ -148,8 +239,34 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             yield part if i == 0 else " " + part
         run.on_chain_end(" ".join(parts))
 
+    async def astream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[str]:
+        """`stream` for async callers (the server's `/stream`); scoring runs in a worker thread."""
+        config = ensure_config(config)
+        run = await get_async_callback_manager_for_config(config).on_chain_start(None, input, name=self.get_name())
+        try:
+            parts = await asyncio.to_thread(self._parts, input)
+        except Exception as exc:
+            await run.on_chain_error(exc)
+            raise
+        for i, part in enumerate(parts):
+            yield part if i == 0 else " " + part
+        await run.on_chain_end(" ".join(parts))
+
     def transform(self, input: Iterator[dict], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
-        final: dict = {}
-        for chunk in input:
-            final = {**final, **chunk} if isinstance(chunk, Mapping) else chunk
-        yield from self.stream(final, config, **kwargs)
+        yield from self.stream(_merged(input), config, **kwargs)
+
+    async def atransform(self, input: AsyncIterator[dict], config: RunnableConfig | None = None,
+                         **kwargs: Any) -> AsyncIterator[str]:
+        final: Any = {}
+        async for chunk in input:
+            final = {**final, **chunk} if isinstance(chunk, Mapping) and isinstance(final, Mapping) else chunk
+        async for part in self.astream(final, config, **kwargs):
+            yield part
+
+
+def _merged(chunks: Iterator[Any]) -> Any:
+    """The input streamed in pieces (dict chunks are merged; anything else: the last chunk)."""
+    final: Any = {}
+    for chunk in chunks:
+        final = {**final, **chunk} if isinstance(chunk, Mapping) and isinstance(final, Mapping) else chunk
+    return final

@@ -1,5 +1,9 @@
 """`pprint(result)` for the terminal and `to_html(result)` for notebooks and the web.
 
+`result` is a `RAGResult` (from `airag(..., return_all=True)`) or a chain's output dict
+(`rag.chain().invoke(...)`: `question`, `answer`, `context`); a dict has no support scores, so
+its answer is shown as it is, with the numbered sources.
+
 Both show the question, the answer sentence by sentence coloured by support (green: supported,
 yellow: partly supported, red: unsupported, grey: "I don't know"), a `[chunk, score]` marker
 after each sentence naming the best-supporting source and its score, the flags, and the source list.
@@ -23,11 +27,14 @@ from __future__ import annotations
 
 import html
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
+from rag.base.errors import InputError
 from rag.base.result import RAGResult
+from rag.generation.citations import source_map
 
-__all__ = ["ANSI", "pprint", "to_html", "to_text"]
+__all__ = ["ANSI", "as_result", "pprint", "to_html", "to_text"]
 
 ANSI = {"supported": "\033[32m", "partial": "\033[33m", "unsupported": "\033[31m", "no_answer": "\033[90m",
         "bold": "\033[1m", "dim": "\033[2m", "reset": "\033[0m"}
@@ -37,6 +44,30 @@ _CSS = """<style>
 .rag-supported{color:#1a7f37}.rag-partial{color:#9a6700}.rag-unsupported{color:#cf222e}
 .rag-no-answer{color:#6e7781}.rag-marker{font-size:.8em;color:#6e7781}.rag-flags{color:#cf222e}
 </style>"""
+
+
+def as_result(result: RAGResult | Mapping[str, Any]) -> RAGResult:
+    """A `RAGResult` for a chain's output dict (`question`, `answer`, `context`, extras); a result as it is.
+
+    Raises:
+        InputError: for anything else, or a dict without `question` and `answer`.
+
+    Example:
+        >>> as_result({"question": "Where?", "answer": "Paris. [1]", "context": []}).final_answer
+        'Paris. [1]'
+    """
+    if isinstance(result, RAGResult):
+        return result
+    if not isinstance(result, Mapping) or "question" not in result or "answer" not in result:
+        got = f"a dict with keys {sorted(map(str, result))}" if isinstance(result, Mapping) else type(result).__name__
+        raise InputError(f"pprint takes a RAGResult or a chain output dict with 'question' and 'answer'; got {got}")
+    context = list(result.get("context") or [])
+    question = result["question"]
+    if isinstance(question, Mapping):  # a chat chain's input dict
+        question = question.get("question", "")
+    return RAGResult(question=str(question), answer=str(result["answer"]), final_answer=str(result["answer"]),
+                     context=context, sources=source_map(context),
+                     standalone_question=result.get("standalone_question"))
 
 
 def _marker(item: dict[str, Any]) -> str:
@@ -53,8 +84,9 @@ def _answer_parts(result: RAGResult) -> list[tuple[str, str, str]]:
     return [("plain", answer, "")] if answer else []
 
 
-def to_text(result: RAGResult, *, color: bool = True) -> str:
+def to_text(result: RAGResult | Mapping[str, Any], *, color: bool = True) -> str:
     """The text `pprint` prints (with ANSI colours when `color`)."""
+    result = as_result(result)
     def paint(text: str, style: str) -> str:
         return f"{ANSI[style]}{text}{ANSI['reset']}" if color and style in ANSI else text
 
@@ -71,11 +103,12 @@ def to_text(result: RAGResult, *, color: bool = True) -> str:
     return "\n".join(lines)
 
 
-def pprint(result: RAGResult, *, file: TextIO | None = None, color: bool | None = None) -> None:
+def pprint(result: RAGResult | Mapping[str, Any], *, file: TextIO | None = None, color: bool | None = None) -> None:
     """Print the question, the support-coloured answer with `[chunk, score]` markers, and the sources.
 
     Args:
-        result: a `RAGResult` from `airag(..., return_all=True)`.
+        result: a `RAGResult` from `airag(..., return_all=True)`, or a chain's output dict
+            (`rag.chain().invoke(...)`), whose answer is printed without support colours.
         file: where to print (default: stdout).
         color: ANSI colours on or off; None: on when `file` is a terminal.
     """
@@ -85,8 +118,9 @@ def pprint(result: RAGResult, *, file: TextIO | None = None, color: bool | None 
     print(to_text(result, color=color), file=file)
 
 
-def to_html(result: RAGResult, *, css: bool = True) -> str:
+def to_html(result: RAGResult | Mapping[str, Any], *, css: bool = True) -> str:
     """The same view as HTML; sentences carry `rag-<label>` classes and a `title` with the scores."""
+    result = as_result(result)
     e = html.escape
     out = [_CSS] if css else []
     out.append('<div class="rag-result">')

@@ -1,9 +1,12 @@
-"""pprint colours sentences by support (ANSI) and to_html uses CSS classes."""
+"""pprint colours sentences by support (ANSI), to_html uses CSS classes; both take a chain output dict."""
 
 from __future__ import annotations
 
 import io
 
+import pytest
+
+from rag.base.errors import InputError
 from rag.base.result import RAGResult
 from rag.generation.pretty import ANSI, pprint, to_html
 
@@ -56,3 +59,25 @@ def test_result_without_support_prints_the_plain_answer():
     out = io.StringIO()
     pprint(RAGResult(question="q", final_answer="Plain answer."), file=out, color=True)
     assert "Plain answer." in out.getvalue()
+
+
+def test_pprint_takes_a_chain_output_dict(city_resource):
+    from rag.core.generator import RAG
+    from rag.generation.extractive import ExtractiveAnswerer
+    from rag.generation.rag_with_source import rag_chain_from_docs
+
+    rag = RAG(resources=[city_resource], generation_chain=rag_chain_from_docs(ExtractiveAnswerer()))
+    output = rag.chain().invoke("Where is the Colosseum?")
+    out = io.StringIO()
+    pprint(output, file=out, color=False)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Question: Where is the Colosseum?"
+    assert lines[1] == f"Answer: {output['answer']}" and "The Colosseum is in Rome." in lines[1]
+    assert lines[2] == "Sources:" and len(lines) == 3 + len(output["context"])
+    assert "Where is the Colosseum?" in to_html(output)
+
+
+@pytest.mark.parametrize("value", [{"answer": "x"}, {"question": "q"}, "just text", 3, None])
+def test_pprint_of_something_else_says_what_it_takes(value):
+    with pytest.raises(InputError, match="RAGResult or a chain output dict with 'question' and 'answer'"):
+        pprint(value, file=io.StringIO())

@@ -156,3 +156,17 @@ async def test_post_checks_do_not_block_the_event_loop(city_resource, fake_llm_c
     support = next(e for e in events if e["type"] == "support")
     assert support["sentences"][0]["semantic"] is not None          # the probing model was used
     assert probe.embedding.is_set() and not probe.blocked_loop, "the model ran on the event loop's thread"
+
+
+async def test_an_extractive_answer_streams_one_cited_sentence_per_token_event(city_resource):
+    from rag.generation.extractive import ExtractiveAnswerer
+
+    answerer = ExtractiveAnswerer(max_sentences=3, relative_cutoff=0.0, min_score=0.05)
+    rag = RAG(resources=[city_resource], generation_chain=rag_chain_from_docs(answerer))
+    question = "When was the Eiffel Tower in Paris completed, and where is the Colosseum?"
+    events = await _collect(rag, question)
+    tokens = [e["text"] for e in events if e["type"] == "token"]
+    assert len(tokens) >= 2
+    assert all(re.fullmatch(r" ?[^\[\]]+\. \[\d+\]", t) for t in tokens), tokens
+    context = rag.chain().invoke(question)["context"]
+    assert "".join(tokens) == answerer.invoke({"question": question, "context": context})

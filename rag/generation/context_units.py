@@ -1,0 +1,301 @@
+"""The quotable units of retrieved chunks: whole sentences and labelled table rows.
+
+An extractive answer quotes context, so what it may quote decides whether it reads well. A chunk
+is split into units here, and what is not a statement is left out:
+
+- code: fenced blocks (also a chunk that starts or ends inside one), doctest and shell lines, and
+  "sentences" that are mostly symbols (`0.00}, ) chain.invoke(...)`);
+- sentences cut by the chunk's edges: the first one when the chunk starts mid-sentence (a lower-case
+  or punctuation start), the last one when a chunker cut the text before its full stop; and the
+  halves of a sentence a code block interrupts (an unfinished line before it, a lower-case start after);
+- headings, table rules and run-on text longer than `MAX_WORDS`.
+
+Table rows are units of their own kind (`"row"`), quoted with their label and column header: a
+Markdown row as `label (header: cell; header: cell)`, a PDF row (a label then numbers, one row per
+line) followed by the nearest header line above it in brackets. The answerer quotes rows only when
+the question asks for a value. `drop_near_duplicates` removes the copies overlapping chunks make.
+
+Example:
+    >>> units = context_units(["| year | rate |\\n|---|---|\\n| 2020 | 1.5% |\\n\\nRates fell in 2020."])
+    >>> [(u.kind, u.text) for u in units]
+    [('row', '2020 (rate: 1.5%)'), ('sentence', 'Rates fell in 2020.')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag.base.text import split_sentences, tokenize
+
+__all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
+
+MAX_WORDS = 80  # longer "sentences" are run-on PDF text or lists flattened into one line
+_MIN_WORDS = 3
+_FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
+_BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
+_PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
+_CELL_NUMBER = r"(?:\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?\)?|—|–|-)"
+_PDF_ROW = re.compile(rf"^(?P<label>.*?[A-Za-z].*?)\s+(?P<values>{_CELL_NUMBER}(?:\s+{_CELL_NUMBER})*)\s*$")
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february|march|april|may|june|july|"
+               r"august|september|october|november|december")
+_PERIOD = re.compile(rf"\b(?:{_DATE_WORDS})\b", re.IGNORECASE)
+_UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", re.IGNORECASE)
+_INLINE_CODE = re.compile(r"`[^`]*`")
+_CODE_CHARS = set("{}[]()=<>;|\\_`#@")
+_CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
+_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
+_INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
+_CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One quotable piece of the context.
+
+    Attributes:
+        text: what an answer quotes.
+        source: the 1-based number of the context document (the `[n]` it is cited as).
+        kind: "sentence" or "row".
+        terms: extra text matched against the question but not quoted (a row's header).
+        position: order within its document, for stable ties.
+    """
+
+    text: str
+    source: int
+    kind: str = "sentence"
+    terms: str = ""
+    position: int = 0
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def is_code_like(text: str) -> bool:
+    """True for text that reads as code rather than prose (symbols, calls, assignments).
+
+    Inline code in backticks inside a prose sentence counts as one word; a sentence that is mostly
+    inline code (a list of names) is code.
+
+    Example:
+        >>> is_code_like('0.00}, ) chain.invoke({"question": q})'), is_code_like("Call `rag.chain()` to ask.")
+        (True, False)
+    """
+    prose = _INLINE_CODE.sub("x", text)
+    chars = [c for c in prose if not c.isspace()]
+    if not chars:
+        return False
+    if sum(len(m) for m in _INLINE_CODE.findall(text)) > 0.5 * len(text):  # a list of identifiers
+        return True
+    symbols = sum(c in _CODE_CHARS for c in chars) / len(chars)
+    words = prose.split()
+    calls = len(_CALL.findall(prose))
+    identifiers = sum(1 for w in words if re.search(r"[a-z]_[a-z]|[a-z]\.[a-z_]+\(|^[a-z]+[A-Z]\w*$", w))
+    return symbols >= 0.08 or (calls and (calls + identifiers) / max(len(words), 1) >= 0.2) or " = " in prose
+
+
+def _mostly_numbers(text: str) -> bool:
+    """A run of figures ("retrieve: hybrid + RSE; 8.4; 11.5"), not a statement: a table fragment."""
+    words = text.split()
+    return sum(any(c.isdigit() for c in w) for w in words) >= 0.4 * len(words)
+
+
+def _fence_start_inside(lines: Sequence[str]) -> bool:
+    """Whether the chunk starts inside a fenced block: its first fence closes one.
+
+    A fence with an info string (```python) always opens a block, so a bare first fence closes one
+    when there is an odd number of fences or the next fence opens with an info string.
+    """
+    fences = [m for line in lines if (m := _FENCE.match(line))]
+    if not fences or fences[0].group(2):
+        return False
+    return len(fences) % 2 == 1 or (len(fences) > 1 and bool(fences[1].group(2)))
+
+
+def _prose_lines(text: str) -> list[str | None]:
+    """The chunk's lines with code lines replaced by None (fences, doctest and shell prompts)."""
+    lines = text.splitlines()
+    in_code = _fence_start_inside(lines)
+    out: list[str | None] = []
+    for raw in lines:
+        fence = _FENCE.match(raw)
+        if fence:
+            in_code = not in_code if not fence.group(2) else True
+            out.append(None)
+        elif in_code or _PROMPT.match(raw):
+            out.append(None)
+        else:
+            out.append(" ".join(raw.split()))
+    return out
+
+
+def _pdf_row(line: str) -> bool:
+    """A label then at least two number cells (a PDF table row on one line), not a header of years."""
+    match = _PDF_ROW.match(line)
+    if not match or _END.search(match.group("label")):
+        return False
+    values = match.group("values").split()
+    numbers = [v for v in values if any(c.isdigit() for c in v)]
+    return len(values) >= 2 and len(numbers) >= 1 and not all(_YEAR.fullmatch(v) for v in numbers) \
+        and len(match.group("label").split()) <= 16 and not _PERIOD.search(match.group("label"))
+
+
+def _header(lines: Sequence[str]) -> str:
+    """The column header of a PDF row: the nearest line above naming a period (a year, "ended", ...),
+    else the nearest naming units ("$ million")."""
+    recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)]
+    dated = next((line for line in recent if _YEAR.search(line) or _PERIOD.search(line)), "")
+    return dated or next((line for line in recent if _UNITS.search(line)), "")
+
+
+class _Splitter:
+    """Walks one chunk's lines and collects its units (see the module docstring)."""
+
+    def __init__(self, source: int, metadata: Mapping[str, Any]) -> None:
+        self.source = source
+        self.metadata = metadata
+        self.units: list[Unit] = []
+        self.paragraph: list[str] = []
+        self.table_header: list[str] | None = None
+        self.table_rows: list[list[str]] = []
+        self.recent: list[str] = []  # prose lines since the last blank, for PDF row headers
+        self.first_paragraph = True
+        self.starts_cut = False
+        self.bullet = False  # the paragraph is a list item
+
+    def add(self, text: str, kind: str, terms: str = "") -> None:
+        self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
+                               metadata=self.metadata))
+
+    def flush(self, *, cut_end: bool = False, before_row: bool = False) -> None:
+        """Turn the paragraph into sentences. `cut_end`: it stops where the chunk or a code block
+        cut it, so a last sentence without its full stop is a fragment."""
+        if not self.paragraph:
+            return
+        bullet, self.bullet = self.bullet, False
+        if before_row and not _END.search(self.paragraph[-1]):
+            self.paragraph.clear()  # a table's title or column headers, not a statement
+            self.first_paragraph = False
+            return
+        sentences = [part for s in split_sentences(" ".join(self.paragraph)) for part in _CODE_START.split(s)]
+        self.paragraph.clear()
+        # The first sentence is a fragment when the chunk starts mid-sentence, or when a paragraph
+        # (not a list item) starts in lower case: the rest of a sentence interrupted by code.
+        if sentences and ((self.first_paragraph and self.starts_cut) or (not bullet and sentences[0][0].islower())):
+            sentences = sentences[1:]
+        self.first_paragraph = False
+        if cut_end and sentences and not _END.search(sentences[-1]):
+            sentences = sentences[:-1]
+        for sentence in sentences:
+            if _MIN_WORDS <= len(sentence.split()) <= MAX_WORDS and not is_code_like(sentence) \
+                    and not _INTRO.search(sentence):
+                self.add(sentence, "row" if _mostly_numbers(sentence) else "sentence")
+
+    def markdown_row(self, line: str) -> None:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not any(cells):
+            return
+        self.table_rows.append(cells)
+
+    def close_table(self) -> None:
+        for cells in self.table_rows:
+            label, rest = cells[0], cells[1:]
+            header = self.table_header or []
+            pairs = [f"{header[i + 1]}: {cell}" if i + 1 < len(header) and header[i + 1] else cell
+                     for i, cell in enumerate(rest) if cell]
+            text = f"{label} ({'; '.join(pairs)})" if pairs else label
+            if len(text.split()) <= MAX_WORDS and label:
+                self.add(text, "row", terms=" ".join(header[:1]))
+        self.table_rows.clear()
+        self.table_header = None
+
+    def pdf_row(self, line: str) -> None:
+        if self.paragraph and line[:1].islower():  # the label began on the line above
+            line = f"{self.paragraph.pop()} {line}"
+            if self.recent:
+                self.recent.pop()
+        self.flush(before_row=True)
+        header = _header(self.recent)
+        self.add(f"{line} ({header})" if header else line, "row", terms=header)
+
+
+def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | None = None) -> list[Unit]:
+    """The units of one chunk's text (`source` is its context number)."""
+    metadata = metadata or {}
+    splitter = _Splitter(source, metadata)
+    lines = _prose_lines(text)
+    first = next((line for line in lines if line), "")
+    splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
+    for line in lines:
+        if line is None or not line:
+            splitter.flush(cut_end=line is None)
+            splitter.close_table()
+            splitter.recent.clear()
+            continue
+        if line.startswith("|"):
+            splitter.flush()
+            if _TABLE_RULE.match(line):
+                if splitter.table_rows:
+                    splitter.table_header = splitter.table_rows.pop()
+            else:
+                splitter.markdown_row(line)
+            continue
+        splitter.close_table()
+        if line.startswith("#") or _TABLE_RULE.match(line):
+            splitter.flush()
+            continue
+        if _pdf_row(line):
+            splitter.pdf_row(line)
+            continue
+        splitter.recent.append(line)
+        bullet = _BULLET.match(line)
+        if bullet:
+            splitter.flush()
+            splitter.bullet = True
+            line = line[bullet.end():]
+        splitter.paragraph.append(line)
+    splitter.flush(cut_end="chunk_index" in metadata and not text.endswith("\n"))
+    splitter.close_table()
+    return splitter.units
+
+
+def context_units(docs: Iterable[Any]) -> list[Unit]:
+    """The units of every context document (Documents or plain strings), numbered from 1."""
+    units: list[Unit] = []
+    for n, doc in enumerate(docs, start=1):
+        if isinstance(doc, str):
+            units.extend(units_of_chunk(doc, n))
+        else:
+            units.extend(units_of_chunk(doc.page_content, n, doc.metadata))
+    return units
+
+
+def _key(text: str) -> str:
+    return " ".join(tokenize(text, stem=False, stop_words=False))
+
+
+def _document(metadata: Mapping[str, Any]) -> Any:
+    """Which document a chunk is part of; chunks without an id or source count as one document."""
+    return metadata.get("doc_id") or metadata.get("source")
+
+
+def drop_near_duplicates(units: Sequence[Unit], *, threshold: float = 0.85) -> list[Unit]:
+    """Units without the copies overlapping chunks make: a unit whose words are contained in another
+    unit of the same document, or share `threshold` of their distinct words with it, goes; the
+    longer one (then the earlier one) stays. The same words in two documents are two statements.
+    """
+    keys = [_key(u.text) for u in units]
+    words = [set(k.split()) for k in keys]
+    docs = [_document(u.metadata) for u in units]
+    order = sorted(range(len(units)), key=lambda i: (-len(keys[i]), i))
+    kept: list[int] = []
+    for i in order:
+        if not keys[i]:
+            continue
+        duplicate = any(docs[i] == docs[j] and (keys[i] in keys[j] or
+                        len(words[i] & words[j]) / max(len(words[i] | words[j]), 1) >= threshold) for j in kept)
+        if not duplicate:
+            kept.append(i)
+    return [units[i] for i in sorted(kept)]

@@ -1,0 +1,97 @@
+"""context_units: only whole statements and labelled rows are quotable; code, cut sentences and copies go."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
+
+from rag.generation.context_units import (
+    context_units,
+    drop_near_duplicates,
+    is_code_like,
+    units_of_chunk,
+)
+
+WORDS = st.sampled_from("rates fell rose sharply in the bank market today while prices stayed flat across "
+                        "several regions after strong demand for loans".split())
+SENTENCES = st.lists(WORDS, min_size=4, max_size=12).map(lambda ws: " ".join([ws[0].capitalize(), *ws[1:]]) + ".")
+CODE = st.sampled_from([
+    'chain.invoke({"question": q}, config={"configurable": {"k": 3}})',
+    "0.00}, )",
+    "retriever = kb.as_retriever(k=4, filter={'year': 2020})",
+    "for doc in docs: print(doc.page_content)",
+    "x = rag.chain().invoke(question)  # the answer",
+])
+
+
+@given(st.lists(SENTENCES, min_size=2, max_size=6), st.lists(CODE, min_size=1, max_size=4),
+       st.integers(min_value=0, max_value=400), st.sampled_from(["```python", "```", "~~~"]))
+@settings(max_examples=60, deadline=None)
+def test_code_is_never_a_unit_wherever_the_chunk_is_cut(prose, code, cut, fence):
+    close = "~~~" if fence == "~~~" else "```"
+    half = len(prose) // 2
+    text = "\n\n".join([" ".join(prose[:half]), fence, *code, close, " ".join(prose[half:])])
+    chunk = text[min(cut, len(text) - 1):]
+    units = units_of_chunk(chunk, metadata={"chunk_index": 1})
+    assert all(u.text in prose for u in units), [u.text for u in units]
+
+
+@given(st.lists(SENTENCES, min_size=2, max_size=8), st.data())
+@settings(max_examples=80, deadline=None)
+def test_sentences_cut_by_chunk_edges_are_dropped(sentences, data):
+    text = " ".join(sentences)
+    start = data.draw(st.integers(min_value=0, max_value=len(text) - 1))
+    end = data.draw(st.integers(min_value=start + 1, max_value=len(text)))
+    units = [u.text for u in units_of_chunk(text[start:end].strip(), metadata={"chunk_index": 3})]
+    assert all(u in sentences for u in units)
+    offsets = [sum(len(s) + 1 for s in sentences[:i]) for i in range(len(sentences))]
+    inside = [s for s, at in zip(sentences, offsets) if start <= at and at + len(s) <= end]
+    assert sorted(set(units)) == sorted(set(inside))
+
+
+def test_a_chunk_starting_mid_sentence_loses_only_that_sentence():
+    units = units_of_chunk("rose sharply in the spring. Rates fell in 2020. Prices stayed flat.",
+                           metadata={"chunk_index": 2})
+    assert [u.text for u in units] == ["Rates fell in 2020.", "Prices stayed flat."]
+
+
+def test_the_last_sentence_cut_by_the_chunker_is_dropped_but_a_whole_text_keeps_it():
+    cut = "Rates fell in 2020. Prices stayed flat across the"
+    assert [u.text for u in units_of_chunk(cut, metadata={"chunk_index": 0})] == ["Rates fell in 2020."]
+    assert [u.text for u in units_of_chunk("Rates fell in 2020")] == ["Rates fell in 2020"]
+
+
+@given(st.lists(SENTENCES, min_size=4, max_size=10, unique=True), st.data())
+@settings(max_examples=60, deadline=None)
+def test_overlapping_chunks_give_each_sentence_once(sentences, data):
+    k = data.draw(st.integers(min_value=2, max_value=len(sentences) - 1))
+    overlap = data.draw(st.integers(min_value=1, max_value=k - 1))
+    docs = [Document(page_content=" ".join(sentences[:k])), Document(page_content=" ".join(sentences[k - overlap:]))]
+    texts = [u.text for u in drop_near_duplicates(context_units(docs))]
+    assert sorted(texts) == sorted(set(texts))
+    assert set(texts) <= set(sentences)
+
+
+def test_markdown_rows_carry_their_label_and_column_headers():
+    table = "| metric | 2022 | 2023 |\n|---|---|---|\n| revenue | 10.5 | 12.3 |\n| costs | 4.1 | 4.4 |"
+    rows = [u for u in units_of_chunk(table) if u.kind == "row"]
+    assert [r.text for r in rows] == ["revenue (2022: 10.5; 2023: 12.3)", "costs (2022: 4.1; 2023: 4.4)"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["Net sales", "Operating income", "Adjusted EBITDA", "Tax expense"]),
+                          st.lists(st.integers(min_value=10, max_value=99_999), min_size=2, max_size=4)),
+                min_size=1, max_size=5))
+@settings(max_examples=40, deadline=None)
+def test_pdf_rows_are_rows_quoted_with_the_year_header_above(rows):
+    header = "Twelve Months Ended June 30, 2023 2022"
+    lines = [header, "($ million)"] + [f"{label} {' '.join(f'{v:,}' for v in values)}" for label, values in rows]
+    units = units_of_chunk("\n".join(lines))
+    assert [u.kind for u in units] == ["row"] * len(rows)
+    assert all(u.text.endswith(f"({header})") and u.text.startswith(label) for u, (label, _) in zip(units, rows))
+
+
+def test_prose_with_inline_code_is_not_code_but_symbol_soup_is():
+    assert not is_code_like("Pass `filter={'year': 2020}` to search only that year.")
+    assert is_code_like("0.00}, ) chain.invoke(...)")
+    assert is_code_like("Settings: `k`, `fetch_k`, `filter`, `rephrase`, `llm`, `router`.")
