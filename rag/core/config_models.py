@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rag.core.errors import ConfigError
+from rag.core.errors import ConfigError, short_repr
 from rag.core.filters import validate_filter
 
 __all__ = [
@@ -55,7 +55,7 @@ class StrictModel(BaseModel):
                     hint = (" (secrets are never written in a config: give the name of an environment "
                             "variable, e.g. api_key_env)")
                 word = "key" if len(unknown) == 1 else "keys"
-                shown = ", ".join(repr(k) for k in unknown)
+                shown = ", ".join(short_repr(k) for k in unknown[:10])
                 raise ValueError(f"unknown {word} {shown}; valid: {', '.join(valid)}{hint}")
         return data
 
