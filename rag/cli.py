@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.core.errors import ConfigError, RagError
+from rag.core.errors import ConfigError, FilterError, RagError, short_repr
+from rag.core.filters import MAX_FILTER_DEPTH
 
 __all__ = ["main"]
 
@@ -93,7 +94,10 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         try:
             search["filter"] = json.loads(args.filter)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): {args.filter}") from exc
+            raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): "
+                              f"{short_repr(args.filter)}") from None
+        except RecursionError:
+            raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
         validate_filter(search["filter"])  # a bad filter is reported before the store is opened
     resource = open_store_resource(args.store, args.collection)
     rag = RAG(resources=[resource])
