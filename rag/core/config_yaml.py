@@ -67,9 +67,9 @@ class _StrictLoader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node, deep=False)
             line = key_node.start_mark.line + 1
-            if key in seen:
-                raise ConfigError(f"{self.source} line {line}: the key {short_repr(key)} is written twice in one "
-                                  f"mapping (first on line {seen[key]}); keep one")
+            if key in seen:  # compared as YAML reads them: `yes` and `true` are the same key
+                raise ConfigError(f"{self.source} line {line}: the key {short_repr(key_node.value)} is written twice "
+                                  f"in one mapping (first on line {seen[key]}); keep one")
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
