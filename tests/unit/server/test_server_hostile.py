@@ -117,17 +117,19 @@ def test_sources_are_relative_to_the_folder_a_config_resource_indexes(tmp_path, 
     (docs / "guides" / "serving.md").write_text("# Serving\n\nRun rag serve to start the HTTP API.\n")
     (docs / "filters.md").write_text("# Filters\n\nFilters select chunks by metadata.\n")
     config = tmp_path / "rag.yaml"
-    config.write_text(f"embedding: {{kind: deterministic, size: 16}}\nllm: {{kind: extractive}}\n"
+    config.write_text(f"embedding: {{kind: deterministic, size: 16}}\n"
                       f"resources:\n  - {{name: docs, kind: chroma, path: {tmp_path / 'store'}, "
                       f"index: {{paths: [{docs}]}}}}\nserver: {{support_scoring: lexical}}\n")
-    monkeypatch.chdir(tmp_path / "srv")
+    monkeypatch.chdir(tmp_path)  # the working directory is a root too, but the resource's own root wins
     from fastapi.testclient import TestClient
 
-    with TestClient(app_from_config(config)) as client:
-        for route in ("/invoke", "/stream"):
-            text = client.post(route, json={"question": "How do I start the HTTP API?", "k": 4}).text
-            assert str(tmp_path) not in text
-            assert "guides/serving.md" in text and "filters.md" in text
+    llm = GenericFakeChatModel(messages=iter(["Run rag serve [1]."] * 4))
+    with TestClient(app_from_config(config, llm=llm)) as client:
+        body = client.post("/invoke", json={"question": "How do I start the HTTP API?", "k": 4}).json()
+        assert {s["source"] for s in body["sources"]} == {"guides/serving.md", "filters.md"}
+        assert {s["metadata"]["source"] for s in body["sources"]} == {"guides/serving.md", "filters.md"}
+        for text in (json.dumps(body), client.post("/stream", json={"question": "How?", "k": 4}).text):
+            assert str(tmp_path) not in text and "srv/docs" not in text
 
 
 # ---------------------------------------------------------------- a real server: keep-alive and the log
@@ -198,3 +200,20 @@ def test_a_500_is_logged_once_and_bounded(crashing_server, caplog):
     text = errors[0].getMessage() + (logging.Formatter().formatException(errors[0].exc_info) if errors[0].exc_info else "")
     assert text.count("Traceback") == 1 and "RecursionError" in text
     assert len(text) <= MAX_LOG_CHARS + 200
+
+
+@pytest.mark.parametrize("body", [
+    '{"question": "q", "filter": ' + '{"a": ' * 20_000 + "1" + "}" * 20_001,
+    '{"question": "q", "filter": {"a": ' + "[" * 20_000 + "]" * 20_000 + "}}",
+    '{"requests": ' + "[" * 30_000 + "]" * 30_000 + "}",
+], ids=["nested-objects", "nested-lists", "nested-batch"])
+def test_json_too_deep_for_the_parser_is_a_4xx(client, body):
+    for route in ("/invoke", "/batch", "/stream"):
+        r = client.post(route, content=body, headers={"content-type": "application/json"})
+        assert 400 <= r.status_code < 500 and "error" in r.json()
+
+
+def test_a_hostile_filter_inside_retrieval_chain_is_a_422(client):
+    for flt in (nested(300), {"year": float("inf")}, {"t": {"$in": ["a", 1]}}):
+        r = _post(client, "/invoke", {"question": "q", "retrieval_chain": {"reports": {"search_kwargs": {"filter": flt}}}})
+        assert r.status_code == 422 and r.json()["error"]["type"] == "filter_error"
