@@ -65,9 +65,8 @@ def open_store_resource(store: str, collection: str) -> Any:
     import chromadb
 
     from rag.core.resource import Resource, _chroma_collection_name, new_chroma
-    from rag.models.embeddings import default_embeddings
-
     from rag.indexing.index_command import open_knowledge_base_resource
+    from rag.models.embeddings import default_embeddings
 
     if not Path(store).is_dir():
         raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
 from rag.core.config_models import (
     EmbeddingConfig,
     GenerationConfig,
@@ -48,7 +49,6 @@ from rag.core.config_models import (
     build_embedding,
     build_llm,
 )
-from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
 from rag.core.config_resources import ChromaResourceConfig, ChromaServerResourceConfig, KnowledgeBaseResourceConfig
 from rag.core.config_yaml import read_config_file
 from rag.core.errors import ConfigError, short_repr

@@ -63,7 +63,7 @@ def short_repr(value: Any) -> str:
     """
     try:
         return _REPR.repr(value)
-    except Exception:  # a hostile __repr__ must not replace the error being reported
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the error being reported
         return f"<{type(value).__name__}>"
 
 

@@ -260,7 +260,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
                     if isinstance(event.get("sources"), list):
                         paths.rewrite(event["sources"])
                     yield sse(event)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a stream ends with an error event, whatever failed
                 if isinstance(exc, RagError) and _status_for(exc)[0] < 500:
                     yield sse({"type": "error", **error_body(_status_for(exc)[1], str(exc))})
                 else:

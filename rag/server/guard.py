@@ -67,7 +67,7 @@ class InternalErrorMiddleware:
 
         try:
             await self.app(scope, receive, watch)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: every error becomes a 500
             log_failure(f"unhandled error on {scope.get('method')} {scope.get('path')}", exc)
             if not started:  # once a response has begun, the server can only end the connection
                 response = JSONResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), status_code=500)

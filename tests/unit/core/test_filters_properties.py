@@ -12,7 +12,6 @@ import math
 import chromadb
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from rag.core.errors import MAX_MESSAGE_CHARS, FilterError
 from rag.core.filters import MAX_FILTER_DEPTH, MAX_FILTER_SIZE, matches, to_chroma_where, validate_filter
