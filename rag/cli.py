@@ -228,7 +228,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
         raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
     from rag.core.config import build_rag, load_config
-    from rag.server.app import create_app
+    from rag.server.app import create_app, source_roots
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be in 1..65535, got {args.port}")
@@ -237,7 +237,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"rag serve: warning: listening on {args.host} without a token; set {config.server.auth_token_env} "
               "to require 'Authorization: Bearer <token>'", file=sys.stderr)
     print(f"rag serve: building {args.config} ...", file=sys.stderr)
-    app = create_app(build_rag(config), settings=config.server, title=f"rag: {Path(args.config).stem}")
+    app = create_app(build_rag(config), settings=config.server, title=f"rag: {Path(args.config).stem}",
+                     source_roots=source_roots(config))
     print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -49,7 +49,7 @@ from rag.server.guard import INTERNAL_ERROR_MESSAGE, InternalErrorMiddleware, lo
 from rag.server.paths import SourcePaths
 from rag.server.schemas import BatchRequest, QueryRequest, ResourceSettings, retrieval_settings
 
-__all__ = ["STATIC_DIR", "app_from_config", "create_app"]
+__all__ = ["STATIC_DIR", "app_from_config", "create_app", "source_roots"]
 
 STATIC_DIR = Path(__file__).parent / "static"
 _PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -312,8 +312,12 @@ def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:
 
     config = load_config(path)
     rag = build_rag(config, **build_kwargs)
-    roots = {spec.name: list(spec.index.paths) for spec in config.resources if getattr(spec, "index", None)}
-    return create_app(rag, settings=config.server, title=f"rag: {Path(path).stem}", source_roots=roots)
+    return create_app(rag, settings=config.server, title=f"rag: {Path(path).stem}", source_roots=source_roots(config))
+
+
+def source_roots(config: Any) -> dict[str, list[str]]:
+    """`{resource name: its index.paths}` for the resources of a config that index folders."""
+    return {spec.name: list(spec.index.paths) for spec in config.resources if getattr(spec, "index", None)}
 
 
 def _add_offline_docs(app: FastAPI) -> None:
