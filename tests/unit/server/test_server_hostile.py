@@ -82,6 +82,12 @@ def test_batch_items_fail_in_their_place_and_the_others_are_answered(make_client
     assert "over this server's limit" in results[5]["error"]["message"]
 
 
+def test_a_batch_of_only_bad_items_is_answered_item_by_item(client):
+    r = _post(client, "/batch", {"requests": [{"question": ""}, {"question": "q", "filter": {"a": float("-inf")}}]})
+    assert r.status_code == 200 and [x["error"]["type"] for x in r.json()["results"]] == ["invalid_request",
+                                                                                         "filter_error"]
+
+
 def test_batch_level_problems_still_reject_the_batch(make_client):
     client = make_client(max_batch=2)
     assert client.post("/batch", json={"requests": []}).status_code == 422
