@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.base.errors import ConfigError, RagError
+from rag.base.errors import ConfigError, FilterError, RagError, short_repr
+from rag.base.filters import MAX_FILTER_DEPTH
 
 __all__ = ["main"]
 
@@ -102,7 +103,10 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         try:
             overrides["filter"] = json.loads(args.filter)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): {args.filter}") from exc
+            raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): "
+                              f"{short_repr(args.filter)}") from None
+        except RecursionError:
+            raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
         overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
     settings = recommended_retrieval(**overrides)
     resource = open_store_resource(args.store, args.collection, search=args.search)
@@ -235,7 +239,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
     from rag.core.config import load_config
     from rag.core.generator import RAG
-    from rag.server.app import create_app
+    from rag.server.app import create_app, source_roots
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be in 1..65535, got {args.port}")
@@ -244,7 +248,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"rag serve: warning: listening on {args.host} without a token; set {config.server.auth_token_env} "
               "to require 'Authorization: Bearer <token>'", file=sys.stderr)
     print(f"rag serve: building {args.config} ...", file=sys.stderr)
-    app = create_app(RAG.from_config(config), settings=config.server, title=f"rag: {Path(args.config).stem}")
+    app = create_app(RAG.from_config(config), settings=config.server, title=f"rag: {Path(args.config).stem}",
+                     source_roots=source_roots(config))
     print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -13,17 +13,25 @@ subclasses `ImportError`, so generic handlers keep working::
         ├── StoreError                     the store is missing, locked or inconsistent
         └── MissingDependencyError(ImportError)   an optional extra is not installed
 
+Values quoted in messages go through `short_repr`, and every message is capped at
+`MAX_MESSAGE_CHARS`, so a hostile input (a 32 MB alias-expanded value, a filter nested 100,000
+levels deep) can never become a 32 MB message or a `RecursionError` while the error is built.
+
 Example:
     >>> from rag.base.errors import FilterError, RagError
     >>> issubclass(FilterError, RagError) and issubclass(FilterError, ValueError)
     True
+    >>> short_repr("x" * 1000)[:12], len(short_repr("x" * 1000)) < 100
+    ("'xxxxxxxxxxx", True)
 """
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "ConfigError",
     "FilterError",
     "InputError",
@@ -32,11 +40,51 @@ __all__ = [
     "RagError",
     "StoreError",
     "from_validation",
+    "short_repr",
 ]
+
+#: The longest message a `RagError` keeps; the middle of a longer one is cut out.
+MAX_MESSAGE_CHARS = 2000
+
+_REPR = reprlib.Repr()
+for _name in ("maxtuple", "maxlist", "maxarray", "maxdict", "maxset", "maxfrozenset", "maxdeque"):
+    setattr(_REPR, _name, 6)
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxlong, _REPR.maxother = 3, 60, 40, 60
+
+
+def short_repr(value: Any) -> str:
+    """A bounded `repr` for quoting a user's value in an error message.
+
+    Strings, numbers and containers are shortened with `...` (at most 3 levels, 6 items and
+    60 characters per string), so a huge or deeply nested value costs nothing to quote.
+
+    Example:
+        >>> short_repr({"a": {"b": {"c": {"d": 1}}}})
+        "{'a': {'b': {'c': {...}}}}"
+    """
+    try:
+        return _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the error being reported
+        return f"<{type(value).__name__}>"
+
+
+def _cap(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    half = MAX_MESSAGE_CHARS // 2 - 20
+    return f"{message[:half]} ...[{len(message) - 2 * half} characters cut]... {message[-half:]}"
 
 
 class RagError(Exception):
-    """Base class of every error raised by `rag`."""
+    """Base class of every error raised by `rag`.
+
+    A message longer than `MAX_MESSAGE_CHARS` is cut in the middle (it still says what and where).
+    """
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (_cap(args[0]),)
+        super().__init__(*args)
 
 
 class FilterError(RagError, ValueError):
@@ -96,6 +144,5 @@ def from_validation(exc: Any, what: str) -> ConfigError:
     for error in exc.errors()[:5]:
         loc = ".".join(str(part) for part in error.get("loc", ())) or "(top level)"
         message = str(error.get("msg", "")).removeprefix("Value error, ")
-        given = repr(error.get("input"))
-        parts.append(f"{loc}: {message} (got {given[:80] + '...' if len(given) > 80 else given})")
+        parts.append(f"{loc}: {message} (got {short_repr(error.get('input'))})")
     return ConfigError(f"invalid {what}: " + "; ".join(parts))

@@ -19,14 +19,17 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from rag.base.errors import FilterError
+from rag.base.errors import FilterError, short_repr
 
 __all__ = [
     "COMPARISON_OPERATORS",
     "LOGICAL_OPERATORS",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_SIZE",
     "and_filters",
     "chroma_where_from_canonical",
     "matches",
@@ -39,12 +42,23 @@ COMPARISON_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin
 LOGICAL_OPERATORS = ("$and", "$or", "$not")
 _VALID = ", ".join(COMPARISON_OPERATORS + LOGICAL_OPERATORS)
 _SCALARS = (str, int, float, bool)
+_INT64 = (-(2**63), 2**63 - 1)
+#: How deep `$and` / `$or` / `$not` may nest (a filter with no logical operator has depth 1).
+MAX_FILTER_DEPTH = 32
+#: How many conditions (field names and operators) and list values a filter may hold in all.
+MAX_FILTER_SIZE = 4096
 _NEGATION = {"$eq": "$ne", "$ne": "$eq", "$gt": "$lte", "$gte": "$lt", "$lt": "$gte",
              "$lte": "$gt", "$in": "$nin", "$nin": "$in"}
 
 
 def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Check a filter and return it in canonical form (every comparison explicit).
+
+    Besides the operators, validation enforces what every backend can store and compare:
+    values are finite numbers (no NaN or +-Infinity), integers fit in 64 bits, strings are valid
+    Unicode (no lone surrogates), an `$in` / `$nin` list holds one kind of value (strings, booleans
+    or numbers), logical operators nest at most `MAX_FILTER_DEPTH` levels and a filter has at most
+    `MAX_FILTER_SIZE` conditions and list values in all.
 
     Args:
         flt: a filter in the portable dialect, or None / {} for no filter.
@@ -53,7 +67,8 @@ def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
         The canonical filter, or None when there is nothing to filter on.
 
     Raises:
-        FilterError: with the path of the bad part and the valid operators.
+        FilterError: with the path of the bad part and the valid operators; nothing else,
+            whatever the input.
 
     Example:
         >>> validate_filter({"type": "edito"})
@@ -62,62 +77,107 @@ def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if flt is None:
         return None
     if not isinstance(flt, Mapping):
-        raise FilterError(f"a filter must be a dict, got {type(flt).__name__}: {flt!r}")
+        raise FilterError(f"a filter must be a dict, got {type(flt).__name__}: {short_repr(flt)}")
     if not flt:
         return None
-    return _canon(flt, "filter")
+    return _Canon().canon(flt, "filter", 1)
 
 
-def _canon(flt: Any, path: str) -> dict[str, Any]:
-    if not isinstance(flt, Mapping) or not flt:
-        raise FilterError(f"{path}: expected a non-empty dict of conditions, got {flt!r}")
-    clauses = []
-    for key, value in flt.items():
-        if not isinstance(key, str) or not key:
-            raise FilterError(f"{path}: field names must be non-empty strings, got {key!r}")
-        if key.startswith("$"):
-            clauses.append(_canon_logical(key, value, f"{path}.{key}"))
-        else:
-            clauses.append({key: _canon_field(value, f"{path}.{key}")})
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+class _Canon:
+    """One validation pass; counts the filter's size as it goes."""
 
+    def __init__(self) -> None:
+        self.size = 0
 
-def _canon_logical(op: str, value: Any, path: str) -> dict[str, Any]:
-    if op == "$not":
-        return {"$not": _canon(value, path)}
-    if op not in ("$and", "$or"):
-        raise FilterError(f"{path}: unknown operator {op!r}; valid: {_VALID}")
-    if not isinstance(value, list) or not value:
-        raise FilterError(f"{path}: {op} takes a non-empty list of filters, got {value!r}")
-    return {op: [_canon(item, f"{path}[{i}]") for i, item in enumerate(value)]}
+    def grow(self, n: int, path: str) -> None:
+        self.size += n
+        if self.size > MAX_FILTER_SIZE:
+            raise FilterError(f"{path}: the filter has more than {MAX_FILTER_SIZE} conditions and list values; "
+                              "split the query or filter on a coarser field")
 
+    def canon(self, flt: Any, path: str, depth: int) -> dict[str, Any]:
+        if depth > MAX_FILTER_DEPTH:
+            raise FilterError(f"{path}: the filter nests more than {MAX_FILTER_DEPTH} levels of $and / $or / $not")
+        if not isinstance(flt, Mapping) or not flt:
+            raise FilterError(f"{path}: expected a non-empty dict of conditions, got {short_repr(flt)}")
+        clauses = []
+        for key, value in flt.items():
+            if not isinstance(key, str) or not key:
+                raise FilterError(f"{path}: field names must be non-empty strings, got {short_repr(key)}")
+            _check_text(key, path, "field name")
+            self.grow(1, path)
+            if key.startswith("$"):
+                clauses.append(self.logical(key, value, f"{path}.{key}", depth))
+            else:
+                clauses.append({key: self.field(value, f"{path}.{key}")})
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
-def _canon_field(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        return {"$eq": _check_scalar(value, path)}
-    if not value:
-        raise FilterError(f"{path}: empty condition; use an operator, valid: {_VALID}")
-    out = {}
-    for op, operand in value.items():
-        if op not in COMPARISON_OPERATORS:
-            raise FilterError(f"{path}: unknown operator {op!r}; valid: {', '.join(COMPARISON_OPERATORS)}")
-        if op in ("$in", "$nin"):
-            if not isinstance(operand, list | tuple) or not operand:
-                raise FilterError(f"{path}.{op}: expected a non-empty list of values, got {operand!r}")
-            out[op] = [_check_scalar(v, f"{path}.{op}") for v in operand]
-        else:
-            out[op] = _check_scalar(operand, f"{path}.{op}")
-            if op in ("$gt", "$gte", "$lt", "$lte") and isinstance(operand, bool | str):
-                raise FilterError(f"{path}.{op}: ordering needs a number, got {operand!r}")
-    return out
+    def logical(self, op: str, value: Any, path: str, depth: int) -> dict[str, Any]:
+        if op == "$not":
+            return {"$not": self.canon(value, path, depth + 1)}
+        if op not in ("$and", "$or"):
+            raise FilterError(f"{path}: unknown operator {short_repr(op)}; valid: {_VALID}")
+        if not isinstance(value, list) or not value:
+            raise FilterError(f"{path}: {op} takes a non-empty list of filters, got {short_repr(value)}")
+        self.grow(len(value), path)
+        return {op: [self.canon(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]}
+
+    def field(self, value: Any, path: str) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            return {"$eq": _check_scalar(value, path)}
+        if not value:
+            raise FilterError(f"{path}: empty condition; use an operator, valid: {_VALID}")
+        out = {}
+        for op, operand in value.items():
+            if op not in COMPARISON_OPERATORS:
+                raise FilterError(f"{path}: unknown operator {short_repr(op)}; valid: {', '.join(COMPARISON_OPERATORS)}")
+            if op in ("$in", "$nin"):
+                if not isinstance(operand, list | tuple) or not operand:
+                    raise FilterError(f"{path}.{op}: expected a non-empty list of values, got {short_repr(operand)}")
+                self.grow(len(operand), path)
+                out[op] = _check_list([_check_scalar(v, f"{path}.{op}[{i}]") for i, v in enumerate(operand)],
+                                      f"{path}.{op}")
+            else:
+                out[op] = _check_scalar(operand, f"{path}.{op}")
+                if op in ("$gt", "$gte", "$lt", "$lte") and isinstance(operand, bool | str):
+                    raise FilterError(f"{path}.{op}: ordering needs a number, got {short_repr(operand)}")
+        return out
 
 
 def _check_scalar(value: Any, path: str) -> Any:
     if value is None:
         raise FilterError(f"{path}: None is not a valid value; valid values are str, int, float, bool")
     if not isinstance(value, _SCALARS):
-        raise FilterError(f"{path}: {value!r} is a {type(value).__name__}; valid values are str, int, float, bool")
+        raise FilterError(f"{path}: {short_repr(value)} is a {type(value).__name__}; "
+                          "valid values are str, int, float, bool")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FilterError(f"{path}: {value!r} is not a finite number; NaN and +-Infinity cannot be compared")
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+        raise FilterError(f"{path}: {short_repr(value)} does not fit in a 64-bit integer; "
+                          f"valid: {_INT64[0]}..{_INT64[1]}")
+    if isinstance(value, str):
+        _check_text(value, path, "value")
     return value
+
+
+def _check_text(text: str, path: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise FilterError(f"{path}: the {what} {short_repr(text)} is not valid Unicode (a lone surrogate at "
+                          f"position {exc.start}); send UTF-8 text") from None
+
+
+def _kind(value: Any) -> str:
+    return "bool" if isinstance(value, bool) else "str" if isinstance(value, str) else "number"
+
+
+def _check_list(values: list[Any], path: str) -> list[Any]:
+    kinds = sorted({_kind(v) for v in values})
+    if len(kinds) > 1:
+        raise FilterError(f"{path}: the list mixes {' and '.join(kinds)} values; use one kind per list "
+                          "(strings, booleans or numbers), or $or two conditions")
+    return values
 
 
 def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -161,17 +221,26 @@ def _to_chroma(flt: dict[str, Any], *, negate: bool) -> dict[str, Any]:
         op = key if not negate else ("$or" if key == "$and" else "$and")
         parts = [_to_chroma(item, negate=negate) for item in value]
         return parts[0] if len(parts) == 1 else {op: parts}
-    ops = [{key: {(_NEGATION[o] if negate else o): v}} for o, v in value.items()]
+    ops = [{key: {(_NEGATION[o] if negate else o): _chroma_operand(v)}} for o, v in value.items()]
     if len(ops) == 1:
         return ops[0]
     return {("$or" if negate else "$and"): ops}
+
+
+def _chroma_operand(value: Any) -> Any:
+    # Chroma wants one type per list; a list of ints and floats is compared as floats.
+    if isinstance(value, list) and {type(v) for v in value} == {int, float}:
+        return [float(v) for v in value]
+    return value
 
 
 def matches(metadata: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
     """Evaluate a filter against one document's metadata in Python.
 
     A comparison on a missing field, or between incomparable types, is false ($ne / $nin are
-    true for a missing field, as in Chroma).
+    true for a missing field, as in Chroma). Booleans are not numbers (`True` never equals `1`),
+    and `$not` negates each comparison inside it, as in Chroma: `{"$not": {"year": {"$gt": 2024}}}`
+    means `year <= 2024`, which a document without a year does not match.
 
     Example:
         >>> matches({"year": 2020}, {"year": {"$in": [2020, 2021]}})
@@ -194,30 +263,38 @@ def matches_canonical(metadata: Mapping[str, Any], canon: dict[str, Any]) -> boo
     return _match(metadata, canon)
 
 
-def _match(md: Mapping[str, Any], flt: dict[str, Any]) -> bool:
+def _match(md: Mapping[str, Any], flt: dict[str, Any], negate: bool = False) -> bool:
+    # Negation is pushed down to the comparisons exactly as `to_chroma_where` does, so Python
+    # matching and Chroma agree on every filter (an ordering never matches a missing field).
     (key, value), = flt.items()
-    if key == "$and":
-        return all(_match(md, f) for f in value)
-    if key == "$or":
-        return any(_match(md, f) for f in value)
     if key == "$not":
-        return not _match(md, value)
+        return _match(md, value, not negate)
+    if key in ("$and", "$or"):
+        every = (key == "$and") != negate
+        results = (_match(md, f, negate) for f in value)
+        return all(results) if every else any(results)
     present = key in md
     actual = md.get(key)
-    return all(_compare(op, present, actual, operand) for op, operand in value.items())
+    results = (_compare(_NEGATION[op] if negate else op, present, actual, operand) for op, operand in value.items())
+    return any(results) if negate else all(results)
+
+
+def _same(actual: Any, operand: Any) -> bool:
+    # Booleans are not numbers here (as in Chroma): True never equals 1.
+    return isinstance(actual, _SCALARS) and _kind(actual) == _kind(operand) and actual == operand
 
 
 def _compare(op: str, present: bool, actual: Any, operand: Any) -> bool:
     if op == "$ne":
-        return not present or actual != operand
+        return not present or not _same(actual, operand)
     if op == "$nin":
-        return not present or actual not in operand
+        return not present or not any(_same(actual, v) for v in operand)
     if not present:
         return False
     if op == "$eq":
-        return actual == operand
+        return _same(actual, operand)
     if op == "$in":
-        return actual in operand
+        return any(_same(actual, v) for v in operand)
     if isinstance(actual, bool) or not isinstance(actual, int | float):
         return False
     return {"$gt": actual > operand, "$gte": actual >= operand,

@@ -1,6 +1,7 @@
 """Configuration files: `configs/*.yaml` -> validated pydantic models -> a ready `RAG`.
 
-A config is data, never code: YAML is read with `yaml.safe_load` (no `!!python` tags), every
+A config is data, never code: YAML is read as plain, bounded YAML (no `!!python` tags, no
+duplicate keys, no alias bombs; see `rag.core.config_yaml`), every
 model forbids unknown keys and names the valid ones, resource kinds, models and extras are
 chosen from allowlists by name, and secrets are given as the *names* of environment variables.
 
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, short_repr
 from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
 from rag.core.config_models import (
     EmbeddingConfig,
@@ -55,6 +56,7 @@ from rag.core.config_resources import (
     KnowledgeBaseResourceConfig,
 )
 from rag.core.config_retrieval import RetrievalConfig
+from rag.core.config_yaml import read_config_file
 from rag.core.resource import validate_search_kwargs
 from rag.generation.prompts import source_label
 from rag.generation.rag_with_source import rag_chain_from_docs
@@ -73,8 +75,6 @@ __all__ = [
     "parse_config",
     "register_extra",
 ]
-
-MAX_CONFIG_BYTES = 1_000_000
 
 ResourceConfig = (ChromaResourceConfig | ChromaServerResourceConfig | KnowledgeBaseResourceConfig
                   | BM25ResourceConfig | HybridResourceConfig)
@@ -179,7 +179,7 @@ def _format_errors(exc: ValidationError) -> str:
         where = _loc(err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "union_tag_invalid":
-            msg = f"unknown kind {err['input'].get('kind')!r}; valid: {', '.join(RESOURCE_KINDS)}" \
+            msg = f"unknown kind {short_repr(err['input'].get('kind'))}; valid: {', '.join(RESOURCE_KINDS)}" \
                 if isinstance(err.get("input"), Mapping) else msg
         elif err["type"] == "union_tag_not_found":
             msg = f"missing 'kind'; valid: {', '.join(RESOURCE_KINDS)}"
@@ -214,24 +214,18 @@ def parse_config(data: Any, *, source: str = "config") -> RagConfig:
 
 
 def load_config(path: str | Path) -> RagConfig:
-    """Read and validate a YAML config file (with `yaml.safe_load`: no tags that run code).
+    """Read and validate a YAML config file (plain YAML, no tags that run code; see `config_yaml`).
+
+    Raises:
+        ConfigError: for every problem: a missing or non-UTF-8 file, invalid YAML, a duplicate
+            key, an alias bomb, too deep a nesting, or settings the models reject.
 
     Example:
         >>> cfg = load_config("configs/default.yaml")      # doctest: +SKIP
         >>> [r.name for r in cfg.resources]                 # doctest: +SKIP
         ['docs']
     """
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"no config file at {str(path)!r}")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: config files are limited to {MAX_CONFIG_BYTES} bytes")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML (only plain YAML is accepted, no tags): {exc}") from None
+    data = read_config_file(path)
     return parse_config(data if data is not None else {}, source=f"config {path}")
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rag.base.errors import ConfigError, MissingDependencyError
+from rag.base.errors import ConfigError, MissingDependencyError, short_repr
 from rag.base.filters import validate_filter
 from rag.generation.answerer import default_llm
 from rag.generation.extractive import ExtractiveAnswerer
@@ -59,7 +59,7 @@ class StrictModel(BaseModel):
                     hint = (" (secrets are never written in a config: give the name of an environment "
                             "variable, e.g. api_key_env)")
                 word = "key" if len(unknown) == 1 else "keys"
-                shown = ", ".join(repr(k) for k in unknown)
+                shown = ", ".join(short_repr(k) for k in unknown[:10])
                 raise ValueError(f"unknown {word} {shown}; valid: {', '.join(valid)}{hint}")
         return data
 

@@ -80,7 +80,8 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
     """Rephrase, route and search one resource (the per-resource half of the pipeline).
 
     `search_kwargs` (a request's settings for this resource) are applied on top of the pipeline's:
-    their `filter` is combined with `$and`, their `k` replaces `fetch_k` for this resource.
+    their `filter` is combined with `$and`; their `k`, else the resource's own default `k`,
+    replaces `fetch_k` as the number of candidates this resource contributes.
     """
     timings: dict[str, float] = {}
     queries = [question]
@@ -95,7 +96,9 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
             route = settings.router.route(question)
         if settings.routing == "filter" and route.values:
             flt = and_filters(flt, {settings.router.key: {"$in": route.values}})
-    kwargs = {**request, "k": request.get("k", settings.fetch_k), **({"filter": flt} if flt else {})}
+    # a k the user gave the resource (its search_kwargs or this request's) caps its candidates
+    k = request.get("k", resource.search_kwargs.get("k", settings.fetch_k))
+    kwargs = {**request, "k": k, **({"filter": flt} if flt else {})}
     with _timed(timings, "search"):
         lists = {qi: tag_resource(resource.retrieve(q, search_kwargs=kwargs, config=config), resource.name)
                  for qi, q in enumerate(queries)} if len(queries) == 1 else _search_queries(resource, queries, kwargs)

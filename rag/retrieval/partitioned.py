@@ -14,10 +14,7 @@ are fetched, in growing batches, until k match). Other queries are a single HNSW
 are missing (a store written by another tool or an older version) are rebuilt from the global
 collection on first use, or all at once with `PartitionedChroma.index_partitions`.
 
-``keep_global=False`` is the older layout: one Chroma collection per key value and no global
-collection (half the storage); unfiltered queries then fan out over every partition, which is
-slow with many partitions (see docs/retrieval.md).
-
+``keep_global=False`` is the older layout, one collection per key value (docs/retrieval.md).
 All collections are in cosine space, so relevance scores mean the same as a plain `new_chroma`
 store: ``1 - cosine distance``. Filters use the portable dialect (`rag.base.filters`).
 

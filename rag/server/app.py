@@ -24,9 +24,8 @@ Example:
 from __future__ import annotations
 
 import hmac
-import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ try:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
     from fastapi.staticfiles import StaticFiles
+    from pydantic import ValidationError
     from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as _exc:  # the server is an optional extra
     raise MissingDependencyError.for_extra("fastapi", "server", "rag serve") from _exc
@@ -53,6 +53,12 @@ from rag.core.config_models import ServerConfig
 from rag.core.generator import RAG
 from rag.generation.streaming import stream_events
 from rag.server.events import checks_body, error_body, invoke_body, sse
+from rag.server.guard import (
+    INTERNAL_ERROR_MESSAGE,
+    InternalErrorMiddleware,
+    log_failure,
+)
+from rag.server.paths import SourcePaths
 from rag.server.schemas import (
     BatchRequest,
     QueryRequest,
@@ -60,9 +66,8 @@ from rag.server.schemas import (
     retrieval_settings,
 )
 
-__all__ = ["STATIC_DIR", "app_from_config", "create_app"]
+__all__ = ["STATIC_DIR", "app_from_config", "create_app", "source_roots"]
 
-logger = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).parent / "static"
 _PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
              "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
@@ -124,13 +129,16 @@ def _status_for(exc: RagError) -> tuple[int, str]:
     return 500, "rag_error"
 
 
-def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag") -> FastAPI:
+def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag",
+               source_roots: Mapping[str, Sequence[str | Path]] | None = None) -> FastAPI:
     """Build the FastAPI app around one `RAG` (built once, shared by all requests).
 
     Args:
         rag: the `RAG` to serve.
         settings: limits, tenant filter and auth settings; defaults to `ServerConfig()`.
         title: shown in the OpenAPI docs.
+        source_roots: `{resource name: folders it was indexed from}`; response sources are shown
+            relative to these (or to the working directory), never as absolute server paths.
 
     Raises:
         ConfigError: `require_auth` is set but the token variable is empty, or a resource's
@@ -148,6 +156,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     chain = rag.chain()
     support_embedding = "default" if settings.support_scoring == "semantic" else None
     defaults = {r.name: dict(r.search_kwargs) for r in rag.resources}
+    paths = SourcePaths(source_roots)
 
     app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None,
                   description="Retrieval-augmented generation over the configured resources.")
@@ -155,6 +164,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     app.state.rag = rag
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(InternalErrorMiddleware)  # outermost of ours: nothing escapes to poison the connection
 
     def check_token(request: Request) -> None:
         if not token:
@@ -177,26 +187,15 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return JSONResponse(error_body("malformed_json", "the request body is not valid JSON"), status_code=400)
-        parts = []
-        for e in errors:
-            where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
-            msg = str(e.get("msg", "invalid"))
-            if e.get("type") == "extra_forbidden":
-                msg = f"unknown field; valid: {', '.join(_valid_fields(e.get('loc', ()), request.url.path))}"
-            parts.append(f"{where}: {msg}")
-        return JSONResponse(error_body("invalid_request", "; ".join(parts)), status_code=422)
+        message = _validation_message(errors, lambda loc: _valid_fields(loc, request.url.path))
+        return JSONResponse(error_body("invalid_request", message), status_code=422)
 
     @app.exception_handler(RagError)
     async def _rag_error(request: Request, exc: RagError) -> JSONResponse:
         status, kind = _status_for(exc)
         if status >= 500:
-            logger.exception("request failed", exc_info=exc)
-        return JSONResponse(error_body(kind, str(exc)), status_code=status)
-
-    @app.exception_handler(Exception)
-    async def _crash(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("unhandled error on %s", request.url.path, exc_info=exc)
-        return JSONResponse(error_body("internal_error", "internal error; see the server log"), status_code=500)
+            log_failure(f"request failed on {request.url.path}", exc)
+        return JSONResponse(error_body(kind, str(exc) if status < 500 else INTERNAL_ERROR_MESSAGE), status_code=status)
 
     def config_for(body: QueryRequest) -> dict[str, Any]:
         return {"configurable": {"retrieval_chain": retrieval_settings(body, defaults, settings)},
@@ -233,31 +232,35 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         """
         out = await chain.ainvoke({"question": body.question}, config=config_for(body))
         response = invoke_body(out)
+        paths.rewrite(response["sources"])
         if body.checks:
             response["checks"] = await checks_body(out, embedding=support_embedding)
         return response
 
     @app.post("/batch", tags=["rag"], dependencies=auth)
     async def batch(body: BatchRequest) -> dict[str, Any]:
-        """Answer several questions concurrently; a failed question gets an `error` entry."""
+        """Answer several questions concurrently; an item that fails gets `{"error": ...}` in its place.
+
+        Each item is validated on its own: an invalid item (bad filter, unknown field, `k` over
+        the limit) gets its error in its place and the others are answered.
+        """
         if len(body.requests) > settings.max_batch:
             raise InputError(f"{len(body.requests)} requests in one batch; the limit is {settings.max_batch}")
-        configs = []
-        for i, req in enumerate(body.requests):
+        results: list[dict[str, Any] | None] = [None] * len(body.requests)
+        runnable: list[tuple[int, QueryRequest, dict[str, Any]]] = []
+        for i, raw in enumerate(body.requests):
             try:
-                configs.append(config_for(req))
+                item = QueryRequest.model_validate(raw)
+                runnable.append((i, item, config_for(item)))
+            except ValidationError as exc:
+                message = _validation_message(exc.errors(include_url=False), lambda loc: list(QueryRequest.model_fields))
+                results[i] = error_body("invalid_request", message)
             except RagError as exc:
-                raise type(exc)(f"requests[{i}]: {exc}") from exc
-        outs = await chain.abatch([{"question": r.question} for r in body.requests], configs,
-                                  return_exceptions=True)
-        results = []
-        for out in outs:
-            if isinstance(out, Exception):
-                logger.warning("batch item failed: %s", out)
-                results.append(error_body(*((_status_for(out)[1], str(out)) if isinstance(out, RagError)
-                                            else ("internal_error", "internal error; see the server log"))))
-            else:
-                results.append(invoke_body(out))
+                results[i] = error_body(_status_for(exc)[1], str(exc))
+        outs = await chain.abatch([{"question": item.question} for _, item, _ in runnable],
+                                  [config for _, _, config in runnable], return_exceptions=True)
+        for (i, _, _), out in zip(runnable, outs, strict=True):
+            results[i] = _batch_result(out, paths)
         return {"results": results}
 
     @app.post("/stream", tags=["rag"], dependencies=auth,
@@ -270,17 +273,44 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         async def events() -> AsyncIterator[str]:
             try:
                 async for event in stream_events(chain, body.question, config=config, embedding=support_embedding):
+                    if isinstance(event.get("sources"), list):
+                        paths.rewrite(event["sources"])
                     yield sse(event)
-            except RagError as exc:
-                yield sse({"type": "error", **error_body(_status_for(exc)[1], str(exc))})
-            except Exception:
-                logger.exception("stream failed")
-                yield sse({"type": "error", **error_body("internal_error", "internal error; see the server log")})
+            except Exception as exc:  # noqa: BLE001 - a stream ends with an error event, whatever failed
+                if isinstance(exc, RagError) and _status_for(exc)[0] < 500:
+                    yield sse({"type": "error", **error_body(_status_for(exc)[1], str(exc))})
+                else:
+                    log_failure("stream failed", exc)
+                    yield sse({"type": "error", **error_body("internal_error", INTERNAL_ERROR_MESSAGE)})
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     return app
+
+
+def _batch_result(out: Any, paths: SourcePaths) -> dict[str, Any]:
+    """One `/batch` result: the answer, or the error in its place (internal details only in the log)."""
+    if isinstance(out, RagError) and _status_for(out)[0] < 500:
+        return error_body(_status_for(out)[1], str(out))
+    if isinstance(out, Exception):
+        log_failure("batch item failed", out)
+        return error_body("internal_error", INTERNAL_ERROR_MESSAGE)
+    response = invoke_body(out)
+    paths.rewrite(response["sources"])
+    return response
+
+
+def _validation_message(errors: Sequence[Mapping[str, Any]], fields_at: Callable[[tuple[Any, ...]], list[str]]) -> str:
+    """pydantic's errors as one line: `where: what` for each, unknown fields with the valid ones."""
+    parts = []
+    for e in errors:
+        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        msg = str(e.get("msg", "invalid"))
+        if e.get("type") == "extra_forbidden":
+            msg = f"unknown field; valid: {', '.join(fields_at(tuple(e.get('loc', ()))))}"
+        parts.append(f"{where if len(where) <= 80 else where[:77] + '...'}: {msg}")
+    return "; ".join(parts)
 
 
 def _valid_fields(loc: tuple[Any, ...], path: str) -> list[str]:
@@ -297,7 +327,12 @@ def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:
 
     config = load_config(path)
     rag = RAG.from_config(config, **build_kwargs)
-    return create_app(rag, settings=config.server, title=f"rag: {Path(path).stem}")
+    return create_app(rag, settings=config.server, title=f"rag: {Path(path).stem}", source_roots=source_roots(config))
+
+
+def source_roots(config: Any) -> dict[str, list[str]]:
+    """`{resource name: its index.paths}` for the resources of a config that index folders."""
+    return {spec.name: list(spec.index.paths) for spec in config.resources if getattr(spec, "index", None)}
 
 
 def _add_offline_docs(app: FastAPI) -> None:

@@ -57,4 +57,4 @@ def test_chain_and_get_chain_are_runnable_sequences(tmp_path):
     assert type(rag.chain()) is RunnableSequence and type(rag.get_chain()) is RunnableSequence
     built = rag.chain(retrieval_chain={"notes": {"search_kwargs": {"k": 1}}})
     assert type(built) is RunnableSequence and built.name == "RAG"
-    assert [step.name for step in built.steps][0] == "retrieve"
+    assert built.steps[0].get_name() == "retrieve"
