@@ -252,11 +252,17 @@ class TokenChunker:
     __call__ = split_documents
 
 
+def _heading_text(doc: Document) -> str:
+    if doc.metadata.get("chunk_type") == "table":
+        return "\n".join(str(doc.metadata.get("section") or "").split(" / "))
+    return clean_text(doc.page_content)
+
+
 def _pdf_sections(docs: Sequence[Document]) -> dict[int, tuple[list[list[tuple[int, str]]], int]]:
     """For each PDF page (or page part) of `docs`: the heading spans of its file and its position in them.
 
     PDF text has no markup, so sections come from heading-like lines (`rag.indexing.headings`),
-    carried from page to page; tables count as pages without headings.
+    carried from page to page; a table counts as a page holding only its caption.
     """
     files: dict[str, list[int]] = {}
     for number, doc in enumerate(docs):
@@ -265,8 +271,7 @@ def _pdf_sections(docs: Sequence[Document]) -> dict[int, tuple[list[list[tuple[i
             files.setdefault(str(meta.get("doc_id") or meta.get("source", "")), []).append(number)
     out: dict[int, tuple[list[list[tuple[int, str]]], int]] = {}
     for numbers in files.values():
-        spans = heading_spans(["" if docs[n].metadata.get("chunk_type") == "table" else
-                               clean_text(docs[n].page_content) for n in numbers])
+        spans = heading_spans([_heading_text(docs[n]) for n in numbers])
         out.update({n: (spans, position) for position, n in enumerate(numbers)})
     return out
 

@@ -12,10 +12,10 @@ prose rarely ends on a figure, so prose pages, even with many figures, seldom qu
 misses 5 small tables (a table of contents with page numbers, three of two to four rows, an
 exhibit list); pdfplumber over all pages finds 70 pages with tables.
 
-A table becomes one `Document` with `chunk_type="table"`: the lines printed just above it that
-are not a heading nor a sentence (column headers such as "(Millions) 2022 2021 2020") and then
-one line per row, cells joined with " | ". Its `section` is the table's caption ("Table 3 ...")
-or the nearest heading above it on the page (else the chunker fills in the heading in effect).
+A table becomes one `Document` with `chunk_type="table"`: the short lines printed just above it
+(title, period, column headers such as "(Millions) 2022 2021 2020"; not sentences) and then one
+line per row, cells joined with " | ". Its `section` is the table's caption ("Table 3 ...") or
+the heading nearest above it on the page (else the chunker fills in the heading in effect).
 `split_table` keeps a table whole when it fits a chunk, else cuts it between rows and repeats
 the header lines in every part.
 
@@ -48,8 +48,9 @@ MIN_NUMERIC_ROWS = 3
 MIN_NUMERIC_SHARE = 0.1
 _DASHES = frozenset(["—", "–", "-", "$—", "$-"])
 _NUMBER = re.compile(r"\(?[$€£]?\d[\d,]*(\.\d+)?\)?%?")
-_MAX_HEADER_LINES = 3      # column-header lines printed above a table, kept with it
+_MAX_HEADER_LINES = 6      # title, period and column-header lines printed above a table, kept with it
 _MAX_HEADER_CHARS = 120
+_LABEL_WORDS = 8
 _CAPTION = re.compile(r"^(table|exhibit|schedule|figure)\s+[\dIVXivx]+[A-Za-z]?\b", re.IGNORECASE)
 
 
@@ -155,25 +156,37 @@ class PageTable:
     bottom: float
 
 
+def _is_label(text: str) -> bool:
+    """A caption, a heading, or a short label ending with a colon ("Disaggregated revenue information:")."""
+    return is_caption(text) or is_heading_line(text) or (text.endswith(":") and len(text.split()) <= _LABEL_WORDS)
+
+
 def _above(page: Any, top: float, floor: float) -> tuple[list[str], str | None, float]:
-    """Column-header lines just above a table (not headings, not sentences), its caption, their top."""
+    """The lines printed just above a table that belong to it, its caption, and their top.
+
+    Walking up from the table: titles, captions, column headers and page furniture ("Table of
+    Contents"), up to `_MAX_HEADER_LINES` short lines that are not sentences. The caption is
+    the label nearest the table, joined with a label right above it ("Consolidated Balance
+    Sheet / At December 31").
+    """
     try:
         lines = page.crop((0, floor, page.width, top), strict=False).extract_text_lines()
     except ValueError:  # an empty crop
         return [], None, top
     header: list[str] = []
+    labels: list[str] = []
     region_top = top
     for line in reversed(lines):
         text = " ".join(str(line.get("text", "")).split())
         if not text:
             continue
-        if is_caption(text) or is_heading_line(text):
-            return header, text, region_top
         if len(header) >= _MAX_HEADER_LINES or len(text) > _MAX_HEADER_CHARS or text.endswith("."):
             break
+        if _is_label(text) and (not labels or (len(labels) == 1 and header[0] == labels[0])):
+            labels.insert(0, text)
         header.insert(0, text)
         region_top = float(line["top"])
-    return header, None, region_top
+    return header, " / ".join(labels) or None, region_top
 
 
 def _page_tables(page: Any) -> list[PageTable]:
