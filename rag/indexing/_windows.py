@@ -8,6 +8,8 @@ and, when it can, holds text and not only headings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 __all__ = ["boundary_scores", "cut", "split_long_tokens", "windows"]
@@ -32,7 +34,7 @@ def boundary_scores(text: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarr
     return scores
 
 
-def split_long_tokens(spans: list[tuple[int, int]], limit: int) -> tuple[np.ndarray, np.ndarray]:
+def split_long_tokens(spans: Sequence[tuple[int, int]], limit: int) -> tuple[np.ndarray, np.ndarray]:
     """Token starts and ends, with any token longer than `limit` characters cut into pieces.
 
     A word-piece tokenizer reads an unbroken run of letters as one `[UNK]` token however long it
@@ -54,7 +56,7 @@ def _best_cut(scores: np.ndarray, start: int, limit: int, body: np.ndarray) -> i
     The latest of the best-scored cuts in the window's second half, such that the chunk holds a
     token of text (not only headings) and so does the rest (`body` lists the text tokens). When
     that is impossible the constraint is relaxed: first the half-window rule, then the text rule
-    (a run of headings longer than a chunk).
+    for the rest, then for the chunk (a run of headings longer than a chunk).
     """
     lo = start + max(1, (limit - start) // 2)
     n = len(scores) - 1
@@ -62,9 +64,11 @@ def _best_cut(scores: np.ndarray, start: int, limit: int, body: np.ndarray) -> i
     first_text = int(body[k]) if k < len(body) else n
     last_text = int(body[-1]) if len(body) else n
     a, b = max(lo, first_text + 1), min(limit, last_text)
-    if a > b:
+    if a > b:  # a shorter chunk
         a = max(start + 1, first_text + 1)
-    if a > b:
+    if a > b and first_text < limit:  # the text left is one token: it goes with the headings before it
+        a, b = max(start + 1, first_text + 1), limit
+    if a > b:  # a run of headings longer than a chunk
         a, b = lo, limit
     return b - int(np.argmax(scores[a:b + 1][::-1]))
 
@@ -98,8 +102,8 @@ def windows(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray, body: np.n
     return out
 
 
-def cut(text: str, spans: list[tuple[int, int]], *, size: int, overlap: int, max_chars: int,
-        headings: list[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
+def cut(text: str, spans: Sequence[tuple[int, int]], *, size: int, overlap: int, max_chars: int,
+        headings: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
     """`(start, end, tokens)` character spans of the chunks of `text`, given its token `spans`.
 
     `headings` are character spans of heading lines: a chunk ends on them alone only when a run of
