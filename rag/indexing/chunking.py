@@ -36,7 +36,12 @@ from langchain_core.documents import Document
 
 from rag.core.errors import ConfigError
 from rag.indexing._windows import cut
-from rag.indexing.headings import chunk_section, heading_blocks, heading_spans, section_at
+from rag.indexing.headings import (
+    chunk_section,
+    heading_blocks,
+    heading_spans,
+    section_at,
+)
 from rag.indexing.loaders import clean_text
 from rag.indexing.tables import split_table
 from rag.indexing.tokens import Tokenizer, default_tokenizer

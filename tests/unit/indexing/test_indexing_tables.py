@@ -100,7 +100,7 @@ def test_tables_of_a_real_filing_become_whole_table_chunks_with_their_caption(fi
     assert all("Consolidated Statement of Income" in c.metadata["section"] for c in income)
     assert all("(Millions, except per share amounts) 2022 2021 2020" in c.page_content for c in income)
     assert any("Net sales | $34,229 | $35,355 | $32,184" in c.page_content for c in income)
-    assert any(re.search(r"^Cost of sales \| 19,232 \| 18,795 \| 16,605$", c.page_content, re.M) for c in income)
+    assert any(re.search(r"^Cost of sales \| 19,232 \| 18,795 \| 16,605$", c.page_content, re.MULTILINE) for c in income)
     assert not any("19,232" in c.page_content for c in text)   # the table is not repeated as loose text
     header = AutoContext().header(income[0].metadata, "")
     assert "Consolidated Statement of Income" in header
