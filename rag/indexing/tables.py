@@ -40,7 +40,7 @@ import numpy as np
 from rag.indexing.headings import is_heading_line
 
 __all__ = ["MIN_NUMERIC_ROWS", "MIN_NUMERIC_SHARE", "PageTable", "find_tables", "looks_tabular", "page_segments",
-           "render_table", "split_table"]
+           "render_table", "split_row", "split_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ _NUMBER = re.compile(r"\(?[$€£]?\d[\d,]*(\.\d+)?\)?%?")
 _MAX_HEADER_LINES = 6      # title, period and column-header lines printed above a table, kept with it
 _MAX_HEADER_CHARS = 120
 _LABEL_WORDS = 8
+_MAX_LABELS = 3
+_MARGIN = 2.0                # points around a table region: glyph boxes overhang the ruling lines
+_TEXT_COLUMNS = {"vertical_strategy": "text", "horizontal_strategy": "lines"}
 _CAPTION = re.compile(r"^(table|exhibit|schedule|figure)\s+[\dIVXivx]+[A-Za-z]?\b", re.IGNORECASE)
 
 
@@ -161,44 +164,86 @@ def _is_label(text: str) -> bool:
     return is_caption(text) or is_heading_line(text) or (text.endswith(":") and len(text.split()) <= _LABEL_WORDS)
 
 
-def _above(page: Any, top: float, floor: float) -> tuple[list[str], str | None, float]:
-    """The lines printed just above a table that belong to it, its caption, and their top.
+def _above(page: Any, top: float, floor: float) -> tuple[list[str], str | None, float, tuple[float, float]]:
+    """The lines printed just above a table that belong to it, its caption, their top and horizontal extent.
 
     Walking up from the table: titles, captions, column headers and page furniture ("Table of
-    Contents"), up to `_MAX_HEADER_LINES` short lines that are not sentences. The caption is
-    the label nearest the table, joined with a label right above it ("Consolidated Balance
-    Sheet / At December 31").
+    Contents"), up to `_MAX_HEADER_LINES` short lines that are not sentences. The caption joins
+    the labels among them (captions, headings, short lines ending with ":"), at most
+    `_MAX_LABELS` from the top ("Consolidated Balance Sheet / At December 31").
     """
     try:
-        lines = page.crop((0, floor, page.width, top), strict=False).extract_text_lines()
+        # 1 point short of the table: a crop also keeps the characters that only touch it.
+        lines = page.crop((0, floor, page.width, top - 1), strict=False).extract_text_lines()
     except ValueError:  # an empty crop
-        return [], None, top
+        return [], None, top, (page.width, 0.0)
     header: list[str] = []
     labels: list[str] = []
-    region_top = top
+    region_top, left, right = top, float(page.width), 0.0
     for line in reversed(lines):
         text = " ".join(str(line.get("text", "")).split())
         if not text:
             continue
         if len(header) >= _MAX_HEADER_LINES or len(text) > _MAX_HEADER_CHARS or text.endswith("."):
             break
-        if _is_label(text) and (not labels or (len(labels) == 1 and header[0] == labels[0])):
+        if _is_label(text):
             labels.insert(0, text)
         header.insert(0, text)
-        region_top = float(line["top"])
-    return header, " / ".join(labels) or None, region_top
+        region_top, left, right = float(line["top"]), min(left, float(line["x0"])), max(right, float(line["x1"]))
+    return header, " / ".join(labels[:_MAX_LABELS]) or None, region_top, (left, right)
+
+
+def split_row(line: str) -> list[str]:
+    """Cells of a printed table row: the label, then each trailing figure or dash (`%` joins its figure).
+
+    Example:
+        >>> split_row("Restructuring charges — cost of goods sold — 3 33.9 %")
+        ['Restructuring charges — cost of goods sold', '—', '3', '33.9%']
+    """
+    words = line.split()
+    values: list[str] = []
+    while words and (_NUMBER.fullmatch(words[-1]) or words[-1] in _DASHES or words[-1] in ("$", "%")):
+        word = words.pop()
+        if values and values[0] == "%":
+            values[0] = word + "%"
+        else:
+            values.insert(0, word)
+    return ([" ".join(words)] if words else []) + values
+
+
+def _tables(page: Any, settings: dict[str, str] | None) -> list[tuple[tuple[float, float, float, float], list[str]]]:
+    """`(bbox, rendered rows)` of the tables pdfplumber finds with `settings` (None: ruling lines)."""
+    found = []
+    for table in page.find_tables(settings) if settings else page.find_tables():
+        x0, top, x1, bottom = table.bbox
+        if settings:
+            # Columns inferred from text alignment cut words and miss the row labels' first letters:
+            # take the full width, and read the rows as printed.
+            x0, x1 = 0.0, float(page.width)
+            lines = page.crop((x0, top, x1, bottom), strict=False).extract_text_lines()
+            while lines and len(split_row(str(lines[0].get("text", "")))) < 2:
+                lines.pop(0)  # titles above the first row: the header and caption, found by _above
+            if not lines:
+                continue
+            top = float(lines[0]["top"])
+            rows = render_table([split_row(str(line.get("text", ""))) for line in lines])
+        else:
+            rows = render_table(table.extract())
+        if sum(" | " in row for row in rows) >= 2:  # one column or one row: a text box, not a table
+            found.append(((x0, top, x1, bottom), rows))
+    return found
 
 
 def _page_tables(page: Any) -> list[PageTable]:
+    # Tables drawn with ruling lines or cell backgrounds first; filings that shade alternate rows
+    # or rule only horizontally give one-row "tables" there, so then columns come from the text.
+    tables = _tables(page, None) or _tables(page, _TEXT_COLUMNS)
     found = []
     floor = 0.0
-    for table in sorted(page.find_tables(), key=lambda t: t.bbox[1]):
-        x0, top, x1, bottom = table.bbox
-        rows = render_table(table.extract())
-        if sum(" | " in row for row in rows) < 2:  # one column: a text box, not a table
-            continue
-        header, caption, region_top = _above(page, top, floor)
-        found.append(PageTable(header + rows, len(header) or 1, caption, x0, region_top, x1, bottom))
+    for (x0, top, x1, bottom), rows in sorted(tables, key=lambda t: t[0][1]):
+        header, caption, region_top, (left, right) = _above(page, top, floor)
+        found.append(PageTable(header + rows, len(header) or 1, caption, min(x0, left) - _MARGIN, region_top - _MARGIN,
+                               max(x1, right) + _MARGIN, bottom + _MARGIN))
         floor = bottom
     return found
 

@@ -20,8 +20,8 @@ from rag.indexing.tokens import ApproximateTokenizer
 
 APPROX = ApproximateTokenizer()
 ROOT = Path(__file__).resolve().parents[3]
-FILING = Path(os.environ.get(DATA_ENV_VAR) or ROOT.parent / "shared" / "data" / "financebench") / "pdfs" / \
-    "3M_2022_10K.pdf"
+PDFS = Path(os.environ.get(DATA_ENV_VAR) or ROOT.parent / "shared" / "data" / "financebench") / "pdfs"
+FILING = PDFS / "3M_2022_10K.pdf"
 
 
 def test_rows_of_figures_look_tabular_and_prose_with_figures_does_not():
@@ -106,6 +106,24 @@ def test_tables_of_a_real_filing_become_whole_table_chunks_with_their_caption(fi
     assert "Consolidated Statement of Income" in header
     regions = [c for c in tables if "Asia Pacific | 9,901 | 10,600 | 9,569" in c.page_content]
     assert len(regions) == 1 and "Net Sales (Millions) 2022 2021 2020" in regions[0].page_content
+
+
+def test_tables_without_vertical_rules_are_read_row_by_row(tmp_path):
+    """Best Buy's statements shade rows instead of ruling columns: columns come from the printed rows."""
+    if not (PDFS / "BESTBUY_2017_10K.pdf").exists():
+        pytest.skip(f"FinanceBench filings not found at {PDFS} (set {DATA_ENV_VAR})")
+    import pypdfium2 as pdfium
+
+    path = tmp_path / "bestbuy_pages.pdf"
+    subset = pdfium.PdfDocument.new()
+    subset.import_pages(pdfium.PdfDocument(str(PDFS / "BESTBUY_2017_10K.pdf")), [55])
+    subset.save(str(path))
+    docs = load_file(path)
+    table = next(d for d in docs if d.metadata.get("chunk_type") == "table")
+    assert table.metadata["section"] == "Consolidated Statements of Earnings"
+    assert "Restructuring charges — cost of goods sold | — | 3 | —" in table.page_content.splitlines()
+    assert "Revenue | $39,403 | $39,528 | $40,339" in table.page_content.splitlines()
+    assert not any("39,403" in d.page_content for d in docs if d is not table)
 
 
 def test_without_table_detection_pages_stay_plain_text(filing_pages):
