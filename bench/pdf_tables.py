@@ -48,7 +48,9 @@ def _with_tables(path: Path, chunker: TokenChunker) -> dict[str, float]:
 
 
 def _total(rows: list[dict[str, float]]) -> dict[str, float]:
-    return {key: sum(r[key] for r in rows) for key in rows[0]}
+    """Sums of the figures every row has."""
+    keys = set.intersection(*(set(r) for r in rows))
+    return {key: sum(r[key] for r in rows) for key in sorted(keys)}
 
 
 def main(argv: list[str] | None = None) -> int:
