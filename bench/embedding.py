@@ -46,7 +46,7 @@ def chunks_of(filings: Sequence[str]) -> list:
     from rag.indexing.chunking import TokenChunker
     from rag.indexing.loaders import load_file
 
-    docs = [d for name in filings for d in load_file(DATA / "pdfs" / f"{name}.pdf")]
+    docs = [d for name in filings for d in load_file(DATA / "pdfs" / f"{name}.pdf", tables=False)]
     return TokenChunker().split_documents(docs)
 
 

@@ -5,7 +5,8 @@
    the same chunks in the same run (target: ratio >= 0.9).
 2. Unchanged re-index: a second `add_documents` over 1,000 files (target <= 1 s), and the
    re-index after one file changed.
-3. PDF parsing: `load_file` pages/s next to a bare pypdfium2 loop.
+3. PDF parsing: `load_file(tables=False)` pages/s next to a bare pypdfium2 loop (table detection:
+   bench/pdf_tables.py).
 4. Embedding throughput of all-MiniLM-L6-v2 on real text (FinanceBench filings) per precision
    (fp32, bf16, bf16 autocast): word pieces/s wall and per CPU-second, agreement with fp32, and
    with `--retrieval` FinanceBench hit@5 per precision (bench/embedding.py has the details and ONNX).
@@ -163,7 +164,7 @@ def bench_pdf(filings: int) -> None:
 
     def ours() -> tuple[int, float]:
         start = time.perf_counter()
-        loaded = sum(len(load_file(path)) for path in files)
+        loaded = sum(len(load_file(path, tables=False)) for path in files)
         return loaded, pages / (time.perf_counter() - start)
 
     pages, raw1 = raw()  # also warms the page cache

@@ -111,15 +111,29 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     settings = recommended_retrieval(**overrides)
     resource = open_store_resource(args.store, args.collection, search=args.search)
     out = RAG(resources=[resource], retrieval=settings).chain().invoke(args.question)
+    empty = _nothing_found(args) if not out["context"] else None
+    if empty:
+        print(f"rag ask: {empty}", file=sys.stderr)
     if args.json:
         payload = {**out, "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
         print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
         return 0
     print(out["answer"])
+    if empty:
+        print(f"\nSources: none ({empty})")
+        return 0
     print("\nSources:")
     for i, doc in enumerate(out["context"], start=1):
         print(f"  [{i}] {source_label(doc)}")
     return 0
+
+
+def _nothing_found(args: argparse.Namespace) -> str:
+    """Why `rag ask` found no chunk: the filter matched none, or the collection is empty."""
+    if args.filter:
+        return (f"no chunk in collection {args.collection!r} matches --filter {short_repr(args.filter)}; "
+                "check the metadata keys and values (rag ask --json shows a chunk's metadata)")
+    return f"collection {args.collection!r} in {args.store} has no chunks; add some with: rag index PATH"
 
 
 # --------------------------------------------------------------------------- eval

@@ -2,8 +2,10 @@
 
 Modules (imported on demand, nothing heavy at package import):
 
-- `loaders`: `load_file`, `load_directory`, `iter_files`, `clean_text`;
-- `chunking` / `tokens`: `TokenChunker`, `PassthroughChunker`, `split_documents` (MiniLM word pieces);
+- `loaders`: `load_file`, `load_directory`, `iter_files`, `clean_text` (`rst`: rst titles as `#` headings);
+- `tables`: PDF tables (pdfplumber on pages that look tabular), kept whole as chunks;
+- `chunking` / `tokens`: `TokenChunker`, `PassthroughChunker`, `split_documents` (MiniLM word pieces
+  and a character bound; `headings` names sections);
 - `autocontext`: `AutoContext`, `extractive_summary`;
 - `tags`: `KeywordTagger`, `tag_filter`;
 - `embedding_cache`: `CachedEmbeddings`;

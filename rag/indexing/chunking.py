@@ -27,17 +27,27 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import PurePath
 from typing import Any
 
-import numpy as np
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
+from rag.indexing._windows import cut
+from rag.indexing.headings import (
+    chunk_section,
+    heading_blocks,
+    heading_spans,
+    section_at,
+)
 from rag.indexing.loaders import clean_text
+from rag.indexing.tables import split_table
 from rag.indexing.tokens import Tokenizer, default_tokenizer
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "MODEL_MAX_TOKENS",
@@ -51,6 +61,7 @@ __all__ = [
 MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2 reads 254 word pieces plus [CLS] and [SEP]
 DEFAULT_CHUNK_SIZE = 200  # leaves room for the AutoContext header
 DEFAULT_CHUNK_OVERLAP = 30
+CHARS_PER_TOKEN = 8  # the default character bound: English word pieces average 4-5 characters
 _HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ENCODE_BATCH = 512  # sections per tokenizer call
@@ -92,50 +103,6 @@ def split_sections(text: str) -> list[tuple[str | None, int, int]]:
     return sections
 
 
-def _boundary_scores(text: str, offsets: list[tuple[int, int]]) -> np.ndarray:
-    """How good a cut before each token is: 4 blank line, 3 line break, 2 sentence end, 1 space, 0 none."""
-    n = len(offsets)
-    scores = np.zeros(n + 1, dtype=np.int8)
-    scores[n] = 5
-    if n < 2:
-        return scores
-    spans = np.asarray(offsets, dtype=np.int64)
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    newlines = np.concatenate(([0], np.cumsum(codes == 10)))
-    prev_end, next_start = spans[:-1, 1], spans[1:, 0]
-    gap = next_start > prev_end
-    breaks = newlines[next_start] - newlines[prev_end]
-    last = codes[np.maximum(prev_end - 1, 0)]
-    sentence = ((last == 46) | (last == 33) | (last == 63) | (last == 59) | (last == 58)) & gap  # . ! ? ; :
-    inner = np.where(breaks >= 2, 4, np.where(breaks == 1, 3, np.where(sentence, 2, gap.astype(np.int8))))
-    scores[1:n] = inner
-    return scores
-
-
-def _windows(scores: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Token ranges `[start, end)` of the chunks, each ending at the best cut of its window's second half."""
-    n = len(scores) - 1
-    out = []
-    start = 0
-    while start < n:
-        limit = start + size
-        if limit >= n:
-            end = n
-        else:
-            lo = start + max(1, size // 2)
-            window = scores[lo:limit + 1][::-1]
-            end = limit - int(np.argmax(window))  # the latest of the best cuts
-        out.append((start, end))
-        if end >= n:
-            break
-        nxt = end - overlap
-        if overlap:
-            words = np.flatnonzero(scores[nxt:end] >= 1)
-            nxt = nxt + int(words[0]) if len(words) else end
-        start = max(nxt, start + 1)
-    return out
-
-
 def _title(metadata: dict[str, Any]) -> str:
     title = metadata.get("title")
     if isinstance(title, str) and title.strip():
@@ -144,23 +111,40 @@ def _title(metadata: dict[str, Any]) -> str:
     return PurePath(source).stem if source else ""
 
 
+@dataclass
+class _Piece:
+    """A stretch of one document that is cut into chunks on its own: a section, a page or a table."""
+
+    number: int                      # index of the document in the input
+    text: str
+    start: int                       # offset of `text` in the document's text
+    section: str | None = None
+    headings: list[tuple[int, int]] = field(default_factory=list)  # heading lines, offsets in `text`
+    header_lines: int = 0            # tables: leading lines repeated in every part
+    table: bool = False
+
+
 class TokenChunker:
-    """Split documents into overlapping chunks of at most `chunk_size` tokens.
+    """Split documents into overlapping chunks of at most `chunk_size` tokens and `max_chars` characters.
 
     Args:
         chunk_size: maximum tokens per chunk (word pieces of the embedding model).
         chunk_overlap: tokens shared by consecutive chunks of a section.
         tokenizer: defaults to the MiniLM word-piece tokenizer (`default_tokenizer()`).
-        headers: split on markdown headings: True, False, or None for md/html files only.
+        headers: split on markdown headings: True, False, or None for md/rst/html files only.
+        max_chars: maximum characters per chunk; default `CHARS_PER_TOKEN * chunk_size`. A word-piece
+            tokenizer counts an unbroken run of letters as one token, so tokens alone do not bound
+            a chunk's length.
 
     Example:
         >>> chunker = TokenChunker(chunk_size=128, chunk_overlap=16)
-        >>> chunker.settings()["chunk_size"]
-        128
+        >>> chunker.settings()["chunk_size"], chunker.max_chars
+        (128, 1024)
     """
 
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-                 tokenizer: Tokenizer | None = None, headers: bool | None = None) -> None:
+                 tokenizer: Tokenizer | None = None, headers: bool | None = None,
+                 max_chars: int | None = None) -> None:
         for name, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name} must be an integer, got {value!r}")
@@ -170,9 +154,13 @@ class TokenChunker:
         if not 0 <= chunk_overlap <= chunk_size // 2:
             raise ConfigError(f"chunk_overlap must be between 0 and chunk_size/2 = {chunk_size // 2}, "
                               f"got {chunk_overlap}")
+        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)
+                                      or max_chars < 64):
+            raise ConfigError(f"max_chars must be an integer >= 64 (characters per chunk), got {max_chars!r}")
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.headers = headers
+        self.max_chars = max_chars or CHARS_PER_TOKEN * chunk_size
         self._tokenizer = tokenizer
 
     @classmethod
@@ -197,49 +185,112 @@ class TokenChunker:
     def settings(self) -> dict[str, Any]:
         """The settings as data, for a knowledge base manifest."""
         return {"type": "token", "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
-                "headers": self.headers, "tokenizer": self.tokenizer.name}
+                "headers": self.headers, "max_chars": self.max_chars, "tokenizer": self.tokenizer.name}
 
-    def _sections(self, doc: Document, text: str) -> list[tuple[str | None, int, int]]:
+    def _sections(self, doc: Document, text: str) -> list[tuple[str | None, int, int, list[tuple[int, int]]]]:
         use = self.headers
         if use is None:
-            use = doc.metadata.get("file_type") in ("md", "html") or str(doc.metadata.get("source", "")).lower(
-            ).endswith((".md", ".markdown", ".html", ".htm"))
-        return split_sections(text) if use else [(None, 0, len(text))]
+            use = doc.metadata.get("file_type") in ("md", "rst", "html") or str(doc.metadata.get("source", "")).lower(
+            ).endswith((".md", ".markdown", ".rst", ".html", ".htm"))
+        return heading_blocks(text, split_sections(text)) if use else [(None, 0, len(text), [])]
+
+    def _pieces(self, docs: Sequence[Document]) -> list[_Piece]:
+        pieces = []
+        for number, doc in enumerate(docs):
+            text = clean_text(doc.page_content)
+            if doc.metadata.get("chunk_type") == "table":
+                if text.strip():
+                    header = doc.metadata.get("table_header_lines", 1)
+                    pieces.append(_Piece(number, text, 0, header_lines=header if isinstance(header, int) else 1,
+                                         table=True))
+                continue
+            for heading, start, end, headings in self._sections(doc, text):
+                if text[start:end].strip():
+                    pieces.append(_Piece(number, text[start:end], start, heading,
+                                         [(s - start, e - start) for s, e in headings]))
+        return pieces
+
+    def _cuts(self, piece: _Piece, spans: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
+        """`(text, start, tokens)` of the chunks of one piece."""
+        if not piece.table:
+            return [(piece.text[a:b], a, n) for a, b, n in cut(
+                piece.text, spans, size=self.chunk_size, overlap=self.chunk_overlap, max_chars=self.max_chars,
+                headings=piece.headings)]
+        lines = piece.text.splitlines(keepends=True)
+        offsets = [0, *accumulate(len(line) for line in lines)]
+        out = []
+        for first, end, count, with_header in split_table(piece.text, spans, header_lines=piece.header_lines,
+                                                         size=self.chunk_size, max_chars=self.max_chars):
+            body = piece.text[offsets[first]:offsets[end]]
+            if with_header:
+                out.append(("".join(lines[:piece.header_lines]) + body, offsets[first], count))
+            elif count <= self.chunk_size and len(body) <= self.max_chars:
+                out.append((body, offsets[first], count))
+            else:  # one row longer than a chunk: cut like text
+                row = _Piece(piece.number, body, 0)
+                row_spans = [(s - offsets[first], e - offsets[first]) for s, e in spans
+                             if offsets[first] <= s < offsets[end]]
+                out += [(text, offsets[first] + a, n) for text, a, n in self._cuts(row, row_spans)]
+        return [(text.strip("\n"), a, n) for text, a, n in out]
 
     def split_documents(self, docs: Sequence[Document]) -> list[Document]:
         """Chunks of `docs` in order, numbered per document (pages of a file continue the count)."""
-        pieces: list[tuple[int, str | None, str]] = []
-        for number, doc in enumerate(docs):
-            text = clean_text(doc.page_content)
-            for heading, start, end in self._sections(doc, text):
-                if text[start:end].strip():
-                    pieces.append((number, heading, text[start:end]))
+        pieces = self._pieces(docs)
         offsets: list[list[tuple[int, int]]] = []
         for start in range(0, len(pieces), _ENCODE_BATCH):
-            offsets += self.tokenizer.offsets([p[2] for p in pieces[start:start + _ENCODE_BATCH]])
+            offsets += self.tokenizer.offsets([p.text for p in pieces[start:start + _ENCODE_BATCH]])
+        pdf_sections = _pdf_sections(docs) if self.headers is not False else {}
         counters: dict[str, int] = {}
         chunks: list[Document] = []
-        for (number, heading, text), spans in zip(pieces, offsets, strict=True):
+        for piece, spans in zip(pieces, offsets, strict=True):
             if not spans:
                 continue
-            meta = docs[number].metadata
+            meta = docs[piece.number].metadata
             source = str(meta.get("source", ""))
-            doc_id = str(meta.get("doc_id") or document_id(source or docs[number].page_content[:200]))
-            base = {**meta, "doc_id": doc_id, "title": _title(meta)}
-            if heading is not None:
-                base["section"] = heading
-            # A piece that fits in one chunk needs no cut scores (the same single window _windows gives).
-            windows = [(0, len(spans))] if len(spans) <= self.chunk_size else \
-                _windows(_boundary_scores(text, spans), self.chunk_size, self.chunk_overlap)
-            for first, last in windows:
-                body = text[spans[first][0]:spans[last - 1][1]]
+            doc_id = str(meta.get("doc_id") or document_id(source or docs[piece.number].page_content[:200]))
+            base = {k: v for k, v in meta.items() if k != "table_header_lines"}
+            base.update(doc_id=doc_id, title=_title(meta))
+            if piece.section is not None:
+                base["section"] = piece.section
+            for body, start, count in self._cuts(piece, spans):
                 index = counters.get(doc_id, 0)
                 counters[doc_id] = index + 1
-                chunks.append(Document(page_content=body, metadata={
-                    **base, "chunk_index": index, "token_count": last - first}))
+                chunk_meta = {**base, "chunk_index": index, "token_count": count, "start_index": piece.start + start}
+                if piece.number in pdf_sections and not base.get("section"):
+                    spans_, position = pdf_sections[piece.number]
+                    at = -1 if piece.table else piece.start + start
+                    chunk_meta["section"] = chunk_section(spans_, position, at, at + len(body)) if at >= 0 \
+                        else section_at(spans_, position, at)
+                    if not chunk_meta["section"]:
+                        del chunk_meta["section"]
+                chunks.append(Document(page_content=body, metadata=chunk_meta))
         return chunks
 
     __call__ = split_documents
+
+
+def _heading_text(doc: Document) -> str:
+    if doc.metadata.get("chunk_type") == "table":
+        return "\n".join(str(doc.metadata.get("section") or "").split(" / "))
+    return clean_text(doc.page_content)
+
+
+def _pdf_sections(docs: Sequence[Document]) -> dict[int, tuple[list[list[tuple[int, str]]], int]]:
+    """For each PDF page (or page part) of `docs`: the heading spans of its file and its position in them.
+
+    PDF text has no markup, so sections come from heading-like lines (`rag.indexing.headings`),
+    carried from page to page; a table counts as a page holding only its caption.
+    """
+    files: dict[str, list[int]] = {}
+    for number, doc in enumerate(docs):
+        meta = doc.metadata
+        if meta.get("file_type") == "pdf" or str(meta.get("source", "")).lower().endswith(".pdf"):
+            files.setdefault(str(meta.get("doc_id") or meta.get("source", "")), []).append(number)
+    out: dict[int, tuple[list[list[tuple[int, str]]], int]] = {}
+    for numbers in files.values():
+        spans = heading_spans([_heading_text(docs[n]) for n in numbers])
+        out.update({n: (spans, position) for position, n in enumerate(numbers)})
+    return out
 
 
 class PassthroughChunker:
@@ -280,7 +331,7 @@ class PassthroughChunker:
 
 def split_documents(docs: Sequence[Document], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
                     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, tokenizer: Tokenizer | None = None,
-                    headers: bool | None = None) -> list[Document]:
+                    headers: bool | None = None, max_chars: int | None = None) -> list[Document]:
     """Split documents with a `TokenChunker` (see its arguments)."""
     return TokenChunker(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenizer,
-                        headers=headers).split_documents(docs)
+                        headers=headers, max_chars=max_chars).split_documents(docs)

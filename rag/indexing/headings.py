@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-__all__ = ["chunk_section", "heading_spans", "is_heading_line", "running_headers", "section_at"]
+__all__ = ["chunk_section", "heading_blocks", "heading_spans", "is_heading_line", "running_headers", "section_at"]
 
 _MAX_HEADING_CHARS = 90
 _MIN_LETTERS = 4
@@ -158,3 +158,45 @@ def chunk_section(spans: Sequence[Sequence[tuple[int, str]]], page: int, start: 
     if not leading:
         return section_at(spans, page, start)
     return max(leading, key=lambda h: (sum(ch.isalpha() for ch in h), -leading.index(h)))
+
+
+def heading_blocks(text: str, sections: Sequence[tuple[str | None, int, int]]
+                   ) -> list[tuple[str | None, int, int, list[tuple[int, int]]]]:
+    """Join markdown sections so that every heading travels with the text it heads.
+
+    `sections` are `split_sections(text)` spans. A section holding only its heading line (a
+    heading directly followed by another, as in "# Models" then "## Default") joins the next
+    section, and its heading joins the section name ("Models / Default"); headings after the
+    last text join the section before them. A text of headings only stays one block.
+
+    Returns `(section, start, end, heading_spans)` per block, where `heading_spans` are the
+    character spans of the block's heading lines (the chunker never ends a chunk on them alone).
+
+    Example:
+        >>> text = "# Models\\n## Default\\nMiniLM.\\n# End\\n"
+        >>> [(name, text[s:e]) for name, s, e, _ in heading_blocks(text, [("Models", 0, 9), ("Default", 9, 28),
+        ...                                                               ("End", 28, 34)])]
+        [('Models / Default', '# Models\\n## Default\\nMiniLM.\\n# End\\n')]
+    """
+    blocks: list[tuple[str | None, int, int, list[tuple[int, int]]]] = []
+    pending: list[tuple[str, int, int]] = []  # heading-only sections waiting for text
+    for heading, start, end in sections:
+        if heading is None:
+            if text[start:end].strip():
+                blocks.append((None, start, end, []))
+            continue
+        line_end = start + len(text[start:end].splitlines(keepends=True)[0])  # \r, \x85, ... end lines too
+        if not text[line_end:end].strip():
+            pending.append((heading, start, line_end))
+            continue
+        names = [name for name, _, _ in pending] + [heading]
+        spans = [(s, e) for _, s, e in pending] + [(start, line_end)]
+        blocks.append((" / ".join(names), pending[0][1] if pending else start, end, spans))
+        pending = []
+    if pending and blocks:
+        name, start, _, spans = blocks[-1]
+        blocks[-1] = (name, start, len(text), spans + [(s, e) for _, s, e in pending])
+    elif pending:
+        blocks.append((" / ".join(name for name, _, _ in pending), pending[0][1], len(text),
+                       [(s, e) for _, s, e in pending]))
+    return blocks

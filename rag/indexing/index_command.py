@@ -90,12 +90,16 @@ def run_index(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
+    from rag.indexing.loaders import unsupported_reason
 
     console = Console(stderr=True)
     include = args.include or "**/*"
-    if not any(ok for path in args.paths for _, ok in iter_files(path, include=include, exclude=args.exclude)):
-        raise ConfigError(f"no readable documents found in {', '.join(args.paths)} "
-                          f"(supported: {', '.join(SUPPORTED_SUFFIXES)})")
+    found = [(file, ok) for path in args.paths for file, ok in iter_files(path, include=include, exclude=args.exclude)]
+    if not any(ok for _, ok in found):
+        types = sorted({file.suffix.lower() or "(no suffix)" for file, _ in found})
+        unsupported = f": {len(found)} file(s) of unsupported type ({', '.join(types)})" if found else ""
+        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}{unsupported}; "
+                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}")
     kb = _open(args)
     counts = {"pages": 0, "chunks": 0, "embeddings": 0}
     start = time.perf_counter()
@@ -123,9 +127,13 @@ def run_index(args: argparse.Namespace) -> int:
     # One line each (soft_wrap) and no markup: paths may contain "[...]".
     for skipped in report.skipped:
         console.print("skipped", skipped.reason, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    for path in report.unsupported:
+        console.print("skipped", unsupported_reason(path), style="yellow", markup=False, highlight=False,
+                      soft_wrap=True)
     for path in report.deleted:
         console.print("deleted", path, style="red", markup=False, highlight=False, soft_wrap=True)
-    console.print(f"{args.collection!r} in {args.store}: {report.summary()}; {kb.count():,} chunk(s) in total",
+    unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
+    console.print(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; {kb.count():,} chunk(s) in total",
                   markup=False, highlight=False, soft_wrap=True)
     if report.skipped and not (report.added or report.updated or report.unchanged or kb.count()):
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")

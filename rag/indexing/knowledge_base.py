@@ -70,7 +70,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_DIRECTORY = ".rag"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_COMPARED = {"chunking": ("chunk_size", "chunk_overlap", "headers"), "autocontext": ("enabled", "max_header_tokens")}
+_COMPARED = {"chunking": ("chunk_size", "chunk_overlap", "headers", "max_chars"), "autocontext": ("enabled", "max_header_tokens")}
 
 
 def list_knowledge_bases(directory: str | Path = DEFAULT_DIRECTORY) -> list[str]:
@@ -316,7 +316,8 @@ def _collection(name: str) -> str:
 def _chunker_from(settings: dict[str, Any]) -> Any:
     if settings.get("type") == "passthrough":
         return PassthroughChunker()
-    return TokenChunker(**{k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers") if k in settings})
+    return TokenChunker(**{k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers", "max_chars")
+                           if k in settings})
 
 
 def _autocontext_kwargs(settings: dict[str, Any]) -> dict[str, Any]:

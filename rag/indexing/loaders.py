@@ -1,4 +1,4 @@
-"""Loaders for txt, md, html and pdf files, and a directory walk that reports what it skipped.
+"""Loaders for txt, md, rst, html and pdf files, and a directory walk that reports what it skipped.
 
 PDFs are read with pypdfium2, one `Document` per page with a zero-based `page`. Every
 document carries `source` (the path), `title` (markdown `#` heading, html `<title>`/`<h1>`,
@@ -23,10 +23,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
+from rag.indexing.rst import rst_to_markdown
+from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -37,9 +40,11 @@ __all__ = [
     "iter_files",
     "load_directory",
     "load_file",
+    "unsupported_reason",
 ]
 
-SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
+SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf")
+_COMPRESSED = frozenset([".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz", ".7z", ".rar", ".tar"])
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # larger files are skipped, not read into memory
 _BINARY_SHARE = 0.10  # share of control bytes in the first 8 KiB above which a text file is binary
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
@@ -137,7 +142,7 @@ def _html_to_text(raw: str) -> tuple[str, str | None]:
     return re.sub(r"\n{3,}", "\n\n", text).strip(), title or None
 
 
-def _load_pdf(path: Path) -> list[Document]:
+def _load_pdf(path: Path, *, tables: bool = True) -> list[Document]:
     import pypdfium2 as pdfium
 
     try:
@@ -148,30 +153,58 @@ def _load_pdf(path: Path) -> list[Document]:
                               "remove the password to index it") from exc
         raise LoaderError(f"{path}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
     try:
-        docs = []
+        texts = []
         for index in range(len(pdf)):
             page = pdf[index]
             try:
                 textpage = page.get_textpage()
-                text = textpage.get_text_range()
+                texts.append(textpage.get_text_range())
                 textpage.close()
             finally:
                 page.close()
-            text = clean_text(text.replace("\r\n", "\n").replace("\r", "\n"))
-            if text.strip():
-                docs.append(Document(page_content=text, metadata={
-                    "source": str(path), "page": index, "title": path.stem, "file_type": "pdf"}))
+        # Only pages whose text looks tabular go to pdfplumber, which is ~50x slower than pdfium.
+        found = find_tables(path, [i for i, text in enumerate(texts) if looks_tabular(text)]) if tables else {}
+        docs = []
+        for index, text in enumerate(texts):
+            meta = {"source": str(path), "page": index, "title": path.stem, "file_type": "pdf"}
+            docs += _page_documents(pdf, index, text, found.get(index, []), meta)
         return docs
     finally:
         pdf.close()
 
 
-def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Document]:
+def _page_documents(pdf: Any, index: int, text: str, tables: list[PageTable], meta: dict[str, Any]) -> list[Document]:
+    """A page's documents: its text, or its text and tables in reading order (`chunk_type="table"`)."""
+    segments: list[str | PageTable] = [text]
+    if tables:
+        page = pdf[index]
+        try:
+            textpage = page.get_textpage()
+            segments = page_segments(textpage, page.get_size()[1], tables)
+            textpage.close()
+        finally:
+            page.close()
+    docs = []
+    for segment in segments:
+        if isinstance(segment, PageTable):
+            extra = {"section": segment.caption} if segment.caption else {}
+            docs.append(Document(page_content=clean_text("\n".join(segment.lines)), metadata={
+                **meta, **extra, "chunk_type": "table", "table_header_lines": segment.header_lines}))
+            continue
+        segment = clean_text(segment.replace("\r\n", "\n").replace("\r", "\n"))
+        if segment.strip():
+            docs.append(Document(page_content=segment, metadata=dict(meta)))
+    return docs
+
+
+def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: bool = True) -> list[Document]:
     """Load one file into Documents (one per PDF page with text, one for other formats).
 
     Args:
-        path: a .txt, .md, .markdown, .html, .htm or .pdf file.
+        path: a .txt, .md, .markdown, .rst, .html, .htm or .pdf file (rst titles become `#` headings).
         max_bytes: larger files are refused without being read.
+        tables: read the tables of PDF pages that look tabular with pdfplumber, as documents of
+            their own (`chunk_type="table"`, see `rag.indexing.tables`); False keeps pages as text.
 
     Raises:
         LoaderError: unsupported type, too large, binary, empty, encrypted or corrupt file.
@@ -184,8 +217,7 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[D
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
-        raise LoaderError(f"{path}: unsupported file type {suffix or '(none)'}; "
-                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}")
+        raise LoaderError(unsupported_reason(path))
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -195,7 +227,7 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[D
     if size > max_bytes:
         raise LoaderError(f"{path}: {size:,} bytes is more than max_bytes={max_bytes:,}")
     if suffix == ".pdf":
-        docs = _load_pdf(path)
+        docs = _load_pdf(path, tables=tables)
     else:
         try:
             text = _decode(path, path.read_bytes())
@@ -208,12 +240,26 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[D
         elif file_type == "md":
             match = _MD_TITLE.search(text)
             title = match.group(1).strip() if match else None
+        elif file_type == "rst":
+            text, title = rst_to_markdown(text)
         text = clean_text(text)
         docs = [Document(page_content=text, metadata={"source": str(path), "title": title or path.stem,
                                                       "file_type": file_type})]
     if not any(d.page_content.strip() for d in docs):
         raise LoaderError(f"{path}: no text found (blank file, or a scanned PDF without a text layer)")
     return docs
+
+
+def unsupported_reason(path: str | Path) -> str:
+    """Why a file was not read, for a report: its type, and the types that are read.
+
+    Example:
+        >>> unsupported_reason("notes/a.csv.gz")
+        'notes/a.csv.gz: unsupported file type .gz (compressed files are not opened); supported: .txt, .md, .markdown, .rst, .html, .htm, .pdf'
+    """
+    suffix = Path(path).suffix.lower()
+    why = " (compressed files are not opened)" if suffix in _COMPRESSED else ""
+    return f"{path}: unsupported file type {suffix or '(no suffix)'}{why}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
 
 
 def _as_patterns(patterns: str | Sequence[str]) -> tuple[str, ...]:
