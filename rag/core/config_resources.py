@@ -253,6 +253,8 @@ class KnowledgeBaseResourceConfig(ResourceBase):
             kb = KnowledgeBase.open(kb_name, store_path(self.path), **kwargs)
         else:
             kb = KnowledgeBase(kb_name, store_path(self.path), **kwargs)
+            if self.index is None:
+                kb.create()  # `create: true`: an empty knowledge base (opening alone never creates)
         if self.index is not None:
             report = kb.add_documents([str(Path(p).expanduser()) for p in self.index.paths], include=self.index.glob,
                                       exclude=self.index.exclude, cleanup="incremental")

@@ -33,6 +33,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError, StoreError
+from rag.indexing.store_files import refuse_symlinks
 
 __all__ = ["CachedEmbeddings"]
 
@@ -104,6 +105,7 @@ class CachedEmbeddings(Embeddings):
         if self._conn is None:
             target = ":memory:"
             if self.path is not None:
+                refuse_symlinks([self.path, *(f"{self.path}{suffix}" for suffix in ("-wal", "-shm", "-journal"))])
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 target = str(self.path)
             try:
