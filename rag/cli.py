@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.core.errors import ConfigError, RagError
+from rag.core.errors import ConfigError, RagError, StoreError
 
 __all__ = ["main"]
 
@@ -68,15 +68,17 @@ def open_store_resource(store: str, collection: str) -> Any:
 
     from rag.indexing.index_command import open_knowledge_base_resource
 
-    if not Path(store).is_dir():
-        raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")
+    # Asking never creates: no directory, or a directory without a Chroma store, is an error (not an empty store).
+    if not Path(store).is_dir() or not (Path(store) / "chroma.sqlite3").is_file():
+        what = "no such directory" if not Path(store).is_dir() else "the directory holds no rag store"
+        raise StoreError(f"no store at {store!r} ({what}); create one with: rag index PATH --store {store}")
     knowledge_base = open_knowledge_base_resource(store, collection)
     if knowledge_base is not None:
         return knowledge_base
     client = chromadb.PersistentClient(path=store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if _chroma_collection_name(collection) not in names:
-        raise ConfigError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")
+        raise StoreError(f"no collection {collection!r} in {store!r}; existing: {', '.join(names) or '(none)'}")
     vs = new_chroma(collection, default_embeddings(), client=client)
     return Resource.from_vectorstore(collection, vs)
 
