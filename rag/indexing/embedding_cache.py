@@ -33,7 +33,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError, StoreError
-from rag.indexing.store_files import refuse_symlinks
+from rag.indexing.store_files import refuse_symlinks, store_write_error
 
 __all__ = ["CachedEmbeddings"]
 
@@ -154,12 +154,15 @@ class CachedEmbeddings(Embeddings):
     def _store(self, rows: Sequence[tuple[bytes, list[float]]]) -> None:
         payload = [(key, len(vec), np.asarray(vec, dtype=np.float32).tobytes()) for key, vec in rows]
         with self._db() as conn:
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 conn.executemany("INSERT OR REPLACE INTO embeddings (key, dim, vector) VALUES (?, ?, ?)", payload)
                 conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite rolls back by itself on a full disk: a second ROLLBACK hides why
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise store_write_error(exc, self.path or ":memory:", "cannot write the embedding cache") from exc
                 raise
 
     # ------------------------------------------------------------------ Embeddings API
