@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any

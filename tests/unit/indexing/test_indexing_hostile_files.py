@@ -167,7 +167,7 @@ def _page(draw: st.DrawFn) -> tuple[str, list[str], list[str], list[tuple[int, s
 @settings(max_examples=200, deadline=None)
 @given(page=_page())
 def test_generated_html_keeps_visible_words_in_order_and_drops_hidden_ones(page):
-    raw, visible, hidden, headings = page
+    raw, visible, _hidden, headings = page
     text, _ = html_to_text(raw)
     words = re.findall(r"[a-z]+", text)
     assert [w for w in words if not w.startswith("hidden")] == [w for w in visible]

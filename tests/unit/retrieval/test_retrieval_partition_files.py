@@ -72,7 +72,7 @@ def test_header_promising_a_giant_array_is_refused_before_allocating(tmp_path, r
 
 
 def test_vectors_and_ids_of_different_lengths_are_refused(tmp_path):
-    index, vectors = _written(tmp_path)
+    index, _ = _written(tmp_path)
     (tmp_path / "p.ids.npy").write_bytes(_npy(np.array(["c0", "c1"])))
     with pytest.raises(StoreError, match="5 vectors for 2 ids"):
         index.load("p")
