@@ -48,6 +48,7 @@ from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.locking import WriterLock
+from rag.indexing.loaders import path_text
 from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo, embedding_from_id
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks, store_write_error
@@ -299,8 +300,8 @@ class KnowledgeBase:
 
     def delete_document(self, source: str | Path) -> int:
         """Delete a document (by path, source or doc_id) and its chunks; returns chunks deleted."""
-        key = str(source)
-        record = self.records.find(key) or self.records.find(str(Path(key).resolve()))
+        key = path_text(source)
+        record = self.records.find(key) or self.records.find(path_text(Path(source).resolve()))
         if record is None:
             raise ConfigError(f"no document {key!r} in knowledge base {self.name!r}; "
                               "see list_documents() for what it holds")

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,9 +38,19 @@ def moved_candidates(records: dict[str, DocumentRecord]) -> dict[str, DocumentRe
     """Records of indexed files that no longer exist, by content hash (the files a new file may have been)."""
     found: dict[str, DocumentRecord] = {}
     for source, rec in records.items():
-        if rec.state == "ok" and rec.size >= 0 and os.path.isabs(source) and not os.path.lexists(source):
+        if rec.state == "ok" and rec.size >= 0 and os.path.isabs(source) and not _exists(source):
             found.setdefault(rec.content_hash, rec)
     return found
+
+
+def _exists(source: str) -> bool:
+    """Whether the file of a record key exists (keys write undecodable name bytes as `\\xNN`)."""
+    if os.path.lexists(source):
+        return True
+    if "\\x" not in source:
+        return False
+    raw = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), source.encode("utf-8"))
+    return os.path.lexists(raw)
 
 
 def move_document(kb: KnowledgeBase, old: DocumentRecord, new_key: str, display: str, *, size: int,

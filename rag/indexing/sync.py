@@ -268,7 +268,7 @@ def sync(kb: KnowledgeBase, sources: Source | Sequence[Source], *, include: str 
             if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
                 report.unchanged.append(key)
                 continue
-            doc_id = rec.doc_id if rec else str(docs[0].metadata.get("doc_id") or document_id(key))
+            doc_id = rec.doc_id if rec else clean_text(str(docs[0].metadata.get("doc_id") or document_id(key)))
             status = "updated" if rec and rec.state in ("ok", "updating") else "added"
             group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), status, known=rec is not None))
             emit("pages", len(docs))

@@ -215,3 +215,20 @@ def test_ten_megabyte_html_file_loads_whole(tmp_path):
     path.write_text("<h1>Big</h1>" + paragraph * (10_000_000 // len(paragraph)))
     text = load_file(path)[0].page_content
     assert text.count("alpha beta gamma & delta") == 10_000_000 // len(paragraph)
+
+
+def test_file_with_an_undecodable_name_is_found_again_deleted_and_not_taken_for_moved(tmp_path):
+    folder, other = tmp_path / "docs", tmp_path / "other"
+    folder.mkdir()
+    other.mkdir()
+    raw = os.fsencode(folder) + b"/r\xe9sum\xe9.md"
+    with open(raw, "wb") as fh:
+        fh.write(b"# CV\n\nThe same bytes in two places.")
+    kb = _kb(tmp_path / "store")
+    assert len(kb.add_documents(str(folder)).added) == 1
+    (other / "copy.md").write_bytes(open(raw, "rb").read())
+    report = kb.add_documents(str(other))
+    assert not report.moved and len(report.added) == 1  # the original still exists: a copy, not a move
+    assert not kb.add_documents(str(folder)).changed
+    assert kb.delete_document(os.fsdecode(raw)) > 0
+    assert len(kb.list_documents()) == 1
