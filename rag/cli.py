@@ -78,7 +78,7 @@ def open_store_resource(store: str, collection: str) -> Any:
     client = chromadb.PersistentClient(path=store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if _chroma_collection_name(collection) not in names:
-        raise StoreError(f"no collection {collection!r} in {store!r}; existing: {', '.join(names) or '(none)'}")
+        raise StoreError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")
     vs = new_chroma(collection, default_embeddings(), client=client)
     return Resource.from_vectorstore(collection, vs)
 
