@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.base.errors import ConfigError, FilterError, RagError, short_repr
+from rag.base.errors import ConfigError, FilterError, RagError, StoreError, short_repr
 from rag.base.filters import MAX_FILTER_DEPTH
 
 __all__ = ["main"]
@@ -77,14 +77,16 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid") 
     from rag.models.embeddings import default_embeddings
     from rag.stores.chroma import collection_name, new_chroma, open_client
 
-    if not Path(store).is_dir():
-        raise ConfigError(f"no store at {store!r}; create one with: rag index PATH --store {store}")
+    # Asking never creates: no directory, or a directory without a Chroma store, is an error (not an empty store).
+    if not Path(store).is_dir() or not (Path(store) / "chroma.sqlite3").is_file():
+        what = "no such directory" if not Path(store).is_dir() else "the directory holds no rag store"
+        raise StoreError(f"no store at {store!r} ({what}); create one with: rag index PATH --store {store}")
     if collection in list_knowledge_bases(store):
         return KnowledgeBase.open(collection, store).as_resource(search=search)
     client = open_client(store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if collection_name(collection) not in names:
-        raise ConfigError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")
+        raise StoreError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")
     return Resource.from_vectorstore(collection, new_chroma(collection, default_embeddings(), client=client))
 
 

@@ -278,6 +278,8 @@ class KnowledgeBaseResourceConfig(ResourceBase):
             kb = KnowledgeBase.open(name, store_path(self.path), **kwargs)
         else:
             kb = KnowledgeBase(name, store_path(self.path), **kwargs)
+            if self.index is None:
+                kb.create()  # `create: true`: an empty knowledge base (opening alone never creates)
         if self.index is not None:
             sync_files(kb, self.index, resource=self.name)
         hybrid = None if self.hybrid is None else {**self.hybrid.fusion_settings(),

@@ -33,6 +33,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, StoreError
+from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.models.embeddings import embedding_id
 
 __all__ = ["CachedEmbeddings"]
@@ -104,6 +105,7 @@ class CachedEmbeddings(Embeddings):
         if self._conn is None:
             target = ":memory:"
             if self.path is not None:
+                refuse_symlinks([self.path, *(f"{self.path}{suffix}" for suffix in ("-wal", "-shm", "-journal"))])
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 target = str(self.path)
             try:
@@ -152,12 +154,15 @@ class CachedEmbeddings(Embeddings):
     def _store(self, rows: Sequence[tuple[bytes, list[float]]]) -> None:
         payload = [(key, len(vec), np.asarray(vec, dtype=np.float32).tobytes()) for key, vec in rows]
         with self._db() as conn:
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 conn.executemany("INSERT OR REPLACE INTO embeddings (key, dim, vector) VALUES (?, ?, ?)", payload)
                 conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite rolls back by itself on a full disk: a second ROLLBACK hides why
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise store_write_error(exc, self.path or ":memory:", "cannot write the embedding cache") from exc
                 raise
 
     # ------------------------------------------------------------------ Embeddings API

@@ -46,6 +46,9 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-autocontext", action="store_true",
                         help="embed chunks alone, without the title / section / summary header")
     parser.add_argument("--tags", action="store_true", help="store keyword tags per chunk (filter on tag_<word>)")
+    parser.add_argument("--follow-symlinks", action="store_true",
+                        help="also index what symlinks under the folders point to outside them (default: skip "
+                             "them and say so)")
     parser.add_argument("--lock-timeout", type=float, default=0.0,
                         help="seconds to wait for another writer (default: fail at once)")
     parser.add_argument("--embedding", choices=EMBEDDING_OPTIONS, default="default",
@@ -94,12 +97,17 @@ def run_index(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     include = args.include or "**/*"
-    found = [(file, ok) for path in args.paths for file, ok in iter_files(path, include=include, exclude=args.exclude)]
+    follow = getattr(args, "follow_symlinks", False)
+    links: list[Any] = []
+    found = [(file, ok) for path in args.paths
+             for file, ok in iter_files(path, include=include, exclude=args.exclude, follow_symlinks=follow,
+                                        skipped=links)]
     if not any(ok for _, ok in found):
         types = sorted({file.suffix.lower() or "(no suffix)" for file, _ in found})
         unsupported = f": {len(found)} file(s) of unsupported type ({', '.join(types)})" if found else ""
+        hint = f"; {len(links)} symlink(s) leaving the folders were not followed (--follow-symlinks)" if links else ""
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}{unsupported}; "
-                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}")
+                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}{hint}")
     kb = _open(args)
     counts = {"pages": 0, "chunks": 0, "embeddings": 0}
     start = time.perf_counter()
@@ -123,13 +131,16 @@ def run_index(args: argparse.Namespace) -> int:
             progress.update(task, stats=stats())
 
         report = kb.add_documents(args.paths, include=include, exclude=args.exclude,
-                                  cleanup=None if args.cleanup == "none" else args.cleanup, progress=on_event)
+                                  cleanup=None if args.cleanup == "none" else args.cleanup, progress=on_event,
+                                  follow_symlinks=follow)
     # One line each (soft_wrap) and no markup: paths may contain "[...]".
     for skipped in report.skipped:
         console.print("skipped", skipped.reason, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for path in report.unsupported:
         console.print("skipped", unsupported_reason(path), style="yellow", markup=False, highlight=False,
                       soft_wrap=True)
+    for old, new in report.moved:
+        console.print("moved", old, "->", new, markup=False, highlight=False, soft_wrap=True)
     for path in report.deleted:
         console.print("deleted", path, style="red", markup=False, highlight=False, soft_wrap=True)
     unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""

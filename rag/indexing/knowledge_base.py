@@ -19,6 +19,12 @@ chunks; `cleanup="incremental"` removes files that disappeared under the given f
 any point leaves a store that the next run repairs (see docs/indexing.md). The indexing
 itself is in `rag.indexing.sync`.
 
+Opening is not creating: `KnowledgeBase(name, directory)` writes nothing; the first write
+(`add_documents`, `update_document`, `create`) creates the knowledge base, and any read of one
+that was never written is a `StoreError` listing those that exist. The store directory is not
+trusted: store files that are symlinks and a manifest naming another knowledge base's
+collection are refused, and a failed write (a full disk) is a `StoreError` naming the cause.
+
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
     >>> import tempfile
@@ -35,6 +41,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import sqlite3
 import tempfile
 import weakref
 from collections.abc import Callable, Sequence
@@ -44,16 +51,18 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, RagError, StoreError
 from rag.base.filters import to_chroma_where, validate_filter
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
+from rag.indexing.loaders import path_text
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo, embedding_from_id
 from rag.indexing.neighbours import neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
+from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
@@ -84,6 +93,14 @@ def list_knowledge_bases(directory: str | Path = DEFAULT_DIRECTORY) -> list[str]
     return sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
 
 
+def _missing(name: str, directory: Path) -> StoreError:
+    names = list_knowledge_bases(directory)
+    where = f"in {directory}" if directory.is_dir() else f"at {directory} (no such directory)"
+    return StoreError(f"no knowledge base {name!r} {where}; existing: {', '.join(names) or '(none)'}. Check the "
+                      "name and directory, or create it by indexing: rag index PATH --collection NAME --store DIR "
+                      "(or kb.add_documents(...))")
+
+
 class KnowledgeStore:
     """A persistent knowledge base's documents: add, update, delete, read and dense search.
 
@@ -105,9 +122,14 @@ class KnowledgeStore:
             `directory`; `rag.stores.chroma.http_client(...)` for a Chroma server). The manifest,
             records and lock always live in `directory`.
 
+    Construction writes nothing: the first write creates the knowledge base, and reading one
+    that was never written raises `StoreError` listing the existing ones.
+
     Raises:
         ConfigError: bad name, or settings that differ from the manifest (another embedding
             model, chunk size or AutoContext setting).
+        StoreError: the manifest is damaged, names another knowledge base, or store files are
+            symlinks.
     """
 
     def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *, embedding: Embeddings | None = None,
@@ -125,7 +147,10 @@ class KnowledgeStore:
         self.directory = Path(directory)
         self.home = self.directory / "kb" / name
         self.manifest_path = self.home / "manifest.json"
+        refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
         existing = Manifest.load(self.manifest_path) if self.manifest_path.exists() else None
+        if existing is not None:
+            self._check_owner(existing)
         if embedding is None:
 
             embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
@@ -154,19 +179,53 @@ class KnowledgeStore:
             name=name, description=description, embedding=EmbeddingInfo(id=model_id),
             chunking=self.chunker.settings(), autocontext=self.autocontext.settings(),
             tagger=tagger.settings() if tagger is not None else None, store=StoreInfo(collection=_collection(name)))
-        if existing is None or (description and description != existing.description):
-            self.manifest.description = description or self.manifest.description
+        if existing is not None and description and description != existing.description:
+            self.manifest.description = description
             self.manifest.save(self.manifest_path)
-        self.records = RecordStore(self.home / "records.sqlite")
+        self._records: RecordStore | None = None
         self._client = client
         self._collection: Any = None
 
+    @property
+    def exists(self) -> bool:
+        """Whether the knowledge base has been created (its manifest is on disk)."""
+        return self.manifest_path.exists()
+
+    def create(self) -> KnowledgeStore:
+        """Create the knowledge base (empty) if it does not exist; returns itself. Writes do this on their own."""
+        if not self.exists:
+            with self.lock:
+                if not self.exists:
+                    self.manifest.save(self.manifest_path)
+        return self
+
+    @property
+    def records(self) -> RecordStore:
+        """The document records (`RecordStore`), opened on first use; `StoreError` if never created."""
+        if self._records is None:
+            if not self.exists:
+                raise _missing(self.name, self.directory)
+            self._records = RecordStore(self.home / "records.sqlite")
+        return self._records
+
+    def _check_owner(self, manifest: Manifest) -> None:
+        """A manifest must describe this knowledge base: never redirect to another one's data."""
+        expected = _collection(self.name)
+        problems = [f"{what} {got!r} (expected {want!r})" for what, got, want in (
+            ("name", manifest.name, self.name), ("store.collection", manifest.store.collection, expected),
+            ("store.type", manifest.store.type, "chroma"), ("store.space", manifest.store.space, "cosine"))
+            if got != want]
+        if problems:
+            raise StoreError(f"the manifest {self.manifest_path} names {', '.join(problems)}: it was edited or "
+                             f"copied from another knowledge base, and rag will not read another knowledge base's "
+                             f"data through it. Restore those values, or delete {self.home} and index again")
+
     @classmethod
     def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeStore:
-        """Open an existing knowledge base; `ConfigError` listing the available ones if missing."""
-        if not (Path(directory) / "kb" / name / "manifest.json").exists():
-            names = list_knowledge_bases(directory)
-            raise ConfigError(f"no knowledge base {name!r} in {directory}; available: {', '.join(names) or '(none)'}")
+        """Open an existing knowledge base; `StoreError` listing the existing ones if it does not exist."""
+        if not isinstance(name, str) or not _NAME.match(name) or \
+                not (Path(directory) / "kb" / name / "manifest.json").exists():
+            raise _missing(str(name), Path(directory))
         return cls(name, directory, **kwargs)
 
     def _check_same(self, existing: Manifest, part: str, settings: dict[str, Any]) -> None:
@@ -191,6 +250,10 @@ class KnowledgeStore:
     def collection(self) -> Any:
         """The Chroma collection (cosine space), opened on first use."""
         if self._collection is None:
+            if not self.exists:
+                raise _missing(self.name, self.directory)
+            refuse_symlinks([self.directory / name for name in ("chroma.sqlite3", "chroma.sqlite3-wal",
+                                                                   "chroma.sqlite3-shm", "chroma.sqlite3-journal")])
             self._collection = open_collection(self.client, self.manifest.store.collection)
         return self._collection
 
@@ -211,8 +274,11 @@ class KnowledgeStore:
     # ------------------------------------------------------------------ writing
     def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                       exclude: str | Sequence[str] = (), cleanup: str | None = None,
-                      progress: Callable[[str, int], None] | None = None) -> IndexReport:
+                      progress: Callable[[str, int], None] | None = None,
+                      follow_symlinks: bool = False) -> IndexReport:
         """Index files, folders or Documents; unchanged ones are skipped without embedding.
+
+        Creates the knowledge base on first use.
 
         Args:
             sources: paths (files or folders) and/or Documents (grouped by `metadata["source"]`).
@@ -222,17 +288,36 @@ class KnowledgeStore:
                 document not in `sources`.
             progress: called with (event, amount) for "files_total", "file", "pages", "chunks",
                 "embeddings".
+            follow_symlinks: also index what symlinks under the folders lead to when that is
+                outside them (by default such links are skipped and listed in `skipped`).
 
         Returns:
             What was added, updated, unchanged, deleted and skipped (with reasons).
 
         Raises:
-            StoreError: another process is writing (after `lock_timeout`).
+            StoreError: another process is writing (after `lock_timeout`), or the store cannot
+                be written (full disk, damaged files): the message names the cause and the fix.
         """
         if cleanup not in CLEANUP_MODES:
             raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
+        return self._write(lambda: sync(self, sources, include=include, exclude=exclude, cleanup=cleanup,
+                                        progress=progress, follow_symlinks=follow_symlinks))
+
+    def _write(self, run: Callable[[], Any]) -> Any:
+        """Run a write under the lock, creating the knowledge base first; store failures become `StoreError`."""
         with self.lock:
-            return sync(self, sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress)
+            try:
+                self.create()
+                return run()
+            except RagError:
+                raise
+            except (OSError, sqlite3.Error) as exc:
+                raise store_write_error(exc, self.directory, f"cannot write knowledge base {self.name!r}") from exc
+            except Exception as exc:
+                if type(exc).__module__.startswith("chromadb"):  # Chroma's errors on a full disk or damaged files
+                    raise store_write_error(exc, self.directory,
+                                            f"cannot write knowledge base {self.name!r}") from exc
+                raise
 
     def update_document(self, source: str | Path, documents: Sequence[Document] | None = None) -> IndexReport:
         """Re-index one file now (or replace a source's content with `documents`)."""
@@ -240,18 +325,16 @@ class KnowledgeStore:
             docs = [Document(page_content=d.page_content, metadata={**d.metadata, "source": str(source)})
                     for d in documents]
             return self.add_documents(docs)
-        with self.lock:
-            return sync(self, [source], force=True)
+        return self._write(lambda: sync(self, [source], force=True))
 
     def delete_document(self, source: str | Path) -> int:
         """Delete a document (by path, source or doc_id) and its chunks; returns chunks deleted."""
-        key = str(source)
-        record = self.records.find(key) or self.records.find(str(Path(key).resolve()))
+        key = path_text(source)
+        record = self.records.find(key) or self.records.find(path_text(Path(source).resolve()))
         if record is None:
             raise ConfigError(f"no document {key!r} in knowledge base {self.name!r}; "
                               "see list_documents() for what it holds")
-        with self.lock:
-            return self.delete_records([record])
+        return self._write(lambda: self.delete_records([record]))
 
     def delete_records(self, records: Sequence[DocumentRecord]) -> int:
         """Delete documents' chunks and records (crash-safe: marked `deleting` first). Hold the lock."""
@@ -304,7 +387,8 @@ class KnowledgeStore:
 
     def close(self) -> None:
         """Release file handles (the store stays on disk)."""
-        self.records.close()
+        if self._records is not None:
+            self._records.close()
         if isinstance(self.embedding, CachedEmbeddings):
             self.embedding.close()
 

@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import codecs
-import html
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
+from rag.indexing.html_text import html_to_text
 from rag.indexing.rst import rst_to_markdown
 from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
 
@@ -41,6 +42,7 @@ __all__ = [
     "load_directory",
     "load_file",
     "unsupported_reason",
+    "path_text",
 ]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf")
@@ -106,7 +108,7 @@ def _decode(path: Path, data: bytes) -> str:
             return data.decode(codec, "replace")
     head = data[:8192]
     if head and sum(head.count(b) for b in _CONTROL) / len(head) > _BINARY_SHARE:
-        raise LoaderError(f"{path}: looks like a binary file (control bytes), not text")
+        raise LoaderError(f"{path_text(path)}: looks like a binary file (control bytes), not text")
     try:
         # surrogatepass also accepts encoded lone surrogates; clean_text replaces them later.
         return data.decode("utf-8", "surrogatepass")
@@ -116,42 +118,47 @@ def _decode(path: Path, data: bytes) -> str:
     return data.decode("cp1252", "replace")
 
 
-_TAG = re.compile(r"<[^>]+>")
-_DROP = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.S | re.I)
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.S | re.I)
-_H1 = re.compile(r"<h1\b[^>]*>(.*?)</h1\s*>", re.S | re.I)
-_MD_TITLE = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
+def _markdown_title(text: str) -> str | None:
+    """The first `# Heading` line's text (a line scan: a regex here was quadratic on long blank runs)."""
+    for line in text.splitlines():
+        if line.startswith("#") and line[1:2].isspace() and (title := line[1:].strip().rstrip("#").rstrip()):
+            return title
+    return None
 
 
-def _inline(fragment: str) -> str:
-    return " ".join(html.unescape(_TAG.sub("", fragment)).split())
+def path_text(path: str | Path) -> str:
+    """A path as text that can be stored and printed.
 
+    Bytes of a file name that are not UTF-8 (which Python turns into lone surrogates) are
+    written as `\\xNN`, so the same file gets the same text on every run.
 
-def _html_to_text(raw: str) -> tuple[str, str | None]:
-    """Visible text with headings turned into markdown `#` lines (so chunking sees sections)."""
-    title_match = _TITLE.search(raw) or _H1.search(raw)
-    title = _inline(title_match.group(1)) if title_match else None
-    body = _DROP.sub(" ", raw)
-    body = re.sub(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>",
-                  lambda m: "\n\n" + "#" * int(m.group(1)) + " " + _inline(m.group(2)) + "\n\n",
-                  body, flags=re.S | re.I)
-    body = re.sub(r"<(br|/p|/div|/li|/tr|/table|/ul|/ol|/pre|/blockquote)\b[^>]*>", "\n", body, flags=re.I)
-    text = html.unescape(_TAG.sub("", body))
-    text = re.sub(r"[ \t\r\f\v]+", " ", text)
-    text = re.sub(r" *\n *", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text).strip(), title or None
+    Example:
+        >>> path_text("/data/caf\\udce9.txt")
+        '/data/caf\\\\xe9.txt'
+    """
+    text = str(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # surrogates that did not come from undecodable bytes
+        return clean_text(text)
 
 
 def _load_pdf(path: Path, *, tables: bool = True) -> list[Document]:
     import pypdfium2 as pdfium
 
     try:
-        pdf = pdfium.PdfDocument(str(path))
+        # pdfium takes the name as UTF-8: a name that is not (undecodable bytes) is opened here instead
+        pdf = pdfium.PdfDocument(str(path) if path_text(path) == str(path) else path.read_bytes())
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
-            raise LoaderError(f"{path}: the PDF is encrypted (password-protected); "
+            raise LoaderError(f"{path_text(path)}: the PDF is encrypted (password-protected); "
                               "remove the password to index it") from exc
-        raise LoaderError(f"{path}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
+        raise LoaderError(f"{path_text(path)}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
     try:
         texts = []
         for index in range(len(pdf)):
@@ -166,7 +173,7 @@ def _load_pdf(path: Path, *, tables: bool = True) -> list[Document]:
         found = find_tables(path, [i for i, text in enumerate(texts) if looks_tabular(text)]) if tables else {}
         docs = []
         for index, text in enumerate(texts):
-            meta = {"source": str(path), "page": index, "title": path.stem, "file_type": "pdf"}
+            meta = {"source": path_text(path), "page": index, "title": path_text(path.stem), "file_type": "pdf"}
             docs += _page_documents(pdf, index, text, found.get(index, []), meta)
         return docs
     finally:
@@ -221,32 +228,31 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise LoaderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise LoaderError(f"{path_text(path)}: cannot read ({exc.strerror or exc})") from exc
     if size == 0:
-        raise LoaderError(f"{path}: empty file")
+        raise LoaderError(f"{path_text(path)}: empty file")
     if size > max_bytes:
-        raise LoaderError(f"{path}: {size:,} bytes is more than max_bytes={max_bytes:,}")
+        raise LoaderError(f"{path_text(path)}: {size:,} bytes is more than max_bytes={max_bytes:,}")
     if suffix == ".pdf":
         docs = _load_pdf(path, tables=tables)
     else:
         try:
-            text = _decode(path, path.read_bytes())
+            text = clean_text(_decode(path, path.read_bytes()))
         except OSError as exc:
-            raise LoaderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+            raise LoaderError(f"{path_text(path)}: cannot read ({exc.strerror or exc})") from exc
         title = None
         file_type = "html" if suffix in (".html", ".htm") else suffix.lstrip(".").replace("markdown", "md")
         if file_type == "html":
-            text, title = _html_to_text(text)
+            text, title = html_to_text(text)
         elif file_type == "md":
-            match = _MD_TITLE.search(text)
-            title = match.group(1).strip() if match else None
+            title = _markdown_title(text)
         elif file_type == "rst":
             text, title = rst_to_markdown(text)
         text = clean_text(text)
-        docs = [Document(page_content=text, metadata={"source": str(path), "title": title or path.stem,
-                                                      "file_type": file_type})]
+        docs = [Document(page_content=text, metadata={"source": path_text(path),
+                                                      "title": title or path_text(path.stem), "file_type": file_type})]
     if not any(d.page_content.strip() for d in docs):
-        raise LoaderError(f"{path}: no text found (blank file, or a scanned PDF without a text layer)")
+        raise LoaderError(f"{path_text(path)}: no text found (blank file, or a scanned PDF without a text layer)")
     return docs
 
 
@@ -277,35 +283,80 @@ def _matches(rel: str, patterns: Sequence[str]) -> bool:
     return False
 
 
-def iter_files(path: str | Path, *, include: str | Sequence[str] = "**/*",
-               exclude: str | Sequence[str] = ()) -> Iterator[tuple[Path, bool]]:
+def iter_files(path: str | Path, *, include: str | Sequence[str] = "**/*", exclude: str | Sequence[str] = (),
+               follow_symlinks: bool = False, skipped: list[Skipped] | None = None) -> Iterator[tuple[Path, bool]]:
     """Files under `path` matching an `include` glob and no `exclude` glob, sorted.
 
     Yields `(file, supported)`; hidden files and folders (starting with ".") are left out.
     Globs match the path relative to `path` (posix separators) or the bare file name.
+    A symlink under `path` whose target lies outside `path` is not followed unless
+    `follow_symlinks=True`; it is appended to `skipped` with the reason. Links that stay inside
+    `path` are followed for files (their target is indexed once) and not for folders (their
+    content is reached anyway).
 
     Raises:
         LoaderError: `path` does not exist.
     """
     root = Path(path)
     if not root.exists():
-        raise LoaderError(f"{root}: no such file or directory")
+        raise LoaderError(f"{path_text(root)}: no such file or directory")
     if root.is_file():
         yield root, root.suffix.lower() in SUPPORTED_SUFFIXES
         return
     includes, excludes = _as_patterns(include), _as_patterns(exclude)
-    for file in sorted(root.rglob("*")):
+    for file in sorted(_walk(root, follow_symlinks, skipped if skipped is not None else [])):
         rel = file.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in rel.split("/")) or not file.is_file():
-            continue
         if not _matches(rel, includes) or _matches(rel, excludes):
             continue
         yield file, file.suffix.lower() in SUPPORTED_SUFFIXES
 
 
+def _walk(root: Path, follow_symlinks: bool, skipped: list[Skipped]) -> Iterator[Path]:
+    """Regular files under `root`, not hidden; symlinks leaving `root` only when `follow_symlinks`."""
+    real_root = root.resolve()
+    visited = {real_root}
+
+    def outside(link: Path) -> bool:
+        target = link.resolve()
+        return target != real_root and real_root not in target.parents
+
+    def refuse(link: Path, kind: str) -> None:
+        skipped.append(Skipped(path_text(link), f"{path_text(link)}: symlink to the {kind} "
+                                                f"{path_text(os.readlink(link))} outside {path_text(root)}; not "
+                                                "followed (rag index --follow-symlinks, or follow_symlinks=True, "
+                                                "indexes it)"))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=follow_symlinks):
+        here = Path(dirpath)
+        kept = []
+        for name in dirnames:
+            sub = here / name
+            if name.startswith("."):
+                continue
+            if sub.is_symlink():
+                if not follow_symlinks:
+                    if outside(sub):
+                        refuse(sub, "folder")
+                    continue
+                if sub.resolve() in visited:  # a loop, or a folder reached twice
+                    continue
+                visited.add(sub.resolve())
+            kept.append(name)
+        dirnames[:] = kept
+        for name in filenames:
+            file = here / name
+            if name.startswith("."):
+                continue
+            if file.is_symlink() and not follow_symlinks and file.exists() and outside(file):
+                refuse(file, "file")
+                continue
+            if file.is_file():
+                yield file
+
+
 def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
                    exclude: str | Sequence[str] = (), glob: str | None = None,
-                   max_bytes: int = DEFAULT_MAX_BYTES) -> LoadReport:
+                   max_bytes: int = DEFAULT_MAX_BYTES, follow_symlinks: bool = False) -> LoadReport:
     """Load every supported file under `path` (or `path` itself when it is a file).
 
     Args:
@@ -314,6 +365,8 @@ def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
         exclude: glob(s) that leave a file out, e.g. `["drafts/*", "*.tmp.md"]`.
         glob: older name of `include` (kept for compatibility).
         max_bytes: larger files are skipped with a reason.
+        follow_symlinks: also load what symlinks pointing outside `path` lead to (by default
+            they are skipped with a reason).
 
     Returns:
         The documents, the skipped files with reasons, and counts.
@@ -327,15 +380,16 @@ def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
         ['reports/locked.pdf: the PDF is encrypted (password-protected); remove the password to index it']
     """
     report = LoadReport()
-    for file, supported in iter_files(path, include=glob or include, exclude=exclude):
+    for file, supported in iter_files(path, include=glob or include, exclude=exclude,
+                                      follow_symlinks=follow_symlinks, skipped=report.skipped):
         if not supported:
-            report.unsupported.append(str(file))
+            report.unsupported.append(path_text(file))
             continue
         report.files += 1
         try:
             report.documents.extend(load_file(file, max_bytes=max_bytes))
         except LoaderError as exc:
-            report.skipped.append(Skipped(str(file), str(exc)))
+            report.skipped.append(Skipped(path_text(file), str(exc)))
         except Exception as exc:  # noqa: BLE001 - one bad file must not stop the walk; reported below
-            report.skipped.append(Skipped(str(file), f"{file}: {type(exc).__name__}: {exc}"))
+            report.skipped.append(Skipped(path_text(file), f"{path_text(file)}: {type(exc).__name__}: {exc}"))
     return report

@@ -2,7 +2,9 @@
 
 The lock is an advisory `flock` on a file in the store directory, so a writer killed with
 `kill -9` never leaves a stale lock behind. The holder's pid is written into the file so the
-error raised in a second writer says who is writing. Readers never take the lock.
+error raised in a second writer says who is writing. Readers never take the lock. The lock file
+is opened without following symlinks: a `write.lock` that is a link (planted in a store copied
+from elsewhere) is refused with a `StoreError`, never truncated through.
 
 Example:
     >>> import tempfile
@@ -20,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from rag.base.errors import StoreError
+from rag.indexing.store_files import open_nofollow, store_write_error
 
 __all__ = ["LOCK_FILE", "WriterLock"]
 
@@ -35,7 +38,8 @@ class WriterLock:
         timeout: seconds to wait for another writer; 0 fails at once with `StoreError`.
 
     Raises:
-        StoreError: when another process holds the lock after `timeout` seconds.
+        StoreError: when another process holds the lock after `timeout` seconds, or the lock
+            file is a symlink or not a regular file.
     """
 
     def __init__(self, directory: str | Path, *, timeout: float = 0.0) -> None:
@@ -54,7 +58,11 @@ class WriterLock:
 
     def _holder(self) -> str:
         try:
-            pid = self.path.read_text(encoding="ascii").strip()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                pid = os.read(fd, 32).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
         except OSError:
             pid = ""
         return f"process {pid}" if pid else "another process"
@@ -69,10 +77,13 @@ class WriterLock:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             self._thread_lock.release()
             raise StoreError(f"cannot create the lock file {self.path}: {exc}") from exc
+        except StoreError:
+            self._thread_lock.release()
+            raise
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -89,8 +100,14 @@ class WriterLock:
                         "Wait for it to finish, or pass a lock timeout (rag index --lock-timeout SECONDS)."
                     ) from None
                 time.sleep(_POLL_SECONDS)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode("ascii"))
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode("ascii"))
+        except OSError as exc:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            self._thread_lock.release()
+            raise store_write_error(exc, self.path, f"cannot write the lock file {self.path}") from exc
         self._fd = fd
         self._depth = 1
 

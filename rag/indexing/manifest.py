@@ -5,6 +5,11 @@ chunking, AutoContext and tagging settings and the store, so a knowledge base re
 the same components, and reopening it with another embedding model is an error instead of
 silently mixing vector spaces.
 
+A manifest is data from the store directory, not trusted: a damaged one, one that is a symlink,
+one naming an embedding dimension past `MAX_DIMENSION` (a fake embedding of ten billion
+dimensions would allocate 74.5 GiB per vector) or another knowledge base's collection is a
+`StoreError` saying what is wrong and how to fix it.
+
 Example:
     >>> m = Manifest(name="docs", embedding=EmbeddingInfo(id="DeterministicFakeEmbedding(size=8)"),
     ...              store=StoreInfo(collection="docs"))
@@ -15,15 +20,15 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, StoreError
+from rag.indexing.store_files import refuse_symlinks, write_atomic
 from rag.models.embeddings import (
     DEFAULT_EMBEDDING_ID,
     PRECISION_CHOICES,
@@ -34,9 +39,10 @@ from rag.models.embeddings import (
     minilm_precision,
 )
 
-__all__ = ["MANIFEST_VERSION", "EmbeddingInfo", "Manifest", "StoreInfo", "embedding_from_id"]
+__all__ = ["MANIFEST_VERSION", "MAX_DIMENSION", "EmbeddingInfo", "Manifest", "StoreInfo", "embedding_from_id"]
 
 MANIFEST_VERSION = 1
+MAX_DIMENSION = 65_536  # embedding models in use have at most a few thousand dimensions
 _FAKE = re.compile(r"DeterministicFakeEmbedding\(size=(\d+)\)")
 
 
@@ -45,7 +51,15 @@ class EmbeddingInfo(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     id: str
-    dimension: int | None = None
+    dimension: int | None = Field(default=None, ge=1, le=MAX_DIMENSION)
+
+    @field_validator("id")
+    @classmethod
+    def _bounded_fake(cls, value: str) -> str:
+        if (match := _FAKE.fullmatch(value)) and not 1 <= int(match.group(1)) <= MAX_DIMENSION:
+            raise ValueError(f"{value} has {int(match.group(1)):,} dimensions; at most {MAX_DIMENSION:,} are "
+                             "accepted")
+        return value
 
 
 class StoreInfo(BaseModel):
@@ -72,23 +86,40 @@ class Manifest(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> Manifest:
-        """Read a manifest file; a clear `ConfigError` when it is damaged or from a newer version."""
+        """Read a manifest file.
+
+        Raises:
+            StoreError: the file is a symlink, damaged, or names values out of bounds.
+            ConfigError: it is from a newer version of rag.
+        """
+        refuse_symlinks([path.parent, path])
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_bytes().decode("utf-8"))
             manifest = cls.model_validate(data)
-        except (OSError, json.JSONDecodeError, ValidationError) as exc:
-            raise ConfigError(f"cannot read the knowledge base manifest {path}: {exc}") from exc
+        except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, ValidationError
+            detail = _brief(exc)
+            raise StoreError(f"the knowledge base manifest {path} is damaged ({detail}). Restore it from a backup, "
+                             f"or delete the folder {path.parent} and index the documents again") from exc
         if manifest.format_version > MANIFEST_VERSION:
             raise ConfigError(f"{path} has format_version {manifest.format_version}; this rag reads up to "
                               f"{MANIFEST_VERSION}: upgrade rag")
         return manifest
 
     def save(self, path: Path) -> None:
-        """Write atomically (a temporary file renamed over the old one)."""
+        """Write atomically (a temporary file renamed over the old one; symlinks are not followed)."""
+        refuse_symlinks([path.parent])
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(self.model_dump(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, (json.dumps(self.model_dump(), indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _brief(exc: BaseException, limit: int = 300) -> str:
+    """The first error of a validation error, or the message, at most `limit` characters."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        text = f"{'.'.join(map(str, first['loc'])) or 'value'}: {first['msg']}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def embedding_from_id(model_id: str) -> Embeddings:
@@ -108,7 +139,7 @@ def embedding_from_id(model_id: str) -> Embeddings:
     if base == DEFAULT_EMBEDDING_ID and precision in PRECISION_CHOICES:
         default = embedding_choice() == "minilm" and minilm_precision() == precision
         return default_embeddings() if default else minilm_embeddings(precision=precision)
-    if match := _FAKE.fullmatch(model_id):
+    if (match := _FAKE.fullmatch(model_id)) and 1 <= int(match.group(1)) <= MAX_DIMENSION:
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
         return DeterministicFakeEmbedding(size=int(match.group(1)))

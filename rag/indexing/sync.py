@@ -16,12 +16,19 @@ the Rust tokenizer and torch release the GIL, so loading and chunking overlap wi
 chromadb 1.5's add/upsert holds the GIL (measured), so they do not overlap with the store write.
 `sync` returns only after the writer has finished, i.e. while the caller still holds the writer lock.
 
-Every step is idempotent, so re-running after a crash converges to exactly the right chunks.
+Every step is idempotent, so re-running after a crash converges to exactly the right chunks; a
+document whose update was interrupted is marked `updating` (not `pending`), so the re-run reports
+it as updated. A new file whose content hash is that of an indexed file that no longer exists has
+moved (`rag.indexing.moves`): its chunks are re-pointed, nothing is embedded or written.
+
+One bad file never stops a run: a file that fails to load is skipped with the reason, and text
+and metadata are cleaned (`clean_text`) before chunking, so a name or heading with bytes that are
+not UTF-8 is stored as `\\xNN` / U+FFFD instead of failing the record write or the tokenizer.
 
 Example:
     >>> report = sync(kb, ["docs/"], cleanup="incremental")      # doctest: +SKIP
     >>> print(report.summary())                                 # doctest: +SKIP
-    added 3, updated 0, unchanged 12, deleted 0, skipped 1 (...)
+    added 3, updated 0, unchanged 12, moved 0, deleted 0, skipped 1 (...)
 """
 
 from __future__ import annotations
@@ -41,8 +48,9 @@ from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
 from rag.indexing.chunking import document_id
-from rag.indexing.loaders import Skipped, iter_files, load_file
-from rag.indexing.records import DocumentRecord
+from rag.indexing.loaders import Skipped, clean_text, iter_files, load_file, path_text
+from rag.indexing.moves import move_document, moved_candidates
+from rag.indexing.records import WRITING, DocumentRecord
 
 if TYPE_CHECKING:
     from rag.indexing.knowledge_base import KnowledgeStore
@@ -64,6 +72,7 @@ class IndexReport:
 
     Attributes:
         added, updated, unchanged, deleted: document sources (paths as given).
+        moved: (old source, new path) of documents found at a new place (re-pointed, not re-indexed).
         skipped: unreadable files with the reason (their previous chunks, if any, are kept).
         unsupported: files of types the loaders do not read.
         pages, chunks_added, chunks_deleted, embedded: counts (`embedded` = vectors computed
@@ -75,6 +84,7 @@ class IndexReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    moved: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
     pages: int = 0
@@ -86,12 +96,13 @@ class IndexReport:
     @property
     def changed(self) -> bool:
         """Whether the store was written."""
-        return bool(self.added or self.updated or self.deleted or self.chunks_added or self.chunks_deleted)
+        return bool(self.added or self.updated or self.deleted or self.moved or self.chunks_added
+                    or self.chunks_deleted)
 
     def summary(self) -> str:
-        """One line: documents added / updated / unchanged / deleted / skipped, chunks and time."""
+        """One line: documents added / updated / unchanged / moved / deleted / skipped, chunks and time."""
         return (f"added {len(self.added)}, updated {len(self.updated)}, unchanged {len(self.unchanged)}, "
-                f"deleted {len(self.deleted)}, skipped {len(self.skipped)} document(s); "
+                f"moved {len(self.moved)}, deleted {len(self.deleted)}, skipped {len(self.skipped)} document(s); "
                 f"{self.chunks_added} chunk(s) written, {self.chunks_deleted} removed, {self.embedded} embedded; "
                 f"{self.seconds:.2f} s")
 
@@ -159,7 +170,7 @@ class _Item:
     size: int
     mtime_ns: int
     docs: list[Document]
-    status: str
+    status: str  # "added" or "updated"
     known: bool = True  # the records file has an entry for it, so the store may hold chunks of it
 
 
@@ -194,25 +205,28 @@ def _docs_hash(docs: Sequence[Document]) -> str:
 
 def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
          exclude: str | Sequence[str] = (), cleanup: str | None = None,
-         progress: Callable[[str, int], None] | None = None, force: bool = False) -> IndexReport:
+         progress: Callable[[str, int], None] | None = None, force: bool = False,
+         follow_symlinks: bool = False) -> IndexReport:
     """Bring the knowledge base in line with `sources` (the caller holds the writer lock)."""
     start = time.perf_counter()
     emit = progress or (lambda event, amount: None)
     report = IndexReport()
     _recover(kb)
     records = kb.records.all()
+    moves = moved_candidates(records)
     items = [sources] if isinstance(sources, str | Path | Document) else list(sources)
     files: list[Path] = []
     roots: list[str] = []
     grouped: dict[str, list[Document]] = {}
     for source in items:
         if isinstance(source, Document):
-            key = str(source.metadata.get("source") or source.metadata.get("doc_id") or "")
+            key = clean_text(str(source.metadata.get("source") or source.metadata.get("doc_id") or ""))
             grouped.setdefault(key or f"text:{_docs_hash([source])[:16]}", []).append(source)
             continue
-        roots.append(str(Path(source).resolve()))
-        for file, supported in iter_files(source, include=include, exclude=exclude):
-            (files if supported else report.unsupported).append(file if supported else str(file))
+        roots.append(path_text(Path(source).resolve()))
+        for file, supported in iter_files(source, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
+                                          skipped=report.skipped):
+            (files if supported else report.unsupported).append(file if supported else path_text(file))
     emit("files_total", len(files) + len(grouped))
     seen: set[str] = set()
     touched: list[DocumentRecord] = []
@@ -232,9 +246,14 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
 
     try:
         for file in files:
-            key = str(file.resolve())
+            key = path_text(file.resolve())
+            if key in seen:  # a symlink to a file indexed under its own name
+                continue
             seen.add(key)
-            item = _file_item(kb, file, key, records.get(key), force, report, touched, writer)
+            moved = len(report.moved)
+            item = _file_item(kb, file, key, records.get(key), force, report, touched, writer, moves)
+            if len(report.moved) > moved:  # its old record now has this key: not stale
+                seen.add(report.moved[-1][0])
             emit("file", 1)
             if item is None:
                 continue
@@ -249,9 +268,9 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
             if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
                 report.unchanged.append(key)
                 continue
-            doc_id = rec.doc_id if rec else str(docs[0].metadata.get("doc_id") or document_id(key))
-            group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), "updated" if rec else "added",
-                               known=rec is not None))
+            doc_id = rec.doc_id if rec else clean_text(str(docs[0].metadata.get("doc_id") or document_id(key)))
+            status = "updated" if rec and rec.state in ("ok", "updating") else "added"
+            group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), status, known=rec is not None))
             emit("pages", len(docs))
             flush()
         flush(force_write=True)
@@ -273,39 +292,48 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
 
 
 def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | None, force: bool,
-               report: IndexReport, touched: list[DocumentRecord], writer: _Writer) -> _Item | None:
-    """The work item for a file, or None when it is unchanged or unreadable (recorded in `report`)."""
+               report: IndexReport, touched: list[DocumentRecord], writer: _Writer,
+               moves: dict[str, DocumentRecord]) -> _Item | None:
+    """The work item for a file, or None when it is unchanged, moved or unreadable (recorded in `report`)."""
     ok = rec is not None and rec.state == "ok" and not force
+    display = path_text(file)
     try:
         stat = file.stat()
         if ok and rec.size == stat.st_size and rec.mtime_ns == stat.st_mtime_ns:
-            report.unchanged.append(str(file))
+            report.unchanged.append(display)
             return None
         content_hash = _file_hash(file)
     except OSError as exc:
-        report.skipped.append(Skipped(str(file), f"{file}: cannot read ({exc.strerror or exc})"))
+        report.skipped.append(Skipped(display, f"{display}: cannot read ({exc.strerror or exc})"))
         return None
     if ok and rec.content_hash == content_hash:  # touched, not changed
         rec.size, rec.mtime_ns = stat.st_size, stat.st_mtime_ns
         touched.append(rec)
-        report.unchanged.append(str(file))
+        report.unchanged.append(display)
+        return None
+    if rec is None and (old := moves.pop(content_hash, None)) is not None:
+        writer.wait()  # one store writer at a time
+        move_document(kb, old, key, display, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+        report.moved.append((old.source, display))
         return None
     try:
         docs = load_file(file)
-    except (LoaderError, OSError) as exc:
-        report.skipped.append(Skipped(str(file), str(exc)))
-        if rec is not None and rec.state == "pending":  # a half-written earlier attempt: remove it
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
+        reason = str(exc) if isinstance(exc, LoaderError) else f"{display}: {type(exc).__name__}: {exc}"
+        report.skipped.append(Skipped(display, clean_text(reason)))
+        if rec is not None and rec.state in WRITING:  # a half-written earlier attempt: remove it
             writer.wait()  # one store writer at a time
             report.chunks_deleted += kb.delete_records([rec])
         return None
     doc_id = rec.doc_id if rec else document_id(key)
-    return _Item(key, str(file), doc_id, content_hash, stat.st_size, stat.st_mtime_ns, docs,
-                 "updated" if rec is not None and rec.state == "ok" else "added", known=rec is not None)
+    return _Item(key, display, doc_id, content_hash, stat.st_size, stat.st_mtime_ns, docs,
+                 "updated" if rec is not None and rec.state in ("ok", "updating") else "added", known=rec is not None)
 
 
 def _prepare(kb: KnowledgeStore, items: list[_Item], emit: Callable[[str, int], None]) -> _Prepared:
     """Chunk, tag and add AutoContext to one group (no store access; runs in the caller's thread)."""
-    docs = [Document(page_content=d.page_content, metadata={**d.metadata, "doc_id": i.doc_id})
+    docs = [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
+                                                                         "doc_id": i.doc_id})
             for i in items for d in i.docs]
     chunks = kb.chunker.split_documents(docs)
     if kb.tagger is not None:
@@ -323,7 +351,7 @@ def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: C
     items, chunks, texts, metas, ids, summaries = (prepared.items, prepared.chunks, prepared.texts, prepared.metas,
                                                    prepared.ids, prepared.summaries)
     kb.records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
-                                        state="pending") for i in items])
+                                        state="updating" if i.status == "updated" else "pending") for i in items])
     # Chunks are written only after their document's record is marked pending, so a document without a
     # record has nothing in the store: skip the metadata query (costly for large groups) for those.
     doc_ids = [i.doc_id for i in items if i.known]
@@ -366,6 +394,12 @@ def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: C
         (report.added if item.status == "added" else report.updated).append(item.display)
         report.pages += len(item.docs)
     kb.records.put_many(done)
+
+
+def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata with text keys and values safe to store (see `clean_text`)."""
+    return {clean_text(k) if isinstance(k, str) else k: clean_text(v) if isinstance(v, str) else v
+            for k, v in metadata.items()}
 
 
 def _recover(kb: KnowledgeStore) -> None:

@@ -9,6 +9,12 @@ in bytes, so a store with many partitions does not hold them all in memory.
 
 Without a directory the partitions live in memory only (an ephemeral store).
 
+Partition files are data from the store directory and are not trusted: they are never
+unpickled, a file that is a symlink, pickled (object arrays), truncated, of the wrong type or
+shape, or whose header promises more data than the file holds is a `StoreError` naming the file
+and the fix, before anything is allocated. Temporary files are created without following links,
+and a full disk is a `StoreError` that says so.
+
 Example:
     >>> import numpy as np
     >>> index = PartitionIndex(None)
@@ -29,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, StoreError
 from rag.base.filters import validate_filter
+from rag.indexing.store_files import open_nofollow, refuse_symlinks, store_write_error
 
 __all__ = ["PartitionIndex", "split_partition_filter"]
 
@@ -77,14 +84,14 @@ class PartitionIndex:
             return dict(self._memory_values)
         if not self.directory.exists():
             return {}
-        return {p.name[: -len(".json")]: json.loads(p.read_text())["value"] for p in self.directory.glob("*.json")}
+        return {p.name[: -len(".json")]: _read_meta(p)["value"] for p in self.directory.glob("*.json")}
 
     def value(self, key: str) -> Any:
         """The partition value of `key` (None if the partition was never written)."""
         if self.directory is None:
             return self._memory_values.get(key)
         meta = self._paths(key)[2]
-        return json.loads(meta.read_text())["value"] if meta.exists() else None
+        return _read_meta(meta)["value"] if meta.exists() else None
 
     def load(self, key: str) -> Partition | None:
         """The vectors and ids of partition `key` (cached), or None if it was never written."""
@@ -96,10 +103,11 @@ class PartitionIndex:
         if self.directory is None:
             return None
         vec_path, ids_path, _ = self._paths(key)
-        try:
-            part = (np.load(vec_path, allow_pickle=False), np.load(ids_path, allow_pickle=False))
-        except FileNotFoundError:
+        if not vec_path.exists() and not ids_path.exists() and not vec_path.is_symlink():
             return None
+        part = (_read_array(vec_path, "f", 2), _read_array(ids_path, "U", 1))
+        if part[0].shape[0] != part[1].shape[0]:
+            raise _damaged(vec_path, f"{part[0].shape[0]} vectors for {part[1].shape[0]} ids in {ids_path.name}")
         self._remember(key, part)
         return part
 
@@ -137,14 +145,11 @@ class PartitionIndex:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         vec_path, ids_path, meta_path = self._paths(key)
-        for path, arr in ((vec_path, vecs), (ids_path, id_arr)):
-            tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-            os.replace(tmp, path)
-        tmp = meta_path.with_name(meta_path.name + ".tmp")
-        tmp.write_text(json.dumps({"value": value, "count": len(id_arr), "dim": int(vecs.shape[1])}))
-        os.replace(tmp, meta_path)
+        meta = json.dumps({"value": value, "count": len(id_arr), "dim": int(vecs.shape[1])}).encode("utf-8")
+        for path, write in ((vec_path, lambda fh: np.save(fh, vecs, allow_pickle=False)),
+                            (ids_path, lambda fh: np.save(fh, id_arr, allow_pickle=False)),
+                            (meta_path, lambda fh: fh.write(meta))):
+            _replace(path, write)
         self._remember(key, (vecs, id_arr))
 
     def upsert(self, key: str, value: Any, vectors: np.ndarray, ids: Sequence[str]) -> None:
@@ -200,6 +205,61 @@ class PartitionIndex:
         top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(str(all_ids[i]), float(1.0 - scores[i])) for i in top]
+
+
+def _damaged(path: Path, cause: str) -> StoreError:
+    return StoreError(f"the partition file {path} is damaged ({cause}). Delete the files of that partition "
+                      f"({path.name.split('.')[0]}.vectors.npy, .ids.npy and .json): they are rebuilt from the store's "
+                      "global collection on first use (PartitionedChroma.index_partitions() rebuilds them all)")
+
+
+def _read_array(path: Path, kind: str, ndim: int) -> np.ndarray:
+    """A ``.npy`` array of dtype kind `kind` and `ndim` dimensions, checked before anything is allocated."""
+    refuse_symlinks([path])
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            if dtype.hasobject or dtype.kind != kind or len(shape) != ndim:
+                raise ValueError(f"holds a {dtype} array of shape {shape}; expected {ndim}-d "
+                                 f"{'float' if kind == 'f' else 'text'} data, never pickled objects")
+            expected = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+            remaining = os.fstat(fh.fileno()).st_size - fh.tell()
+            if expected > remaining:
+                raise ValueError(f"its header promises {expected:,} bytes of data, the file holds {remaining:,}")
+            data = fh.read(expected)
+    except FileNotFoundError as exc:
+        raise _damaged(path, "the file is missing while its partition exists") from exc
+    except (OSError, ValueError, SyntaxError) as exc:  # read_magic / header parsing raise ValueError or SyntaxError
+        raise _damaged(path, str(exc)[:300]) from exc
+    array = np.frombuffer(data, dtype=dtype)
+    return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    refuse_symlinks([path])
+    try:
+        meta = json.loads(path.read_bytes())
+        if not isinstance(meta, dict) or "value" not in meta:
+            raise ValueError("no 'value' key")
+    except (OSError, ValueError, RecursionError) as exc:
+        raise _damaged(path, str(exc)[:300]) from exc
+    return meta
+
+
+def _replace(path: Path, write: Any) -> None:
+    """Write `path` through a new temporary file (links are not followed) renamed over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        with os.fdopen(open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise store_write_error(exc, path, f"cannot write the partition file {path}") from exc
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

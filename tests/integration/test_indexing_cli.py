@@ -28,7 +28,7 @@ def test_index_reports_counts_and_skips_then_rerun_is_a_no_op(corpus, tmp_path, 
     store = tmp_path / "store"
     assert _index(corpus, store) == 0
     err = capsys.readouterr().err
-    assert "added 2, updated 0, unchanged 0, deleted 0, skipped 1" in err
+    assert "added 2, updated 0, unchanged 0, moved 0, deleted 0, skipped 1" in err
     assert "locked.pdf: cannot open PDF, it is damaged" in err
     assert _index(corpus, store) == 0
     err = capsys.readouterr().err

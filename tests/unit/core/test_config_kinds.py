@@ -8,7 +8,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, StoreError
 from rag.core.config import from_config, parse_config
 from rag.core.generator import RAG
 from rag.indexing.knowledge_base import list_knowledge_bases
@@ -56,7 +56,7 @@ def test_knowledge_base_takes_portable_filters(tmp_path):
 
 def test_missing_knowledge_base_lists_the_available_ones(tmp_path):
     _rag({"name": "one", "kind": "knowledge_base", "path": str(tmp_path), "create": True})
-    with pytest.raises(ConfigError, match=r"no knowledge base 'two'.*available: one"):
+    with pytest.raises(StoreError, match=r"no knowledge base 'two'.*existing: one"):
         _rag({"name": "two", "kind": "knowledge_base", "path": str(tmp_path)})
 
 

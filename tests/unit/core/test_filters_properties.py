@@ -101,7 +101,10 @@ def test_in_lists_mixing_kinds_are_rejected_with_the_valid_kinds(values):
 
 
 def test_in_lists_mixing_ints_and_floats_are_numbers_and_reach_chroma_as_floats():
-    assert to_chroma_where({"x": {"$in": [1, 2.5]}}) == {"x": {"$in": [1.0, 2.5]}}
+    assert to_chroma_where({"x": {"$in": [1, 2.0]}}) == {"x": {"$in": [1.0, 2.0]}}
+    # a fractional value gets its own exact clause (see test_fractional_values_compare_exactly...)
+    assert to_chroma_where({"x": {"$in": [1, 2.5]}}) == {
+        "$or": [{"$and": [{"x": {"$eq": 2.5}}, {"x": {"$ne": 2}}]}, {"x": {"$in": [1]}}]}
     assert matches({"x": 1}, {"x": {"$in": [1, 2.5]}}) and matches({"x": 2.5}, {"x": {"$in": [1, 2.5]}})
 
 
@@ -156,3 +159,20 @@ def test_not_over_an_ordering_is_its_complement_only_where_the_field_is_a_number
     assert matches({"x": 1}, {"$not": {"x": {"$gt": 5}}})
     assert not matches({}, {"$not": {"x": {"$gt": 5}}}) and not matches({"x": "a"}, {"$not": {"x": {"$gt": 5}}})
     assert math.isfinite(validate_filter({"x": {"$gt": 1e308}})["x"]["$gt"])
+
+
+@pytest.mark.parametrize("op", ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"])
+@pytest.mark.parametrize("value", [2.5, -2.5, 0.5, -0.5, 2.9, 1e-9])
+def test_fractional_values_compare_exactly_with_integer_and_float_fields(chroma, op, value):
+    # Chroma alone compares an integer field with int(value): {"a": {"$gte": 2.5}} would match a = 2.
+    operand = [value, 7] if op in ("$in", "$nin") else value
+    flt = {"a": {op: operand}}
+    collection = chroma.create_collection(next(_names), metadata={"hnsw:space": "cosine"})
+    try:
+        rows = [{"a": a, "i": i} for i, a in enumerate([-3, -2, -1, 0, 1, 2, 3, 7, -2.5, 2.5, 2.0, 0.5])]
+        rows.append({"i": len(rows)})  # no `a`: $ne / $nin are true, the rest false
+        collection.add(ids=[str(r["i"]) for r in rows], embeddings=[[1.0, float(r["i"])] for r in rows], metadatas=rows)
+        expected = sorted(str(r["i"]) for r in rows if matches(r, flt))
+        assert sorted(collection.get(where=to_chroma_where(flt))["ids"]) == expected
+    finally:
+        chroma.delete_collection(collection.name)

@@ -88,6 +88,6 @@ def test_hybrid_retriever_over_a_knowledge_base_finds_exact_words_and_keeps_filt
     assert resource.retrieve("lattice tower", search_kwargs={"k": 1})[0].metadata["source"] == "b"
     with pytest.raises(ConfigError, match="fusion"):
         kb.as_hybrid_retriever(fusion="max")
-    empty = KnowledgeBase("empty", tmp_path / "e", embedding=DeterministicFakeEmbedding(size=16))
+    empty = KnowledgeBase("empty", tmp_path / "e", embedding=DeterministicFakeEmbedding(size=16)).create()
     with pytest.raises(ConfigError, match="'empty' is empty"):
         empty.as_hybrid_retriever()

@@ -7,7 +7,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, StoreError
 from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
@@ -164,14 +164,14 @@ def test_reopening_with_another_embedding_model_is_a_config_error(tmp_path, corp
 
 
 def test_reopening_with_other_chunking_is_a_config_error(tmp_path):
-    _kb(tmp_path, DeterministicFakeEmbedding(size=16))
+    _kb(tmp_path, DeterministicFakeEmbedding(size=16)).create()
     with pytest.raises(ConfigError, match="chunk_size=64, got 100"):
         _kb(tmp_path, DeterministicFakeEmbedding(size=16), chunker=TokenChunker(chunk_size=100))
 
 
 def test_open_missing_knowledge_base_lists_available(tmp_path):
-    _kb(tmp_path, DeterministicFakeEmbedding(size=16))
-    with pytest.raises(ConfigError, match="no knowledge base 'nope'.*available: docs"):
+    _kb(tmp_path, DeterministicFakeEmbedding(size=16)).create()
+    with pytest.raises(StoreError, match="no knowledge base 'nope'.*existing: docs"):
         KnowledgeBase.open("nope", tmp_path / "store")
 
 

@@ -68,5 +68,5 @@ def test_records_round_trip_and_reject_unknown_states(tmp_path):
     store.put(DocumentRecord(source="/a.txt", doc_id="d", content_hash="h", chunk_ids=["1", "2"], size=3))
     assert RecordStore(tmp_path / "r.sqlite").get("/a.txt").chunk_ids == ["1", "2"]
     assert store.find("d").source == "/a.txt"
-    with pytest.raises(StoreError, match="valid: ok, pending, deleting"):
+    with pytest.raises(StoreError, match="valid: ok, pending, updating, deleting"):
         store.put(DocumentRecord(source="b", doc_id="e", content_hash="h", state="done"))
