@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.core.errors import ConfigError
 from rag.core.filters import chroma_where_from_canonical, matches_canonical, validate_filter
+from rag.core.tracing import set_run_attributes
 
 __all__ = ["SEARCH_KWARGS", "Resource", "new_chroma", "validate_search_kwargs"]
 
@@ -279,11 +280,17 @@ class Resource(BaseModel):
                               for key in (_BUILD_KEY, _REQUEST_KEY))
             return {**build, **request}
 
+        def _traced(config: RunnableConfig) -> dict[str, Any]:
+            settings = _settings(config)
+            set_run_attributes(config, resource=self.name, k=settings.get("k", self.search_kwargs.get("k", DEFAULT_K)),
+                               filter=bool(settings.get("filter", self.search_kwargs.get("filter"))))
+            return settings
+
         def _run(query: str, config: RunnableConfig) -> list[Document]:
-            return self.retrieve(query, search_kwargs=_settings(config), config=config)
+            return self.retrieve(query, search_kwargs=_traced(config), config=config)
 
         async def _arun(query: str, config: RunnableConfig) -> list[Document]:
-            return await self.aretrieve(query, search_kwargs=_settings(config), config=config)
+            return await self.aretrieve(query, search_kwargs=_traced(config), config=config)
 
         return RunnableLambda(_run, afunc=_arun, name=self.name)
 

@@ -48,6 +48,7 @@ from rag.core.errors import ConfigError
 from rag.core.filters import and_filters
 from rag.core.resource import Resource
 from rag.core.result import Candidate, RAGResult
+from rag.core.tracing import stage
 from rag.retrieval.budget import TokenCounter, apply_budget
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import documents_to_scored, fuse
@@ -140,10 +141,12 @@ def _candidates(docs: Sequence[Document], resource: str | None = None) -> list[C
 
 
 @contextmanager
-def _timed(result: RAGResult, step: str):
+def _timed(result: RAGResult, step: str, **attributes: Any):
+    """Time a step and run it as a child run (`rag.core.tracing.stage`) that tracers see."""
     start = time.perf_counter()
     try:
-        yield
+        with stage(step, **attributes) as current:
+            yield current
     finally:
         result.timings[step] = result.timings.get(step, 0.0) + time.perf_counter() - start
 
@@ -192,16 +195,17 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
         if settings.routing == "filter" and route.values:
             flt = and_filters(flt, {settings.router.key: {"$in": route.values}})
 
-    with _timed(result, "search"):
-        per_list = _search(resources, queries, settings.fetch_k, flt)
+    with _timed(result, "search", k=settings.fetch_k, filter=flt is not None, queries=len(queries)) as current:
+        per_list = _search(resources, queries, settings.fetch_k, flt, current.config)
     for res in resources:
         docs = [d for (name, _), ds in per_list.items() if name == res.name for d in ds]
         result.add_stage(f"candidates/{res.name}", _candidates(docs, res.name))
 
-    with _timed(result, "fuse"):
+    with _timed(result, "fuse", lists=len(per_list)) as current:
         lists = {f"{name}|{qi}": documents_to_scored(docs) for (name, qi), docs in per_list.items()}
         fused = fuse(lists, method=settings.fusion, top_k=settings.fetch_k) if len(lists) > 1 else \
             [(d, float(d.metadata.get("score", -i))) for i, d in enumerate(next(iter(per_list.values()), []))]
+        current.attributes["documents"] = len(fused)
     result.add_stage("fused", _candidates([d for d, _ in fused]))
 
     if route is not None and settings.routing == "boost":
@@ -235,8 +239,9 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
 
     with _timed(result, "select"):
         context = _select(result, resources, scored, settings)
-    with _timed(result, "budget"):
+    with _timed(result, "budget", max_tokens=settings.max_tokens) as current:
         result.context = apply_budget(context, settings.max_tokens, counter=counter)
+        current.attributes["documents"] = len(result.context)
     result.timings["total"] = time.perf_counter() - start
     result.extras["token_counter"] = counter.name
     result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
@@ -258,14 +263,16 @@ def _rephraser(settings: RetrievalSettings, resources: list[Resource]) -> Any:
     return Rephraser(modes=modes, llm=settings.llm, retriever=resources[0].retriever if "feedback" in modes else None)
 
 
-def _search(resources: list[Resource], queries: list[str], fetch_k: int,
-            flt: dict[str, Any] | None) -> dict[tuple[str, int], list[Document]]:
+def _search(resources: list[Resource], queries: list[str], fetch_k: int, flt: dict[str, Any] | None,
+            config: Any = None) -> dict[tuple[str, int], list[Document]]:
     jobs = [(res, qi, q) for res in resources for qi, q in enumerate(queries)]
     search_kwargs = {"k": fetch_k, **({"filter": flt} if flt else {})}
 
     def run(job: tuple[Resource, int, str]) -> list[Document]:
         res, _, query = job
-        docs = res.retrieve(query, search_kwargs=search_kwargs)
+        with stage(f"search/{res.name}", config, resource=res.name, k=fetch_k, filter=flt is not None) as current:
+            docs = res.retrieve(query, search_kwargs=search_kwargs, config=current.config)
+            current.attributes["documents"] = len(docs)
         return [Document(page_content=d.page_content, metadata={**d.metadata, "resource": res.name}, id=d.id)
                 for d in docs]
 
