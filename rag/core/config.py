@@ -44,6 +44,7 @@ from rag.core.config_models import (
     LLMConfig,
     ServerConfig,
     StrictModel,
+    TracingConfig,
     build_embedding,
     build_llm,
 )
@@ -51,6 +52,7 @@ from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
 from rag.core.config_resources import ChromaResourceConfig, ChromaServerResourceConfig, KnowledgeBaseResourceConfig
 from rag.core.errors import ConfigError
 from rag.core.resource import validate_search_kwargs
+from rag.core.tracing import enable_tracing
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -140,6 +142,7 @@ class RagConfig(StrictModel):
     resources: list[Annotated[ResourceConfig, Field(discriminator="kind")]]
     extras: list[str] = Field(default_factory=list)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("search_kwargs")
     @classmethod
@@ -243,6 +246,8 @@ def build_rag(config: RagConfig, *, rag_cls: type[RAG] | None = None, embedding:
     from rag.core.generator import RAG
     from rag.generation.rag_with_source import rag_chain_from_docs
 
+    if config.tracing.enabled:  # process-wide, as OpenTelemetry's own provider is
+        enable_tracing(capture_content=config.tracing.capture_content)
     embedder = embedding if embedding is not None else build_embedding(config.embedding)
     resources = [spec.build(embedding=embedder, default_search_kwargs=config.search_kwargs)
                  for spec in config.resources]

@@ -69,6 +69,7 @@ class _State:
     enabled: bool = False
     capture_content: bool = False
     handler: OpenTelemetryCallbackHandler | None = None
+    provider: Any = None
 
 
 _STATE = _State()
@@ -86,15 +87,17 @@ def _capture_content() -> bool:
     return _STATE.capture_content or env_var_is_set(TRACING_CONTENT_ENV)
 
 
-def enable_tracing(*, capture_content: bool = False) -> OpenTelemetryCallbackHandler:
+def enable_tracing(*, capture_content: bool = False, tracer_provider: Any = None) -> OpenTelemetryCallbackHandler:
     """Switch traces on for this process; returns the shared handler.
 
     Args:
         capture_content: also record the question and the answer (never document text).
+        tracer_provider: where spans go; None uses OpenTelemetry's global provider.
     """
     _STATE.enabled = True
     _STATE.capture_content = capture_content
-    _STATE.handler = _STATE.handler or OpenTelemetryCallbackHandler()
+    _STATE.provider = tracer_provider
+    _STATE.handler = OpenTelemetryCallbackHandler(tracer_provider=tracer_provider, capture_content=capture_content)
     _HOOK_VAR.set(_STATE.handler)
     return _STATE.handler
 
@@ -104,6 +107,7 @@ def disable_tracing() -> None:
     _STATE.enabled = False
     _STATE.capture_content = False
     _STATE.handler = None
+    _STATE.provider = None
     _HOOK_VAR.set(None)
 
 
@@ -121,7 +125,7 @@ def _tracer(provider: Any = None) -> Any:
 
     from rag import __version__
 
-    return trace.get_tracer("rag", __version__, tracer_provider=provider)
+    return trace.get_tracer("rag", __version__, tracer_provider=provider or _STATE.provider)
 
 
 def _is_plumbing(name: str) -> bool:
@@ -355,7 +359,7 @@ def index_span(name: str, *, parent: Any = None, **attributes: Any) -> Iterator[
     Args:
         name: the span name.
         parent: a span to attach to (for work handed to another thread); default the current one.
-        **attributes: scalar attributes (counts, names; never text).
+        **attributes: scalar attributes (counts, names; never text), recorded as `rag.<name>`.
     """
     if not tracing_enabled():
         yield _NO_SPAN
@@ -363,7 +367,8 @@ def index_span(name: str, *, parent: Any = None, **attributes: Any) -> Iterator[
     from opentelemetry import trace
 
     context = trace.set_span_in_context(parent) if parent is not None and parent is not _NO_SPAN else None
-    with _tracer().start_as_current_span(name, context=context, attributes=_clean(attributes)) as span:
+    start = _clean({f"rag.{k}": v for k, v in attributes.items()})
+    with _tracer().start_as_current_span(name, context=context, attributes=start) as span:
         yield span
 
 

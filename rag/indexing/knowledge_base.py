@@ -37,6 +37,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag.core.errors import ConfigError
+from rag.core.tracing import index_span
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
@@ -202,8 +203,12 @@ class KnowledgeBase:
         """
         if cleanup not in CLEANUP_MODES:
             raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
-        with self.lock:
-            return sync(self, sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress)
+        with self.lock, index_span("rag.index", knowledge_base=self.name, cleanup=cleanup or "none") as span:
+            report = sync(self, sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress)
+            span.set_attributes({"rag.added": len(report.added), "rag.updated": len(report.updated),
+                                 "rag.unchanged": len(report.unchanged), "rag.skipped": len(report.skipped),
+                                 "rag.chunks_added": report.chunks_added, "rag.embedded": report.embedded})
+            return report
 
     def update_document(self, source: str | Path, documents: Sequence[Document] | None = None) -> IndexReport:
         """Re-index one file now (or replace a source's content with `documents`)."""

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Union
 from langchain_core.documents import Document
 
 from rag.core.errors import LoaderError
+from rag.core.tracing import index_span
 from rag.indexing.chunking import document_id
 from rag.indexing.loaders import Skipped, iter_files, load_file
 from rag.indexing.records import DocumentRecord
@@ -129,7 +131,8 @@ class _Writer:
         self.wait()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-index-writer")
-        self._future = self._pool.submit(fn, *args)
+        # In the caller's context, so the writer's spans (rag.core.tracing) join the caller's trace.
+        self._future = self._pool.submit(contextvars.copy_context().run, fn, *args)
 
     def wait(self) -> None:
         """Block until the write in flight is done; its exception is raised here."""
@@ -291,7 +294,9 @@ def _file_item(kb: KnowledgeBase, file: Path, key: str, rec: DocumentRecord | No
         report.unchanged.append(str(file))
         return None
     try:
-        docs = load_file(file)
+        with index_span("rag.index.load", file_type=file.suffix.lower().lstrip(".")) as span:
+            docs = load_file(file)
+            span.set_attribute("rag.pages", len(docs))
     except (LoaderError, OSError) as exc:
         report.skipped.append(Skipped(str(file), str(exc)))
         if rec is not None and rec.state == "pending":  # a half-written earlier attempt: remove it
@@ -307,11 +312,13 @@ def _prepare(kb: KnowledgeBase, items: list[_Item], emit: Callable[[str, int], N
     """Chunk, tag and add AutoContext to one group (no store access; runs in the caller's thread)."""
     docs = [Document(page_content=d.page_content, metadata={**d.metadata, "doc_id": i.doc_id})
             for i in items for d in i.docs]
-    chunks = kb.chunker.split_documents(docs)
-    if kb.tagger is not None:
-        chunks = kb.tagger(chunks)
-    summaries = kb.autocontext.summaries(chunks)
-    texts = kb.autocontext.embedding_texts(chunks, summaries=summaries)
+    with index_span("rag.index.chunk", documents=len(items), pages=len(docs)) as span:
+        chunks = kb.chunker.split_documents(docs)
+        if kb.tagger is not None:
+            chunks = kb.tagger(chunks)
+        summaries = kb.autocontext.summaries(chunks)
+        texts = kb.autocontext.embedding_texts(chunks, summaries=summaries)
+        span.set_attribute("rag.chunks", len(chunks))
     metas = [scalar_metadata(c.metadata) for c in chunks]
     ids = [chunk_id(m["doc_id"], m["chunk_index"], t, m) for m, t in zip(metas, texts, strict=True)]
     emit("chunks", len(chunks))
@@ -333,18 +340,23 @@ def _store(kb: KnowledgeBase, prepared: _Prepared, report: IndexReport, emit: Ca
     for begin in range(0, len(todo), _EMBED_BATCH):
         batch = todo[begin:begin + _EMBED_BATCH]
         misses = getattr(kb.embedding, "stats", {}).get("misses", 0)
-        vectors = kb.embedding.embed_documents([texts[n] for n in batch])
+        model = str(getattr(kb.embedding, "model_id", type(kb.embedding).__name__))
+        with index_span("rag.index.embed", texts=len(batch), model=model) as span:
+            vectors = kb.embedding.embed_documents([texts[n] for n in batch])
+            embedded = getattr(kb.embedding, "stats", {}).get("misses", misses + len(batch)) - misses
+            span.set_attributes({"rag.embedded": embedded, "rag.cache_hits": len(batch) - embedded})
         kb.record_dimension(len(vectors[0]))
-        report.embedded += getattr(kb.embedding, "stats", {}).get("misses", misses + len(batch)) - misses
+        report.embedded += embedded
         ready += zip(batch, vectors, strict=True)
         emit("embeddings", len(batch))
         # Chroma's cost per call is high: write in large batches.
         if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
             # `add`, not `upsert`: `todo` holds only ids the store does not have (known documents were looked up
             # above, new ones have nothing stored), and upsert's per-id existence check grows with the collection.
-            kb.collection.add(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
-                              documents=[chunks[n].page_content for n, _ in ready],
-                              metadatas=[metas[n] for n, _ in ready])
+            with index_span("rag.index.write", chunks=len(ready)):
+                kb.collection.add(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
+                                  documents=[chunks[n].page_content for n, _ in ready],
+                                  metadatas=[metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
             ready = []
     stale = sorted(existing - set(ids))

@@ -8,6 +8,7 @@ POST /invoke      {"question", "k"?, "filter"?, "retrieval_chain"?} -> answer, s
 POST /batch       {"requests": [...]} -> {"results": [...]}
 POST /stream      the same body -> server-sent events: sources, token..., citations, usage, done
 GET  /docs        OpenAPI docs (/openapi.json)
+GET  /v1/models, POST /v1/chat/completions   OpenAI-compatible (see rag.server.openai_compat)
 ```
 
 The `RAG` and its chain are built once per app; each request's settings travel in its own
@@ -26,7 +27,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,10 @@ except ImportError as _exc:  # the server is an optional extra
 
 from rag.core.config_models import ServerConfig
 from rag.core.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
+from rag.core.tracing import tracing_callbacks
 from rag.generation.streaming import stream_events
 from rag.server.events import checks_body, error_body, invoke_body, sse
+from rag.server.openai_compat import openai_router
 from rag.server.schemas import BatchRequest, QueryRequest, ResourceSettings, retrieval_settings
 
 __all__ = ["STATIC_DIR", "app_from_config", "create_app"]
@@ -111,13 +114,16 @@ def _status_for(exc: RagError) -> tuple[int, str]:
     return 500, "rag_error"
 
 
-def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag") -> FastAPI:
+def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag",
+               models: Mapping[str, Any] | None = None) -> FastAPI:
     """Build the FastAPI app around one `RAG` (built once, shared by all requests).
 
     Args:
         rag: the `RAG` to serve.
         settings: limits, tenant filter and auth settings; defaults to `ServerConfig()`.
         title: shown in the OpenAPI docs.
+        models: the pipelines `/v1/chat/completions` answers as, by model id; default
+            `{"rag": rag}`.
 
     Raises:
         ConfigError: `require_auth` is set but the token variable is empty, or a resource's
@@ -188,7 +194,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
 
     def config_for(body: QueryRequest) -> dict[str, Any]:
         return {"configurable": {"retrieval_chain": retrieval_settings(body, defaults, settings)},
-                "run_name": "rag-serve"}
+                "run_name": "rag-serve", "callbacks": tracing_callbacks()}
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -268,6 +274,8 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
+    app.include_router(openai_router(models or {"rag": rag}, settings=settings, auth=check_token,
+                                     support_embedding=support_embedding))
     return app
 
 
