@@ -93,7 +93,7 @@ def test_sdk_sync_completion_has_answer_usage_and_sources(url):
     assert message.content == ANSWER
     assert completion.usage.prompt_tokens == 40 and completion.usage.completion_tokens == 5
     ext = message.model_extra["rag"]        # the SDK keeps unknown fields
-    assert ext["cited"] == [1] and ext["sources"][0]["source"] == "/data/acme-2024.pdf"
+    assert ext["cited"] == [1] and ext["sources"][0]["source"].startswith("/data/acme-")
     assert ext["usage"]["estimated"] is False
 
 
