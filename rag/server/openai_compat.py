@@ -165,8 +165,9 @@ async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest
                             status_code=404)
     question, history = question_and_history(body.messages)
     # Validated before anything runs or streams, so a bad setting gets a status code.
-    query = QueryRequest(question=question, k=body.rag.k, filter=body.rag.filter,
-                         retrieval_chain=body.rag.retrieval_chain)
+    # Fields validated by RagOptions; retrieval_settings checks the question (blank, too long).
+    query = QueryRequest.model_construct(question=question, k=body.rag.k, filter=body.rag.filter,
+                                         retrieval_chain=body.rag.retrieval_chain, checks=False)
     config: RunnableConfig = {"configurable": {"retrieval_chain": retrieval_settings(query, pipeline.defaults, settings)},
                               "callbacks": tracing_callbacks()}
     answer = _Answer(pipeline.chain, {"question": question, "history": history}, config, support_embedding,
