@@ -225,6 +225,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
         raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
     from rag.core.config import build_rag, load_config
+    from rag.core.tracing import configure_otlp_export
     from rag.server.app import create_app
 
     if not 0 < args.port < 65536:
@@ -235,6 +236,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
               "to require 'Authorization: Bearer <token>'", file=sys.stderr)
     print(f"rag serve: building {args.config} ...", file=sys.stderr)
     app = create_app(build_rag(config), settings=config.server, title=f"rag: {Path(args.config).stem}")
+    configure_otlp_export()  # when RAG_TRACING or the config's tracing section switched traces on
     print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

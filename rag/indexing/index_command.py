@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from rag.core.errors import ConfigError
+from rag.core.tracing import configure_otlp_export
 
 __all__ = ["add_index_arguments", "open_knowledge_base_resource", "run_index"]
 
@@ -82,6 +83,7 @@ def run_index(args: argparse.Namespace) -> int:
     from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files
 
     console = Console(stderr=True)
+    configure_otlp_export()  # spans of this run, when RAG_TRACING is set
     include = args.include or "**/*"
     if not any(ok for path in args.paths for _, ok in iter_files(path, include=include, exclude=args.exclude)):
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)} "

@@ -177,3 +177,14 @@ def test_content_capture_records_question_and_answer_only_when_asked(exporter):
     assert root["rag.question"] == "Where is Rome?" and root["rag.answer"] == out["answer"]
     assert not any(t in str(v) for s in exporter.get_finished_spans() for v in s.attributes.values() for t in TEXTS
                    if t not in out["answer"])
+
+
+def test_otlp_export_is_only_installed_when_tracing_is_on_and_an_endpoint_is_set(monkeypatch):
+    from rag.core.tracing import configure_otlp_export
+
+    monkeypatch.delenv(TRACING_ENV, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    assert configure_otlp_export() is False           # tracing is off
+    monkeypatch.setenv(TRACING_ENV, "1")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    assert configure_otlp_export() is False           # nowhere to send spans
