@@ -188,6 +188,7 @@ class _Answer:
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.events: dict[str, dict[str, Any]] = {}
+        self._usage: dict[str, Any] | None = None
 
     async def events_and_tokens(self) -> AsyncIterator[str]:
         """The answer's text pieces as they come; the other events are kept in `self.events`."""
@@ -214,6 +215,11 @@ class _Answer:
 
     def usage(self) -> dict[str, Any]:
         """OpenAI's usage; estimated from the text when the model reported no token counts."""
+        if self._usage is None:
+            self._usage = self._count_usage()
+        return self._usage
+
+    def _count_usage(self) -> dict[str, Any]:
         tracked = self.events["usage"]["usage"]
         if tracked.get("total_tokens"):
             prompt, completion, estimated = tracked["input_tokens"], tracked["output_tokens"], False
