@@ -6,10 +6,10 @@ is switched on by the environment (`RAG_TRACING=1`) or by `enable_tracing()` (wh
 global tracer provider, so the operator's usual SDK setup (an OTLP exporter, say) receives them.
 
 ```
-query    chat.completions ─► ConversationalRAG ─► condense ─► retrieve ─► resources ─► <resource> ...
-                                               │                         └► aggregate
-                                               └► generate ─► chat <model>
-         checks
+query    chat.completions ─► ConversationalRAG ─► retrieve ─► condense (─► chat <model>)
+                 │                    │                    └► resources ─► <resource> ..., aggregate
+                 │                    └► generate ─► chat <model>
+                 └► checks
 retrieve() search ─► search/<resource> ... ─► fuse ─► rerank ─► select ─► budget
 indexing rag.index ─► rag.index.load (per file) ─► rag.index.chunk ─► rag.index.embed ─► rag.index.write
 ```

@@ -175,7 +175,7 @@ async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest
     if body.stream:
         return StreamingResponse(answer.sse(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-    return await answer.completion()
+    return JSONResponse(await answer.completion())  # plain JSON data: no jsonable_encoder pass
 
 
 class _Answer:

@@ -205,3 +205,19 @@ def test_any_message_list_gets_an_answer_or_a_4xx_in_openai_shape(client, messag
             assert r.json()["choices"][0]["message"]["content"]
     else:
         assert r.status_code in (400, 422) and set(r.json()["error"]) == ERROR_KEYS
+
+
+def test_failure_after_the_stream_started_is_an_error_chunk_then_done(make_client, make_rag):
+    from langchain_core.language_models import GenericFakeChatModel
+
+    broken = make_rag()
+    broken = RAG(resources=broken.resources, generation_chain=rag_chain_from_docs(GenericFakeChatModel(messages=iter(()))))
+    client = make_client(broken)
+    r = client.post("/v1/chat/completions", json=_ask("revenue", stream=True))
+    assert r.status_code == 200
+    chunks = _chunks(r.text)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert set(chunks[-1]) == {"error"} and chunks[-1]["error"]["type"] == "server_error"
+    assert chunks[-1]["error"]["message"] == "internal error; see the server log"
+    r = client.post("/v1/chat/completions", json=_ask("revenue"))
+    assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"

@@ -64,10 +64,9 @@ def test_chat_completion_request_is_one_trace_with_a_span_per_stage(exporter, ma
     assert tree(exporter) == [
         (0, "chat.completions"),
         (1, "ConversationalRAG"),
-        (2, "chat_input"), (2, "condense"),
         (2, "generate"), (3, "chat generic-fake-chat-model"), (3, "format_context"), (4, "_context_to_text"),
         (3, "generation_input"),
-        (2, "retrieve"), (3, "resources"), (4, "aggregate"), (4, "reports"),
+        (2, "retrieve"), (3, "condense"), (3, "resources"), (4, "aggregate"), (4, "reports"),
         (2, "save_turn"),
         (1, "checks"),
     ]
