@@ -4,9 +4,12 @@ Both run three Chroma resources (fake embeddings, k=4, one with a metadata filte
 tag the documents, format the prompt and call a fake LLM, then add one extra. Calls alternate
 between the two chains in the same run, so machine noise hits both alike.
 
-    python bench/overhead.py [--calls 300]
+    python bench/overhead.py [--calls 300] [--tracing]
 
-Prints the median ratio (target <= 1.10) and the absolute overhead per call.
+Prints the median ratio (target <= 1.10) and the absolute overhead per call. Tracing is off in
+that comparison, as it is by default. `--tracing` also times the framework chain with
+OpenTelemetry spans on (`rag.base.tracing`, SDK tracer provider, spans kept in memory), in the same
+alternating loop, and prints what switching it on costs per call.
 """
 
 from __future__ import annotations
@@ -77,8 +80,11 @@ def build(n_docs: int = 200):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--tracing", action="store_true", help="also time the chain with OpenTelemetry spans on")
     args = parser.parse_args()
     framework, hand = build()
+    traced_config, spans_kept = _traced_config() if args.tracing else (None, None)
+    t_traced: list[float] = []
     question = "what about topic 3?"
     a, b = framework.invoke(question), hand.invoke({"question": question})
     assert a["answer"] == b["answer"] and len(a["context"]) == len(b["context"]), "the two chains must do the same work"
@@ -94,6 +100,10 @@ def main() -> None:
         t2, c2 = time.perf_counter(), time.process_time()
         t_fw.append(t1 - t0)
         t_hand.append(t2 - t1)
+        if traced_config is not None:
+            t3 = time.perf_counter()
+            framework.invoke(question, traced_config)
+            t_traced.append(time.perf_counter() - t3)
         c_fw.append(c1 - c0)
         c_hand.append(c2 - c1)
     med_fw, med_hand = statistics.median(t_fw), statistics.median(t_hand)
@@ -107,6 +117,27 @@ def main() -> None:
     # CPU time of the process (all threads) is less disturbed by other load on a shared machine.
     cpu_fw, cpu_hand = sum(c_fw) / len(c_fw), sum(c_hand) / len(c_hand)
     print(f"CPU time per call    {cpu_fw * 1e3:.2f} ms vs {cpu_hand * 1e3:.2f} ms, ratio {cpu_fw / cpu_hand:.3f}")
+    if t_traced:
+        med_tr = statistics.median(t_traced)
+        spans = len(spans_kept.get_finished_spans()) // args.calls
+        print(f"tracing on           median {med_tr * 1e3:.2f} ms, {spans} spans per call, "
+              f"{(med_tr - med_fw) * 1e3:+.2f} ms per call vs tracing off")
+
+
+def _traced_config() -> tuple[dict, object]:
+    """A run config with the OpenTelemetry handler on an SDK provider that keeps spans in memory."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
+
+    from rag.base.tracing import OpenTelemetryCallbackHandler
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return {"callbacks": [OpenTelemetryCallbackHandler(tracer_provider=provider)]}, exporter
 
 
 if __name__ == "__main__":

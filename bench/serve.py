@@ -6,6 +6,8 @@ Embeddings are deterministic fakes by default (`--embedding minilm` uses the rea
 
     python bench/serve.py --requests 100 --concurrency 100 --llm-latency 0.05
     python bench/serve.py --endpoint stream
+    python bench/serve.py --endpoint chat          # POST /v1/chat/completions (OpenAI-compatible)
+    python bench/serve.py --endpoint chat-stream   # the same with "stream": true
 
 Prints throughput and p50/p99 latency; exits 1 if any request failed.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
@@ -80,14 +83,12 @@ async def run_load(url: str, *, requests: int, concurrency: int, endpoint: str) 
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
         async def one(i: int) -> None:
             nonlocal errors
-            body = {"question": f"What about {TOPICS[i % len(TOPICS)]} in {2015 + i % 10}?",
-                    "filter": {"year": {"$gte": 2015 + i % 5}}}
+            path, body = request_for(endpoint, i)
             async with sem:
                 start = time.perf_counter()
                 try:
-                    r = await client.post("/" + endpoint, json=body)
-                    ok = r.status_code == 200 and (endpoint != "stream" or '"type": "done"' in r.text)
-                    ok = ok and (endpoint == "stream" or bool(r.json()["sources"]))
+                    r = await client.post(path, json=body)
+                    ok = r.status_code == 200 and answered(endpoint, r.text)
                 except httpx.HTTPError:
                     ok = False
                 latencies.append(time.perf_counter() - start)
@@ -100,6 +101,26 @@ async def run_load(url: str, *, requests: int, concurrency: int, endpoint: str) 
     return latencies, errors, wall
 
 
+def request_for(endpoint: str, i: int) -> tuple[str, dict[str, Any]]:
+    """The path and body of request `i` (the same question and filter on every endpoint)."""
+    question = f"What about {TOPICS[i % len(TOPICS)]} in {2015 + i % 10}?"
+    flt = {"year": {"$gte": 2015 + i % 5}}
+    if endpoint.startswith("chat"):
+        return "/v1/chat/completions", {"model": "rag", "messages": [{"role": "user", "content": question}],
+                                        "rag": {"filter": flt}, "stream": endpoint == "chat-stream"}
+    return "/" + endpoint, {"question": question, "filter": flt}
+
+
+def answered(endpoint: str, text: str) -> bool:
+    """Whether a 200 response holds a whole answer with sources."""
+    if endpoint == "stream":
+        return '"type": "done"' in text
+    if endpoint == "chat-stream":
+        return text.rstrip().endswith("data: [DONE]") and '"error"' not in text and '"sources": [{' in text
+    body = json.loads(text)
+    return bool(body["choices"][0]["message"]["rag"]["sources"] if endpoint == "chat" else body["sources"])
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
@@ -110,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--llm-latency", type=float, default=0.05, help="seconds the fake LLM takes per answer")
-    parser.add_argument("--endpoint", choices=["invoke", "stream"], default="invoke")
+    parser.add_argument("--endpoint", choices=["invoke", "stream", "chat", "chat-stream"], default="invoke")
     parser.add_argument("--embedding", choices=["deterministic", "minilm"], default="deterministic")
     parser.add_argument("--chunks", type=int, default=2000, help="chunks in the in-memory Chroma store")
     args = parser.parse_args(argv)
@@ -122,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(run_load(url, requests=min(10, args.requests), concurrency=10, endpoint=args.endpoint))  # warm-up
         latencies, errors, wall = asyncio.run(run_load(url, requests=args.requests, concurrency=args.concurrency,
                                                        endpoint=args.endpoint))
-    print(f"rag serve load: POST /{args.endpoint}, {args.requests} requests, concurrency {args.concurrency}, "
+    print(f"rag serve load: POST {request_for(args.endpoint, 0)[0]}{' (stream)' if args.endpoint == 'chat-stream' else ''}, {args.requests} requests, concurrency {args.concurrency}, "
           f"fake LLM latency {args.llm_latency * 1000:.0f} ms, {args.embedding} embeddings, {args.chunks} chunks")
     print(f"  throughput  {args.requests / wall:8.1f} requests/s  (wall {wall:.2f} s)")
     print(f"  latency p50 {percentile(latencies, 50) * 1000:8.1f} ms")

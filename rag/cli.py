@@ -253,6 +253,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from rag.base.errors import MissingDependencyError
 
         raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
+    from rag.base.tracing import configure_otlp_export
     from rag.core.config import load_config
     from rag.core.generator import RAG
     from rag.server.app import create_app, source_roots
@@ -266,6 +267,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     print(f"rag serve: building {args.config} ...", file=sys.stderr)
     app = create_app(RAG.from_config(config), settings=config.server, title=f"rag: {Path(args.config).stem}",
                      source_roots=source_roots(config))
+    configure_otlp_export()  # when RAG_TRACING or the config's tracing section switched traces on
     print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, short_repr
+from rag.base.tracing import enable_tracing
 from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
 from rag.core.config_models import (
     EmbeddingConfig,
@@ -47,6 +48,7 @@ from rag.core.config_models import (
     LLMConfig,
     ServerConfig,
     StrictModel,
+    TracingConfig,
     build_embedding,
     build_llm,
 )
@@ -146,6 +148,7 @@ class RagConfig(StrictModel):
     extras: list[str] = Field(default_factory=list)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("search_kwargs")
     @classmethod
@@ -254,6 +257,8 @@ def from_config(cls: type[RAG], source: str | Path | Mapping[str, Any] | RagConf
         config = parse_config(source)
     else:
         config = load_config(source)
+    if config.tracing.enabled:  # process-wide, as OpenTelemetry's own provider is
+        enable_tracing(capture_content=config.tracing.capture_content)
     embedder = embedding if embedding is not None else build_embedding(config.embedding)
     resources = [spec.build(embedding=embedder, default_search_kwargs=config.search_kwargs)
                  for spec in config.resources]

@@ -34,6 +34,7 @@ __all__ = [
     "LLMConfig",
     "ServerConfig",
     "StrictModel",
+    "TracingConfig",
     "build_embedding",
     "build_llm",
 ]
@@ -175,6 +176,19 @@ class ServerConfig(StrictModel):
     @classmethod
     def _check_tenant(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return validate_filter(value)
+
+
+class TracingConfig(StrictModel):
+    """OpenTelemetry traces (see `rag.base.tracing` and docs/observability.md).
+
+    Attributes:
+        enabled: emit spans for every query and indexing run of this process (the same as
+            `RAG_TRACING=1`); spans go to OpenTelemetry's global tracer provider.
+        capture_content: also record the question and the answer (never document text).
+    """
+
+    enabled: bool = False
+    capture_content: bool = False
 
 
 # ------------------------------------------------------------------------------ factories

@@ -39,6 +39,7 @@ from rag.base.errors import ConfigError
 from rag.base.filters import and_filters
 from rag.base.portable import ChunkSource, find_chunk_source
 from rag.base.result import Candidate, RAGResult
+from rag.base.tracing import stage
 from rag.core.resource import Resource
 from rag.core.retrieval_settings import RetrievalSettings
 from rag.retrieval.budget import TokenCounter, apply_budget
@@ -67,10 +68,13 @@ class Branch:
 
 
 @contextmanager
-def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
+def _timed(timings: dict[str, float], step: str, config: RunnableConfig | None = None, *,
+           run_name: str | None = None, **attributes: Any) -> Iterator[Any]:
+    """Time a step and run it as a child run (`rag.base.tracing.stage`, named `run_name` or the step)."""
     start = time.perf_counter()
     try:
-        yield
+        with stage(run_name or step, config, **attributes) as current:
+            yield current
     finally:
         timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
 
@@ -99,9 +103,12 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
     # a k the user gave the resource (its search_kwargs or this request's) caps its candidates
     k = request.get("k", resource.search_kwargs.get("k", settings.fetch_k))
     kwargs = {**request, "k": k, **({"filter": flt} if flt else {})}
-    with _timed(timings, "search"):
-        lists = {qi: tag_resource(resource.retrieve(q, search_kwargs=kwargs, config=config), resource.name)
-                 for qi, q in enumerate(queries)} if len(queries) == 1 else _search_queries(resource, queries, kwargs)
+    with _timed(timings, "search", config, run_name=f"search/{resource.name}", resource=resource.name, k=k,
+                filter=flt is not None, queries=len(queries)) as current:
+        lists = {qi: tag_resource(resource.retrieve(q, search_kwargs=kwargs, config=current.config), resource.name)
+                 for qi, q in enumerate(queries)} if len(queries) == 1 else \
+            _search_queries(resource, queries, kwargs, current.config)
+        current.attributes["documents"] = sum(len(docs) for docs in lists.values())
     return Branch(question, resource.name, queries, lists, flt, route, timings)
 
 
@@ -122,8 +129,9 @@ def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings:
     if branches and branches[0].queries[1:]:
         result.rephrased_questions = branches[0].queries[1:]
     lists = {f"{b.resource}|{qi}": documents_to_scored(docs) for b in branches for qi, docs in b.lists.items()}
-    with _timed(result.timings, "fuse"):
+    with _timed(result.timings, "fuse", lists=len(lists)) as current:
         fused = _fuse(lists, settings)
+        current.attributes["documents"] = len(fused)
     result.add_stage("fused", _candidates([d for d, _ in fused]))
     if settings is None:
         originals = {doc_key(d): d for docs in reversed([d for b in branches for d in b.lists.values()]) for d in reversed(docs)}
@@ -170,8 +178,9 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
         scored = _sections(result, scored, settings, flt)
     with _timed(result.timings, "select"):
         context = _select(result, resources, scored, settings)
-    with _timed(result.timings, "budget"):
+    with _timed(result.timings, "budget", max_tokens=settings.max_tokens) as current:
         result.context = apply_budget(context, settings.max_tokens, counter=counter)
+        current.attributes["documents"] = len(result.context)
     result.extras["token_counter"] = counter.name
     result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
     result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase", "sections"},
@@ -229,9 +238,10 @@ def _rephraser(settings: RetrievalSettings, resource: Resource) -> Any:
     return Rephraser(modes=modes, llm=settings.llm, retriever=resource.retriever if "feedback" in modes else None)
 
 
-def _search_queries(resource: Resource, queries: list[str], kwargs: dict[str, Any]) -> dict[int, list[Document]]:
+def _search_queries(resource: Resource, queries: list[str], kwargs: dict[str, Any],
+                    config: RunnableConfig | None) -> dict[int, list[Document]]:
     with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
-        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs), queries))
+        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs, config=config), queries))
     return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
 
 

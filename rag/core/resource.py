@@ -34,6 +34,7 @@ from rag.base.filters import (
     matches_canonical,
     validate_filter,
 )
+from rag.base.tracing import set_run_attributes
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.models.embeddings import default_embeddings
@@ -263,12 +264,17 @@ class Resource(BaseModel):
         wins over them key by key.
         """
 
+        def _traced(config: RunnableConfig) -> dict[str, Any]:
+            settings = configured_search_kwargs(config, self.name)
+            set_run_attributes(config, resource=self.name, k=settings.get("k", self.search_kwargs.get("k", DEFAULT_K)),
+                               filter=bool(settings.get("filter", self.search_kwargs.get("filter"))))
+            return settings
+
         def _run(query: str, config: RunnableConfig) -> list[Document]:
-            return self.retrieve(query, search_kwargs=configured_search_kwargs(config, self.name), config=config)
+            return self.retrieve(query, search_kwargs=_traced(config), config=config)
 
         async def _arun(query: str, config: RunnableConfig) -> list[Document]:
-            return await self.aretrieve(query, search_kwargs=configured_search_kwargs(config, self.name),
-                                        config=config)
+            return await self.aretrieve(query, search_kwargs=_traced(config), config=config)
 
         return RunnableLambda(_run, afunc=_arun, name=self.name)
 

@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.result import RAGResult
+from rag.base.tracing import stage
 from rag.core.pipeline import chunk_source, combine, search_branch
 from rag.core.resource import Resource
 from rag.core.retrieval_settings import RetrievalSettings
@@ -104,11 +105,13 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
     settings = retrieval_settings(**kwargs)
     resources = _resources(resources_or_rag)
     start = time.perf_counter()
-    if len(resources) == 1:
-        branches = [search_branch(question, resources[0], settings)]
-    else:
-        with ThreadPoolExecutor(max_workers=min(8, len(resources)), thread_name_prefix="rag-retrieve") as pool:
-            branches = list(pool.map(lambda res: search_branch(question, res, settings), resources))
+    with stage("search", k=settings.fetch_k, filter=settings.filter is not None) as current:
+        if len(resources) == 1:
+            branches = [search_branch(question, resources[0], settings, config=current.config)]
+        else:
+            with ThreadPoolExecutor(max_workers=min(8, len(resources)), thread_name_prefix="rag-retrieve") as pool:
+                branches = list(pool.map(lambda res: search_branch(question, res, settings, config=current.config),
+                                         resources))
     result = combine(branches, resources, settings)
     result.timings["total"] = time.perf_counter() - start
     return result

@@ -19,10 +19,10 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from operator import itemgetter
 from typing import Any, Protocol
 
 from langchain_core.messages import (
@@ -35,6 +35,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import (
     Runnable,
+    RunnableConfig,
     RunnableGenerator,
     RunnableLambda,
     RunnablePassthrough,
@@ -140,6 +141,14 @@ def _chat_model_of(rag: Any) -> Any:
     return None if llm is None or isinstance(llm, ExtractiveAnswerer) else llm
 
 
+def _generation_input(value: dict[str, Any]) -> dict[str, Any]:
+    return {"question": value["standalone_question"], "context": value["context"]}
+
+
+async def _ageneration_input(value: dict[str, Any]) -> dict[str, Any]:
+    return _generation_input(value)
+
+
 class ConversationalRAG:
     """A `RAG` that answers follow-up messages (see the module docstring).
 
@@ -239,16 +248,32 @@ class ConversationalRAG:
         return RunnableGenerator(transform, atransform, name="save_turn")
 
     def chain(self) -> Runnable:
-        """`{"question", "history" | "session_id"} -> {"question", "standalone_question", "context", "answer", ...}`."""
-        generation = (RunnableLambda(lambda x: {"question": x["standalone_question"], "context": x["context"]},
-                                     name="generation_input") | self.rag.generation_chain)
+        """`{"question", "history" | "session_id"} -> {"question", "standalone_question", "context", "answer", ...}`.
+
+        One `retrieve` step reads the input, condenses (a `condense` child run) and retrieves, as
+        `RAG.chain()` does: in async runs that is one step on the event loop, not one executor
+        hop and one stream tee per stage.
+        """
+        condense = RunnableLambda(self._condense, afunc=self._acondense, name="condense")
+        retrieval = self.rag.resources_retrieval_chain
+
+        def prepare(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            inputs = self._input(value)
+            standalone = condense.invoke(inputs, config)
+            return {**inputs, "standalone_question": standalone, "context": retrieval.invoke(standalone, config)}
+
+        async def aprepare(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            # A message store may block (a database): read it off the event loop.
+            needs_store = isinstance(value, dict) and value.get("history") is None and value.get("session_id")
+            inputs = await asyncio.to_thread(self._input, value) if needs_store else self._input(value)
+            standalone = await condense.ainvoke(inputs, config)
+            return {**inputs, "standalone_question": standalone,
+                    "context": await retrieval.ainvoke(standalone, config)}
+
+        generation = (RunnableLambda(_generation_input, afunc=_ageneration_input, name="generation_input")
+                      | self.rag.generation_chain)
         return (
-            RunnableLambda(self._input, name="chat_input")
-            | RunnablePassthrough.assign(
-                standalone_question=RunnableLambda(self._condense, afunc=self._acondense, name="condense"))
-            | RunnablePassthrough.assign(
-                context=itemgetter("standalone_question") | self.rag.resources_retrieval_chain
-            ).with_config(run_name="retrieve")
+            RunnableLambda(prepare, afunc=aprepare, name="retrieve")
             | RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")
             | self._passthrough_and_save()
         ).with_config(run_name="ConversationalRAG")

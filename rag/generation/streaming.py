@@ -4,7 +4,7 @@
 only str / int / float / bool / None / list / dict), always in this order:
 
 1. `{"type": "sources", "question": str, "standalone_question": str | None, "sources": [
-   {"n", "source", "page", "resource", "doc_id", "chunk_index", "label", "content"}, ...]}`
+   {"n", "source", "page", "resource", "doc_id", "chunk_index", "label", "score", "content"}, ...]}`
    once, as soon as retrieval is done (`n` is the number the answer cites as `[n]`);
 2. `{"type": "token", "text": str}` zero or more times, answer text as the model produces it;
 3. `{"type": "citations", "answer": str, "cited": [int], "invalid": [int], "sources": [...],
@@ -42,6 +42,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from rag.base.errors import InputError
+from rag.base.tracing import stage
 from rag.generation.citations import source_map
 from rag.generation.postprocess import check_answer
 from rag.generation.usage import UsageTracker, with_tracker
@@ -61,8 +62,13 @@ def _runnable(chain_or_rag: Any) -> Runnable:
 
 
 def _sources_event(question: str, standalone: str | None, context: list[Document]) -> dict[str, Any]:
-    sources = [{**s, "content": doc.page_content} for s, doc in zip(source_map(context), context)]
+    sources = [{**s, "score": _score(doc), "content": doc.page_content} for s, doc in zip(source_map(context), context)]
     return {"type": "sources", "question": question, "standalone_question": standalone, "sources": sources}
+
+
+def _score(doc: Document) -> float | None:
+    score = doc.metadata.get("score")
+    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None
 
 
 async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, config: RunnableConfig | None = None,
@@ -112,7 +118,10 @@ async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, co
 
     answer = "".join(pieces)
     checks_start = time.perf_counter()
-    checks = await asyncio.to_thread(check_answer, answer, context, embedding=embedding, threshold=threshold)
+    with stage("checks", run_config, sentences=0) as current:  # a child run: tracers see the checks
+        checks = await asyncio.to_thread(check_answer, answer, context, embedding=embedding, threshold=threshold)
+        current.attributes.update(sentences=len(checks.support), flags=len(checks.flags),
+                                  citation_precision=checks.citations.precision)
     timings["checks"] = round(time.perf_counter() - checks_start, 4)
     yield {"type": "citations", "answer": checks.final_answer, **checks.citations_dict()}
     yield {"type": "support", "sentences": [s.model_dump() for s in checks.support], "summary": checks.summary,

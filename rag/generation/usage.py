@@ -47,6 +47,18 @@ def add_usage(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 class UsageTracker(BaseCallbackHandler):
     """Adds up token usage and cost of the chat-model calls of the runs it is attached to."""
 
+    # A lock and a sum: run in the caller's thread, not one executor hop per event of an async run.
+    run_inline = True
+
+    @property
+    def ignore_chain(self) -> bool:
+        """Only model calls count: chain and retriever events are not even dispatched."""
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._models: dict[UUID, str] = {}

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from rag.base.errors import ConfigError
+from rag.base.tracing import configure_otlp_export
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import (
     DEFAULT_CHUNK_OVERLAP,
@@ -96,6 +97,7 @@ def run_index(args: argparse.Namespace) -> int:
     from rag.indexing.loaders import unsupported_reason
 
     console = Console(stderr=True)
+    configure_otlp_export()  # spans of this run, when RAG_TRACING is set
     include = args.include or "**/*"
     follow = getattr(args, "follow_symlinks", False)
     links: list[Any] = []

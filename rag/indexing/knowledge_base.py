@@ -53,6 +53,7 @@ from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, RagError, StoreError
 from rag.base.filters import to_chroma_where, validate_filter
+from rag.base.tracing import index_span
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
@@ -300,9 +301,16 @@ class KnowledgeStore:
         """
         if cleanup not in CLEANUP_MODES:
             raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
-        return self._write(lambda: sync(self, sources, include=include, exclude=exclude, cleanup=cleanup,
-                                        progress=progress, follow_symlinks=follow_symlinks))
+        def run() -> IndexReport:
+            with index_span("rag.index", knowledge_base=self.name, cleanup=cleanup or "none") as span:
+                report = sync(self, sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress,
+                              follow_symlinks=follow_symlinks)
+                span.set_attributes({"rag.added": len(report.added), "rag.updated": len(report.updated),
+                                     "rag.unchanged": len(report.unchanged), "rag.skipped": len(report.skipped),
+                                     "rag.chunks_added": report.chunks_added, "rag.embedded": report.embedded})
+                return report
 
+        return self._write(run)
     def _write(self, run: Callable[[], Any]) -> Any:
         """Run a write under the lock, creating the knowledge base first; store failures become `StoreError`."""
         with self.lock:

@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Union
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
+from rag.base.tracing import index_span
 from rag.indexing.chunking import document_id
 from rag.indexing.loaders import Skipped, clean_text, iter_files, load_file, path_text
 from rag.indexing.moves import move_document, moved_candidates
@@ -140,7 +142,8 @@ class _Writer:
         self.wait()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-index-writer")
-        self._future = self._pool.submit(fn, *args)
+        # In the caller's context, so the writer's spans (rag.base.tracing) join the caller's trace.
+        self._future = self._pool.submit(contextvars.copy_context().run, fn, *args)
 
     def wait(self) -> None:
         """Block until the write in flight is done; its exception is raised here."""
@@ -317,7 +320,9 @@ def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | N
         report.moved.append((old.source, display))
         return None
     try:
-        docs = load_file(file)
+        with index_span("rag.index.load", file_type=file.suffix.lower().lstrip(".")) as span:
+            docs = load_file(file)
+            span.set_attribute("rag.pages", len(docs))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
         reason = str(exc) if isinstance(exc, LoaderError) else f"{display}: {type(exc).__name__}: {exc}"
         report.skipped.append(Skipped(display, clean_text(reason)))
@@ -335,11 +340,13 @@ def _prepare(kb: KnowledgeStore, items: list[_Item], emit: Callable[[str, int], 
     docs = [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
                                                                          "doc_id": i.doc_id})
             for i in items for d in i.docs]
-    chunks = kb.chunker.split_documents(docs)
-    if kb.tagger is not None:
-        chunks = kb.tagger(chunks)
-    summaries = kb.autocontext.summaries(chunks)
-    texts = kb.autocontext.embedding_texts(chunks, summaries=summaries)
+    with index_span("rag.index.chunk", documents=len(items), pages=len(docs)) as span:
+        chunks = kb.chunker.split_documents(docs)
+        if kb.tagger is not None:
+            chunks = kb.tagger(chunks)
+        summaries = kb.autocontext.summaries(chunks)
+        texts = kb.autocontext.embedding_texts(chunks, summaries=summaries)
+        span.set_attribute("rag.chunks", len(chunks))
     metas = [scalar_metadata(c.metadata) for c in chunks]
     ids = [chunk_id(m["doc_id"], m["chunk_index"], t, m) for m, t in zip(metas, texts, strict=True)]
     emit("chunks", len(chunks))
@@ -361,18 +368,23 @@ def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: C
     for begin in range(0, len(todo), _EMBED_BATCH):
         batch = todo[begin:begin + _EMBED_BATCH]
         misses = getattr(kb.embedding, "stats", {}).get("misses", 0)
-        vectors = kb.embedding.embed_documents([texts[n] for n in batch])
+        model = str(getattr(kb.embedding, "model_id", type(kb.embedding).__name__))
+        with index_span("rag.index.embed", texts=len(batch), model=model) as span:
+            vectors = kb.embedding.embed_documents([texts[n] for n in batch])
+            embedded = getattr(kb.embedding, "stats", {}).get("misses", misses + len(batch)) - misses
+            span.set_attributes({"rag.embedded": embedded, "rag.cache_hits": len(batch) - embedded})
         kb.record_dimension(len(vectors[0]))
-        report.embedded += getattr(kb.embedding, "stats", {}).get("misses", misses + len(batch)) - misses
+        report.embedded += embedded
         ready += zip(batch, vectors, strict=True)
         emit("embeddings", len(batch))
         # Chroma's cost per call is high: write in large batches.
         if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
             # `add`, not `upsert`: `todo` holds only ids the store does not have (known documents were looked up
             # above, new ones have nothing stored), and upsert's per-id existence check grows with the collection.
-            kb.collection.add(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
-                              documents=[chunks[n].page_content for n, _ in ready],
-                              metadatas=[metas[n] for n, _ in ready])
+            with index_span("rag.index.write", chunks=len(ready)):
+                kb.collection.add(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
+                                  documents=[chunks[n].page_content for n, _ in ready],
+                                  metadatas=[metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
             ready = []
     stale = sorted(existing - set(ids))

@@ -8,6 +8,7 @@ POST /invoke      {"question", "k"?, "filter"?, "retrieval_chain"?} -> answer, s
 POST /batch       {"requests": [...]} -> {"results": [...]}
 POST /stream      the same body -> server-sent events: sources, token..., citations, usage, done
 GET  /docs        OpenAPI docs (/openapi.json)
+GET  /v1/models, POST /v1/chat/completions   OpenAI-compatible (see rag.server.openai_compat)
 ```
 
 The `RAG` and its chain are built once per app; each request's settings travel in its own
@@ -48,6 +49,8 @@ try:
 except ImportError as _exc:  # the server is an optional extra
     raise MissingDependencyError.for_extra("fastapi", "server", "rag serve") from _exc
 
+from rag.base.errors import MissingDependencyError
+from rag.base.tracing import tracing_callbacks
 from rag.core.config import load_config
 from rag.core.config_models import ServerConfig
 from rag.core.generator import RAG
@@ -58,6 +61,7 @@ from rag.server.guard import (
     InternalErrorMiddleware,
     log_failure,
 )
+from rag.server.openai_compat import openai_router
 from rag.server.paths import SourcePaths
 from rag.server.schemas import (
     BatchRequest,
@@ -130,7 +134,8 @@ def _status_for(exc: RagError) -> tuple[int, str]:
 
 
 def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag",
-               source_roots: Mapping[str, Sequence[str | Path]] | None = None) -> FastAPI:
+               source_roots: Mapping[str, Sequence[str | Path]] | None = None,
+               models: Mapping[str, Any] | None = None) -> FastAPI:
     """Build the FastAPI app around one `RAG` (built once, shared by all requests).
 
     Args:
@@ -139,6 +144,8 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         title: shown in the OpenAPI docs.
         source_roots: `{resource name: folders it was indexed from}`; response sources are shown
             relative to these (or to the working directory), never as absolute server paths.
+        models: the pipelines `/v1/chat/completions` answers as, by model id; default
+            `{"rag": rag}`.
 
     Raises:
         ConfigError: `require_auth` is set but the token variable is empty, or a resource's
@@ -199,7 +206,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
 
     def config_for(body: QueryRequest) -> dict[str, Any]:
         return {"configurable": {"retrieval_chain": retrieval_settings(body, defaults, settings)},
-                "run_name": "rag-serve"}
+                "run_name": "rag-serve", "callbacks": tracing_callbacks()}
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -286,6 +293,8 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
+    app.include_router(openai_router(models or {"rag": rag}, settings=settings, auth=check_token,
+                                     support_embedding=support_embedding))
     return app
 
 

@@ -1,0 +1,278 @@
+"""OpenAI-compatible routes of `rag serve`: `POST /v1/chat/completions` and `GET /v1/models`.
+
+```
+GET  /v1/models             the configured pipelines, one model id each
+POST /v1/chat/completions   messages -> standalone question -> retrieve -> answer [n] -> checks
+                            stream: true -> SSE chunks, the last one with usage and the sources, then [DONE]
+```
+
+The messages go through `ConversationalRAG`: the last user message and the turns before it
+become one standalone question (exposed as `rag.standalone_question`), which is retrieved and
+answered by the RAG's own pipeline. Request and response shapes, the `rag` extension field and
+usage are described in `rag.server.openai_schemas`. Both modes run the same event stream as
+`POST /stream` (`rag.generation.streaming.stream_events`).
+
+The routes share the rest of the API's bearer token, tenant filter and limits; their errors have
+OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`, `code` being the same kind
+as elsewhere: `invalid_setting`, `filter_error`, ...), so OpenAI's SDKs raise their usual
+exceptions. An error after a stream has started is sent as a `data: {"error": ...}` chunk.
+
+Example:
+    >>> from openai import OpenAI                                                 # doctest: +SKIP
+    >>> client = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="<token>")   # doctest: +SKIP
+    >>> client.chat.completions.create(model="rag", messages=[{"role": "user", "content": "Hi?"}])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import get_callback_manager_for_config
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rag.base.errors import ConfigError, FilterError, InputError, RagError
+from rag.base.tracing import tracing_callbacks
+from rag.core.config_models import ServerConfig
+from rag.generation.chat import ConversationalRAG
+from rag.generation.streaming import stream_events
+from rag.retrieval.budget import TokenCounter
+from rag.server.openai_schemas import (
+    ChatCompletionRequest,
+    RagOptions,
+    openai_error,
+    question_and_history,
+    rag_extension,
+)
+from rag.server.schemas import QueryRequest, retrieval_settings
+
+__all__ = ["OpenAIRoute", "openai_router"]
+
+logger = logging.getLogger(__name__)
+_OWNER = "rag"
+_HTTP_KINDS = {401: ("authentication_error", "unauthorized"), 404: ("not_found_error", "not_found"),
+               405: ("invalid_request_error", "method_not_allowed")}
+
+
+def _rag_error_status(exc: RagError) -> tuple[int, str, str]:
+    """(status, OpenAI error type, code) of a library error."""
+    for cls, code in ((FilterError, "filter_error"), (ConfigError, "invalid_setting"), (InputError, "invalid_input")):
+        if isinstance(exc, cls):
+            return 422, "invalid_request_error", code
+    return 500, "server_error", "rag_error"
+
+
+def _validation_error(exc: RequestValidationError) -> JSONResponse:
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return JSONResponse(openai_error("the request body is not valid JSON", kind="invalid_request_error",
+                                         code="malformed_json"), status_code=400)
+    parts, param = [], None
+    for e in errors:
+        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        param = param or where
+        msg = str(e.get("msg", "invalid"))
+        if e.get("type") == "extra_forbidden":
+            msg = f"unknown field; valid: {', '.join(RagOptions.model_fields)}"
+        parts.append(f"{where}: {msg}")
+    return JSONResponse(openai_error("; ".join(parts), kind="invalid_request_error", code="invalid_request",
+                                     param=param), status_code=422)
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """OpenAI's error shape for anything a route raised (see the module docstring)."""
+    if isinstance(exc, RequestValidationError):
+        return _validation_error(exc)
+    if isinstance(exc, StarletteHTTPException):
+        kind, code = _HTTP_KINDS.get(exc.status_code, ("invalid_request_error", "http_error"))
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return JSONResponse(openai_error(str(exc.detail), kind=kind, code=code), status_code=exc.status_code,
+                            headers=headers)
+    if isinstance(exc, RagError):
+        status, kind, code = _rag_error_status(exc)
+        if status >= 500:
+            logger.exception("request failed", exc_info=exc)
+        return JSONResponse(openai_error(str(exc), kind=kind, code=code), status_code=status)
+    logger.exception("unhandled error in an OpenAI-compatible route", exc_info=exc)
+    return JSONResponse(openai_error("internal error; see the server log", kind="server_error", code="internal_error"),
+                        status_code=500)
+
+
+class OpenAIRoute(APIRoute):
+    """A route whose errors (auth, validation, library, crash) get OpenAI's error shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:  # every failure becomes an OpenAI-shaped response
+                return error_response(exc)
+
+        return handle
+
+
+class _Pipeline:
+    """One model id: a RAG, its conversational chain and its resources' default search settings."""
+
+    def __init__(self, rag: Any) -> None:
+        self.rag = rag
+        self.chain: Runnable = ConversationalRAG(rag).chain()
+        self.defaults = {r.name: dict(r.search_kwargs) for r in rag.resources}
+
+
+def openai_router(pipelines: Mapping[str, Any], *, settings: ServerConfig, auth: Callable[..., Any],
+                  support_embedding: Any = None) -> APIRouter:
+    """The `/v1` routes over named pipelines (`{model id: RAG}`).
+
+    Args:
+        pipelines: the RAGs served, by the model id clients pass as `model`.
+        settings: the server's limits and tenant filter (the same as the rest of the API).
+        auth: the API's bearer-token dependency.
+        support_embedding: the embedding for the support checks (None: lexical only).
+    """
+    if not pipelines:
+        raise ConfigError("openai_router needs at least one pipeline ({model id: RAG})")
+    served = {name: _Pipeline(rag) for name, rag in pipelines.items()}
+    created = int(time.time())
+    router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, dependencies=[Depends(auth)])
+
+    @router.get("/models")
+    async def models() -> dict[str, Any]:
+        """The model ids this server answers as (one per configured pipeline)."""
+        return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": _OWNER}
+                                           for name in served]}
+
+    @router.post("/chat/completions", responses={200: {"content": {"text/event-stream": {}}}})
+    async def chat_completions(body: ChatCompletionRequest) -> Any:
+        """OpenAI chat completions answered by the RAG, with sources in `message.rag` (see the module docstring)."""
+        return await _complete(served, body, settings=settings, support_embedding=support_embedding)
+
+    return router
+
+
+async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest, *, settings: ServerConfig,
+                    support_embedding: Any) -> Any:
+    pipeline = served.get(body.model)
+    if pipeline is None:
+        return JSONResponse(openai_error(f"the model {body.model!r} does not exist; valid: {', '.join(served)}",
+                                         kind="invalid_request_error", code="model_not_found", param="model"),
+                            status_code=404)
+    question, history = question_and_history(body.messages)
+    # Validated before anything runs or streams, so a bad setting gets a status code.
+    # Fields validated by RagOptions; retrieval_settings checks the question (blank, too long).
+    query = QueryRequest.model_construct(question=question, k=body.rag.k, filter=body.rag.filter,
+                                         retrieval_chain=body.rag.retrieval_chain, checks=False)
+    config: RunnableConfig = {"configurable": {"retrieval_chain": retrieval_settings(query, pipeline.defaults, settings)},
+                              "callbacks": tracing_callbacks()}
+    answer = _Answer(pipeline.chain, {"question": question, "history": history}, config, support_embedding,
+                     model=body.model, stream=body.stream)
+    if body.stream:
+        return StreamingResponse(answer.sse(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    return JSONResponse(await answer.completion())  # plain JSON data: no jsonable_encoder pass
+
+
+class _Answer:
+    """One completion: runs the event stream under a `chat.completions` run and shapes its output."""
+
+    def __init__(self, chain: Runnable, payload: dict[str, Any], config: RunnableConfig, embedding: Any, *,
+                 model: str, stream: bool) -> None:
+        self.chain, self.payload, self.config, self.embedding = chain, payload, config, embedding
+        self.model, self.stream = model, stream
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.events: dict[str, dict[str, Any]] = {}
+        self._usage: dict[str, Any] | None = None
+
+    async def events_and_tokens(self) -> AsyncIterator[str]:
+        """The answer's text pieces as they come; the other events are kept in `self.events`."""
+        manager = get_callback_manager_for_config(self.config)
+        run = manager.on_chain_start(None, {"question": self.payload["question"]}, name="chat.completions") \
+            if manager.handlers else None
+        config = {**self.config, "callbacks": run.get_child()} if run is not None else self.config
+        try:
+            async for event in stream_events(self.chain, self.payload, config=config, embedding=self.embedding):
+                if event["type"] == "token":
+                    yield event["text"]
+                else:
+                    self.events[event["type"]] = event
+        except BaseException as exc:
+            if run is not None:
+                run.on_chain_error(exc)
+            raise
+        if run is not None:
+            usage = self.usage()
+            run.on_chain_end({"rag_attributes": {"model": self.model, "stream": self.stream,
+                                                 "prompt_tokens": usage["prompt_tokens"],
+                                                 "completion_tokens": usage["completion_tokens"],
+                                                 "documents": len(self.events["sources"]["sources"])}})
+
+    def usage(self) -> dict[str, Any]:
+        """OpenAI's usage; estimated from the text when the model reported no token counts."""
+        if self._usage is None:
+            self._usage = self._count_usage()
+        return self._usage
+
+    def _count_usage(self) -> dict[str, Any]:
+        tracked = self.events["usage"]["usage"]
+        if tracked.get("total_tokens"):
+            prompt, completion, estimated = tracked["input_tokens"], tracked["output_tokens"], False
+        else:
+            counter = TokenCounter("approx")
+            turns = [text for _, text in self.payload["history"]] + [self.payload["question"]]
+            sources = [s.get("content") or "" for s in self.events["sources"]["sources"]]
+            prompt = sum(counter.count(t) for t in turns + sources)
+            completion = counter.count(self.events["done"]["answer"])
+            estimated = True
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "estimated": estimated}
+
+    def extension(self) -> dict[str, Any]:
+        usage = self.usage()
+        return rag_extension(self.events, {**self.events["usage"]["usage"], "estimated": usage["estimated"]})
+
+    def _openai_usage(self) -> dict[str, int]:
+        usage = self.usage()
+        return {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+    async def completion(self) -> dict[str, Any]:
+        """The non-streaming response (the answer with dangling `[n]` removed)."""
+        async for _ in self.events_and_tokens():
+            pass
+        message = {"role": "assistant", "content": self.events["done"]["answer"], "rag": self.extension()}
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+                "usage": self._openai_usage()}
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        chunk = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+        return f"data: {json.dumps(chunk, ensure_ascii=False, default=str)}\n\n"
+
+    async def sse(self) -> AsyncIterator[str]:
+        """The streaming response: role, text pieces as they come, then the last chunk and `[DONE]`.
+
+        The pieces are the model's raw text; the last chunk's `rag.answer` is the answer with
+        dangling `[n]` removed (what the non-streaming response returns as its content).
+        """
+        try:
+            yield self._chunk({"role": "assistant", "content": ""})
+            async for piece in self.events_and_tokens():
+                yield self._chunk({"content": piece})
+            extension = {**self.extension(), "answer": self.events["done"]["answer"]}
+            yield self._chunk({"rag": extension}, "stop", usage=self._openai_usage())
+        except Exception as exc:  # the status line is sent: report in the stream, as OpenAI does
+            response = error_response(exc)
+            yield f"data: {response.body.decode()}\n\n"
+        yield "data: [DONE]\n\n"
