@@ -152,10 +152,12 @@ class ExactVectorStore(VectorStore):
         if duplicates:
             raise ConfigError(f"ids already in the store or repeated: {duplicates}; delete them first")
         arrays = {view: _normalised(by_view[view], len(texts), view) for view in self._chunks.vectors}
-        for view, array in arrays.items():
+        for view, array in arrays.items():   # check every view before changing any
             old = self._chunks.vectors[view]
             if len(old) and old.shape[1] != array.shape[1]:
                 raise ConfigError(f"view {view!r} holds {old.shape[1]}-d vectors; got {array.shape[1]}-d ones")
+        for view, array in arrays.items():
+            old = self._chunks.vectors[view]
             self._chunks.vectors[view] = np.concatenate([old, array]) if len(old) else array
         self._chunks.texts += texts
         self._chunks.metadatas += metadatas
