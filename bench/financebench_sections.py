@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from rag.evaluation.financebench import FinanceBenchData
     from rag.evaluation.financebench_corpus import BenchCorpus
-    from rag.evaluation.financebench_pipelines import CONFIGURATIONS, LibraryConfiguration
+    from rag.evaluation.financebench_pipelines import (
+        CONFIGURATIONS,
+        LibraryConfiguration,
+    )
     from rag.evaluation.financebench_run import score_question
 
     started = time.perf_counter()

@@ -31,7 +31,12 @@ from rag.core.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData, resolve_data_dir
 from rag.evaluation.financebench_corpus import FETCH_K, BenchCorpus
 from rag.evaluation.financebench_report import write_report
-from rag.evaluation.financebench_run import DEFAULT_BUDGET, BenchReport, Retrieval, run_benchmark
+from rag.evaluation.financebench_run import (
+    DEFAULT_BUDGET,
+    BenchReport,
+    Retrieval,
+    run_benchmark,
+)
 from rag.retrieval.budget import CharTokenCounter
 from rag.retrieval.rerank import EmbeddingReranker
 

@@ -256,7 +256,7 @@ class ExactVectorStore(VectorStore):
 
     def _prefilter(self, flt: dict[str, Any]) -> np.ndarray | None:
         """Positions allowed by the first equality / $in clause, from the value index (None: no such clause)."""
-        for clause in flt["$and"] if "$and" in flt else [flt]:
+        for clause in flt.get("$and", [flt]):
             (key, cond), = clause.items()
             if key.startswith("$") or not set(cond) <= {"$eq", "$in"}:
                 continue

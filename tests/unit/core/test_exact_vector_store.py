@@ -75,7 +75,7 @@ def test_view_weights_mix_the_cosines_of_two_vectors_per_chunk():
     for weights in ({"text": 0.5, "context": 0.5}, {"context": 1.0}, {"text": 0.2, "context": 0.8}):
         view = store if weights == store.views else store.with_weights(weights)
         expected = sum(w * cos(text if name == "text" else context) for name, w in weights.items())
-        got = dict((d.id, s) for d, s in view.search_by_vector(query, k=6))
+        got = {d.id: s for d, s in view.search_by_vector(query, k=6)}
         assert [got[str(i)] for i in range(6)] == pytest.approx(expected.tolist(), abs=1e-5)
     reweighted = store.with_weights({"text": 1.0})
     store.add_embeddings(["new"], {"text": text[:1], "context": context[:1]}, ids=["n"])

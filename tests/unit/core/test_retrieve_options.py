@@ -169,7 +169,7 @@ def test_the_sentence_reranker_scores_each_chunk_by_its_best_sentence(chunks):
     question = "What is the capex? Capital expenditure is purchases of property and plant. Answer in millions."
     assert sub_queries(question) == [question, "Capital expenditure is purchases of property and plant."]
     whole = EmbeddingReranker(embedding=EMB)
-    per_part = [dict((d.id, s) for d, s in whole.rerank(part, chunks)) for part in sub_queries(question)]
-    got = dict((d.id, s) for d, s in EmbeddingReranker(embedding=EMB, by_sentence=True).rerank(question, chunks))
+    per_part = [{d.id: s for d, s in whole.rerank(part, chunks)} for part in sub_queries(question)]
+    got = {d.id: s for d, s in EmbeddingReranker(embedding=EMB, by_sentence=True).rerank(question, chunks)}
     assert got == pytest.approx({i: max(p[i] for p in per_part) for i in got})
     assert sub_queries("One sentence only?") == ["One sentence only?"]
