@@ -2,7 +2,7 @@
 
     python bench/financebench_sections.py            # data: ../shared/data/financebench or $RAG_FINANCEBENCH_DIR
 
-Runs the harness's `full` configuration (bench/financebench.py) with the defaults, then with one
+Runs the benchmark's `full` configuration (bench/financebench.py, through `rag.retrieve`) with the defaults, then with one
 `SectionRouter` setting (min_score, top_n, prefix, detect) or the promotion position
 (`section_at`) changed, in both settings, and prints the context hit of each run. Uses the
 benchmark's caches (bench/results/cache), so nothing is parsed or embedded when the main benchmark
@@ -39,20 +39,24 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
 
     from rag.evaluation.financebench import FinanceBenchData
-    from rag.evaluation.financebench_index import BenchIndex
-    from rag.evaluation.financebench_pipelines import CONFIGURATIONS, Pipeline
+    from rag.evaluation.financebench_corpus import BenchCorpus
+    from rag.evaluation.financebench_pipelines import (
+        CONFIGURATIONS,
+        LibraryConfiguration,
+    )
     from rag.evaluation.financebench_run import score_question
 
     started = time.perf_counter()
     data = FinanceBenchData.load(args.data)
-    index = BenchIndex.build(data, cache_dir=args.cache_dir)
+    corpus = BenchCorpus.build(data, cache_dir=args.cache_dir)
     base = CONFIGURATIONS["full"][1]
     n = len(data.questions)
-    print(f"{n} questions, {len(index.chunks)} chunks; full = {base.description}\n")
+    print(f"{n} questions, {len(corpus.chunks)} chunks; full = {base.description}\n")
     print(f"| {'variant':16} | single-document | shared store |")
     print("|---|---|---|")
     for name, router_settings, spec_settings in VARIANTS:
-        pipeline = Pipeline(index, replace(base, section_settings=tuple(router_settings.items()), **spec_settings))
+        pipeline = LibraryConfiguration(corpus, replace(base, section_settings=tuple(router_settings.items()),
+                                                        **spec_settings))
         hits = {}
         for setting in ("single", "shared"):
             hits[setting] = sum(score_question(q, pipeline.retrieve(

@@ -42,9 +42,9 @@ from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
 from rag.core.resource import Resource
 from rag.core.retrieval_settings import RetrievalSettings
-from rag.retrieval.budget import TokenCounter, apply_budget
+from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
-from rag.retrieval.fusion import doc_key, documents_to_scored, fuse
+from rag.retrieval.fusion import doc_key, documents_to_scored, fuse, minmax
 from rag.retrieval.packing import diversify
 from rag.retrieval.rephrase import Rephraser
 from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
@@ -98,7 +98,7 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
     if settings.router is not None:
         with _timed(timings, "route"):
             route = settings.router.route(question)
-        if settings.routing == "filter" and route.values:
+        if settings.routing != "boost" and route.values:   # "filter" or "both"
             flt = and_filters(flt, {settings.router.key: {"$in": route.values}})
     # a k the user gave the resource (its search_kwargs or this request's) caps its candidates
     k = request.get("k", resource.search_kwargs.get("k", settings.fetch_k))
@@ -130,7 +130,7 @@ def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings:
         result.rephrased_questions = branches[0].queries[1:]
     lists = {f"{b.resource}|{qi}": documents_to_scored(docs) for b in branches for qi, docs in b.lists.items()}
     with _timed(result.timings, "fuse", lists=len(lists)) as current:
-        fused = _fuse(lists, settings)
+        fused = _fuse(lists, settings, _query_weights(branches, settings))
         current.attributes["documents"] = len(fused)
     result.add_stage("fused", _candidates([d for d, _ in fused]))
     if settings is None:
@@ -140,35 +140,46 @@ def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings:
     return _refine(result, fused, branches, list(resources), settings)
 
 
-def _fuse(lists: dict[str, list[tuple[Document, float]]], settings: RetrievalSettings | None) -> list[tuple[Document, float]]:
+def _fuse(lists: dict[str, list[tuple[Document, float]]], settings: RetrievalSettings | None,
+          weights: dict[str, float] | None = None) -> list[tuple[Document, float]]:
     if len(lists) == 1:
         ((_, only),) = lists.items()
         return [(d, float(d.metadata.get("score", -i))) for i, (d, _) in enumerate(only)]
     if settings is None:
         return fuse(lists, method="rrf")
-    return fuse(lists, method=settings.fusion, top_k=settings.fetch_k)
+    return fuse(lists, method=settings.fusion, weights=weights, top_k=settings.fetch_k)
+
+
+def _query_weights(branches: Sequence[Branch], settings: RetrievalSettings | None) -> dict[str, float] | None:
+    """`question_weight` for the question's lists, the rest shared by the rephrasings (None: equal weights)."""
+    if settings is None or settings.question_weight is None or all(len(b.queries) < 2 for b in branches):
+        return None
+    share = settings.question_weight
+    return {f"{b.resource}|{qi}": 1.0 if len(b.queries) < 2 else
+            share if qi == 0 else (1 - share) / (len(b.queries) - 1)
+            for b in branches for qi in b.lists}
 
 
 def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Sequence[Branch],
             resources: list[Resource], settings: RetrievalSettings) -> RAGResult:
     """Route boost, rerank, diversify, sections, select, budget."""
-    question, counter = result.question, TokenCounter(settings.token_counter)
+    question, counter = result.question, token_counter(settings.token_counter)
     route = next((b.route for b in branches if b.route is not None), None)
     flt = branches[0].filter if branches else settings.filter
     if route is not None:
         result.extras["route"] = {"values": route.values, "confident": route.confident,
                                   "scores": dict(list(route.scores.items())[:10])}
-        if settings.routing == "boost":
+        if settings.routing != "filter":   # "boost" or "both": on min-max normalised fused scores
             with _timed(result.timings, "route"):
-                fused = settings.router.boost(question, fused, weight=settings.route_weight)
+                normalised = minmax([score for _, score in fused])
+                fused = settings.router.boost(question, [(d, s) for (d, _), s in zip(fused, normalised, strict=True)],
+                                              weight=settings.route_weight)
             result.add_stage("filtered", _candidates([d for d, _ in fused]))
     scored = fused
     reranker = _reranker(settings.reranker)
     if reranker is not None:
         with _timed(result.timings, "rerank"):
-            scored = reranker.rerank(question, [d for d, _ in fused])
-            if settings.rerank_weight < 1.0:
-                scored = blend_rerank(fused, scored, weight=settings.rerank_weight)
+            scored = _rerank(reranker, question, fused, settings)
         result.add_stage("reranked", _candidates([d for d, _ in scored]))
     if settings.page_diversity:
         with _timed(result.timings, "diversify"):
@@ -183,9 +194,25 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
         current.attributes["documents"] = len(result.context)
     result.extras["token_counter"] = counter.name
     result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
-    result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase", "sections"},
-                                                    mode="json")
+    result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase", "sections",
+                                                             "token_counter"}, mode="json")
+    result.extras["settings"]["token_counter"] = (settings.token_counter if isinstance(settings.token_counter, str)
+                                                  else counter.name)
     return result
+
+
+def _rerank(reranker: Any, question: str, fused: list[tuple[Document, float]],
+            settings: RetrievalSettings) -> list[tuple[Document, float]]:
+    """Rerank the top `rerank_depth` candidates (blended with the first stage below weight 1); the rest follow."""
+    head, tail = (fused, []) if settings.rerank_depth is None else (fused[: settings.rerank_depth],
+                                                                    fused[settings.rerank_depth:])
+    scored = reranker.rerank(question, [d for d, _ in head])
+    if settings.rerank_weight < 1.0:
+        scored = blend_rerank(head, scored, weight=settings.rerank_weight)
+    if not tail:
+        return scored
+    floor = min([0.0, *(score for _, score in scored)]) - 1e-6
+    return scored + [(d, floor) for d, _ in tail]
 
 
 def _sections(result: RAGResult, scored: list[tuple[Document, float]], settings: RetrievalSettings,

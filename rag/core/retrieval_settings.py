@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rag.retrieval.budget import TOKEN_COUNTERS, TokenCount
 from rag.retrieval.rse import RSEConfig
 
 __all__ = ["RetrievalSettings"]
@@ -31,14 +32,22 @@ class RetrievalSettings(BaseModel):
         rephrase: a `Rephraser`, or modes for one ("keywords", "feedback", "hyde", "multi_query").
         llm: the chat model for the LLM rephrase modes.
         router: a `DocumentRouter`; routing "filter" restricts search to the routed documents,
-            "boost" adds ``route_weight * document score`` to the fused scores.
+            "boost" adds ``route_weight * document score`` (min-max normalised over the documents)
+            to the fused scores (min-max normalised over the candidates, so the weight means the
+            same for RRF and convex fusion), "both" does the two.
         reranker: a `Reranker`, "embedding" (the offline `EmbeddingReranker`) or None.
         rerank_weight: 1 orders by the reranker's score alone; below 1 the normalised reranker and
             first-stage scores are blended (`rag.retrieval.rerank.blend_rerank`).
+        rerank_depth: rerank only the best `rerank_depth` fused candidates (None = all); the rest
+            follow them in their fused order.
         expand: neighbour expansion window (0 = none); ignored when `rse` is set.
         rse: an RSE preset name or `RSEConfig` (None = none); `rse_overrides` replace preset fields.
-        max_tokens: the context budget (None = unlimited); `token_counter`: auto, minilm, approx.
+        max_tokens: the context budget (None = unlimited).
+        token_counter: "auto", "minilm", "approx", "chars" (one token per 4 characters) or a
+            counter object (`rag.retrieval.budget.TokenCount`: name, count, truncate).
         fusion: how lists of several resources / queries are fused ("rrf" or "convex").
+        question_weight: with rephrasings, the share of the fusion weight given to the lists of
+            the question itself; the rephrasings share the rest equally (None = every list the same).
         page_diversity: `rag.retrieval.packing.diversify` discount (0 = off): a chunk loses this
             much of its normalised score per better chunk already taken from its page.
         sections: a `rag.retrieval.sections.SectionRouter` (None = off): the opening chunk of each
@@ -54,17 +63,19 @@ class RetrievalSettings(BaseModel):
     rephrase: Any = None
     llm: Any = None
     router: Any = None
-    routing: Literal["filter", "boost"] = "filter"
+    routing: Literal["filter", "boost", "both"] = "filter"
     route_weight: float = 0.5
     reranker: Any = None
     expand: int = Field(default=0, ge=0)
     rse: str | RSEConfig | None = None
     rse_overrides: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = Field(default=4000, ge=1)
-    token_counter: str = "auto"
+    token_counter: Any = "auto"
     fusion: Literal["rrf", "convex"] = "rrf"
     page_diversity: float = Field(default=0.0, ge=0.0)
     rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
+    rerank_depth: int | None = Field(default=None, ge=1)
+    question_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     sections: Any = None
     section_at: int = Field(default=3, ge=0)
 
@@ -74,3 +85,11 @@ class RetrievalSettings(BaseModel):
         if isinstance(value, bool):
             raise ValueError(f"must be an integer, not {value!r}")
         return value
+
+    @field_validator("token_counter")
+    @classmethod
+    def _check_counter(cls, value: Any) -> Any:
+        if value in TOKEN_COUNTERS if isinstance(value, str) else isinstance(value, TokenCount):
+            return value
+        raise ValueError(f"must be one of {', '.join(TOKEN_COUNTERS)} or an object with name, count(text) and "
+                         "truncate(text, max_tokens)")

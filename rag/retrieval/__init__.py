@@ -10,7 +10,12 @@ Example:
 
 from __future__ import annotations
 
-from rag.retrieval.budget import TokenCounter, apply_budget
+from rag.retrieval.budget import (
+    CharTokenCounter,
+    TokenCounter,
+    apply_budget,
+    token_counter,
+)
 from rag.retrieval.expansion import expand_neighbours, merge_chunk_texts
 from rag.retrieval.fusion import fuse
 from rag.retrieval.hybrid import HybridRetriever, dense_search
@@ -18,7 +23,12 @@ from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.packing import diversify, page_key
 from rag.retrieval.partition_index import PartitionIndex
 from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
-from rag.retrieval.rephrase import FusedQueryRetriever, Rephraser, keyword_query
+from rag.retrieval.rephrase import (
+    FusedQueryRetriever,
+    Rephraser,
+    keyword_query,
+    sub_queries,
+)
 from rag.retrieval.rerank import (
     CompressorReranker,
     CrossEncoderReranker,
@@ -36,6 +46,7 @@ __all__ = [
     "RSE_PRESETS",
     "BM25Index",
     "BM25Retriever",
+    "CharTokenCounter",
     "CompressorReranker",
     "CrossEncoderReranker",
     "DocumentRouter",
@@ -66,4 +77,6 @@ __all__ = [
     "merge_chunk_texts",
     "page_key",
     "relevant_segments",
+    "sub_queries",
+    "token_counter",
 ]

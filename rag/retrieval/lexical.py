@@ -182,7 +182,8 @@ class BM25Index:
             values = cond["$in"] if "$in" in cond else [cond["$eq"]]
             index = self.value_positions(key)
             parts = [index[v] for v in values if v in index]
-            return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            # in index order whatever the order of the values, so equal scores rank the same way
+            return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
         return None
 
     def value_positions(self, key: str) -> dict[Any, np.ndarray]:

@@ -14,6 +14,10 @@ Offline (no model), general rules only, nothing domain-specific:
 - ``"feedback"``: pseudo-relevance feedback (RM3-style): after a first search, the terms that are
   frequent in the top chunks and rare in the index are appended to the keyword query.
 
+`sub_queries(question)` splits a long question into the parts worth matching on their own (a
+question often states a metric, then defines it with the line items to look up);
+`EmbeddingReranker(by_sentence=True)` scores a chunk by its best match over them.
+
 `Rephraser.rephrase(question)` returns the question first, then its variants (duplicates
 removed). `FusedQueryRetriever` searches every variant with a base retriever (concurrently,
 through ``batch``) and merges the lists with RRF, so a chunk found by several variants rises.
@@ -40,21 +44,38 @@ from pydantic import Field
 
 from rag.base.errors import ConfigError
 from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
-from rag.base.text import STOP_WORDS, tokenize
+from rag.base.text import STOP_WORDS, split_sentences, tokenize
 from rag.retrieval.fusion import FUSION_METHODS, documents_to_scored, fuse
 
-__all__ = ["REPHRASE_MODES", "FusedQueryRetriever", "Rephraser", "feedback_terms", "keyword_query"]
+__all__ = ["REPHRASE_MODES", "FusedQueryRetriever", "Rephraser", "feedback_terms", "keyword_query", "sub_queries"]
 
 REPHRASE_MODES = ("keywords", "feedback", "hyde", "multi_query")
 _LLM_MODES = ("hyde", "multi_query")
 _QUESTION_WORDS = frozenset("what which who whom whose when where why how much many does did do is are was were "
                             "please tell show give list describe explain according based".split())
+_MIN_SUB_QUERY_TOKENS = 3
 _WORD = re.compile(r"[^\W_]+(?:[.,'&-][^\W_]+)*", re.UNICODE)
 
 _HYDE_PROMPT = ("Write a short passage, as it would appear in a source document, that answers the question. "
                 "Do not say you are unsure.\n\nQuestion: {question}\n\nPassage:")
 _MULTI_PROMPT = ("Write {n} different versions of the question below, each on its own line, using other words "
                  "for the same meaning. Output only the questions.\n\nQuestion: {question}")
+
+
+def sub_queries(question: str, *, min_tokens: int = _MIN_SUB_QUERY_TOKENS) -> list[str]:
+    """The question followed by those of its sentences that say enough to search on their own.
+
+    A one-sentence question is returned alone; a sentence counts when it has at least
+    `min_tokens` content tokens (`rag.base.text.tokenize`), so "Answer in days." is left out.
+
+    Example:
+        >>> sub_queries("What is the FY2019 DPO? DPO is 365 * payables / COGS. Answer in days.")
+        ['What is the FY2019 DPO? DPO is 365 * payables / COGS. Answer in days.', 'DPO is 365 * payables / COGS.']
+    """
+    sentences = split_sentences(question)
+    if len(sentences) < 2:
+        return [question]
+    return [question] + [s for s in sentences if len(tokenize(s)) >= min_tokens]
 
 
 def keyword_query(question: str) -> str:

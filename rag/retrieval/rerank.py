@@ -6,6 +6,9 @@ a reranker may also drop documents). Implementations:
 - `EmbeddingReranker` (offline default): cosine similarity of the question and each chunk under
   an embedding model (all-MiniLM-L6-v2 by default), optionally with metadata such as the title
   prefixed to the chunk text. Useful after fusion, where BM25-only hits have no dense score.
+  With ``by_sentence=True`` a chunk scores its best cosine over the question and each of its
+  sentences that says enough on its own (`rag.retrieval.rephrase.sub_queries`): a question that
+  names a metric and then defines it matches the chunk holding the definition's line items.
 - `CrossEncoderReranker`: a sentence-transformers ``CrossEncoder`` loaded from a local path
   (nothing is downloaded); raises an error naming the path and the fix when it is unavailable.
 - `LLMFilterReranker`: asks a chat model YES/NO per chunk and keeps the YES ones in their order.
@@ -43,6 +46,7 @@ from pydantic import ConfigDict
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import doc_key, minmax, with_scores
+from rag.retrieval.rephrase import sub_queries
 from rag.stores.chroma import collection_of, get_vectors, is_chroma
 
 __all__ = [
@@ -108,11 +112,13 @@ class EmbeddingReranker(Reranker):
             there are scored from their stored vector instead of being embedded again, which
             makes reranking a few milliseconds instead of one model pass per chunk. Not used
             with `metadata_prefix` (stored vectors were made without the prefix).
+        by_sentence: score each chunk by its best cosine over the question and its sentences
+            (`sub_queries`) instead of the whole question only.
         top_n: keep the best `top_n`.
     """
 
     def __init__(self, *, embedding: Embeddings | None = None, metadata_prefix: Sequence[str] = (),
-                 store: Any = None, top_n: int | None = None) -> None:
+                 store: Any = None, by_sentence: bool = False, top_n: int | None = None) -> None:
         super().__init__(top_n=top_n)
         if isinstance(metadata_prefix, str):
             raise ConfigError("metadata_prefix must be a list of keys, not a single string")
@@ -121,6 +127,7 @@ class EmbeddingReranker(Reranker):
         self._embedding = embedding
         self.metadata_prefix = tuple(metadata_prefix)
         self.store = store
+        self.by_sentence = bool(by_sentence)
 
     @property
     def embedding(self) -> Embeddings:
@@ -136,13 +143,17 @@ class EmbeddingReranker(Reranker):
     def rerank(self, query: str, docs: Sequence[Document]) -> Scored:
         if not docs:
             return []
-        q = np.asarray(self.embedding.embed_query(query), dtype=np.float32)
         stored = self._stored_vectors(docs)
         missing = [i for i, d in enumerate(docs) if d.id not in stored]
         fresh = self.embedding.embed_documents([self.text_of(docs[i]) for i in missing]) if missing else []
         by_index = dict(zip(missing, fresh, strict=True))
         m = np.asarray([stored[d.id] if d.id in stored else by_index[i] for i, d in enumerate(docs)], dtype=np.float32)
-        sims = (m @ q) / np.maximum(np.linalg.norm(m, axis=1) * np.linalg.norm(q), 1e-12)
+        norms = np.linalg.norm(m, axis=1)
+        sims = None
+        for part in sub_queries(query) if self.by_sentence else [query]:
+            q = np.asarray(self.embedding.embed_query(part), dtype=np.float32)
+            part_sims = (m @ q) / np.maximum(norms * np.linalg.norm(q), 1e-12)
+            sims = part_sims if sims is None else np.maximum(sims, part_sims)
         return _scored(docs, sims.tolist(), self.top_n)
 
 

@@ -1,1 +1,2 @@
-"""Vector-store access, one module per backend (`rag.stores.chroma`); nothing else calls a store client."""
+"""Vector-store access, one module per backend (`rag.stores.chroma`; `rag.stores.memory`, an exact in-memory store);
+nothing else calls a store client."""

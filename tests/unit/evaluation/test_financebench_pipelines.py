@@ -1,4 +1,4 @@
-"""FinanceBench pipelines on the synthetic data set: every configuration runs, within budget, cached."""
+"""FinanceBench configurations on the synthetic data set: every one runs through `rag.retrieve`, within budget."""
 
 from __future__ import annotations
 
@@ -10,15 +10,19 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError
 from rag.cli import main as cli_main
+from rag.core.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData, chunk_pages
-from rag.evaluation.financebench_index import BenchIndex, autocontext_texts
+from rag.evaluation.financebench_corpus import CONTEXT_VIEW, TEXT_VIEW, BenchCorpus
 from rag.evaluation.financebench_pipelines import (
     CONFIGURATIONS,
-    Pipeline,
+    LibraryConfiguration,
+    ranked_documents,
     run_financebench,
 )
-from rag.evaluation.financebench_query import sub_queries
 from rag.evaluation.financebench_run import document_pages, estimate_tokens
+from rag.indexing.autocontext import AutoContext
+from rag.retrieval.hybrid import HybridRetriever
+from rag.stores.memory import ExactRetriever
 from rag.testing.financebench import write_synthetic_financebench
 
 
@@ -27,15 +31,15 @@ def synthetic(tmp_path_factory):
     root = tmp_path_factory.mktemp("fb")
     data_dir = write_synthetic_financebench(root / "data")
     data = FinanceBenchData.load(data_dir)
-    index = BenchIndex.build(data, cache_dir=root / "cache", chunk_size=300,
-                             embeddings=DeterministicFakeEmbedding(size=32))
-    return data_dir, data, index, root
+    corpus = BenchCorpus.build(data, cache_dir=root / "cache", chunk_size=300,
+                               embeddings=DeterministicFakeEmbedding(size=32))
+    return data_dir, data, corpus, root
 
 
 def test_every_configuration_returns_a_context_within_the_budget(synthetic):
-    _, data, index, _ = synthetic
+    _, data, corpus, _ = synthetic
     for name, (_, spec) in CONFIGURATIONS.items():
-        pipeline = Pipeline(index, spec, budget=150)
+        pipeline = LibraryConfiguration(corpus, spec, budget=150)
         for doc_name in ("ACME_2022_10K", None):
             result = pipeline.retrieve(data.questions[0].question, doc_name=doc_name)
             tokens = sum(estimate_tokens(d.page_content) for d in result.context)
@@ -45,16 +49,45 @@ def test_every_configuration_returns_a_context_within_the_budget(synthetic):
                 assert {d.metadata["doc_name"] for d in result.context} == {doc_name}, name
 
 
+def test_a_configuration_is_exactly_rag_retrieve_with_its_settings(synthetic):
+    _, data, corpus, _ = synthetic
+    for name in ("full", "full-kw", "rse", "neighbours"):
+        pipeline = LibraryConfiguration(corpus, CONFIGURATIONS[name][1], budget=300)
+        for question in data.questions[:3]:
+            for doc_name in (question.doc_name, None):
+                got = pipeline.retrieve(question.question, doc_name=doc_name)
+                direct = retrieve(question.question, pipeline.resource, **pipeline.settings(doc_name))
+                assert [d.page_content for d in got.context] == [d.page_content for d in direct.context], name
+                assert [d.id for d in got.ranked] == [d.id for d in ranked_documents(direct)[:50]], name
+
+
+def test_configurations_map_to_library_settings(synthetic):
+    _, _, corpus, _ = synthetic
+    full = LibraryConfiguration(corpus, CONFIGURATIONS["full"][1])
+    shared, single = full.settings(None), full.settings("ACME_2022_10K")
+    assert shared["routing"] == "both" and shared["router"] is corpus.document_router()
+    assert "router" not in single and single["filter"] == {"doc_name": "ACME_2022_10K"}
+    assert shared["rerank_depth"] == 50 and shared["rerank_weight"] == 0.5 and shared["reranker"].by_sentence
+    assert shared["token_counter"].name == "chars/4" and shared["sections"] is corpus.section_router()
+    assert isinstance(full.resource.retriever, HybridRetriever)
+    assert full.resource.retriever.vectorstore.views == {TEXT_VIEW: 0.0, CONTEXT_VIEW: 1.0}
+    mix = LibraryConfiguration(corpus, CONFIGURATIONS["full-mix"][1])
+    assert mix.resource.retriever.vectorstore.views == {TEXT_VIEW: 0.5, CONTEXT_VIEW: 0.5}
+    assert isinstance(LibraryConfiguration(corpus, CONFIGURATIONS["dense"][1]).resource.retriever, ExactRetriever)
+    kw = LibraryConfiguration(corpus, CONFIGURATIONS["full-kw"][1]).settings(None)
+    assert kw["rephrase"] == ["keywords"] and kw["question_weight"] == 0.5
+
+
 def test_bm25_finds_the_evidence_page_of_a_keyword_question(synthetic):
-    _, _, index, _ = synthetic
-    bm25 = Pipeline(index, CONFIGURATIONS["bm25"][1], budget=80)
+    _, _, corpus, _ = synthetic
+    bm25 = LibraryConfiguration(corpus, CONFIGURATIONS["bm25"][1], budget=80)
     result = bm25.retrieve("patent lawsuit guidance systems", doc_name="ACME_2022_10K")
     assert document_pages(result.context[0]) == {("ACME_2022_10K", 3)}
 
 
 def test_routing_searches_only_the_named_company_and_year(synthetic):
-    _, _, index, _ = synthetic
-    routed = Pipeline(index, CONFIGURATIONS["routing"][1], budget=4000)
+    _, _, corpus, _ = synthetic
+    routed = LibraryConfiguration(corpus, CONFIGURATIONS["routing"][1], budget=4000)
     result = routed.retrieve("Did Globex Foods raise its dividend in 2023?", doc_name=None)
     assert {d.metadata["doc_name"] for d in result.context} == {"GLOBEX_2023_10K"}
     result = routed.retrieve("What were Acme Rockets' net sales in FY2022?", doc_name=None)
@@ -62,13 +95,25 @@ def test_routing_searches_only_the_named_company_and_year(synthetic):
 
 
 def test_neighbour_and_segment_contexts_list_every_page_they_cover(synthetic):
-    _, data, index, _ = synthetic
+    _, data, corpus, _ = synthetic
     for name in ("neighbours", "rse"):
-        result = Pipeline(index, CONFIGURATIONS[name][1], budget=400).retrieve(
+        result = LibraryConfiguration(corpus, CONFIGURATIONS[name][1], budget=400).retrieve(
             data.questions[1].question, doc_name="ACME_2023_10K")
         for doc in result.context:
             assert doc.metadata["pages"], name
             assert set(doc.metadata["pages"]) <= {0, 1, 2}
+
+
+def test_a_truncated_window_keeps_only_the_pages_it_still_holds(synthetic):
+    _, data, corpus, _ = synthetic
+    pipeline = LibraryConfiguration(corpus, CONFIGURATIONS["neighbours"][1], budget=90)
+    result = pipeline.retrieve(data.questions[1].question, doc_name="ACME_2023_10K")
+    cut = [d for d in result.context if d.metadata.get("truncated") and len(d.metadata["chunk_indices"]) > 1]
+    assert cut
+    for doc in cut:
+        held = [c for c in corpus.by_document["ACME_2023_10K"] if c.metadata["chunk_index"] in
+                doc.metadata["chunk_indices"] and c.page_content[:80] in doc.page_content]
+        assert doc.metadata["pages"] == list(dict.fromkeys(c.metadata["page"] for c in held))
 
 
 def test_run_financebench_writes_results_and_reuses_the_embedding_cache(synthetic, tmp_path):
@@ -81,6 +126,7 @@ def test_run_financebench_writes_results_and_reuses_the_embedding_cache(syntheti
     saved = json.loads(paths[1].read_text(encoding="utf-8"))
     assert set(saved["results"]) == {"single", "shared"}
     assert set(saved["results"]["single"]) == {"bm25", "dense", "full"}
+    assert saved["meta"]["pipeline"] == "rag.retrieve" and saved["meta"]["token_counter"] == "chars/4"
     assert report.meta["chunks"] > 0
     assert (root / "cache" / "embeddings.sqlite").exists()
 
@@ -108,23 +154,20 @@ def test_cli_rejects_a_non_positive_budget(tmp_path, capsys):
     assert "--budget must be a positive integer" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------- query analysis
-def test_sub_queries_keeps_the_question_first_and_drops_short_instructions():
-    parts = sub_queries("What is the FY2018 DPO for Walmart? DPO is 365 times average payables over COGS. "
-                        "Answer in days.")
-    assert parts[0].startswith("What is the FY2018 DPO")
-    assert "DPO is 365 times average payables over COGS." in parts
-    assert "Answer in days." not in parts
-
-
-def test_autocontext_vectors_embed_the_header_but_the_chunk_text_stays_the_chunk(synthetic):
-    _, _, index, _ = synthetic
-    chunk = index.chunks[0]
-    text = autocontext_texts([chunk])[0]
+def test_the_store_holds_the_text_and_the_autocontext_vector_of_every_chunk(synthetic):
+    _, _, corpus, _ = synthetic
+    chunk = corpus.chunks[0]
+    text = AutoContext().embedding_texts([chunk])[0]
     assert text.startswith(chunk.metadata["title"]) and text.endswith(chunk.page_content)
     assert not chunk.page_content.startswith(chunk.metadata["title"])
-    assert index.context_vectors.shape == index.vectors.shape
-    assert not np.allclose(index.context_vectors[0], index.vectors[0])
+    emb = corpus.embeddings
+    plain = corpus.store.with_weights({TEXT_VIEW: 1.0}).search_by_vector(emb.embed_query(chunk.page_content), k=1)
+    context = corpus.store.with_weights({CONTEXT_VIEW: 1.0}).search_by_vector(emb.embed_query(text), k=1)
+    assert plain[0][0].id == context[0][0].id == chunk.id
+    assert plain[0][1] == pytest.approx(1.0, abs=1e-5) and context[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert not np.isclose(corpus.store.with_weights({TEXT_VIEW: 1.0}).search_by_vector(
+        emb.embed_query(text), k=1, filter={"doc_name": chunk.metadata["doc_name"],
+                                              "chunk_index": chunk.metadata["chunk_index"]})[0][1], 1.0)
 
 
 def test_chunk_pages_files_a_statement_page_under_its_title():

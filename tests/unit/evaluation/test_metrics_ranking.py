@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from rag.base.errors import ConfigError
 from rag.evaluation.metrics import hit_rate, mean_metrics, mrr, ndcg_at_k, recall_at_k
 
 RANKING = ["d3", "d1", "d7", "d2", "d9"]
@@ -60,5 +61,5 @@ def test_mean_metrics_averages_over_queries():
 def test_bad_k_and_string_relevant_are_rejected():
     with pytest.raises(ValueError, match="positive integer"):
         hit_rate(["a"], {"a"}, k=0)
-    with pytest.raises(TypeError, match="single string"):
+    with pytest.raises(ConfigError, match="single string"):
         hit_rate(["a"], "a")
