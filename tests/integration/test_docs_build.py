@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[2]
 @pytest.mark.integration
 def test_mkdocs_builds_strict(tmp_path: Path) -> None:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
-    assert mkdocs, "mkdocs is not installed (pip install 'rag[dev]')"
+    assert mkdocs, "mkdocs is not installed (pip install -e '.[dev]')"
     result = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
