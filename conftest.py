@@ -203,8 +203,53 @@ if Sybil is not None:
     pytest_collect_file = _sybil.pytest()
 
 
+def _block_kind(item: pytest.Item) -> str | None:
+    """'block' for a code block of the docs, 'setup' for an invisible one, None for anything else."""
+    example = getattr(item, "example", None)
+    if type(item).__name__ != "SybilItem" or example is None or type(example.region.evaluator).__name__ == "Skipper":
+        return None
+    return "setup" if "directive" in example.region.lexemes else "block"
+
+
+_TALLY: dict[str, int] = {}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Docs blocks use the real model and real stores: they are integration tests."""
     for item in items:
         if type(item).__name__ == "SybilItem":
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count the docs' code blocks by outcome (skip directives are not blocks)."""
+    kind = getattr(report, "docs_block", None)
+    if kind and (report.when == "call" or report.skipped):
+        key = f"{kind} {report.outcome}"
+        _TALLY[key] = _TALLY.get(key, 0) + 1
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201
+    """CPU seconds of the docs' blocks (this process and the commands they ran), load-independent."""
+    before = os.times()
+    yield
+    if _block_kind(item):
+        after = os.times()
+        spent = sum(after[i] - before[i] for i in range(4))
+        _TALLY["cpu"] = _TALLY.get("cpu", 0) + spent
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
+    outcome = yield
+    outcome.get_result().docs_block = _block_kind(item)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many docs code blocks ran and how many were skipped, with the reasons in -rs."""
+    cpu = _TALLY.pop("cpu", None)
+    if _TALLY:
+        blocks = ", ".join(f"{n} {key}" for key, n in sorted(_TALLY.items()))
+        terminalreporter.write_line(f"docs code examples (README.md, docs/*.md; a doctest counts per >>>): {blocks}"
+                                    + (f"; {cpu:.0f} CPU-seconds" if cpu is not None else ""))
