@@ -211,7 +211,8 @@ def _block_kind(item: pytest.Item) -> str | None:
     return "setup" if "directive" in example.region.lexemes else "block"
 
 
-_TALLY: dict[str, int] = {}
+_TALLY: dict[str, float] = {}
+_CPU: dict[str, float] = {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -236,8 +237,7 @@ def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201
     yield
     if _block_kind(item):
         after = os.times()
-        spent = sum(after[i] - before[i] for i in range(4))
-        _TALLY["cpu"] = _TALLY.get("cpu", 0) + spent
+        _CPU[item.nodeid] = sum(after[i] - before[i] for i in range(4))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -248,8 +248,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Say how many docs code blocks ran and how many were skipped, with the reasons in -rs."""
-    cpu = _TALLY.pop("cpu", None)
     if _TALLY:
-        blocks = ", ".join(f"{n} {key}" for key, n in sorted(_TALLY.items()))
-        terminalreporter.write_line(f"docs code examples (README.md, docs/*.md; a doctest counts per >>>): {blocks}"
-                                    + (f"; {cpu:.0f} CPU-seconds" if cpu is not None else ""))
+        blocks = ", ".join(f"{n:.0f} {key}" for key, n in sorted(_TALLY.items()))
+        terminalreporter.write_line(f"docs code examples (README.md, docs/*.md; a doctest counts per >>>): {blocks}; "
+                                    f"{sum(_CPU.values()):.0f} CPU-seconds, the most in "
+                                    + ", ".join(f"{k} ({v:.0f} s)" for k, v in sorted(_CPU.items(), key=lambda kv: -kv[1])[:5]))
