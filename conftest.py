@@ -13,8 +13,8 @@ points into the sandbox too. Blocks of one page share one Python namespace, like
   the background and the block goes on once the server answers; every server is stopped at the
   end of the page. Ports the docs name (8000, 8001, 8080) are replaced by free ports.
 - ```` ```console ```` blocks are `$ command` lines, each followed by the output it must print
-  (stdout and stderr together; compared like a doctest, the sandbox path reads as `.`). The exit
-  status is not checked: the output is.
+  (stdout and stderr together; compared like a doctest, a line holding only `...` stands for any
+  number of lines, the sandbox path reads as `.`). The exit status is not checked: the output is.
 - Any other block (json, yaml, text, or no language) is shown, not run.
 - `<!-- skip: next "reason" -->` skips the next block and reports the reason (pytest counts it as
   skipped); `<!-- skip: next if(not os.environ.get("OPENAI_API_KEY"), reason="...") -->` skips
@@ -172,6 +172,7 @@ def _evaluate_console(example: Example) -> str | None:
     state = example.namespace["_docs"]
     checker = doctest.OutputChecker()
     for command, expected in re.findall(r"^\$ ((?:.*\\\n)*.*)\n((?:(?!\$ ).*\n?)*)", example.parsed, re.M):
+        expected = re.sub(r"\n[ \t]*\.\.\.[ \t]*\n", "...", expected)   # a line of `...`: any lines
         result = _run_shell(command, state)
         got = (result.stdout + result.stderr).replace(str(state["sandbox"]), ".")
         if not checker.check_output(expected, got, OPTIONFLAGS):

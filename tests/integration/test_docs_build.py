@@ -39,3 +39,13 @@ def test_every_docs_page_is_in_the_nav() -> None:
     listed = set(pages(nav))
     on_disk = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     assert on_disk <= listed, f"pages missing from mkdocs.yml nav: {sorted(on_disk - listed)}"
+
+
+def test_no_install_line_points_at_the_unrelated_pypi_rag() -> None:
+    """PyPI's `rag` is another project: docs install from a clone, messages name `rag-runnables`."""
+    import re
+
+    install = re.compile(r"pip install\s+(?:-U\s+)?['\"]?rag(?:\[|['\"]|\s|$)", re.M)
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "rag").rglob("*.py")]
+    offenders = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in files for m in install.finditer(p.read_text())]
+    assert not offenders
