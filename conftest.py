@@ -1,10 +1,11 @@
 """Every code block of README.md and docs/*.md runs as a test (Sybil).
 
 Each page runs top to bottom in its own temporary directory (the *sandbox*), which holds copies
-of `docs/` and `configs/` and `reports/`, three small filings
-(the PDFs of `rag.testing.financebench.SYNTHETIC_FILINGS`),
-so stores (`.rag`, `.rag-demo`, ...) are built there, never in the checkout or in `~`; `HOME`
-points into the sandbox too. Blocks of one page share one Python namespace, like a notebook.
+of `docs/` and `configs/` and a `reports/` folder of three small PDF filings (those of
+`rag.testing.financebench.SYNTHETIC_FILINGS`). Stores (`.rag`, ...) are built there, never in the
+checkout or in `~` (`HOME` points into the sandbox). The blocks of a page share one Python
+namespace, like a notebook. `pytest README.md docs` runs only these tests; the run ends with a
+line counting the blocks that ran and were skipped, and the CPU-seconds they took.
 
 - ```` ```python ```` blocks are executed; blocks starting with `>>>` are doctests, whose output
   is compared (doctest's ELLIPSIS and NORMALIZE_WHITESPACE: `...` stands for any text).
@@ -43,13 +44,16 @@ from rag.testing.financebench import SYNTHETIC_FILINGS, write_pdf
 
 try:
     from sybil import Document, Example, Sybil
-    from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+    from sybil.parsers.markdown import (
+        CodeBlockParser,
+        PythonCodeBlockParser,
+        SkipParser,
+    )
 except ImportError:  # the dev extra is not installed: only the code tests run
     Sybil = None
 
 ROOT = Path(__file__).parent
 DOC_PORTS = ("8000", "8001", "8080")
-SERVER_COMMANDS = ("rag serve", "chroma run")
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 SKIP_WITHOUT_REASON = re.compile(r"<!--\s*skip:\s*(next|start)\s*-->")
 _SANDBOX_ENV = ("RAG_LLM", "RAG_EMBEDDING", "RAG_EMBEDDING_PRECISION", "RAG_API_TOKEN", "OPENAI_API_KEY",
@@ -171,7 +175,7 @@ def _evaluate_console(example: Example) -> str | None:
     """`$ command` lines, each followed by its expected output."""
     state = example.namespace["_docs"]
     checker = doctest.OutputChecker()
-    for command, expected in re.findall(r"^\$ ((?:.*\\\n)*.*)\n((?:(?!\$ ).*\n?)*)", example.parsed, re.M):
+    for command, expected in re.findall(r"^\$ ((?:.*\\\n)*.*)\n((?:(?!\$ ).*\n?)*)", example.parsed, re.MULTILINE):
         expected = re.sub(r"\n[ \t]*\.\.\.[ \t]*\n", "...", expected)   # a line of `...`: any lines
         result = _run_shell(command, state)
         got = (result.stdout + result.stderr).replace(str(state["sandbox"]), ".")
@@ -232,7 +236,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201
+def pytest_runtest_call(item: pytest.Item):
     """CPU seconds of the docs' blocks (this process and the commands they ran), load-independent."""
     before = os.times()
     yield
@@ -242,7 +246,7 @@ def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     outcome = yield
     outcome.get_result().docs_block = _block_kind(item)
 

@@ -45,7 +45,7 @@ def test_no_install_line_points_at_the_unrelated_pypi_rag() -> None:
     """PyPI's `rag` is another project: docs install from a clone, messages name `rag-runnables`."""
     import re
 
-    install = re.compile(r"pip install\s+(?:-U\s+)?['\"]?rag(?:\[|['\"]|\s|$)", re.M)
+    install = re.compile(r"pip install\s+(?:-U\s+)?['\"]?rag(?:\[|['\"]|\s|$)", re.MULTILINE)
     files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "rag").rglob("*.py")]
     offenders = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in files for m in install.finditer(p.read_text())]
     assert not offenders
