@@ -73,7 +73,7 @@ def open_store_resource(store: str, collection: str) -> Any:
     knowledge_base = open_knowledge_base_resource(store, collection)
     if knowledge_base is not None:
         return knowledge_base
-    client = chromadb.PersistentClient(path=store)
+    client = chromadb.PersistentClient(path=str(Path(store).resolve()))
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if _chroma_collection_name(collection) not in names:
         raise ConfigError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")

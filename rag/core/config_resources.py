@@ -118,7 +118,7 @@ class ChromaResourceConfig(_ChromaBase):
             raise ConfigError(f"resource {self.name!r}: no store at {str(path)!r}; create one with "
                               f"`rag index PATH --store {self.path}` or add an 'index:' block")
         path.mkdir(parents=True, exist_ok=True)
-        client = chromadb.PersistentClient(path=str(path))
+        client = chromadb.PersistentClient(path=str(Path(path).resolve()))
         return self._resource(client, embedding, default_search_kwargs, f"store {str(path)!r}")
 
 

@@ -95,7 +95,7 @@ def new_chroma(
     if client is not None:
         kwargs["client"] = client
     elif persist_directory is not None:
-        kwargs["persist_directory"] = str(persist_directory)
+        kwargs["persist_directory"] = str(Path(persist_directory).resolve())   # Chroma caches clients by this string
     return Chroma(**kwargs)
 
 

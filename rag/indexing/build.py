@@ -133,7 +133,7 @@ class ChromaStore:
             client = chromadb.EphemeralClient()
             collection_name = _chroma_collection_name(f"{name}-{uuid.uuid4().hex[:8]}")
         else:
-            client = chromadb.PersistentClient(path=str(self.persist_directory))
+            client = chromadb.PersistentClient(path=str(Path(self.persist_directory).resolve()))
             collection_name = _chroma_collection_name(name)
         collection = client.get_or_create_collection(collection_name, metadata={"hnsw:space": "cosine"},
                                                      embedding_function=None)

@@ -160,7 +160,7 @@ class KnowledgeBase:
         if self._collection is None:
             import chromadb
 
-            client = chromadb.PersistentClient(path=str(self.directory))
+            client = chromadb.PersistentClient(path=str(self.directory.resolve()))
             self._collection = client.get_or_create_collection(
                 self.manifest.store.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None)
         return self._collection
@@ -301,7 +301,7 @@ class KnowledgeBase:
             raise ConfigError(f"knowledge base {self.name!r} is empty: index documents before searching it")
         bm25 = BM25Index.from_documents(chunks, **{"metadata_fields": ["title", "section"], **(bm25_settings or {})})
         store = new_chroma(self.manifest.store.collection, self.embedding,
-                           client=chromadb.PersistentClient(path=str(self.directory)))
+                           client=chromadb.PersistentClient(path=str(self.directory.resolve())))
         try:
             return HybridRetriever(vectorstore=store, bm25=bm25, k=k, fusion=fusion, weights=weights,
                                    fetch_k=max(fetch_k, k), rrf_k=rrf_k)

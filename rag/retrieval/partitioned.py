@@ -118,7 +118,7 @@ class PartitionedChroma(VectorStore):
                 client = chromadb.EphemeralClient()
                 name = f"{name}-{uuid.uuid4().hex[:8]}"
             else:
-                client = chromadb.PersistentClient(path=str(persist_directory))
+                client = chromadb.PersistentClient(path=str(Path(persist_directory).resolve()))
         self._client = client
         self._name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("._-") or "rag"
         self._embedding = embedding
