@@ -14,7 +14,7 @@ DEMO_STORE ?= .rag-demo
 DEMO_QUESTION ?= Which embedding model is used by default?
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev demo test docs bench clean
+.PHONY: install install-dev demo test docs notebooks bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ test: install-dev
 
 docs: install-dev
 	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+# The notebooks are committed with their outputs (the docs site shows them): re-run them after a change
+# (without the warning tqdm prints in a kernel that has no ipywidgets).
+notebooks: install-dev
+	cd notebooks && PYTHONWARNINGS=ignore::tqdm.TqdmWarning PYTHONPATH=$(CURDIR) $(CURDIR)/$(VENV)/bin/jupyter-execute --inplace --timeout=900 *.ipynb
 
 # Each prints its figures; financebench parses and embeds 54 filings on its first run (long), then uses its cache.
 bench: install-dev

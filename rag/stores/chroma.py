@@ -77,7 +77,9 @@ def open_client(path: str | Path | None = None) -> Any:
     """A persistent chromadb client on `path`, or an in-process ephemeral one when `path` is None."""
     import chromadb
 
-    return chromadb.EphemeralClient() if path is None else chromadb.PersistentClient(path=str(path))
+    # Chroma caches one client per path string: an absolute path keeps a relative one from reaching
+    # another directory's store after a chdir
+    return chromadb.EphemeralClient() if path is None else chromadb.PersistentClient(path=str(Path(path).resolve()))
 
 
 def http_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
@@ -114,7 +116,7 @@ def new_chroma(name: str, embedding: Embeddings, *, persist_directory: str | Pat
     if client is not None:
         kwargs["client"] = client
     elif persist_directory is not None:
-        kwargs["persist_directory"] = str(persist_directory)
+        kwargs["persist_directory"] = str(Path(persist_directory).resolve())   # Chroma caches clients by this string
     return Chroma(**kwargs)
 
 

@@ -16,7 +16,7 @@ from rag.generation.streaming import stream_events
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                       reason="llama_cpp is not importable: pip install 'rag[llm-local]' to run the local SmolLM2 test"),
+                       reason="llama_cpp is not importable: pip install -e '.[llm-local]' to run the local SmolLM2 test"),
 ]
 
 

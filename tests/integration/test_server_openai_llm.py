@@ -26,7 +26,7 @@ def llama_base_url(tmp_path_factory):
     missing = [m for m in ("llama_cpp", "sse_starlette", "starlette_context", "pydantic_settings")
                if importlib.util.find_spec(m) is None]
     if missing:
-        pytest.skip(f"llama-cpp-python's server needs {missing}: pip install 'rag[llm-local]'")
+        pytest.skip(f"llama-cpp-python's server needs {missing}: pip install -e '.[llm-local]'")
     try:
         model = smollm2_path()
     except MissingDependencyError as exc:
