@@ -5,13 +5,22 @@ pieces) plus the AutoContext header stays within the model's 256. A chunk ends a
 boundary in the second half of its window: a blank line, then a line break, then a sentence
 end, then any space; consecutive chunks overlap by `chunk_overlap` tokens, starting on a word.
 
-Chunks never cross pages or sections. Markdown `#` headings (and html `<h1>`-`<h6>`, which the
-loader turns into `#` lines) start sections; every chunk carries:
+Every chunk is also bounded in characters (`max_chars`): a word-piece tokenizer reads an
+unbroken run of letters as one token, so tokens alone do not bound a chunk.
+
+Chunks never cross pages or sections. Markdown `#` headings (and html `<h1>`-`<h6>` and rst
+titles, which the loaders turn into `#` lines) start sections. A heading never forms a chunk on
+its own: a section holding only its heading joins the next one (`section="Models / Default"`),
+headings after the last text join the chunk before them, and no chunk ends right after a heading
+while text follows (`rag.indexing.headings.heading_blocks`); only a run of headings longer than a
+chunk is cut inside. A table (`chunk_type="table"`, from `rag.indexing.tables`) is kept whole when
+it fits, else cut between rows with its header lines repeated. Every chunk carries:
 
 - `doc_id`: a hash of the source, shared by all pages of a file;
 - `chunk_index`: position in the document, continuing across pages;
-- `source`, `page` (PDFs), `title`, `section` (the heading it falls under, when any);
-- `token_count`: its length in word pieces.
+- `source`, `page` (PDFs), `title`, `section` (the heading it falls under, when any; for PDFs the
+  heading-like line in effect, `rag.indexing.headings`);
+- `token_count`: its length in word pieces; `start_index`: its offset in the page or file text.
 
 Example:
     >>> from langchain_core.documents import Document
