@@ -168,6 +168,7 @@ class _Splitter:
         self.first_paragraph = True
         self.starts_cut = False
         self.bullet = False  # the paragraph is a list item
+        self.after_code = False  # the paragraph follows a code block
 
     def add(self, text: str, kind: str, terms: str = "") -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
@@ -186,8 +187,10 @@ class _Splitter:
         sentences = [part for s in split_sentences(" ".join(self.paragraph)) for part in _CODE_START.split(s)]
         self.paragraph.clear()
         # The first sentence is a fragment when the chunk starts mid-sentence, or when a paragraph
-        # (not a list item) starts in lower case: the rest of a sentence interrupted by code.
-        if sentences and ((self.first_paragraph and self.starts_cut) or (not bullet and sentences[0][0].islower())):
+        # right after code starts in lower case: the rest of a sentence the code interrupted.
+        after_code, self.after_code = self.after_code, False
+        if sentences and ((self.first_paragraph and self.starts_cut) or
+                          (after_code and not bullet and sentences[0][0].islower())):
             sentences = sentences[1:]
         self.first_paragraph = False
         if cut_end and sentences and not _END.search(sentences[-1]):
@@ -235,6 +238,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     for line in lines:
         if line is None or not (_ALNUM.search(line) or line.startswith("|")):  # code, blank, a rule (____)
             splitter.flush(cut_end=line is None)
+            splitter.after_code = line is None or (splitter.after_code and not line)
             splitter.close_table()
             splitter.recent.clear()
             continue
