@@ -6,7 +6,8 @@ out, and so are the copies overlapping chunks make). Each unit is scored against
 
 - key-term overlap: the IDF-weighted share of the question's terms in the unit (a term in the
   document's title, section or file name counts as found in each of its units), and
-- when an embedding model is given, the cosine similarity of the unit and the question.
+- when an embedding model is given, the cosine similarity of the unit (prefixed with its document's
+  title, when it has one) and the question.
 
 A unit answers only if it shares a key term with the question or is close to it in meaning
 (cosine >= `min_similarity`); a question with no key terms of its own ("What happened?") is
@@ -155,7 +156,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def _similarities(self, question: str, units: Sequence[Unit]) -> np.ndarray | None:
         if self.embedding is None:
             return None
-        vectors = np.asarray(self.embedding.embed_documents([u.text for u in units]), dtype=float)
+        # A sentence out of its document loses its subject ("License: MIT."); the title restores it.
+        texts = [f"{u.metadata['title']}: {u.text}" if u.metadata.get("title") else u.text for u in units]
+        vectors = np.asarray(self.embedding.embed_documents(texts), dtype=float)
         query = np.asarray(self.embedding.embed_query(question), dtype=float)
         norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
         return vectors @ query / np.where(norms == 0, 1.0, norms)
