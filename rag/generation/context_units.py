@@ -49,6 +49,7 @@ _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
 _CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
 _ALNUM = re.compile(r"[^\W_]")
+_FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
@@ -196,8 +197,9 @@ class _Splitter:
         if cut_end and sentences and not _END.search(sentences[-1]):
             sentences = sentences[:-1]
         for sentence in sentences:
-            if _MIN_WORDS <= len(sentence.split()) <= MAX_WORDS and not is_code_like(sentence) \
-                    and not _INTRO.search(sentence):
+            words = len(sentence.split())
+            if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
+                    and not is_code_like(sentence) and not _INTRO.search(sentence):
                 self.add(sentence, "row" if _mostly_numbers(sentence) else "sentence")
 
     def markdown_row(self, line: str) -> None:

@@ -90,3 +90,7 @@ def test_prose_with_inline_code_is_not_code_but_symbol_soup_is():
     assert not is_code_like("Pass `filter={'year': 2020}` to search only that year.")
     assert is_code_like("0.00}, ) chain.invoke(...)")
     assert is_code_like("Settings: `k`, `fetch_k`, `filter`, `rephrase`, `llm`, `router`.")
+
+
+def test_a_two_word_field_is_a_unit_but_other_two_word_pieces_are_not():
+    assert [u.text for u in units_of_chunk("License: MIT.\n\nSee above.")] == ["License: MIT."]
