@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from answer_questions import DEFAULT_DATA, contains_number, selected_questions  # noqa: E402
+from answer_questions import DEFAULT_DATA, contains_number, selected_questions
 
 BASELINE_COMMIT = "b0ff682"   # main when issue 12 was filed: the answerer before it
 COLLECTION = "fb_answers"
@@ -82,9 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     rag_cli("index", *pdfs, "--store", store, "--collection", COLLECTION)
     print(f"indexed {len(pdfs)} filings in {time.perf_counter() - started:.0f} s (cached in {store})", file=sys.stderr)
 
+    from langchain_core.documents import Document
+
     from rag.generation.extractive import ExtractiveAnswerer
     from rag.indexing.knowledge_base import KnowledgeBase
-    from langchain_core.documents import Document
 
     baseline = old_answerer(cache)
     new = ExtractiveAnswerer(embedding="default")

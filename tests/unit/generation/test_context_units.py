@@ -6,10 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 
-from rag.generation.context_units import context_units, drop_near_duplicates, is_code_like, units_of_chunk
+from rag.generation.context_units import (
+    context_units,
+    drop_near_duplicates,
+    is_code_like,
+    units_of_chunk,
+)
 
-WORDS = st.sampled_from("rates fell rose sharply in the bank market today while prices stayed flat across "
-                        "several regions after strong demand for loans".split())
+WORDS = st.sampled_from(["rates", "fell", "rose", "sharply", "in", "the", "bank", "market", "today", "while", "prices", "stayed", "flat", "across", "several", "regions", "after", "strong", "demand", "for", "loans"])
 SENTENCES = st.lists(WORDS, min_size=4, max_size=12).map(lambda ws: " ".join([ws[0].capitalize(), *ws[1:]]) + ".")
 CODE = st.sampled_from([
     'chain.invoke({"question": q}, config={"configurable": {"k": 3}})',
