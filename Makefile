@@ -55,6 +55,7 @@ bench: install-dev
 	$(PY) bench/query.py paths
 	$(PY) bench/serve.py
 	$(PY) bench/financebench.py
+	$(PY) bench/answers.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) site .pytest_cache

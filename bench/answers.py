@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from answer_questions import DEFAULT_DATA, contains_number, selected_questions  # noqa: E402
+from answer_questions import DEFAULT_DATA, contains_number, selected_questions
 
 BASELINE_COMMIT = "b0ff682"   # main when issue 12 was filed: the answerer before it
 COLLECTION = "fb_answers"
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from rag.core.knowledge_base import KnowledgeBase
     from rag.generation.extractive import ExtractiveAnswerer
+
 
     baseline = old_answerer(cache)
     new = ExtractiveAnswerer(embedding="default")

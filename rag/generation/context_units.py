@@ -38,7 +38,7 @@ _FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
-_CELL_NUMBER = r"(?:\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?\)?|—|–|-)"
+_CELL_NUMBER = r"(?:\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?\)?\*?|—|–|-|[$€£%])"
 _PDF_ROW = re.compile(rf"^(?P<label>.*?[A-Za-z].*?)\s+(?P<values>{_CELL_NUMBER}(?:\s+{_CELL_NUMBER})*)\s*$")
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february|march|april|may|june|july|"
@@ -48,6 +48,8 @@ _UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", r
 _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
 _CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
+_ALNUM = re.compile(r"[^\W_]")
+_FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
@@ -136,18 +138,21 @@ def _pdf_row(line: str) -> bool:
     match = _PDF_ROW.match(line)
     if not match or _END.search(match.group("label")):
         return False
-    values = match.group("values").split()
+    values = [v for v in match.group("values").split() if v not in ("$", "€", "£", "%")]
     numbers = [v for v in values if any(c.isdigit() for c in v)]
     return len(values) >= 2 and len(numbers) >= 1 and not all(_YEAR.fullmatch(v) for v in numbers) \
         and len(match.group("label").split()) <= 16 and not _PERIOD.search(match.group("label"))
 
 
 def _header(lines: Sequence[str]) -> str:
-    """The column header of a PDF row: the nearest line above naming a period (a year, "ended", ...),
-    else the nearest naming units ("$ million")."""
+    """The column header of a PDF row: the nearest line above naming a year, else a period
+    ("ended", "quarter", ...), else units ("$ million")."""
     recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)]
-    dated = next((line for line in recent if _YEAR.search(line) or _PERIOD.search(line)), "")
-    return dated or next((line for line in recent if _UNITS.search(line)), "")
+    for pattern in (_YEAR, _PERIOD, _UNITS):
+        found = next((line for line in recent if pattern.search(line)), "")
+        if found:
+            return found
+    return ""
 
 
 class _Splitter:
@@ -164,6 +169,7 @@ class _Splitter:
         self.first_paragraph = True
         self.starts_cut = False
         self.bullet = False  # the paragraph is a list item
+        self.after_code = False  # the paragraph follows a code block
 
     def add(self, text: str, kind: str, terms: str = "") -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
@@ -182,15 +188,18 @@ class _Splitter:
         sentences = [part for s in split_sentences(" ".join(self.paragraph)) for part in _CODE_START.split(s)]
         self.paragraph.clear()
         # The first sentence is a fragment when the chunk starts mid-sentence, or when a paragraph
-        # (not a list item) starts in lower case: the rest of a sentence interrupted by code.
-        if sentences and ((self.first_paragraph and self.starts_cut) or (not bullet and sentences[0][0].islower())):
+        # right after code starts in lower case: the rest of a sentence the code interrupted.
+        after_code, self.after_code = self.after_code, False
+        if sentences and ((self.first_paragraph and self.starts_cut) or
+                          (after_code and not bullet and sentences[0][0].islower())):
             sentences = sentences[1:]
         self.first_paragraph = False
         if cut_end and sentences and not _END.search(sentences[-1]):
             sentences = sentences[:-1]
         for sentence in sentences:
-            if _MIN_WORDS <= len(sentence.split()) <= MAX_WORDS and not is_code_like(sentence) \
-                    and not _INTRO.search(sentence):
+            words = len(sentence.split())
+            if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
+                    and not is_code_like(sentence) and not _INTRO.search(sentence):
                 self.add(sentence, "row" if _mostly_numbers(sentence) else "sentence")
 
     def markdown_row(self, line: str) -> None:
@@ -229,8 +238,9 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     first = next((line for line in lines if line), "")
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
     for line in lines:
-        if line is None or not line:
+        if line is None or not (_ALNUM.search(line) or line.startswith("|")):  # code, blank, a rule (____)
             splitter.flush(cut_end=line is None)
+            splitter.after_code = line is None or (splitter.after_code and not line)
             splitter.close_table()
             splitter.recent.clear()
             continue
@@ -256,7 +266,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
             splitter.bullet = True
             line = line[bullet.end():]
         splitter.paragraph.append(line)
-    splitter.flush(cut_end="chunk_index" in metadata and not text.endswith("\n"))
+    splitter.flush(cut_end="chunk_index" in metadata)  # a chunker's piece may stop mid-sentence
     splitter.close_table()
     return splitter.units
 

@@ -4,9 +4,10 @@ No model, no key, no network. The context is split into quotable units (`context
 sentences and labelled table rows; code, headings and sentences cut by a chunk's edges are left
 out, and so are the copies overlapping chunks make). Each unit is scored against the question:
 
-- key-term overlap: the IDF-weighted share of the question's terms in the unit (terms found only
-  in the document's title or section count half), and
-- when an embedding model is given, the cosine similarity of the unit and the question.
+- key-term overlap: the IDF-weighted share of the question's terms in the unit (a term in the
+  document's title, section or file name counts as found in each of its units), and
+- when an embedding model is given, the cosine similarity of the unit (prefixed with its document's
+  title, when it has one) and the question.
 
 A unit answers only if it shares a key term with the question or is close to it in meaning
 (cosine >= `min_similarity`); a question with no key terms of its own ("What happened?") is
@@ -155,13 +156,15 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def _similarities(self, question: str, units: Sequence[Unit]) -> np.ndarray | None:
         if self.embedding is None:
             return None
-        vectors = np.asarray(self.embedding.embed_documents([u.text for u in units]), dtype=float)
+        # A sentence out of its document loses its subject ("License: MIT."); the title restores it.
+        texts = [f"{u.metadata['title']}: {u.text}" if u.metadata.get("title") else u.text for u in units]
+        vectors = np.asarray(self.embedding.embed_documents(texts), dtype=float)
         query = np.asarray(self.embedding.embed_query(question), dtype=float)
         norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
         return vectors @ query / np.where(norms == 0, 1.0, norms)
 
     def _term_scores(self, key: Sequence[str], units: Sequence[Unit]) -> tuple[np.ndarray, np.ndarray]:
-        """(share of the key terms in each unit, that share plus half of those only in its document)."""
+        """(share of the key terms in each unit, share in the unit or its document's title / section / file)."""
         tokens = [set(tokenize(f"{u.text} {u.terms}")) for u in units]
         idf = idf_weights(tokens)
         unseen = max(idf.values(), default=1.0)
@@ -170,7 +173,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
         in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in _document_terms(u.metadata))
                            / total for toks, u in zip(tokens, units)])
-        return in_unit, in_unit + 0.5 * in_doc
+        return in_unit, in_unit + in_doc
 
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
         """The context units that answer the question, scored, best first."""

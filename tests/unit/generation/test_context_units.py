@@ -13,8 +13,7 @@ from rag.generation.context_units import (
     units_of_chunk,
 )
 
-WORDS = st.sampled_from("rates fell rose sharply in the bank market today while prices stayed flat across "
-                        "several regions after strong demand for loans".split())
+WORDS = st.sampled_from(["rates", "fell", "rose", "sharply", "in", "the", "bank", "market", "today", "while", "prices", "stayed", "flat", "across", "several", "regions", "after", "strong", "demand", "for", "loans"])
 SENTENCES = st.lists(WORDS, min_size=4, max_size=12).map(lambda ws: " ".join([ws[0].capitalize(), *ws[1:]]) + ".")
 CODE = st.sampled_from([
     'chain.invoke({"question": q}, config={"configurable": {"k": 3}})',
@@ -95,3 +94,7 @@ def test_prose_with_inline_code_is_not_code_but_symbol_soup_is():
     assert not is_code_like("Pass `filter={'year': 2020}` to search only that year.")
     assert is_code_like("0.00}, ) chain.invoke(...)")
     assert is_code_like("Settings: `k`, `fetch_k`, `filter`, `rephrase`, `llm`, `router`.")
+
+
+def test_a_two_word_field_is_a_unit_but_other_two_word_pieces_are_not():
+    assert [u.text for u in units_of_chunk("License: MIT.\n\nSee above.")] == ["License: MIT."]

@@ -162,7 +162,7 @@ def test_citation_numbers_point_at_a_document_holding_the_sentence_and_no_senten
     chosen = answerer.select("How much did revenue grow in 2023, and what about exports to Canada?", docs)
     assert chosen and all(s.text in docs[n - 1].page_content for s in chosen for n in s.sources)
     assert len({s.text for s in chosen}) == len(chosen)
-    both = [s for s in chosen if s.text.startswith("Revenue grew")][0]
+    both = next(s for s in chosen if s.text.startswith("Revenue grew"))
     assert sorted(both.sources) == sorted(i + 1 for i, d in enumerate(docs) if both.text in d.page_content)
 
 

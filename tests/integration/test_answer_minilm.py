@@ -1,0 +1,81 @@
+"""The offline answerer with the real MiniLM model: the README's examples and the regressions of issue 12."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from langchain_core.documents import Document
+
+from rag.core.generator import RAG
+from rag.core.resource import Resource
+from rag.generation.extractive import NO_ANSWER, ExtractiveAnswerer
+from rag.generation.pretty import pprint
+
+pytestmark = pytest.mark.integration
+
+OTHER_DOCS = [
+    "A `Resource` is a named retriever with default search settings.",
+    "If generation fails after the stream has started, the last event is an error event.",
+    "Requests are validated before the stream starts, so a bad filter still gets a 422, not a stream.",
+    "The order is always sources, tokens, citations, support, usage, done.",
+]
+EVENTS = [("Rates rose in 2025.", "Rates fell in 2020."),
+          ("The plant opened in 2025.", "The plant closed in 2020 after the flood."),
+          ("Prices climbed in 2025.", "Prices dropped sharply in 2020.")]
+
+
+@pytest.fixture(scope="module")
+def answerer(minilm) -> ExtractiveAnswerer:
+    return ExtractiveAnswerer(embedding=minilm)
+
+
+@pytest.mark.parametrize("question", ["What happened?", "What happened in 2020?", "Tell me what happened."])
+@pytest.mark.parametrize(("later", "earlier"), EVENTS)
+def test_readme_example_answers_with_the_sentence_the_filter_kept(minilm, tmp_path, question, later, earlier):
+    docs = Resource.from_texts("docs", OTHER_DOCS, embedding=minilm)
+    news = Resource.from_texts("news", [later, earlier], metadatas=[{"year": 2025}, {"year": 2020}], embedding=minilm)
+    rag = RAG(resources=[docs, news], generation_chain=ExtractiveAnswerer(embedding=minilm))
+    out = rag.chain().invoke(question, config={"configurable": {"retrieval_chain": {
+        "news": {"search_kwargs": {"filter": {"year": 2020}}}}}})
+    n = next(i for i, d in enumerate(out["context"], start=1) if d.page_content == earlier)
+    assert out["answer"] == f"{earlier} [{n}]"
+    printed = io.StringIO()
+    pprint(out, file=printed, color=False)
+    assert f"Answer: {earlier} [{n}]" in printed.getvalue()
+
+
+LICENCES = {"requests": "Apache 2.0", "urllib3": "MIT", "chardet": "LGPL", "certifi": "MPL 2.0", "idna": "BSD 3-Clause"}
+
+
+@pytest.mark.parametrize("package", sorted(LICENCES))
+@pytest.mark.parametrize("style", ["named", "title-only"])
+def test_a_licence_question_quotes_that_packages_licence(answerer, package, style):
+    docs = []
+    for name, licence in LICENCES.items():
+        text = (f"{name} is distributed under the {licence} license." if style == "named"
+                else f"License: {licence}. This software is provided as is, without warranty.")
+        docs.append(Document(page_content=f"{name.capitalize()} is a Python library used by pip.\n\n{text}",
+                             metadata={"source": f"site-packages/{name}/METADATA", "title": name}))
+    answer = answerer.invoke({"question": f"What license is {package} released under?", "context": docs})
+    n = list(LICENCES).index(package) + 1
+    assert f"{LICENCES[package]} license. [{n}]" in answer or f"License: {LICENCES[package]}. [{n}]" in answer
+    assert not [other for name, other in LICENCES.items() if name != package and other in answer]
+
+
+def test_code_and_half_sentences_are_not_quoted(answerer):
+    docs = [Document(page_content='value": 0.00}, ) chain.invoke({"question": "What happened?"})\n```\n\n'
+                                  "Filters restrict a search to chunks whose metadata match, such as a year.",
+                     metadata={"source": "docs/rag.md", "chunk_index": 4}),
+            Document(page_content="| path | ms |\n|---|---|\n| retrieve: hybrid + RSE | 11.5 |\n\n"
+                                  "Pass a filter such as {\"year\": 2020} in search_kwargs to filter by year",
+                     metadata={"source": "docs/retrieval.md", "chunk_index": 9})]
+    answer = answerer.invoke({"question": "How do I filter by year?", "context": docs})
+    assert answer == "Filters restrict a search to chunks whose metadata match, such as a year. [1]"
+
+
+def test_no_answer_only_when_nothing_is_close(answerer):
+    docs = [Document(page_content="The Colosseum is in Rome. It held about 50,000 spectators.")]
+    assert answerer.invoke({"question": "What is the boiling point of mercury?", "context": docs}) == NO_ANSWER
+    assert answerer.invoke({"question": "How many spectators did the Colosseum hold?", "context": docs}) \
+        .startswith("It held about 50,000 spectators. [1]")
