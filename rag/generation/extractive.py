@@ -77,9 +77,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def embedding(self) -> Embeddings | None:
         if self._embedding is None and self._embedding_spec is not None:
             if isinstance(self._embedding_spec, str):
-                from rag.models.embeddings import default_embeddings
+                from rag.models.embeddings import scoring_embeddings
 
-                self._embedding = default_embeddings()
+                self._embedding = scoring_embeddings()  # NumPy MiniLM: no torch for a few sentences
             else:
                 self._embedding = self._embedding_spec
         return self._embedding
