@@ -96,9 +96,9 @@ def embedding_from_id(model_id: str) -> Embeddings:
     from rag.models.embeddings import (
         DEFAULT_EMBEDDING_ID,
         PRECISION_CHOICES,
+        MiniLMEmbeddings,
         default_embeddings,
         embedding_choice,
-        minilm_embeddings,
         minilm_precision,
     )
 
@@ -106,7 +106,7 @@ def embedding_from_id(model_id: str) -> Embeddings:
     precision = suffix or "fp32"
     if base == DEFAULT_EMBEDDING_ID and precision in PRECISION_CHOICES:
         default = embedding_choice() == "minilm" and minilm_precision() == precision
-        return default_embeddings() if default else minilm_embeddings(precision=precision)
+        return default_embeddings() if default else MiniLMEmbeddings(precision=precision)  # loads nothing yet
     if match := _FAKE.fullmatch(model_id):
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
