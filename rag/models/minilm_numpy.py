@@ -72,8 +72,8 @@ def gelu_(x: np.ndarray) -> np.ndarray:
 class _SingleThreadBlas:
     """Keep NumPy's BLAS on one thread while any encoder runs; restore it when the last one ends.
 
-    OpenBLAS's worker threads busy-wait: on a loaded machine a small product took 100x longer
-    with two BLAS threads than with one (bench/startup.py). The encoder gets its parallelism from
+    OpenBLAS's worker threads busy-wait: on a loaded machine a head-sized product took 100x longer
+    with two BLAS threads than with one (docs/models.md). The encoder gets its parallelism from
     running batches in threads instead. Reference-counted, so overlapping calls from several
     threads restore the user's setting exactly once.
     """
