@@ -14,6 +14,7 @@ Usage:
     python bench/embedding.py --speed-texts 600                  # speed + agreement (a few minutes)
     python bench/embedding.py --retrieval --modes fp32 bf16      # + FinanceBench subset (slow)
     python bench/embedding.py --onnx                             # + ONNX Runtime (needs onnx, onnxruntime)
+    python bench/embedding.py --modes fp32 numpy numpy1          # torch against the NumPy encoder
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "financebench"
+DATA = Path(os.environ.get("RAG_FINANCEBENCH_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data" / "financebench")
 #: Filings with several questions and few pages: 40 questions on 686 pages.
 RETRIEVAL_FILINGS = ("BOEING_2022_10K", "ULTABEAUTY_2023Q4_EARNINGS", "AMCOR_2023_10K",
                      "JOHNSON_JOHNSON_2023_8K_dated-2023-08-30", "BESTBUY_2024Q2_10Q", "Pfizer_2023Q2_10Q",
@@ -51,7 +52,10 @@ def chunks_of(filings: Sequence[str]) -> list:
 
 
 def torch_encoders(modes: Sequence[str], *, batch_size: int) -> dict[str, Encoder]:
-    """fp32 / bf16 (bf16 weights, the `precision="bf16"` option) / autocast (fp32 weights, bf16 matmuls)."""
+    """fp32 / bf16 (the `precision="bf16"` option) / autocast (fp32 weights, bf16 matmuls) / numpy / numpy1.
+
+    `numpy` is the NumPy forward pass (`rag.models.minilm_numpy`) on every CPU, `numpy1` on one thread.
+    """
     import torch
 
     from rag.models.embeddings import minilm_embeddings
@@ -69,6 +73,11 @@ def torch_encoders(modes: Sequence[str], *, batch_size: int) -> dict[str, Encode
                     return np.asarray(emb.embed_documents(list(texts)), dtype=np.float32)
 
             out[mode] = autocast
+        elif mode in ("numpy", "numpy1"):  # rag.models.minilm_numpy: all CPUs, or one worker thread
+            from rag.models.embeddings import numpy_minilm
+
+            workers = 1 if mode == "numpy1" else None
+            out[mode] = lambda texts, w=workers: numpy_minilm().encode(list(texts), batch_size=batch_size, workers=w)
     return out
 
 
@@ -213,7 +222,7 @@ def _load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", nargs="*", default=["fp32", "bf16", "autocast"],
-                        help="torch modes: fp32 bf16 autocast (the first is the reference)")
+                        help="modes: fp32 bf16 autocast (torch), numpy numpy1 (NumPy; the first is the reference)")
     parser.add_argument("--onnx", action="store_true", help="also ONNX Runtime fp32 and int8")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--speed-texts", type=int, default=600, help="chunks for the speed test (0: skip)")

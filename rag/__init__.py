@@ -1,7 +1,7 @@
 """rag: retrieval-augmented generation on LangChain Runnables, offline by default.
 
-The core names are imported eagerly; everything else is loaded on first access, so
-`import rag` stays light (no model, no database client, no web framework).
+Every public name except the errors is loaded on first access, so `import rag` (and the CLI's
+`import rag.cli`) stays light: no LangChain runnables, no model, no database client, no web framework.
 
 Example:
     >>> from rag import RAG, Resource
@@ -13,15 +13,21 @@ Example:
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag.base.errors import ConfigError, FilterError, InputError, RagError, StoreError
-from rag.core.generator import RAG, aggregate_documents
-from rag.core.resource import Resource
-from rag.generation.rag_with_source import rag_chain_from_docs
+
+if TYPE_CHECKING:
+    from rag.core.generator import RAG, aggregate_documents
+    from rag.core.resource import Resource
+    from rag.generation.rag_with_source import rag_chain_from_docs
 
 #: public name -> module that defines it (imported on first access)
 _LAZY = {
+    "RAG": "rag.core.generator",
+    "aggregate_documents": "rag.core.generator",
+    "Resource": "rag.core.resource",
+    "rag_chain_from_docs": "rag.generation.rag_with_source",
     "RAGResult": "rag.base.result",
     "Candidate": "rag.base.result",
     "Segment": "rag.base.result",
@@ -76,15 +82,11 @@ _LAZY = {
 }
 
 __all__ = [
-    "RAG",
     "ConfigError",
     "FilterError",
     "InputError",
     "RagError",
-    "Resource",
     "StoreError",
-    "aggregate_documents",
-    "rag_chain_from_docs",
     *_LAZY,
 ]
 

@@ -47,7 +47,7 @@ from langchain_core.runnables.config import (
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
-from rag.models.embeddings import default_embeddings
+from rag.models.embeddings import scoring_embeddings
 
 __all__ = ["NO_ANSWER", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
 
@@ -147,7 +147,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         if self._embedding is None and self._embedding_spec is not None:
             if isinstance(self._embedding_spec, str):
 
-                self._embedding = default_embeddings()
+                self._embedding = scoring_embeddings()  # NumPy MiniLM: no torch for a few sentences
             else:
                 self._embedding = self._embedding_spec
         return self._embedding

@@ -26,7 +26,6 @@ from rag.indexing.chunking import (
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files
 from rag.indexing.tags import KeywordTagger
-from rag.models.embeddings import minilm_embeddings
 
 __all__ = ["add_index_arguments", "run_index"]
 
@@ -66,8 +65,9 @@ def _embedding(choice: str, precision: str | None = None) -> Any:
 
         return DeterministicFakeEmbedding(size=384)
     if precision is not None:  # explicit: a knowledge base built with another precision is a ConfigError
+        from rag.models.embeddings import MiniLMEmbeddings
 
-        return minilm_embeddings(precision=precision)
+        return MiniLMEmbeddings(precision=precision)  # loads nothing until a chunk is embedded
     return None  # the manifest's model, or the default for a new knowledge base
 
 
@@ -146,8 +146,10 @@ def run_index(args: argparse.Namespace) -> int:
     for path in report.deleted:
         console.print("deleted", path, style="red", markup=False, highlight=False, soft_wrap=True)
     unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
-    console.print(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; {kb.count():,} chunk(s) in total",
+    # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
+    total = kb.count() if report.changed else sum(len(r.chunk_ids) for r in kb.list_documents())
+    console.print(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; {total:,} chunk(s) in total",
                   markup=False, highlight=False, soft_wrap=True)
-    if report.skipped and not (report.added or report.updated or report.unchanged or kb.count()):
+    if report.skipped and not (report.added or report.updated or report.unchanged or total):
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
     return 0

