@@ -253,7 +253,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from rag.base.errors import MissingDependencyError
 
         raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
-    from rag.base.tracing import configure_otlp_export
+    from rag.base.tracing_export import configure_otlp_export
     from rag.core.config import load_config
     from rag.core.generator import RAG
     from rag.server.app import create_app, source_roots

@@ -37,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
@@ -58,10 +57,7 @@ from langchain_core.runnables.config import (
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.env import env_var_is_set
 
-from rag.base.errors import MissingDependencyError
-
-__all__ = ["TRACING_CONTENT_ENV", "TRACING_ENV", "OpenTelemetryCallbackHandler", "Stage", "configure_otlp_export",
-           "disable_tracing", "enable_tracing", "index_span", "set_run_attributes", "stage", "tracing_callbacks", "tracing_enabled"]
+__all__ = ["TRACING_CONTENT_ENV", "TRACING_ENV", "OpenTelemetryCallbackHandler", "Stage",            "disable_tracing", "enable_tracing", "index_span", "set_run_attributes", "stage", "tracing_callbacks", "tracing_enabled"]
 
 TRACING_ENV = "RAG_TRACING"
 TRACING_CONTENT_ENV = "RAG_TRACING_CONTENT"
@@ -124,38 +120,6 @@ def tracing_callbacks() -> list[BaseCallbackHandler]:
     not see the context where `enable_tracing()` was called.
     """
     return [_STATE.handler] if _STATE.enabled and _STATE.handler is not None else []
-
-
-def configure_otlp_export() -> bool:
-    """Export spans over OTLP when tracing is on and `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
-
-    `rag serve` and `rag index` call it. It installs an SDK tracer provider (service name from
-    `OTEL_SERVICE_NAME`, default `rag`) with a batching OTLP/gRPC exporter, unless the process
-    already has an SDK provider (e.g. set up by `opentelemetry-instrument`). Returns whether it
-    installed one.
-
-    Raises:
-        MissingDependencyError: the OpenTelemetry SDK or its OTLP exporter is not installed.
-    """
-    if not tracing_enabled() or not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        return False
-    from opentelemetry import trace
-
-    try:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter,
-        )
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError as exc:
-        raise MissingDependencyError.for_extra("opentelemetry.sdk", "tracing", "OTLP export of traces") from exc
-    if isinstance(trace.get_tracer_provider(), TracerProvider):
-        return False
-    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "rag")}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    trace.set_tracer_provider(provider)
-    return True
 
 
 def _tracer(provider: Any = None) -> Any:

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from rag.base.errors import ConfigError
-from rag.base.tracing import configure_otlp_export
+from rag.base.tracing_export import configure_otlp_export
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import (
     DEFAULT_CHUNK_OVERLAP,
@@ -24,7 +24,7 @@ from rag.indexing.chunking import (
     TokenChunker,
 )
 from rag.indexing.knowledge_base import KnowledgeStore
-from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files
+from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files, unsupported_reason
 from rag.indexing.tags import KeywordTagger
 
 __all__ = ["add_index_arguments", "run_index"]
@@ -94,22 +94,11 @@ def run_index(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from rag.indexing.loaders import unsupported_reason
-
     console = Console(stderr=True)
     configure_otlp_export()  # spans of this run, when RAG_TRACING is set
     include = args.include or "**/*"
     follow = getattr(args, "follow_symlinks", False)
-    links: list[Any] = []
-    found = [(file, ok) for path in args.paths
-             for file, ok in iter_files(path, include=include, exclude=args.exclude, follow_symlinks=follow,
-                                        skipped=links)]
-    if not any(ok for _, ok in found):
-        types = sorted({file.suffix.lower() or "(no suffix)" for file, _ in found})
-        unsupported = f": {len(found)} file(s) of unsupported type ({', '.join(types)})" if found else ""
-        hint = f"; {len(links)} symlink(s) leaving the folders were not followed (--follow-symlinks)" if links else ""
-        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}{unsupported}; "
-                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}{hint}")
+    _check_readable(args, include, follow)
     kb = _open(args)
     counts = {"pages": 0, "chunks": 0, "embeddings": 0}
     start = time.perf_counter()
@@ -135,7 +124,33 @@ def run_index(args: argparse.Namespace) -> int:
         report = kb.add_documents(args.paths, include=include, exclude=args.exclude,
                                   cleanup=None if args.cleanup == "none" else args.cleanup, progress=on_event,
                                   follow_symlinks=follow)
-    # One line each (soft_wrap) and no markup: paths may contain "[...]".
+    _print_report(console, report)
+    unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
+    # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
+    total = kb.count() if report.changed else sum(len(r.chunk_ids) for r in kb.list_documents())
+    console.print(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; {total:,} chunk(s) in total",
+                  markup=False, highlight=False, soft_wrap=True)
+    if report.skipped and not (report.added or report.updated or report.unchanged or total):
+        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
+    return 0
+
+
+def _check_readable(args: argparse.Namespace, include: str, follow: bool) -> None:
+    """A `ConfigError` naming what was found when none of the paths holds a readable document."""
+    links: list[Any] = []
+    found = [(file, ok) for path in args.paths
+             for file, ok in iter_files(path, include=include, exclude=args.exclude, follow_symlinks=follow,
+                                        skipped=links)]
+    if not any(ok for _, ok in found):
+        types = sorted({file.suffix.lower() or "(no suffix)" for file, _ in found})
+        unsupported = f": {len(found)} file(s) of unsupported type ({', '.join(types)})" if found else ""
+        hint = f"; {len(links)} symlink(s) leaving the folders were not followed (--follow-symlinks)" if links else ""
+        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}{unsupported}; "
+                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}{hint}")
+
+
+def _print_report(console: Any, report: Any) -> None:
+    """One line per skipped, unsupported, moved and deleted file (no markup: paths may hold "[...]")."""
     for skipped in report.skipped:
         console.print("skipped", skipped.reason, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for path in report.unsupported:
@@ -145,11 +160,3 @@ def run_index(args: argparse.Namespace) -> int:
         console.print("moved", old, "->", new, markup=False, highlight=False, soft_wrap=True)
     for path in report.deleted:
         console.print("deleted", path, style="red", markup=False, highlight=False, soft_wrap=True)
-    unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
-    # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
-    total = kb.count() if report.changed else sum(len(r.chunk_ids) for r in kb.list_documents())
-    console.print(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; {total:,} chunk(s) in total",
-                  markup=False, highlight=False, soft_wrap=True)
-    if report.skipped and not (report.added or report.updated or report.unchanged or total):
-        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
-    return 0

@@ -2,8 +2,8 @@
 incrementally updated index of documents.
 
 This is the one ingest path of the library (load -> chunk -> AutoContext -> embed -> write, in
-`rag.indexing.sync`); `Resource.from_directory`, `build_index` and the config kinds call it.
-`rag.KnowledgeBase` (`rag.core.knowledge_base`) is this class plus its retrievers and resource.
+`rag.indexing.sync`); `Resource.from_directory`, `build_index` and the config kinds call it;
+`rag.KnowledgeBase` (`rag.core.knowledge_base`) adds its retrievers and resource.
 
 A knowledge base lives in a directory (default `.rag/`, shared by several knowledge bases):
 
@@ -16,14 +16,11 @@ A knowledge base lives in a directory (default `.rag/`, shared by several knowle
 Adding the same corpus again embeds and writes nothing; a changed file replaces exactly its
 chunks; `cleanup="incremental"` removes files that disappeared under the given folders and
 `cleanup="full"` everything not in this run (as LangChain's indexing API). A writer killed at
-any point leaves a store that the next run repairs (see docs/indexing.md). The indexing
-itself is in `rag.indexing.sync`.
+any point leaves a store that the next run repairs (see docs/indexing.md).
 
-Opening is not creating: `KnowledgeBase(name, directory)` writes nothing; the first write
-(`add_documents`, `update_document`, `create`) creates the knowledge base, and any read of one
-that was never written is a `StoreError` listing those that exist. The store directory is not
-trusted: store files that are symlinks and a manifest naming another knowledge base's
-collection are refused, and a failed write (a full disk) is a `StoreError` naming the cause.
+Opening is not creating: the first write (`add_documents`, `create`) creates the knowledge base;
+reading one never written is a `StoreError` listing those that exist. Symlinked store files, a
+manifest naming another knowledge base's collection, and failed writes are `StoreError`s.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -60,19 +57,21 @@ from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.indexing.loaders import path_text
 from rag.indexing.locking import WriterLock
-from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo, embedding_from_id
+from rag.indexing.manifest import (
+    EmbeddingInfo,
+    Manifest,
+    StoreInfo,
+    autocontext_kwargs,
+    chunker_from,
+    embedding_from_id,
+)
 from rag.indexing.neighbours import neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import (
-    collection_name,
-    documents_from_get,
-    open_client,
-    open_collection,
-)
+from rag.stores.chroma import collection_name, documents_from_get, open_client, open_collection
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
 
@@ -162,8 +161,8 @@ class KnowledgeStore:
             raise ConfigError(f"knowledge base {name!r} in {self.directory} was built with the embedding model "
                               f"{existing.embedding.id!r}{dim}; got {model_id!r}. Open it with the same model, "
                               "or index into a new knowledge base name")
-        self.chunker = chunker or (_chunker_from(existing.chunking) if existing else TokenChunker())
-        self.autocontext = autocontext or (AutoContext(**_autocontext_kwargs(existing.autocontext)) if existing
+        self.chunker = chunker or (chunker_from(existing.chunking) if existing else TokenChunker())
+        self.autocontext = autocontext or (AutoContext(**autocontext_kwargs(existing.autocontext)) if existing
                                            else AutoContext())
         self.tagger = tagger
         if existing:
@@ -179,7 +178,7 @@ class KnowledgeStore:
         self.manifest = existing or Manifest(
             name=name, description=description, embedding=EmbeddingInfo(id=model_id),
             chunking=self.chunker.settings(), autocontext=self.autocontext.settings(),
-            tagger=tagger.settings() if tagger is not None else None, store=StoreInfo(collection=_collection(name)))
+            tagger=tagger.settings() if tagger is not None else None, store=StoreInfo(collection=collection_name(name)))
         if existing is not None and description and description != existing.description:
             self.manifest.description = description
             self.manifest.save(self.manifest_path)
@@ -211,7 +210,7 @@ class KnowledgeStore:
 
     def _check_owner(self, manifest: Manifest) -> None:
         """A manifest must describe this knowledge base: never redirect to another one's data."""
-        expected = _collection(self.name)
+        expected = collection_name(self.name)
         problems = [f"{what} {got!r} (expected {want!r})" for what, got, want in (
             ("name", manifest.name, self.name), ("store.collection", manifest.store.collection, expected),
             ("store.type", manifest.store.type, "chroma"), ("store.space", manifest.store.space, "cosine"))
@@ -399,22 +398,3 @@ class KnowledgeStore:
             self._records.close()
         if isinstance(self.embedding, CachedEmbeddings):
             self.embedding.close()
-
-
-def _collection(name: str) -> str:
-    return collection_name(name)
-
-
-def _chunker_from(settings: dict[str, Any]) -> Any:
-    if settings.get("type") == "passthrough":
-        return PassthroughChunker()
-    return TokenChunker(**{k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers", "max_chars")
-                           if k in settings})
-
-
-def _autocontext_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    if str(settings.get("summary", "extractive")).startswith("llm:"):
-        logger.info("this knowledge base summarises with %s; new documents get extractive summaries unless "
-                    "autocontext=AutoContext(llm=...) is passed", settings["summary"])
-    return {k: settings[k] for k in ("enabled", "max_header_tokens") if k in settings}
-

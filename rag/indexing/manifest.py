@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -28,17 +29,22 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, StoreError
+from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.store_files import refuse_symlinks, write_atomic
 from rag.models.embeddings import (
     DEFAULT_EMBEDDING_ID,
     PRECISION_CHOICES,
+    MiniLMEmbeddings,
     _openai_embeddings,
     default_embeddings,
     embedding_choice,
     minilm_precision,
 )
 
-__all__ = ["MANIFEST_VERSION", "MAX_DIMENSION", "EmbeddingInfo", "Manifest", "StoreInfo", "embedding_from_id"]
+__all__ = ["MANIFEST_VERSION", "MAX_DIMENSION", "EmbeddingInfo", "Manifest", "StoreInfo", "autocontext_kwargs", "chunker_from",
+           "embedding_from_id"]
+
+logger = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
 MAX_DIMENSION = 65_536  # embedding models in use have at most a few thousand dimensions
@@ -148,3 +154,19 @@ def embedding_from_id(model_id: str) -> Embeddings:
         return emb if getattr(emb, "model", None) == model_id else emb.model_copy(update={"model": model_id})
     raise ConfigError(f"this knowledge base was built with the embedding model {model_id!r}, which rag cannot "
                       "create by itself; pass embedding=<that model> when opening it")
+
+
+def chunker_from(settings: dict[str, Any]) -> Any:
+    """The chunker a manifest's `chunking` settings describe."""
+    if settings.get("type") == "passthrough":
+        return PassthroughChunker()
+    return TokenChunker(**{k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers", "max_chars")
+                           if k in settings})
+
+
+def autocontext_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """`AutoContext` arguments from a manifest's `autocontext` settings."""
+    if str(settings.get("summary", "extractive")).startswith("llm:"):
+        logger.info("this knowledge base summarises with %s; new documents get extractive summaries unless "
+                    "autocontext=AutoContext(llm=...) is passed", settings["summary"])
+    return {k: settings[k] for k in ("enabled", "max_header_tokens") if k in settings}

@@ -33,15 +33,12 @@ Example:
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -53,6 +50,8 @@ from rag.indexing.chunking import document_id
 from rag.indexing.loaders import Skipped, clean_text, iter_files, load_file, path_text
 from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
+from rag.indexing.report import IndexReport
+from rag.indexing.writer import Writer
 
 if TYPE_CHECKING:
     from rag.indexing.knowledge_base import KnowledgeStore
@@ -69,47 +68,6 @@ _DELETE_BATCH = 5000
 
 
 @dataclass
-class IndexReport:
-    """What an indexing run did.
-
-    Attributes:
-        added, updated, unchanged, deleted: document sources (paths as given).
-        moved: (old source, new path) of documents found at a new place (re-pointed, not re-indexed).
-        skipped: unreadable files with the reason (their previous chunks, if any, are kept).
-        unsupported: files of types the loaders do not read.
-        pages, chunks_added, chunks_deleted, embedded: counts (`embedded` = vectors computed
-            by the model, cache misses only).
-        seconds: wall time.
-    """
-
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    moved: list[tuple[str, str]] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    unsupported: list[str] = field(default_factory=list)
-    pages: int = 0
-    chunks_added: int = 0
-    chunks_deleted: int = 0
-    embedded: int = 0
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        """Whether the store was written."""
-        return bool(self.added or self.updated or self.deleted or self.moved or self.chunks_added
-                    or self.chunks_deleted)
-
-    def summary(self) -> str:
-        """One line: documents added / updated / unchanged / moved / deleted / skipped, chunks and time."""
-        return (f"added {len(self.added)}, updated {len(self.updated)}, unchanged {len(self.unchanged)}, "
-                f"moved {len(self.moved)}, deleted {len(self.deleted)}, skipped {len(self.skipped)} document(s); "
-                f"{self.chunks_added} chunk(s) written, {self.chunks_deleted} removed, {self.embedded} embedded; "
-                f"{self.seconds:.2f} s")
-
-
-@dataclass
 class _Prepared:
     """A chunked group, ready for the writer: chunks, embedded texts, metadata and ids."""
 
@@ -119,49 +77,6 @@ class _Prepared:
     metas: list[dict[str, Any]]
     ids: list[str]
     summaries: dict[str, str]
-
-
-class _Writer:
-    """Runs store writes in one background thread, at most one group in flight.
-
-    Example:
-        >>> stored = []
-        >>> writer = _Writer()
-        >>> writer.submit(stored.append, "group 1")
-        >>> writer.close()
-        >>> stored
-        ['group 1']
-    """
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._future: Future | None = None
-
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        """Wait for the previous write (re-raising its error), then start `fn(*args)`."""
-        self.wait()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-index-writer")
-        # In the caller's context, so the writer's spans (rag.base.tracing) join the caller's trace.
-        self._future = self._pool.submit(contextvars.copy_context().run, fn, *args)
-
-    def wait(self) -> None:
-        """Block until the write in flight is done; its exception is raised here."""
-        future, self._future = self._future, None
-        if future is not None:
-            future.result()
-
-    def close(self) -> None:
-        """Wait for any write in flight and stop the thread (no store write may outlive `sync`).
-
-        Used in `finally`: when the caller is already raising, that error wins and a second one
-        from the writer is left on its future (it could only repeat or follow from the first).
-        """
-        if self._future is not None:
-            wait_futures([self._future])
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
 
 
 @dataclass
@@ -217,6 +132,60 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
     _recover(kb)
     records = kb.records.all()
     moves = moved_candidates(records)
+    files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
+                                     report=report)
+    emit("files_total", len(files) + len(grouped))
+    seen: set[str] = set()
+    touched: list[DocumentRecord] = []
+    group: list[_Item] = []
+    pending_chars, writer = [0], Writer()
+
+    def flush(force_write: bool = False) -> None:
+        size = sum(len(d.page_content) for d in group[-1].docs) if group else 0
+        pending_chars[0] += size
+        if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
+            prepared = _prepare(kb, list(group), emit)
+            writer.submit(_store, kb, prepared, report, emit)
+            group.clear()
+            pending_chars[0] = 0
+
+    def take(item: _Item | None) -> None:
+        if item is not None:
+            group.append(item)
+            emit("pages", len(item.docs))
+            flush()
+
+    try:
+        for file in files:
+            key = path_text(file.resolve())
+            if key in seen:  # a symlink to a file indexed under its own name
+                continue
+            seen.add(key)
+            moved = len(report.moved)
+            item = _file_item(kb, file, key, records.get(key), force, report, touched, writer, moves)
+            if len(report.moved) > moved:  # its old record now has this key: not stale
+                seen.add(report.moved[-1][0])
+            emit("file", 1)
+            take(item)
+        for key, docs in grouped.items():
+            seen.add(key)
+            emit("file", 1)
+            take(_document_item(key, docs, records.get(key), force, report))
+        flush(force_write=True)
+        writer.wait()
+    finally:
+        writer.close()
+    kb.records.put_many(touched)
+    if stale := _stale(records, seen, roots, cleanup):
+        report.chunks_deleted += kb.delete_records(stale)
+        report.deleted += [r.source for r in stale]
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _collect(sources: Source | Sequence[Source], *, include: str | Sequence[str], exclude: str | Sequence[str],
+             follow_symlinks: bool, report: IndexReport) -> tuple[list[Path], list[str], dict[str, list[Document]]]:
+    """The files to index, the folders given (for incremental cleanup), and Documents grouped by source."""
     items = [sources] if isinstance(sources, str | Path | Document) else list(sources)
     files: list[Path] = []
     roots: list[str] = []
@@ -230,72 +199,34 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
         for file, supported in iter_files(source, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
                                           skipped=report.skipped):
             (files if supported else report.unsupported).append(file if supported else path_text(file))
-    emit("files_total", len(files) + len(grouped))
-    seen: set[str] = set()
-    touched: list[DocumentRecord] = []
-    group: list[_Item] = []
-    pending_chars = [0]
+    return files, roots, grouped
 
-    writer = _Writer()
 
-    def flush(force_write: bool = False) -> None:
-        size = sum(len(d.page_content) for d in group[-1].docs) if group else 0
-        pending_chars[0] += size
-        if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
-            prepared = _prepare(kb, list(group), emit)
-            writer.submit(_store, kb, prepared, report, emit)
-            group.clear()
-            pending_chars[0] = 0
+def _document_item(key: str, docs: list[Document], rec: DocumentRecord | None, force: bool,
+                   report: IndexReport) -> _Item | None:
+    """The work item for Documents added under one source, or None when they are unchanged."""
+    content_hash = _docs_hash(docs)
+    if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
+        report.unchanged.append(key)
+        return None
+    doc_id = rec.doc_id if rec else clean_text(str(docs[0].metadata.get("doc_id") or document_id(key)))
+    status = "updated" if rec and rec.state in ("ok", "updating") else "added"
+    return _Item(key, key, doc_id, content_hash, -1, -1, list(docs), status, known=rec is not None)
 
-    try:
-        for file in files:
-            key = path_text(file.resolve())
-            if key in seen:  # a symlink to a file indexed under its own name
-                continue
-            seen.add(key)
-            moved = len(report.moved)
-            item = _file_item(kb, file, key, records.get(key), force, report, touched, writer, moves)
-            if len(report.moved) > moved:  # its old record now has this key: not stale
-                seen.add(report.moved[-1][0])
-            emit("file", 1)
-            if item is None:
-                continue
-            group.append(item)
-            emit("pages", len(item.docs))
-            flush()
-        for key, docs in grouped.items():
-            seen.add(key)
-            rec = records.get(key)
-            content_hash = _docs_hash(docs)
-            emit("file", 1)
-            if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
-                report.unchanged.append(key)
-                continue
-            doc_id = rec.doc_id if rec else clean_text(str(docs[0].metadata.get("doc_id") or document_id(key)))
-            status = "updated" if rec and rec.state in ("ok", "updating") else "added"
-            group.append(_Item(key, key, doc_id, content_hash, -1, -1, list(docs), status, known=rec is not None))
-            emit("pages", len(docs))
-            flush()
-        flush(force_write=True)
-        writer.wait()
-    finally:
-        writer.close()
-    kb.records.put_many(touched)
-    stale = []
+
+def _stale(records: dict[str, DocumentRecord], seen: set[str], roots: list[str],
+           cleanup: str | None) -> list[DocumentRecord]:
+    """Records to delete: every one not seen ("full"), or those under the folders given ("incremental")."""
     if cleanup == "full":
-        stale = [r for k, r in records.items() if k not in seen]
-    elif cleanup == "incremental":
-        stale = [r for k, r in records.items()
-                 if k not in seen and any(k == root or k.startswith(root.rstrip(os.sep) + os.sep) for root in roots)]
-    if stale:
-        report.chunks_deleted += kb.delete_records(stale)
-        report.deleted += [r.source for r in stale]
-    report.seconds = time.perf_counter() - start
-    return report
+        return [r for k, r in records.items() if k not in seen]
+    if cleanup == "incremental":
+        return [r for k, r in records.items()
+                if k not in seen and any(k == root or k.startswith(root.rstrip(os.sep) + os.sep) for root in roots)]
+    return []
 
 
 def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | None, force: bool,
-               report: IndexReport, touched: list[DocumentRecord], writer: _Writer,
+               report: IndexReport, touched: list[DocumentRecord], writer: Writer,
                moves: dict[str, DocumentRecord]) -> _Item | None:
     """The work item for a file, or None when it is unchanged, moved or unreadable (recorded in `report`)."""
     ok = rec is not None and rec.state == "ok" and not force

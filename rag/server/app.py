@@ -24,57 +24,38 @@ Example:
 
 from __future__ import annotations
 
-import hmac
-import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.base.errors import (
-    ConfigError,
-    FilterError,
-    InputError,
-    MissingDependencyError,
-    RagError,
-)
+from rag.base.errors import MissingDependencyError
 from rag.base.version import __version__
 
 try:
-    from fastapi import Depends, FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
-    from fastapi.staticfiles import StaticFiles
-    from pydantic import ValidationError
-    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
 except ImportError as _exc:  # the server is an optional extra
     raise MissingDependencyError.for_extra("fastapi", "server", "rag serve") from _exc
 
-from rag.base.errors import MissingDependencyError
-from rag.base.tracing import tracing_callbacks
 from rag.core.config import load_config
 from rag.core.config_models import ServerConfig
 from rag.core.generator import RAG
-from rag.generation.streaming import stream_events
-from rag.server.events import checks_body, error_body, invoke_body, sse
+from rag.server.events import error_body
 from rag.server.guard import (
-    INTERNAL_ERROR_MESSAGE,
     InternalErrorMiddleware,
-    log_failure,
 )
 from rag.server.openai_compat import openai_router
-from rag.server.paths import SourcePaths
-from rag.server.schemas import (
-    BatchRequest,
-    QueryRequest,
-    ResourceSettings,
-    retrieval_settings,
+from rag.server.routes import (
+    STATIC_DIR,
+    Served,
+    add_error_handlers,
+    add_page_and_meta_routes,
+    add_query_routes,
+    add_stream_route,
 )
 
 __all__ = ["STATIC_DIR", "app_from_config", "create_app", "source_roots"]
 
-STATIC_DIR = Path(__file__).parent / "static"
-_PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-             "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 
 
 class BodyLimitMiddleware:
@@ -121,18 +102,6 @@ class BodyLimitMiddleware:
         await response({"type": "http"}, None, send)
 
 
-def _status_for(exc: RagError) -> tuple[int, str]:
-    if isinstance(exc, FilterError):
-        return 422, "filter_error"
-    if isinstance(exc, ConfigError):
-        return 422, "invalid_setting"
-    if isinstance(exc, InputError):
-        return 422, "invalid_input"
-    if isinstance(exc, MissingDependencyError):
-        return 500, "missing_dependency"
-    return 500, "rag_error"
-
-
 def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag",
                source_roots: Mapping[str, Sequence[str | Path]] | None = None,
                models: Mapping[str, Any] | None = None) -> FastAPI:
@@ -151,184 +120,21 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
         ConfigError: `require_auth` is set but the token variable is empty, or a resource's
             default `k` is over `max_k`.
     """
-
-    settings = settings or ServerConfig()
-    token = os.environ.get(settings.auth_token_env) or ""
-    if settings.require_auth and not token:
-        raise ConfigError(f"server.require_auth is set but the environment variable {settings.auth_token_env} is empty")
-    too_big = {r.name: r.search_kwargs["k"] for r in rag.resources if r.search_kwargs.get("k", 0) > settings.max_k}
-    if too_big:
-        raise ConfigError(f"resource default k {too_big} is over server.max_k={settings.max_k}; every request "
-                          "would be refused: lower the resources' k or raise server.max_k")
-    chain = rag.chain()
-    support_embedding = "default" if settings.support_scoring == "semantic" else None
-    defaults = {r.name: dict(r.search_kwargs) for r in rag.resources}
-    paths = SourcePaths(source_roots)
-
+    server = Served.build(rag, settings or ServerConfig(), source_roots)
     app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None,
                   description="Retrieval-augmented generation over the configured resources.")
     _add_offline_docs(app)
     app.state.rag = rag
-    app.state.settings = settings
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.state.settings = server.settings
+    app.add_middleware(BodyLimitMiddleware, max_bytes=server.settings.max_request_bytes)
     app.add_middleware(InternalErrorMiddleware)  # outermost of ours: nothing escapes to poison the connection
-
-    def check_token(request: Request) -> None:
-        if not token:
-            return
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-            raise StarletteHTTPException(401, "missing or wrong bearer token; send 'Authorization: Bearer <token>'")
-
-    auth = [Depends(check_token)]
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-        return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code, headers=headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        if any(e.get("type") == "json_invalid" for e in errors):
-            return JSONResponse(error_body("malformed_json", "the request body is not valid JSON"), status_code=400)
-        message = _validation_message(errors, lambda loc: _valid_fields(loc, request.url.path))
-        return JSONResponse(error_body("invalid_request", message), status_code=422)
-
-    @app.exception_handler(RagError)
-    async def _rag_error(request: Request, exc: RagError) -> JSONResponse:
-        status, kind = _status_for(exc)
-        if status >= 500:
-            log_failure(f"request failed on {request.url.path}", exc)
-        return JSONResponse(error_body(kind, str(exc) if status < 500 else INTERNAL_ERROR_MESSAGE), status_code=status)
-
-    def config_for(body: QueryRequest) -> dict[str, Any]:
-        return {"configurable": {"retrieval_chain": retrieval_settings(body, defaults, settings)},
-                "run_name": "rag-serve", "callbacks": tracing_callbacks()}
-
-    @app.get("/", include_in_schema=False)
-    async def page() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Content-Security-Policy": _PAGE_CSP})
-
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-
-    @app.get("/health", tags=["meta"])
-    async def health() -> dict[str, Any]:
-        """Liveness: always 200 while the server runs (no auth)."""
-        return {"status": "ok", "version": __version__, "resources": len(rag.resources),
-                "auth": bool(token)}
-
-    @app.get("/resources", tags=["meta"], dependencies=auth)
-    async def resources() -> dict[str, Any]:
-        """The resources this server searches, with their default search settings."""
-        return {"resources": [{"name": r.name, "description": r.description, "search_kwargs": r.search_kwargs,
-                               "retriever": type(r.retriever).__name__} for r in rag.resources],
-                "limits": {"max_k": settings.max_k, "max_batch": settings.max_batch,
-                           "max_question_chars": settings.max_question_chars,
-                           "max_request_bytes": settings.max_request_bytes},
-                "server_filter": settings.tenant_filter is not None}
-
-    @app.post("/invoke", tags=["rag"], dependencies=auth)
-    async def invoke(body: QueryRequest) -> dict[str, Any]:
-        """Answer one question; returns the answer, numbered sources, citations and extras.
-
-        With `"checks": true` the response also has `checks`: citation precision / recall and the
-        support label of every answer sentence (the stream's citations and support events).
-        """
-        out = await chain.ainvoke({"question": body.question}, config=config_for(body))
-        response = invoke_body(out)
-        paths.rewrite(response["sources"])
-        if body.checks:
-            response["checks"] = await checks_body(out, embedding=support_embedding)
-        return response
-
-    @app.post("/batch", tags=["rag"], dependencies=auth)
-    async def batch(body: BatchRequest) -> dict[str, Any]:
-        """Answer several questions concurrently; an item that fails gets `{"error": ...}` in its place.
-
-        Each item is validated on its own: an invalid item (bad filter, unknown field, `k` over
-        the limit) gets its error in its place and the others are answered.
-        """
-        if len(body.requests) > settings.max_batch:
-            raise InputError(f"{len(body.requests)} requests in one batch; the limit is {settings.max_batch}")
-        results: list[dict[str, Any] | None] = [None] * len(body.requests)
-        runnable: list[tuple[int, QueryRequest, dict[str, Any]]] = []
-        for i, raw in enumerate(body.requests):
-            try:
-                item = QueryRequest.model_validate(raw)
-                runnable.append((i, item, config_for(item)))
-            except ValidationError as exc:
-                message = _validation_message(exc.errors(include_url=False), lambda loc: list(QueryRequest.model_fields))
-                results[i] = error_body("invalid_request", message)
-            except RagError as exc:
-                results[i] = error_body(_status_for(exc)[1], str(exc))
-        outs = await chain.abatch([{"question": item.question} for _, item, _ in runnable],
-                                  [config for _, _, config in runnable], return_exceptions=True)
-        for (i, _, _), out in zip(runnable, outs, strict=True):
-            results[i] = _batch_result(out, paths)
-        return {"results": results}
-
-    @app.post("/stream", tags=["rag"], dependencies=auth,
-              responses={200: {"content": {"text/event-stream": {}},
-                               "description": "sources, token..., citations, support, usage, done"}})
-    async def stream(body: QueryRequest) -> StreamingResponse:
-        """Answer one question as server-sent events (see `rag.server.events`)."""
-        config = config_for(body)  # validated before the stream starts, so errors get a status code
-
-        async def events() -> AsyncIterator[str]:
-            try:
-                async for event in stream_events(chain, body.question, config=config, embedding=support_embedding):
-                    if isinstance(event.get("sources"), list):
-                        paths.rewrite(event["sources"])
-                    yield sse(event)
-            except Exception as exc:  # noqa: BLE001 - a stream ends with an error event, whatever failed
-                if isinstance(exc, RagError) and _status_for(exc)[0] < 500:
-                    yield sse({"type": "error", **error_body(_status_for(exc)[1], str(exc))})
-                else:
-                    log_failure("stream failed", exc)
-                    yield sse({"type": "error", **error_body("internal_error", INTERNAL_ERROR_MESSAGE)})
-
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-
-    app.include_router(openai_router(models or {"rag": rag}, settings=settings, auth=check_token,
-                                     support_embedding=support_embedding))
+    add_error_handlers(app)
+    add_page_and_meta_routes(app, server)
+    add_query_routes(app, server)
+    add_stream_route(app, server)
+    app.include_router(openai_router(models or {"rag": rag}, settings=server.settings, auth=server.check_token,
+                                     support_embedding=server.support_embedding))
     return app
-
-
-def _batch_result(out: Any, paths: SourcePaths) -> dict[str, Any]:
-    """One `/batch` result: the answer, or the error in its place (internal details only in the log)."""
-    if isinstance(out, RagError) and _status_for(out)[0] < 500:
-        return error_body(_status_for(out)[1], str(out))
-    if isinstance(out, Exception):
-        log_failure("batch item failed", out)
-        return error_body("internal_error", INTERNAL_ERROR_MESSAGE)
-    response = invoke_body(out)
-    paths.rewrite(response["sources"])
-    return response
-
-
-def _validation_message(errors: Sequence[Mapping[str, Any]], fields_at: Callable[[tuple[Any, ...]], list[str]]) -> str:
-    """pydantic's errors as one line: `where: what` for each, unknown fields with the valid ones."""
-    parts = []
-    for e in errors:
-        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
-        msg = str(e.get("msg", "invalid"))
-        if e.get("type") == "extra_forbidden":
-            msg = f"unknown field; valid: {', '.join(fields_at(tuple(e.get('loc', ()))))}"
-        parts.append(f"{where if len(where) <= 80 else where[:77] + '...'}: {msg}")
-    return "; ".join(parts)
-
-
-def _valid_fields(loc: tuple[Any, ...], path: str) -> list[str]:
-    """The fields valid where an unknown one was found (loc is pydantic's error location)."""
-    if "retrieval_chain" in loc:
-        return list(ResourceSettings.model_fields)
-    if path.rstrip("/").endswith("/batch") and len(loc) <= 2:
-        return list(BatchRequest.model_fields)
-    return list(QueryRequest.model_fields)
 
 
 def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:

@@ -188,7 +188,7 @@ def test_content_capture_records_question_and_answer_only_when_asked(exporter):
 
 
 def test_otlp_export_is_only_installed_when_tracing_is_on_and_an_endpoint_is_set(monkeypatch):
-    from rag.base.tracing import configure_otlp_export
+    from rag.base.tracing_export import configure_otlp_export
 
     monkeypatch.delenv(TRACING_ENV, raising=False)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
