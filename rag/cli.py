@@ -41,7 +41,7 @@ def _store_args(parser: argparse.ArgumentParser) -> None:
 
 # --------------------------------------------------------------------------- index
 def _add_index(sub: Any) -> None:
-    from rag.indexing.index_command import add_index_arguments
+    from rag.indexing.index_options import add_index_arguments
 
     p = sub.add_parser("index", help="index files or directories into a persistent knowledge base")
     add_index_arguments(p)

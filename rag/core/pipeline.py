@@ -65,6 +65,7 @@ class Branch:
     filter: dict[str, Any] | None = None
     route: Any = None
     timings: dict[str, float] = field(default_factory=dict)
+    k: int | None = None    # the k the user gave this resource: at most this many of its chunks in the context
 
 
 @contextmanager
@@ -84,8 +85,8 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
     """Rephrase, route and search one resource (the per-resource half of the pipeline).
 
     `search_kwargs` (a request's settings for this resource) are applied on top of the pipeline's:
-    their `filter` is combined with `$and`; their `k`, else the resource's own default `k`,
-    replaces `fetch_k` as the number of candidates this resource contributes.
+    their `filter` is combined with `$and`; their `k`, else the resource's own default `k`, caps
+    the context at that many chunks per resource (candidates are still `fetch_k` deep).
     """
     timings: dict[str, float] = {}
     queries = [question]
@@ -100,8 +101,10 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
             route = settings.router.route(question)
         if settings.routing != "boost" and route.values:   # "filter" or "both"
             flt = and_filters(flt, {settings.router.key: {"$in": route.values}})
-    # a k the user gave the resource (its search_kwargs or this request's) caps its candidates
-    k = request.get("k", resource.search_kwargs.get("k", settings.fetch_k))
+    # a k the user gave the resource (its search_kwargs or this request's) caps what it puts in the
+    # context (see `combine`); candidates are still searched `fetch_k` deep
+    wanted = request.pop("k", resource.search_kwargs.get("k"))
+    k = max(settings.fetch_k, wanted or 0)
     kwargs = {**request, "k": k, **({"filter": flt} if flt else {})}
     with _timed(timings, "search", config, run_name=f"search/{resource.name}", resource=resource.name, k=k,
                 filter=flt is not None, queries=len(queries)) as current:
@@ -109,7 +112,7 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
                  for qi, q in enumerate(queries)} if len(queries) == 1 else \
             _search_queries(resource, queries, kwargs, current.config)
         current.attributes["documents"] = sum(len(docs) for docs in lists.values())
-    return Branch(question, resource.name, queries, lists, flt, route, timings)
+    return Branch(question, resource.name, queries, lists, flt, route, timings, wanted)
 
 
 def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings: RetrievalSettings | None) -> RAGResult:
@@ -133,6 +136,9 @@ def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings:
         fused = _fuse(lists, settings, _query_weights(branches, settings))
         current.attributes["documents"] = len(fused)
     result.add_stage("fused", _candidates([d for d, _ in fused]))
+    limits = [b.k for b in branches]
+    if settings is not None and limits and all(limits):
+        settings = settings.model_copy(update={"k": min(settings.k, sum(limits))})
     if settings is None:
         originals = {doc_key(d): d for docs in reversed([d for b in branches for d in b.lists.values()]) for d in reversed(docs)}
         result.context = [originals[doc_key(d)] for d, _ in fused]

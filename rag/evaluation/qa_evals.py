@@ -37,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import split_sentences, tokenize
 from rag.core.airag import airag
+from rag.core.pipeline import chunk_source
+from rag.core.resource import Resource
 from rag.evaluation.metrics import hit_rate, mrr, ndcg_at_k
 
 __all__ = ["QAEval", "QAEvalReport", "build_qa_evals", "chunk_key", "corpus_documents", "load_qa_evals",
@@ -97,15 +99,13 @@ def corpus_documents(documents_or_index: Any) -> list[Document]:
     resources = getattr(target, "resources", None) or [target]
     docs: list[Document] = []
     for resource in resources:
-        retriever = getattr(resource, "retriever", None)
-        # A LangChain Chroma store and a raw chromadb collection (knowledge bases) both have .get()
-        store = getattr(retriever, "vectorstore", None) or getattr(retriever, "collection", None)
-        if store is None or not hasattr(store, "get"):
+        source = chunk_source(resource) if isinstance(resource, Resource) else None
+        if source is None:
             raise InputError(f"cannot list the chunks of {type(documents_or_index).__name__}; pass a list of "
-                             "Documents, a Resource / RAG over Chroma, or an index with .as_resource()")
-        data = store.get(include=["documents", "metadatas"])
-        docs += [Document(page_content=text, metadata={**(md or {}), "resource": resource.name}, id=i)
-                 for i, text, md in zip(data["ids"], data["documents"], data["metadatas"])]
+                             "Documents, a Resource / RAG whose retrievers can read their chunks back (a "
+                             "knowledge base, Chroma, BM25), or an index with .as_resource()")
+        docs += [Document(page_content=d.page_content, metadata={**d.metadata, "resource": resource.name}, id=d.id)
+                 for d in source.get_documents()]
     return docs
 
 

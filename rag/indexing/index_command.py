@@ -27,37 +27,7 @@ from rag.indexing.knowledge_base import KnowledgeStore
 from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files, unsupported_reason
 from rag.indexing.tags import KeywordTagger
 
-__all__ = ["add_index_arguments", "run_index"]
-
-EMBEDDING_OPTIONS = ("default", "fake")
-
-
-def add_index_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `rag index` (paths, globs, cleanup, chunking, AutoContext, lock)."""
-    parser.add_argument("paths", nargs="+", help="files or directories (txt, md, html, pdf)")
-    parser.add_argument("--include", "--glob", dest="include", action="append", default=None,
-                        help="glob of files to take under a directory (repeatable; default: all)")
-    parser.add_argument("--exclude", action="append", default=[], help="glob of files to leave out (repeatable)")
-    parser.add_argument("--cleanup", choices=("incremental", "full", "none"), default="incremental",
-                        help="remove documents no longer found: under the given paths (incremental, default), "
-                             "anywhere in the collection (full), or never (none)")
-    parser.add_argument("--chunk-size", type=int, default=None, help="tokens per chunk (default 200)")
-    parser.add_argument("--chunk-overlap", type=int, default=None, help="tokens shared by neighbours (default 30)")
-    parser.add_argument("--no-autocontext", action="store_true",
-                        help="embed chunks alone, without the title / section / summary header")
-    parser.add_argument("--tags", action="store_true", help="store keyword tags per chunk (filter on tag_<word>)")
-    parser.add_argument("--follow-symlinks", action="store_true",
-                        help="also index what symlinks under the folders point to outside them (default: skip "
-                             "them and say so)")
-    parser.add_argument("--lock-timeout", type=float, default=0.0,
-                        help="seconds to wait for another writer (default: fail at once)")
-    parser.add_argument("--embedding", choices=EMBEDDING_OPTIONS, default="default",
-                        help="'fake' uses DeterministicFakeEmbedding(384) for tests and benchmarks")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
-                        help="MiniLM precision for a new knowledge base (default: RAG_EMBEDDING_PRECISION, else "
-                             "auto = bf16 on CPUs with native bfloat16, else fp32); an existing one keeps the "
-                             "precision it was built with")
-
+__all__ = ["run_index"]
 
 def _embedding(choice: str, precision: str | None = None) -> Any:
     if choice == "fake":

@@ -16,7 +16,7 @@ class Writer:
 
     Example:
         >>> stored = []
-        >>> writer = _Writer()
+        >>> writer = Writer()
         >>> writer.submit(stored.append, "group 1")
         >>> writer.close()
         >>> stored

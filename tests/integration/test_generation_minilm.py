@@ -50,8 +50,10 @@ def test_extractive_answers_on_real_docs_are_fully_supported(demo_index, questio
     result = airag(demo_index, question, return_all=True, search_kwargs={"k": 5})
     claims = [s for s in result.support if s["label"] != "no_answer"]
     assert claims, f"no answer for {question!r}: {result.final_answer}"
-    assert all(s["score"] == 1.0 and s["label"] == "supported" for s in claims)
-    assert result.support_score == 1.0
+    # every claim is a quoted context sentence or a table row re-labelled with its header
+    # ("label (header: cell)"), which the support check scores just under 1
+    assert all(s["label"] == "supported" and s["score"] >= 0.95 for s in claims), claims
+    assert result.support_score >= 0.95
     assert result.citations["precision"] == 1.0 and result.citations["recall"] == 1.0
 
 

@@ -45,7 +45,8 @@ def resource_spec(request, corpus, tmp_path):
         return {**common, "kind": "chroma", "path": str(tmp_path / "store")}
     port = request.getfixturevalue("chroma_server_port")
     # A fresh collection per test, so the tests stay independent on the shared server.
-    return {**common, "kind": "chroma_server", "port": port, "collection": f"notes-{tmp_path.name[-20:]}"}
+    return {**common, "kind": "chroma_server", "port": port, "collection": f"notes-{tmp_path.name[-20:]}",
+            "path": str(tmp_path / "records")}  # the knowledge base's manifest and records, per test
 
 
 def _name(doc) -> str:

@@ -79,7 +79,7 @@ def test_rag_chain_run_becomes_a_span_tree_with_resource_attributes(exporter):
                                           "configurable": {"retrieval_chain": {"cities": {"search_kwargs": {
                                               "filter": {"source": {"$ne": "x"}}}}}}})
     assert tree(exporter) == [(0, "RAG"), (1, "retrieve"), (2, "resources"), (3, "cities"), (3, "aggregate"),
-                              (1, "generate"), (2, "ExtractiveAnswerer")]
+                              (4, "fuse"), (1, "generate"), (2, "ExtractiveAnswerer")]
     resource = dict(_span(exporter, "cities").attributes)
     assert resource == {"rag.run_type": "chain", "rag.resource": "cities", "rag.k": 2, "rag.filter": True,
                         "rag.documents": 2}
@@ -93,7 +93,7 @@ def test_retrieve_stages_are_child_runs_of_the_calling_run(exporter):
     assert tree(exporter) == [(0, "ask"), (1, "search"), (2, "search/cities"), (2, "search/more"), (1, "fuse"),
                               (1, "select"), (1, "budget")]
     search = dict(_span(exporter, "search/cities").attributes)
-    assert search["rag.resource"] == "cities" and search["rag.k"] == 40 and search["rag.documents"] == 3
+    assert (search["rag.resource"], search["rag.k"], search["rag.documents"]) == ("cities", 40, 3), search
     assert _span(exporter, "budget").attributes["rag.documents"] == 1
 
 

@@ -101,10 +101,10 @@ def test_search_at_10k_chunks_ranks_by_term_matches_and_honours_the_filter():
             for i in range(10_000)]
     query = ["w1", "w2", "w3", "w4"]
     index = BM25Index.from_documents(docs, stem=False)
-    top = index.search(" ".join(query), k=10)
+    top = [(docs[i], s) for i, s in index.search(" ".join(query), k=10)]   # positions in insertion order
     best = max(len(set(query) & set(d.page_content.split())) for d in docs)
     assert len(top) == 10 and len(set(query) & set(top[0][0].page_content.split())) == best
-    filtered = index.search(" ".join(query), k=10, filter={"doc_name": "d7"})
+    filtered = [(docs[i], s) for i, s in index.search(" ".join(query), k=10, filter={"doc_name": "d7"})]
     assert filtered and all(d.metadata["doc_name"] == "d7" for d, _ in filtered)
 
 
