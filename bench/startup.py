@@ -52,7 +52,7 @@ def run(args: list[str], *, importtime: bool = False) -> tuple[float, float, str
     start = time.perf_counter()
     flags = ["-X", "importtime"] if importtime else []
     proc = subprocess.run([sys.executable, *flags, "-c", _PROBE, *args], capture_output=True, text=True,
-                          env=_env(), cwd=ROOT)
+                          env=_env(), cwd=ROOT, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

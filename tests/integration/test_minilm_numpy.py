@@ -15,7 +15,12 @@ import pytest
 from langchain_core.documents import Document
 
 from rag.indexing.knowledge_base import KnowledgeBase
-from rag.models.embeddings import DEFAULT_EMBEDDING_ID, MiniLMEmbeddings, embedding_id, minilm_embeddings
+from rag.models.embeddings import (
+    DEFAULT_EMBEDDING_ID,
+    MiniLMEmbeddings,
+    embedding_id,
+    minilm_embeddings,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -128,7 +128,11 @@ def test_the_default_embeddings_load_nothing_until_used_and_never_torch_for_text
 
 
 def test_minilm_ids_keep_existing_stores_valid() -> None:
-    from rag.models.embeddings import DEFAULT_EMBEDDING_ID, MiniLMEmbeddings, embedding_id
+    from rag.models.embeddings import (
+        DEFAULT_EMBEDDING_ID,
+        MiniLMEmbeddings,
+        embedding_id,
+    )
 
     assert embedding_id(MiniLMEmbeddings(precision="fp32")) == DEFAULT_EMBEDDING_ID  # as torch fp32 stores
     bf16 = MiniLMEmbeddings(precision="bf16", documents="numpy")
@@ -146,7 +150,11 @@ def test_bad_minilm_options_are_config_errors(kwargs: dict, message: str) -> Non
 
 
 def test_answer_time_scoring_runs_on_numpy_even_when_the_default_is_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rag.models.embeddings import DEFAULT_EMBEDDING_ID, embedding_id, scoring_embeddings
+    from rag.models.embeddings import (
+        DEFAULT_EMBEDDING_ID,
+        embedding_id,
+        scoring_embeddings,
+    )
 
     monkeypatch.setenv("RAG_EMBEDDING_PRECISION", "bf16")
     scorer = scoring_embeddings()
