@@ -51,6 +51,7 @@ notebooks: install-dev
 # Each prints its figures; financebench parses and embeds 54 filings on its first run (long), then uses its cache.
 bench: install-dev
 	$(PY) bench/overhead.py
+	$(PY) bench/startup.py
 	$(PY) bench/ingest.py
 	$(PY) bench/query.py paths
 	$(PY) bench/serve.py

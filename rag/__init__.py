@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from rag.base.errors import ConfigError, FilterError, InputError, RagError, StoreError
 
-if TYPE_CHECKING:
-    from rag.core.generator import RAG, aggregate_documents
-    from rag.core.resource import Resource
-    from rag.generation.rag_with_source import rag_chain_from_docs
+if TYPE_CHECKING:  # for type checkers; at run time `__getattr__` imports them on first access
+    from rag.core.generator import RAG, aggregate_documents  # noqa: F401
+    from rag.core.resource import Resource  # noqa: F401
+    from rag.generation.rag_with_source import rag_chain_from_docs  # noqa: F401
 
 #: public name -> module that defines it (imported on first access)
 _LAZY = {

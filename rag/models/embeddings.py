@@ -37,9 +37,9 @@ from rag.models.minilm_numpy import MiniLMEncoder
 __all__ = [
     "DEFAULT_EMBEDDING_ID",
     "EMBEDDING_CHOICES",
-    "MiniLMEmbeddings",
     "PRECISION_CHOICES",
     "PRECISION_SETTINGS",
+    "MiniLMEmbeddings",
     "default_embeddings",
     "embedding_choice",
     "embedding_id",

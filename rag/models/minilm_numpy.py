@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -242,7 +243,7 @@ class MiniLMEncoder:
         qkv = x @ qkv_weight
         qkv += qkv_bias
         context = np.empty_like(x)
-        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        for start, end in itertools.pairwise(bounds):
             heads = qkv[start:end].reshape(end - start, 3, self.heads, head).transpose(1, 2, 0, 3)
             q, k, v = heads[0], heads[1], heads[2]           # (heads, tokens, head)
             scores = q @ k.transpose(0, 2, 1)

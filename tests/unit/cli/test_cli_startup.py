@@ -24,7 +24,7 @@ _RUN = ("import json, sys; from rag.cli import main; code = main(sys.argv[1:]); 
 def run_cli(*argv: str) -> tuple[int, list[str], str]:
     """`rag ARGV` in a new interpreter: exit code, heavy modules loaded, stdout before the report."""
     env = {**os.environ, "RAG_EMBEDDING_PRECISION": "fp32", "ANONYMIZED_TELEMETRY": "False"}
-    proc = subprocess.run([sys.executable, "-c", _RUN, *argv], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", _RUN, *argv], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     *printed, last = proc.stdout.strip().splitlines()
     code, heavy = json.loads(last)
