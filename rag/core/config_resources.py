@@ -256,7 +256,13 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     autocontext: bool | None = None
     chunk_size: int | None = Field(default=None, ge=8, le=254)
     search: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    routing: Literal["auto", "on", "off"] = "auto"
+    routing: Literal["auto", "on", "off"] = "off"
+
+    @field_validator("routing", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, value: Any) -> Any:
+        # YAML reads a bare on / off as a boolean
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
     hybrid: HybridSearchSettings | None = None
     sections: SectionSettings | None = None
 

@@ -35,12 +35,12 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import re
 import shutil
 import sqlite3
 import tempfile
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -140,9 +140,9 @@ class KnowledgeStore:
             raise ConfigError(f"knowledge base name {name!r} is not valid: use 1-63 letters, digits, '.', '_' "
                               "or '-', starting with a letter or digit")
         self.name = name
-        if directory is None:  # in memory: a private temporary directory, removed with this object
-            directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")
-            weakref.finalize(self, shutil.rmtree, directory, True)
+        if directory is None:  # in memory: a private temporary directory, removed when the process exits
+            directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
+            atexit.register(shutil.rmtree, directory, True)
             cache = False
         self.directory = Path(directory)
         self.home = self.directory / "kb" / name

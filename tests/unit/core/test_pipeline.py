@@ -82,13 +82,14 @@ def test_without_settings_the_aggregate_interleaves_by_rank_and_cuts_nothing():
 
 
 def test_kb_resource_routes_when_it_holds_many_documents(kb, tmp_path):
-    routed = kb.as_resource()
+    routed = kb.as_resource(routing="auto")
     assert isinstance(routed.retriever, RoutedRetriever)
     docs = routed.retrieve("Tyrell revenue", search_kwargs={"k": 5})
     assert docs and {d.metadata["doc_name"] for d in docs} == {"Tyrell"}
     small = KnowledgeBase("small", tmp_path, embedding=EMB)
     small.add_documents(_pages("Acme"))
-    assert not isinstance(small.as_resource().retriever, RoutedRetriever)
+    assert not isinstance(small.as_resource(routing="auto").retriever, RoutedRetriever)
+    assert not isinstance(kb.as_resource().retriever, RoutedRetriever)   # opt-in
     assert type(small.as_resource(search="dense").retriever).__name__ == "KnowledgeBaseRetriever"
 
 
