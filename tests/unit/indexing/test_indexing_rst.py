@@ -32,6 +32,7 @@ _line = st.one_of(st.text(alphabet="abc XYZ.,", min_size=0, max_size=20),
 def test_every_word_of_the_text_is_kept(lines):
     text = "\n".join(lines)
     converted, _ = rst_to_markdown(text)
-    words = [w for line in lines for w in line.split() if not set(w) <= set("=-~")]
-    kept = [w for line in converted.splitlines() for w in line.split() if not set(w) <= set("=-~#")]
+    # a run of one punctuation character (=, -, ~, .) may be a title adornment, which the conversion consumes
+    words = [w for line in lines for w in line.split() if not set(w) <= set("=-~.")]
+    kept = [w for line in converted.splitlines() for w in line.split() if not set(w) <= set("=-~.#")]
     assert kept == words
