@@ -14,7 +14,7 @@ DEMO_STORE ?= .rag-demo
 DEMO_QUESTION ?= Which embedding model is used by default?
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev demo test docs notebooks bench clean
+.PHONY: install install-dev demo test fuzz docs notebooks bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,13 @@ demo: install
 	$(VENV)/bin/rag index docs --store $(DEMO_STORE) --collection docs
 	$(VENV)/bin/rag ask "$(DEMO_QUESTION)" --store $(DEMO_STORE) --collection docs
 
+# The property tests draw the same examples on every `make test` (HYPOTHESIS_PROFILE=ci, reproducible);
+# `make fuzz` runs them with fresh random examples (run it now and then; a failure prints its seed).
 test: install-dev
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q $(PYTEST_ARGS)
+
+fuzz: install-dev
+	HYPOTHESIS_PROFILE=default $(PY) -m pytest -q $(PYTEST_ARGS) $(shell grep -rl 'from hypothesis' tests --include='test_*.py')
 
 docs: install-dev
 	$(VENV)/bin/mkdocs build --strict --site-dir site

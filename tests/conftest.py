@@ -11,6 +11,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
+try:  # the dev extra: property tests
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # pragma: no cover - only the code tests without the dev extra
+    pass
+else:
+    # `ci` (make test): the same generated examples on every run, so a red run is a reproducible one;
+    # `default` (make fuzz): fresh random examples on each run, to look for new failures outside CI.
+    _hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+    _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
 
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
