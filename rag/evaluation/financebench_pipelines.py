@@ -30,6 +30,7 @@ from rag.base.result import RAGResult
 from rag.core.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData, resolve_data_dir
 from rag.evaluation.financebench_corpus import FETCH_K, BenchCorpus
+from rag.evaluation.financebench_default import DEFAULT_NAME, DefaultConfiguration
 from rag.evaluation.financebench_report import write_report
 from rag.evaluation.financebench_run import (
     DEFAULT_BUDGET,
@@ -196,17 +197,25 @@ def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Pat
     Raises:
         ConfigError: an unknown configuration name or setting, or a missing data directory.
     """
-    names = list(configs) if configs else list(CONFIGURATIONS)
-    unknown = [n for n in names if n not in CONFIGURATIONS]
+    names = list(configs) if configs else [*CONFIGURATIONS, DEFAULT_NAME]
+    unknown = [n for n in names if n not in CONFIGURATIONS and n != DEFAULT_NAME]
     if unknown:
-        raise ConfigError(f"unknown configuration(s) {unknown}; valid: {', '.join(CONFIGURATIONS)}")
+        raise ConfigError(f"unknown configuration(s) {unknown}; valid: {', '.join([*CONFIGURATIONS, DEFAULT_NAME])}")
     started = time.perf_counter()
     data = FinanceBenchData.load(resolve_data_dir(data_dir), limit=limit)
-    corpus = BenchCorpus.build(data, cache_dir=cache_dir, chunk_size=chunk_size, embeddings=embeddings,
-                               progress=progress)
-    pipelines = [LibraryConfiguration(corpus, CONFIGURATIONS[n][1], budget=budget) for n in names]
+    corpus = None
+    if any(n in CONFIGURATIONS for n in names):
+        corpus = BenchCorpus.build(data, cache_dir=cache_dir, chunk_size=chunk_size, embeddings=embeddings,
+                                   progress=progress)
+    default = (DefaultConfiguration.build(data, cache_dir=cache_dir, budget=budget, progress=progress)
+               if DEFAULT_NAME in names else None)
+    pipelines = [default if n == DEFAULT_NAME else LibraryConfiguration(corpus, CONFIGURATIONS[n][1], budget=budget)
+                 for n in names]
     report = run_benchmark(data, pipelines, settings=settings, budget=budget, progress=progress)
-    report.meta.update(chunk_size=chunk_size, chunks=len(corpus.chunks), seconds=time.perf_counter() - started,
+    if default is not None:
+        report.meta["default_index"] = default.index_stats
+    report.meta.update(chunk_size=chunk_size, chunks=len(corpus.chunks) if corpus else None,
+                       seconds=time.perf_counter() - started,
                        command="python bench/financebench.py", targets=TARGETS, best="full", baseline="dense",
                        token_counter=CharTokenCounter.name, pipeline="rag.retrieve")
     paths = write_report(report, out_dir, chart=chart) if out_dir is not None else []

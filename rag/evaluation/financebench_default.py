@@ -1,0 +1,102 @@
+"""The FinanceBench row `default`: exactly what `rag index` + `rag ask` do, scored like the other rows.
+
+The filings are indexed the way `rag index PDFS --store STORE --collection financebench` indexes
+them: one `KnowledgeBase` with its own defaults (its chunker, table detection, AutoContext, the
+default embedding model), kept in the cache directory so a second run only checks that nothing
+changed. Each question is then retrieved the way `rag ask` retrieves: the knowledge base's
+`as_resource()` (hybrid search) and the recommended pipeline (`rag.core.defaults.RECOMMENDED`),
+with two settings of the benchmark instead of the command's: the context budget is the table's
+(4,000 tokens counted as characters / 4, the same counter as every other row), and in the
+single-document setting the question's filing is selected by a `source` filter.
+
+Example:
+    >>> config = DefaultConfiguration.build(data, cache_dir="/work/cache/financebench")   # doctest: +SKIP
+    >>> config.retrieve("What was 3M's FY2018 capex?", doc_name="3M_2018_10K").context    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.core.defaults import RECOMMENDED
+from rag.core.knowledge_base import KnowledgeBase
+from rag.core.resource import Resource
+from rag.core.retrieve import retrieve
+from rag.evaluation.financebench import FinanceBenchData
+from rag.evaluation.financebench_run import DEFAULT_BUDGET, Retrieval
+from rag.indexing.loaders import path_text
+from rag.retrieval.budget import CharTokenCounter
+
+__all__ = ["DEFAULT_NAME", "DefaultConfiguration"]
+
+DEFAULT_NAME = "default"
+_COLLECTION = "financebench"
+_RANKED = 50
+
+
+class DefaultConfiguration:
+    """`rag ask` over a knowledge base built by `rag index` from the filings (see the module docstring)."""
+
+    name = DEFAULT_NAME
+    description = ("exactly `rag index PDFS` + `rag ask`: the knowledge base's own chunking (table chunks, "
+                   "AutoContext), hybrid search and the recommended pipeline (RRF, page-diverse packing); "
+                   "the context budget counted as characters / 4 like every row")
+
+    def __init__(self, resource: Resource, pdf_dir: Path, *, budget: int = DEFAULT_BUDGET,
+                 token_counter: Any = None, index_stats: dict[str, Any] | None = None) -> None:
+        self.resource, self.pdf_dir, self.budget = resource, pdf_dir, budget
+        self.index_stats = index_stats or {}
+        # the table's counter (chars / 4); "auto" is `rag ask`'s own (the embedding model's word pieces)
+        self.token_counter = CharTokenCounter() if token_counter is None else token_counter
+
+    @classmethod
+    def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, budget: int = DEFAULT_BUDGET,
+              token_counter: Any = None, progress: Callable[[str], None] | None = None) -> DefaultConfiguration:
+        """Index (or bring up to date) the filings' knowledge base under `cache_dir` and bind `rag ask`'s retrieval to it.
+
+        With `cache_dir=None` the knowledge base is built in memory (and not kept).
+        """
+        pdf_dir = (data.root / "pdfs").resolve()
+        store = None if cache_dir is None else Path(cache_dir) / "default-kb"
+        kb = KnowledgeBase(_COLLECTION, store)
+        started = time.perf_counter()
+        pdfs = sorted(pdf_dir / f"{name}.pdf" for name in data.documents)
+        report = kb.add_documents([str(p) for p in pdfs])
+        seconds = time.perf_counter() - started
+        if progress is not None:
+            progress(f"default: knowledge base: {report.summary()}")
+        chunks = kb.count()
+        stats = {"index_seconds": round(seconds, 1), "index_changed": bool(report.changed), "chunks": chunks,
+                 "table_chunks": _table_chunks(kb)}
+        return cls(kb.as_resource(), pdf_dir, budget=budget, token_counter=token_counter, index_stats=stats)
+
+    def settings(self, doc_name: str | None) -> dict[str, Any]:
+        """`rag ask`'s settings (`RECOMMENDED`) with the benchmark's budget and, for one filing, its `source` filter."""
+        settings = {**RECOMMENDED, "max_tokens": self.budget, "token_counter": self.token_counter}
+        if doc_name is not None:
+            settings["filter"] = {"source": path_text(self.pdf_dir / f"{doc_name}.pdf")}
+        return settings
+
+    def retrieve(self, question: str, *, doc_name: str | None) -> Retrieval:
+        """Retrieve for `question` as `rag ask` does, from `doc_name`'s filing or from all of them."""
+        result = retrieve(question, self.resource, **self.settings(doc_name))
+        stage = next(reversed(result.stages), None)
+        ranked = [] if stage is None else [c.document for c in result.stages[stage]]
+        return Retrieval(ranked=[_named(d) for d in ranked[:_RANKED]], context=[_named(d) for d in result.context],
+                         extras={"timings": result.timings})
+
+
+def _named(doc: Document) -> Document:
+    """The chunk with the benchmark's `doc_name` (its file's stem); its `page` is pypdfium2's zero-based index."""
+    name = Path(str(doc.metadata.get("source", ""))).stem
+    return Document(page_content=doc.page_content, metadata={**doc.metadata, "doc_name": name}, id=doc.id)
+
+
+def _table_chunks(kb: KnowledgeBase) -> int:
+    """How many stored chunks are tables (`chunk_type == "table"`)."""
+    return len(kb.get_documents({"chunk_type": "table"}))
