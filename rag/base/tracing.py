@@ -57,7 +57,21 @@ from langchain_core.runnables.config import (
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.env import env_var_is_set
 
-__all__ = ["TRACING_CONTENT_ENV", "TRACING_ENV", "OpenTelemetryCallbackHandler", "Stage",            "disable_tracing", "enable_tracing", "index_span", "set_run_attributes", "stage", "tracing_callbacks", "tracing_enabled"]
+from rag.base.llm_calls import call_usage, requested_model
+
+__all__ = [
+    "TRACING_CONTENT_ENV",
+    "TRACING_ENV",
+    "OpenTelemetryCallbackHandler",
+    "Stage",
+    "disable_tracing",
+    "enable_tracing",
+    "index_span",
+    "set_run_attributes",
+    "stage",
+    "tracing_callbacks",
+    "tracing_enabled",
+]
 
 TRACING_ENV = "RAG_TRACING"
 TRACING_CONTENT_ENV = "RAG_TRACING_CONTENT"
@@ -238,10 +252,8 @@ class OpenTelemetryCallbackHandler(BaseCallbackHandler):
     def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: Any, *, run_id: UUID,
                             parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
                             **kwargs: Any) -> None:
-        params = kwargs.get("invocation_params") or {}
         meta = metadata or {}
-        model = str(meta.get("ls_model_name") or params.get("model") or params.get("model_name")
-                    or params.get("_type") or (serialized or {}).get("name") or "model")
+        model = requested_model(serialized, meta, kwargs.get("invocation_params")) or "model"
         self._start(run_id, parent_run_id, f"chat {model}", {
             "rag.run_type": "llm", "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
             "gen_ai.system": meta.get("ls_provider"), "gen_ai.request.temperature": meta.get("ls_temperature"),
@@ -252,15 +264,7 @@ class OpenTelemetryCallbackHandler(BaseCallbackHandler):
         self.on_chat_model_start(serialized, prompts, run_id=run_id, parent_run_id=parent_run_id, **kwargs)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        usage = {"input_tokens": 0, "output_tokens": 0}
-        model = None
-        for generations in response.generations:
-            for gen in generations:
-                message = getattr(gen, "message", None)
-                meta = getattr(message, "usage_metadata", None) or {}
-                for key in usage:
-                    usage[key] += int(meta.get(key, 0) or 0)
-                model = (getattr(message, "response_metadata", None) or {}).get("model_name") or model
+        usage, model = call_usage(response)
         self._end(run_id, {"gen_ai.usage.input_tokens": usage["input_tokens"],
                            "gen_ai.usage.output_tokens": usage["output_tokens"], "gen_ai.response.model": model})
 

@@ -25,6 +25,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 
+from rag.base.llm_calls import call_usage, requested_model
 from rag.generation.pricing import cost
 
 __all__ = ["UsageTracker", "add_usage", "empty_usage", "with_tracker"]
@@ -66,11 +67,9 @@ class UsageTracker(BaseCallbackHandler):
 
     def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID,
                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        params = kwargs.get("invocation_params") or {}
-        name = ((metadata or {}).get("ls_model_name") or params.get("model") or params.get("model_name")
-                or params.get("model_path") or params.get("_type") or (serialized or {}).get("name"))
+        name = requested_model(serialized, metadata, kwargs.get("invocation_params"))
         with self._lock:
-            self._models[run_id] = str(name) if name else "unknown"
+            self._models[run_id] = name or "unknown"
 
     def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any) -> None:
         self.on_chat_model_start(serialized, prompts, run_id=run_id, **kwargs)
@@ -78,17 +77,8 @@ class UsageTracker(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             model = self._models.pop(run_id, "unknown")
-        usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-        for generations in response.generations:
-            for gen in generations:
-                message = getattr(gen, "message", None)
-                meta = getattr(message, "usage_metadata", None) or {}
-                for key in usage:
-                    usage[key] += int(meta.get(key, 0) or 0)
-                named = (getattr(message, "response_metadata", None) or {}).get("model_name")
-                model = named or model
-        if not usage["total_tokens"]:
-            usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        usage, named = call_usage(response)
+        model = named or model
         step = {**usage, "calls": 1, "models": [model],
                 "cost": cost(model, input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"])}
         with self._lock:

@@ -30,6 +30,7 @@ from rag.core.resource import Resource
 from rag.core.retrieve import retrieve
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs
+from tests.unit.spans import span_tree
 
 TEXTS = ["Paris is in France.", "Rome is in Italy.", "Madrid is in Spain."]
 
@@ -42,25 +43,6 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     exporter.provider = provider  # type: ignore[attr-defined]
     yield exporter
     disable_tracing()
-
-
-def tree(exporter: InMemorySpanExporter) -> list[tuple[int, str]]:
-    """(depth, name) of every finished span, parents before children, siblings by start time."""
-    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
-    by_id = {s.context.span_id: s for s in spans}
-    children: dict[int | None, list] = {}
-    for s in spans:
-        parent = s.parent.span_id if s.parent is not None and s.parent.span_id in by_id else None
-        children.setdefault(parent, []).append(s)
-    out: list[tuple[int, str]] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for s in children.get(parent, []):
-            out.append((depth, s.name))
-            walk(s.context.span_id, depth + 1)
-
-    walk(None, 0)
-    return out
 
 
 def _span(exporter: InMemorySpanExporter, name: str):
@@ -78,7 +60,7 @@ def test_rag_chain_run_becomes_a_span_tree_with_resource_attributes(exporter):
     rag.chain().invoke("Where is Rome?", {"callbacks": [handler],
                                           "configurable": {"retrieval_chain": {"cities": {"search_kwargs": {
                                               "filter": {"source": {"$ne": "x"}}}}}}})
-    assert tree(exporter) == [(0, "RAG"), (1, "retrieve"), (2, "resources"), (3, "cities"), (3, "aggregate"),
+    assert span_tree(exporter) == [(0, "RAG"), (1, "retrieve"), (2, "resources"), (3, "cities"), (3, "aggregate"),
                               (4, "fuse"), (1, "generate"), (2, "ExtractiveAnswerer")]
     resource = dict(_span(exporter, "cities").attributes)
     assert resource == {"rag.run_type": "chain", "rag.resource": "cities", "rag.k": 2, "rag.filter": True,
@@ -90,7 +72,7 @@ def test_retrieve_stages_are_child_runs_of_the_calling_run(exporter):
     both = [_resource(), Resource.from_texts("more", TEXTS[:1], embedding=DeterministicFakeEmbedding(size=16))]
     step = RunnableLambda(lambda q: retrieve(q, both, k=1, max_tokens=50, token_counter="approx"), name="ask")
     step.invoke("Where is Rome?", {"callbacks": [handler]})
-    assert tree(exporter) == [(0, "ask"), (1, "search"), (2, "search/cities"), (2, "search/more"), (1, "fuse"),
+    assert span_tree(exporter) == [(0, "ask"), (1, "search"), (2, "search/cities"), (2, "search/more"), (1, "fuse"),
                               (1, "select"), (1, "budget")]
     search = dict(_span(exporter, "search/cities").attributes)
     assert (search["rag.resource"], search["rag.k"], search["rag.documents"]) == ("cities", 40, 3), search
@@ -119,7 +101,7 @@ def test_indexing_run_has_load_chunk_embed_write_spans(exporter, tmp_path):
     (docs / "b.txt").write_text("Rome is in Italy.\n")
     kb = KnowledgeBase("kb", tmp_path / "kbs", embedding=DeterministicFakeEmbedding(size=16))
     kb.add_documents(docs)
-    assert tree(exporter) == [(0, "rag.index"), (1, "rag.index.load"), (1, "rag.index.load"), (1, "rag.index.chunk"),
+    assert span_tree(exporter) == [(0, "rag.index"), (1, "rag.index.load"), (1, "rag.index.load"), (1, "rag.index.chunk"),
                               (1, "rag.index.embed"), (1, "rag.index.write")]
     root = dict(_span(exporter, "rag.index").attributes)
     assert root["rag.added"] == 2 and root["rag.chunks_added"] == 2 and root["rag.knowledge_base"] == "kb"
@@ -128,7 +110,7 @@ def test_indexing_run_has_load_chunk_embed_write_spans(exporter, tmp_path):
     exporter.clear()
     (docs / "c.txt").write_text("Madrid is in Spain.\n")
     kb.add_documents(docs)
-    assert [name for _, name in tree(exporter)].count("rag.index.load") == 1     # unchanged files are not loaded
+    assert [name for _, name in span_tree(exporter)].count("rag.index.load") == 1     # unchanged files are not loaded
     kb.close()
 
 

@@ -20,6 +20,7 @@ from rag.base.tracing import disable_tracing, enable_tracing
 from rag.core.generator import RAG
 from rag.core.resource import Resource
 from rag.generation.rag_with_source import rag_chain_from_docs
+from tests.unit.spans import span_attributes, span_tree
 
 ROOT = Path(__file__).parents[3]
 
@@ -34,34 +35,12 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     disable_tracing()
 
 
-def tree(exporter: InMemorySpanExporter) -> list[tuple[int, str]]:
-    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
-    by_id = {s.context.span_id: s for s in spans}
-    children: dict[int | None, list] = {}
-    for s in spans:
-        children.setdefault(s.parent.span_id if s.parent is not None and s.parent.span_id in by_id else None,
-                            []).append(s)
-    out: list[tuple[int, str]] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for s in sorted(children.get(parent, []), key=lambda s: s.name):
-            out.append((depth, s.name))
-            walk(s.context.span_id, depth + 1)
-
-    walk(None, 0)
-    return out
-
-
-def _span(exporter: InMemorySpanExporter, name: str) -> dict:
-    return dict(next(s for s in exporter.get_finished_spans() if s.name == name).attributes)
-
-
 def test_chat_completion_request_is_one_trace_with_a_span_per_stage(exporter, make_client, make_rag):
     client = make_client(make_rag(), tenant_filter={"tenant": "acme"})
     r = client.post("/v1/chat/completions", json={"model": "rag", "stream": True,
                                                   "messages": [{"role": "user", "content": "How did revenue change?"}]})
     assert r.status_code == 200
-    assert tree(exporter) == [
+    assert span_tree(exporter, siblings="name") == [
         (0, "chat.completions"),
         (1, "ConversationalRAG"),
         (2, "generate"), (3, "chat generic-fake-chat-model"), (3, "format_context"), (4, "_context_to_text"),
@@ -70,18 +49,18 @@ def test_chat_completion_request_is_one_trace_with_a_span_per_stage(exporter, ma
         (2, "save_turn"),
         (1, "checks"),
     ]
-    root = _span(exporter, "chat.completions")
+    root = span_attributes(exporter, "chat.completions")
     assert root["rag.model"] == "rag" and root["rag.stream"] is True and root["rag.documents"] == 2
     assert root["rag.completion_tokens"] > 0
-    assert _span(exporter, "reports") == {"rag.run_type": "chain", "rag.resource": "reports", "rag.k": 4,
+    assert span_attributes(exporter, "reports") == {"rag.run_type": "chain", "rag.resource": "reports", "rag.k": 4,
                                           "rag.filter": True, "rag.documents": 2}    # the tenant filter
-    assert _span(exporter, "chat generic-fake-chat-model")["gen_ai.request.model"] == "generic-fake-chat-model"
-    assert _span(exporter, "checks")["rag.sentences"] == 1
+    assert span_attributes(exporter, "chat generic-fake-chat-model")["gen_ai.request.model"] == "generic-fake-chat-model"
+    assert span_attributes(exporter, "checks")["rag.sentences"] == 1
 
 
 def test_invoke_requests_are_traced_too(exporter, client):
     assert client.post("/invoke", json={"question": "revenue", "k": 1}).status_code == 200
-    names = [name for _, name in tree(exporter)]
+    names = [name for _, name in span_tree(exporter, siblings="name")]
     assert names[0] == "rag-serve" and "reports" in names and "generate" in names
 
 
