@@ -194,13 +194,14 @@ def _add_eval_financebench(sub: Any) -> None:
 
 
 def _cmd_eval_financebench(args: argparse.Namespace) -> int:
-    from rag.evaluation.financebench_default import DefaultConfiguration
+    from rag.evaluation.financebench_default import DESCRIPTIONS
     from rag.evaluation.financebench_pipelines import CONFIGURATIONS, run_financebench
 
     if args.list_configs:
         for name, (description, _) in CONFIGURATIONS.items():
             print(f"{name:24s} {description}")
-        print(f"{DefaultConfiguration.name:24s} {DefaultConfiguration.description}")
+        for name, description in DESCRIPTIONS.items():
+            print(f"{name:24s} {description}")
         return 0
     for flag in ("limit", "budget", "chunk_size"):
         value = getattr(args, flag)

@@ -29,12 +29,21 @@ from rag.core.resource import Resource
 from rag.core.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData
 from rag.evaluation.financebench_run import DEFAULT_BUDGET, Retrieval
-from rag.indexing.loaders import path_text
+from rag.indexing.loaders import load_file, path_text
 from rag.retrieval.budget import CharTokenCounter
 
-__all__ = ["DEFAULT_NAME", "DefaultConfiguration"]
+__all__ = ["DEFAULT_NAME", "DESCRIPTIONS", "NO_TABLES_NAME", "DefaultConfiguration"]
 
 DEFAULT_NAME = "default"
+#: the same without table detection: PDF pages read as plain text (`load_file(path, tables=False)`)
+NO_TABLES_NAME = "default-notables"
+#: name -> description of the rows built on a `rag index` knowledge base
+DESCRIPTIONS = {
+    DEFAULT_NAME: "exactly `rag index PDFS` + `rag ask`: the knowledge base's own chunking (table chunks, AutoContext), "
+                  "hybrid search and the recommended pipeline (RRF, page-diverse packing); the context budget "
+                  "counted as characters / 4 like every row",
+    NO_TABLES_NAME: "`default` with PDF pages read as plain text (no table detection): what table chunks add",
+}
 _COLLECTION = "financebench"
 _RANKED = 50
 
@@ -42,13 +51,10 @@ _RANKED = 50
 class DefaultConfiguration:
     """`rag ask` over a knowledge base built by `rag index` from the filings (see the module docstring)."""
 
-    name = DEFAULT_NAME
-    description = ("exactly `rag index PDFS` + `rag ask`: the knowledge base's own chunking (table chunks, "
-                   "AutoContext), hybrid search and the recommended pipeline (RRF, page-diverse packing); "
-                   "the context budget counted as characters / 4 like every row")
-
     def __init__(self, resource: Resource, pdf_dir: Path, *, budget: int = DEFAULT_BUDGET,
-                 token_counter: Any = None, index_stats: dict[str, Any] | None = None) -> None:
+                 token_counter: Any = None, index_stats: dict[str, Any] | None = None, tables: bool = True) -> None:
+        self.name = DEFAULT_NAME if tables else NO_TABLES_NAME
+        self.description = DESCRIPTIONS[self.name]
         self.resource, self.pdf_dir, self.budget = resource, pdf_dir, budget
         self.index_stats = index_stats or {}
         # the table's counter (chars / 4); "auto" is `rag ask`'s own (the embedding model's word pieces)
@@ -56,24 +62,33 @@ class DefaultConfiguration:
 
     @classmethod
     def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, budget: int = DEFAULT_BUDGET,
-              token_counter: Any = None, progress: Callable[[str], None] | None = None) -> DefaultConfiguration:
+              token_counter: Any = None, tables: bool = True,
+              progress: Callable[[str], None] | None = None) -> DefaultConfiguration:
         """Index (or bring up to date) the filings' knowledge base under `cache_dir` and bind `rag ask`'s retrieval to it.
 
-        With `cache_dir=None` the knowledge base is built in memory (and not kept).
+        With `cache_dir=None` the knowledge base is built in memory (and not kept). `tables=False`
+        builds the `default-notables` variant: the filings' pages loaded as plain text, then the
+        same knowledge base defaults.
         """
         pdf_dir = (data.root / "pdfs").resolve()
-        store = None if cache_dir is None else Path(cache_dir) / "default-kb"
+        store = None if cache_dir is None else Path(cache_dir) / ("default-kb" if tables else "default-kb-notables")
         kb = KnowledgeBase(_COLLECTION, store)
         started = time.perf_counter()
         pdfs = sorted(pdf_dir / f"{name}.pdf" for name in data.documents)
-        report = kb.add_documents([str(p) for p in pdfs])
+        if tables:
+            report = kb.add_documents([str(p) for p in pdfs])
+        else:
+            known = {r.source for r in kb.list_documents()} if kb.exists else set()   # skip filings already in
+            report = kb.add_documents([doc for p in pdfs if path_text(p) not in known
+                                       for doc in load_file(p, tables=False)])
         seconds = time.perf_counter() - started
         if progress is not None:
-            progress(f"default: knowledge base: {report.summary()}")
+            progress(f"{DEFAULT_NAME if tables else NO_TABLES_NAME}: knowledge base: {report.summary()}")
         chunks = kb.count()
         stats = {"index_seconds": round(seconds, 1), "index_changed": bool(report.changed), "chunks": chunks,
                  "table_chunks": _table_chunks(kb)}
-        return cls(kb.as_resource(), pdf_dir, budget=budget, token_counter=token_counter, index_stats=stats)
+        return cls(kb.as_resource(), pdf_dir, budget=budget, token_counter=token_counter, index_stats=stats,
+                   tables=tables)
 
     def settings(self, doc_name: str | None) -> dict[str, Any]:
         """`rag ask`'s settings (`RECOMMENDED`) with the benchmark's budget and, for one filing, its `source` filter."""

@@ -30,7 +30,7 @@ from rag.base.result import RAGResult
 from rag.core.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData, resolve_data_dir
 from rag.evaluation.financebench_corpus import FETCH_K, BenchCorpus
-from rag.evaluation.financebench_default import DEFAULT_NAME, DefaultConfiguration
+from rag.evaluation.financebench_default import DEFAULT_NAME, NO_TABLES_NAME, DefaultConfiguration
 from rag.evaluation.financebench_report import write_report
 from rag.evaluation.financebench_run import (
     DEFAULT_BUDGET,
@@ -197,23 +197,24 @@ def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Pat
     Raises:
         ConfigError: an unknown configuration name or setting, or a missing data directory.
     """
-    names = list(configs) if configs else [*CONFIGURATIONS, DEFAULT_NAME]
-    unknown = [n for n in names if n not in CONFIGURATIONS and n != DEFAULT_NAME]
+    knowledge_bases = (DEFAULT_NAME, NO_TABLES_NAME)     # `rag index` + `rag ask` rows (financebench_default)
+    names = list(configs) if configs else [*CONFIGURATIONS, *knowledge_bases]
+    unknown = [n for n in names if n not in CONFIGURATIONS and n not in knowledge_bases]
     if unknown:
-        raise ConfigError(f"unknown configuration(s) {unknown}; valid: {', '.join([*CONFIGURATIONS, DEFAULT_NAME])}")
+        raise ConfigError(f"unknown configuration(s) {unknown}; valid: {', '.join([*CONFIGURATIONS, *knowledge_bases])}")
     started = time.perf_counter()
     data = FinanceBenchData.load(resolve_data_dir(data_dir), limit=limit)
     corpus = None
     if any(n in CONFIGURATIONS for n in names):
         corpus = BenchCorpus.build(data, cache_dir=cache_dir, chunk_size=chunk_size, embeddings=embeddings,
                                    progress=progress)
-    default = (DefaultConfiguration.build(data, cache_dir=cache_dir, budget=budget, progress=progress)
-               if DEFAULT_NAME in names else None)
-    pipelines = [default if n == DEFAULT_NAME else LibraryConfiguration(corpus, CONFIGURATIONS[n][1], budget=budget)
+    built = {n: DefaultConfiguration.build(data, cache_dir=cache_dir, budget=budget, tables=n == DEFAULT_NAME,
+                                           progress=progress) for n in knowledge_bases if n in names}
+    pipelines = [built[n] if n in built else LibraryConfiguration(corpus, CONFIGURATIONS[n][1], budget=budget)
                  for n in names]
     report = run_benchmark(data, pipelines, settings=settings, budget=budget, progress=progress)
-    if default is not None:
-        report.meta["default_index"] = default.index_stats
+    for name, config in built.items():
+        report.meta[f"{name}_index"] = config.index_stats
     report.meta.update(chunk_size=chunk_size, chunks=len(corpus.chunks) if corpus else None,
                        seconds=time.perf_counter() - started,
                        command="python bench/financebench.py", targets=TARGETS, best="full", baseline="dense",

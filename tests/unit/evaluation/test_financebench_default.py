@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from rag.cli import main as cli_main
-from rag.evaluation.financebench import FinanceBenchData
+from rag.evaluation.financebench import DATA_ENV_VAR, FinanceBenchData
 from rag.evaluation.financebench_default import DefaultConfiguration
 from rag.evaluation.financebench_pipelines import run_financebench
 from rag.evaluation.financebench_run import estimate_tokens
 from rag.testing.financebench import write_synthetic_financebench
+
+ROOT = Path(__file__).resolve().parents[3]
+FILING = Path(os.environ.get(DATA_ENV_VAR) or ROOT.parent / "shared" / "data" / "financebench") / "pdfs" / "3M_2022_10K.pdf"
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +61,23 @@ def test_the_default_row_is_indexed_once_and_scored_with_the_tables_counter(buil
     assert set(report.results["single"]) == {"default"}
     assert report.meta["default_index"]["chunks"] == again.index_stats["chunks"]
     assert report.results["single"]["default"]["context_hit"] > 0
+
+
+def test_the_no_tables_row_reads_the_same_filings_as_plain_text(tmp_path):
+    if not FILING.exists():
+        pytest.skip(f"FinanceBench filings not found at {FILING.parent} (set {DATA_ENV_VAR})")
+    import pypdfium2 as pdfium
+
+    root = write_synthetic_financebench(tmp_path / "data")
+    subset = pdfium.PdfDocument.new()
+    subset.import_pages(pdfium.PdfDocument(str(FILING)), [47])       # 3M's income statement: a ruled table
+    subset.save(str(root / "pdfs" / "MMM_2022_10K.pdf"))
+    data = FinanceBenchData.load(root)
+    with_tables = DefaultConfiguration.build(data, cache_dir=tmp_path / "cache", budget=300)
+    plain = DefaultConfiguration.build(data, cache_dir=tmp_path / "cache", budget=300, tables=False)
+    assert (with_tables.name, plain.name) == ("default", "default-notables")
+    assert with_tables.index_stats["table_chunks"] > 0
+    assert plain.index_stats["table_chunks"] == 0
+    assert plain.index_stats["chunks"] > 0
+    again = DefaultConfiguration.build(data, cache_dir=tmp_path / "cache", budget=300, tables=False)
+    assert again.index_stats["index_changed"] is False      # filings already in are not loaded again
