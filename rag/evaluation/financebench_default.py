@@ -71,8 +71,10 @@ class DefaultConfiguration:
         same knowledge base defaults.
         """
         pdf_dir = (data.root / "pdfs").resolve()
-        store = None if cache_dir is None else Path(cache_dir) / ("default-kb" if tables else "default-kb-notables")
-        kb = KnowledgeBase(_COLLECTION, store)
+        # one store directory for both rows: they share its embedding cache, so the chunks of pages without
+        # tables, the same in both, are embedded once
+        store = None if cache_dir is None else Path(cache_dir) / "default-kb"
+        kb = KnowledgeBase(_COLLECTION if tables else f"{_COLLECTION}-notables", store)
         started = time.perf_counter()
         pdfs = sorted(pdf_dir / f"{name}.pdf" for name in data.documents)
         if tables:
