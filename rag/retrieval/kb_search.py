@@ -15,7 +15,8 @@ when the router is confident (``"auto"``: when the knowledge base holds at least
 `ROUTING_MIN_DOCUMENTS` documents). `sections` wraps the result in a `SectionRetriever` (promote
 the sections a question names; opt-in: designed on FinanceBench's development questions).
 BM25 and sections read the chunks stored now: build the retriever again after the knowledge
-base changes.
+base changes. The BM25 index of a persistent knowledge base is saved next to it and loaded while
+the knowledge base is unchanged (`rag.retrieval.bm25_cache`).
 
 Example:
     >>> from langchain_core.documents import Document
@@ -40,6 +41,7 @@ from pydantic import ValidationError
 
 from rag.base.errors import ConfigError
 from rag.indexing.knowledge_base import KnowledgeStore
+from rag.retrieval.bm25_cache import knowledge_base_bm25
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever
@@ -93,15 +95,19 @@ def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: i
     """
     if search not in SEARCH_MODES:
         raise ConfigError(f"unknown search mode {search!r}; valid: {', '.join(SEARCH_MODES)}")
-    needs_chunks = search != "dense" or sections is not None
-    if needs_chunks and chunks is None:
+    if sections is not None and chunks is None:
         chunks = kb.get_documents()
-    if needs_chunks and not chunks:
+    bm25 = None
+    if search != "dense":
+        settings = {**_BM25_DEFAULTS, **(bm25_settings or {})}
+        bm25 = (knowledge_base_bm25(kb, settings) if chunks is None
+                else BM25Index.from_documents(chunks, **settings))
+    if (bm25 is not None and not len(bm25)) or (sections is not None and not chunks):
         raise ConfigError(f"knowledge base {kb.name!r} is empty: index documents before searching it with "
                           f"{search!r} search")
     try:
         retriever = _base_retriever(kb, search, k=k, fusion=fusion, weights=weights, fetch_k=fetch_k, rrf_k=rrf_k,
-                                    bm25_settings=bm25_settings, chunks=chunks or [])
+                                    bm25=bm25)
     except ValidationError as exc:
         raise ConfigError(f"{search} search over {kb.name!r}: {exc.errors()[0]['msg']}") from exc
     retriever = _routed(kb, retriever, routing)
@@ -123,11 +129,9 @@ def _routed(kb: KnowledgeStore, retriever: BaseRetriever, routing: str | bool) -
 
 
 def _base_retriever(kb: KnowledgeStore, search: str, *, k: int, fusion: str, weights: dict[str, float] | None,
-                    fetch_k: int, rrf_k: int, bm25_settings: Mapping[str, Any] | None,
-                    chunks: Sequence[Document]) -> BaseRetriever:
-    if search == "dense":
+                    fetch_k: int, rrf_k: int, bm25: BM25Index | None) -> BaseRetriever:
+    if search == "dense" or bm25 is None:
         return kb.as_retriever(k=k)
-    bm25 = BM25Index.from_documents(chunks, **{**_BM25_DEFAULTS, **(bm25_settings or {})})
     if search == "bm25":
         return BM25Retriever(index=bm25, k=k)
     store = new_chroma(kb.manifest.store.collection, kb.embedding, client=kb.client)
