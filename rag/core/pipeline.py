@@ -140,10 +140,20 @@ def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings:
     if settings is not None and limits and all(limits):
         settings = settings.model_copy(update={"k": min(settings.k, sum(limits))})
     if settings is None:
-        originals = {doc_key(d): d for docs in reversed([d for b in branches for d in b.lists.values()]) for d in reversed(docs)}
+        originals = _first_seen(branches)
         result.context = [originals[doc_key(d)] for d, _ in fused]
         return result
     return _refine(result, fused, branches, list(resources), settings)
+
+
+def _first_seen(branches: Sequence[Branch]) -> dict[str, Document]:
+    """Each document as its first branch and list returned it (the copy the context keeps), by `doc_key`."""
+    originals: dict[str, Document] = {}
+    for branch in branches:
+        for docs in branch.lists.values():
+            for doc in docs:
+                originals.setdefault(doc_key(doc), doc)
+    return originals
 
 
 def _fuse(lists: dict[str, list[tuple[Document, float]]], settings: RetrievalSettings | None,
