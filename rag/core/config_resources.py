@@ -256,7 +256,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     autocontext: bool | None = None
     chunk_size: int | None = Field(default=None, ge=8, le=254)
     search: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    routing: Literal["auto", "on", "off"] = "off"
+    routing: Literal["auto", "on", "off"] = "auto"
 
     @field_validator("routing", mode="before")
     @classmethod

@@ -56,7 +56,7 @@ class KnowledgeBase(KnowledgeStore):
         return knowledge_base_retriever(self, search="hybrid", k=k, fusion=fusion, weights=weights, fetch_k=fetch_k,
                                         rrf_k=rrf_k, bm25_settings=bm25_settings, chunks=chunks)
 
-    def as_resource(self, *, name: str | None = None, search: str = "hybrid", routing: str | bool = "off",
+    def as_resource(self, *, name: str | None = None, search: str = "hybrid", routing: str | bool = "auto",
                     search_kwargs: dict[str, Any] | None = None, description: str | None = None,
                     hybrid: dict[str, Any] | None = None, sections: dict[str, Any] | None = None) -> Resource:
         """A `Resource` searching this knowledge base (for `RAG(resources=[...])`).
@@ -65,9 +65,9 @@ class KnowledgeBase(KnowledgeStore):
             name: the resource name (default: the knowledge base's name).
             search: ``"hybrid"`` (default: dense + BM25 fused), ``"dense"`` or ``"bm25"``
                 (`rag.retrieval.kb_search`).
-            routing: ``"off"`` (default), ``"auto"`` (route questions to their documents when the
-                knowledge base holds at least 8) or ``"on"``. Opt-in: on this project's docs the
-                generic document cards routed "How do I start the server?" away from serving.md.
+            routing: ``"auto"`` (default: once the knowledge base holds at least 8 documents, a
+                question that names documents, by a capitalised word, an acronym or letters with
+                digits matching their title or file name, searches only them), ``"on"`` or ``"off"``.
             search_kwargs: default search settings (`k`, `filter`, ...).
             description: what it holds (default: the manifest's description).
             hybrid: fusion settings for hybrid search (``fusion``, ``weights``, ``fetch_k``,

@@ -9,11 +9,12 @@ One place decides how a knowledge base is searched, for every front door that se
 - ``"dense"``: the dense vectors only (`KnowledgeBaseRetriever`);
 - ``"bm25"``: BM25 over the stored chunks only (`BM25Retriever`).
 
-`routing` wraps any of them in a `RoutedRetriever`: the question's documents are found from a
-card per document (title, file name, AutoContext summary) and the search is restricted to them
-when the router is confident (``"auto"``: when the knowledge base holds at least
-`ROUTING_MIN_DOCUMENTS` documents). `sections` wraps the result in a `SectionRetriever` (promote
-the sections a question names; opt-in: designed on FinanceBench's development questions).
+`routing` wraps any of them in a `RoutedRetriever`: when the question names something (a
+capitalised word, an acronym, letters with digits) that identifies documents by their card
+(title and file name), the search is restricted to them (``"auto"``, the default: once the
+knowledge base holds at least `ROUTING_MIN_DOCUMENTS` documents; ``"on"``: always).
+`sections` wraps the result in a `SectionRetriever` (promote the sections a question names;
+opt-in: designed on FinanceBench's development questions).
 BM25 and sections read the chunks stored now: build the retriever again after the knowledge
 base changes. The BM25 index of a persistent knowledge base is saved next to it and loaded while
 the knowledge base is unchanged (`rag.retrieval.bm25_cache`).
@@ -63,20 +64,23 @@ ROUTING_CHOICES = ("auto", "on", "off")
 def document_router(kb: KnowledgeStore) -> DocumentRouter | None:
     """A `DocumentRouter` over the knowledge base's documents (key ``doc_id``), or None when it holds none.
 
-    Each document's card is its title, file name and AutoContext summary.
+    Each document's card is what identifies it, its title and file name (not its summary: content
+    words such as "server" or "token" would route questions about a topic to one document that
+    mentions it), and a route is taken only when the question names something
+    (`DocumentRouter(names_only=True)`).
     """
     cards = {}
     for record in kb.list_documents():
         name = Path(record.source).stem.replace("_", " ") if record.source else ""
-        parts = [p for p in (record.title, name, record.summary) if p]
+        parts = [p for p in (record.title, name) if p]
         cards[record.doc_id] = " | ".join(dict.fromkeys(parts)) or record.doc_id
-    return DocumentRouter(cards, key="doc_id") if cards else None
+    return DocumentRouter(cards, key="doc_id", names_only=True) if cards else None
 
 
 def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",
                              weights: dict[str, float] | None = None, fetch_k: int = 20, rrf_k: int = 60,
                              bm25_settings: Mapping[str, Any] | None = None,
-                             sections: Mapping[str, Any] | None = None, routing: str | bool = "off",
+                             sections: Mapping[str, Any] | None = None, routing: str | bool = "auto",
                              chunks: Sequence[Document] | None = None) -> BaseRetriever:
     """A retriever over `kb` for the search mode `search` (see the module docstring).
 

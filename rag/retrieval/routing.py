@@ -56,7 +56,8 @@ from rag.base.filters import and_filters
 from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
 from rag.base.text import idf_weights, tokenize
 
-__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "quarters_in", "years_in"]
+__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "name_tokens", "quarters_in",
+           "years_in"]
 
 DEFAULT_ROUTING_FIELDS = ("title", "doc_name", "company", "period", "doc_period", "year", "source", "summary",
                           "doc_summary")
@@ -99,6 +100,20 @@ def quarters_in(text: str) -> set[int]:
             for digit, word in _QUARTER.findall(text.replace("_", " "))}
 
 
+def name_tokens(question: str) -> set[str]:
+    """Tokens of the words a question writes as names: capitalised, acronyms ("AMD", "JnJ") or letters with
+    digits ("3M"). Stop words drop out ("How", "Which"), so an ordinary question names nothing.
+
+    Example:
+        >>> sorted(name_tokens("How do I start the server?")), sorted(name_tokens("What was 3M's capex in FY2022?"))
+        ([], ['3m', 'fy2022'])
+    """
+    names = [w for w in _WORD.findall(question)
+             if w[0].isupper() or sum(c.isupper() for c in w) >= 2
+             or (any(c.isdigit() for c in w) and any(c.isalpha() for c in w))]
+    return set(tokenize(" ".join(names)))
+
+
 def _aliases(question: str) -> tuple[set[str], set[str]]:
     """Acronym-like words of the question: (name prefixes "jpm"; initials "jpm", "jj" for "JnJ" or "J&J")."""
     words = _ACRONYM.findall(question) + re.findall(r"\b[A-Z]&[A-Z]\b", question)
@@ -127,10 +142,16 @@ class DocumentRouter:
         top_n: at most this many documents per route.
         ratio: keep documents scoring at least ``ratio * best``.
         weights: ``{"lexical": 1.0, "year": 0.5, "quarter": 0.3, "semantic": 0.5}`` by default.
+        names_only: route only when a word the question writes as a name (`name_tokens`: capitalised,
+            an acronym, letters with digits) matches a distinctive card token; an ordinary word
+            shared by the question and a card ("server", "index") then never restricts the search.
+            What a knowledge base's router does: its cards (title, file name, summary) are made
+            of ordinary words, unlike a filing's company and period.
     """
 
     def __init__(self, cards: dict[Any, str], *, key: str = "doc_name", embedding: Embeddings | None = None,
-                 top_n: int = 5, ratio: float = 0.85, weights: dict[str, float] | None = None) -> None:
+                 top_n: int = 5, ratio: float = 0.85, weights: dict[str, float] | None = None,
+                 names_only: bool = False) -> None:
         if not cards:
             raise ConfigError("a DocumentRouter needs at least one document card")
         unknown = sorted(set(weights or {}) - {"lexical", "year", "quarter", "semantic"})
@@ -139,6 +160,7 @@ class DocumentRouter:
         if not 0 < ratio <= 1:
             raise ConfigError(f"ratio must be in (0, 1], got {ratio!r}")
         self.key, self.embedding, self.top_n, self.ratio = key, embedding, top_n, ratio
+        self.names_only = names_only
         self.weights = {"lexical": 1.0, "year": 0.5, "quarter": 0.3, "semantic": 0.5, **(weights or {})}
         self.values = list(cards)
         self.cards = [cards[v] for v in self.values]
@@ -211,6 +233,7 @@ class DocumentRouter:
         confident: many documents share a period.
         """
         q_tokens = set(tokenize(question))
+        named = name_tokens(question) if self.names_only else q_tokens
         prefixes, initials = _aliases(question)
         lexical = np.zeros(len(self.values))
         matched = False
@@ -220,7 +243,7 @@ class DocumentRouter:
             for alias in initials:
                 partial |= self._initial_words[i].get(alias, set()) - exact
             lexical[i] = sum(self._idf[t] for t in exact) + 0.8 * sum(self._idf[t] for t in partial)
-            matched = matched or bool((exact | partial) & self._distinctive)
+            matched = matched or bool(((exact & named) | partial) & self._distinctive)   # aliases are names
         if lexical.max() > 0:
             lexical = lexical / lexical.max()
         total = (self.weights["lexical"] * lexical + self.weights["year"] * self._year_signal(question)

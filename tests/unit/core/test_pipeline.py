@@ -89,7 +89,10 @@ def test_kb_resource_routes_when_it_holds_many_documents(kb, tmp_path):
     small = KnowledgeBase("small", tmp_path, embedding=EMB)
     small.add_documents(_pages("Acme"))
     assert not isinstance(small.as_resource(routing="auto").retriever, RoutedRetriever)
-    assert not isinstance(kb.as_resource().retriever, RoutedRetriever)   # opt-in
+    assert isinstance(kb.as_resource().retriever, RoutedRetriever)        # the default
+    assert not isinstance(kb.as_resource(routing="off").retriever, RoutedRetriever)
+    # only a word the question writes as a name routes: "tyrell" in lower case is an ordinary word
+    assert len({d.metadata["doc_name"] for d in routed.retrieve("tyrell revenue", search_kwargs={"k": 8})}) > 1
     assert type(small.as_resource(search="dense").retriever).__name__ == "KnowledgeBaseRetriever"
 
 

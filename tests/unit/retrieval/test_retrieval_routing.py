@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_tests.integration_tests import RetrieversIntegrationTests
@@ -8,7 +10,7 @@ from retrieval_corpus import filing_chunks
 
 from rag.base.errors import ConfigError
 from rag.retrieval.lexical import BM25Retriever
-from rag.retrieval.routing import DocumentRouter, RoutedRetriever, quarters_in, years_in
+from rag.retrieval.routing import DocumentRouter, RoutedRetriever, name_tokens, quarters_in, years_in
 
 
 def _router(chunks, **kw) -> DocumentRouter:
@@ -153,3 +155,34 @@ class TestRoutedRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "Acme revenue margin capital expenditure"
+
+
+# ---------------------------------------------------------------- names_only (a knowledge base's router)
+DOCS_CARDS = {"serving": "Serving | serving", "indexing": "Indexing | indexing", "filters": "Filters | filters",
+              "models": "Models | models", "acme": "Acme Rockets 2022 annual report | ACME 2022 10K",
+              "globex": "Globex Foods 2023 annual report | GLOBEX 2023 10K"}
+
+
+def test_names_only_routes_on_a_name_the_question_writes_and_never_on_an_ordinary_word():
+    router = DocumentRouter(DOCS_CARDS, key="doc", names_only=True)
+    assert router.route("How do I start the serving process?").values == []            # "serving": a topic
+    assert DocumentRouter(DOCS_CARDS, key="doc").route("How do I start the serving process?").values == ["serving"]
+    assert router.route("What did Acme spend in 2022?").values == ["acme"]
+    assert router.route("GLOBEX dividend").values == ["globex"]                         # capitals
+    assert router.route("what did acme spend in 2022?").values == []                    # not written as a name
+
+
+@given(st.lists(st.sampled_from(["how", "do", "i", "serving", "indexing", "filters", "models", "acme", "globex",
+                                 "rockets", "foods", "annual", "report", "2022", "start", "the"]),
+                min_size=1, max_size=8))
+def test_names_only_never_routes_a_question_in_lower_case(words):
+    question = " ".join(words) + "?"
+    assert DocumentRouter(DOCS_CARDS, key="doc", names_only=True).route(question).values == []
+
+
+@pytest.mark.parametrize(("question", "names"), [
+    ("How do I start the server?", set()), ("Which options does rag index take?", set()),
+    ("What was 3M's capex in FY2022?", {"3m", "fy2022"}), ("Is JnJ bigger than AMD?", {"jnj", "amd"}),
+    ("Does Pepsico pay a dividend?", {"pepsico"}), ("Describe Acme", {"describ", "acm"})])
+def test_name_tokens(question, names):
+    assert name_tokens(question) == names
