@@ -312,7 +312,8 @@ class RoutedRetriever(PortableRetriever):
     """Route the question to its documents, then search only them with `retriever`.
 
     `retriever` must accept a portable ``filter`` (BM25Retriever, HybridRetriever, ...). When the
-    router is not confident the search is not restricted.
+    router is not confident the search is not restricted. With a filter of the caller's that leaves
+    none of the routed documents, the search keeps the caller's filter only.
     """
 
     retriever: BaseRetriever
@@ -327,5 +328,10 @@ class RoutedRetriever(PortableRetriever):
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: dict[str, Any] | None = None,
                                 **kwargs: Any) -> list[Document]:
-        flt = and_filters(filter, self.router.to_filter(query))
-        return self.retriever.invoke(query, k=k or self.k, **({"filter": flt} if flt else {}))
+        route = self.router.to_filter(query)
+        flt = and_filters(filter, route)
+        routed = self.retriever.invoke(query, k=k or self.k, **({"filter": flt} if flt else {}))
+        if routed or route is None or filter is None:
+            return routed
+        # the caller's filter and the route share no document (the caller chose others): the caller's wins
+        return self.retriever.invoke(query, k=k or self.k, filter=filter)

@@ -110,3 +110,9 @@ def test_config_retrieval_block_sets_every_stage_and_defaults_to_the_recommended
         parse_config({**base, "retrieval": {"rse": "huge"}})
     with pytest.raises(ConfigError, match="retrieval"):
         parse_config({**base, "retrieval": {"rerankr": "embedding"}})
+
+
+def test_a_callers_filter_that_excludes_the_routed_documents_wins(kb):
+    routed = kb.as_resource()
+    docs = routed.retrieve("Tyrell revenue", search_kwargs={"k": 3, "filter": {"doc_name": "Acme"}})
+    assert docs and {d.metadata["doc_name"] for d in docs} == {"Acme"}
