@@ -1,10 +1,10 @@
 """The recommended retrieval pipeline: what `rag ask`, `rag serve` configs and `airag` use by default.
 
 Per resource (a knowledge base's `as_resource()`): hybrid search (dense MiniLM + BM25 over title,
-section and text, fused by reciprocal rank) over AutoContext chunks. Document routing is opt-in
-(`routing="auto"`): it lifted FinanceBench's shared store with company / period cards, but with the
-generic cards a knowledge base has (title, file name, summary) it sent a question about starting
-the server away from serving.md on this project's docs. Across resources (`RECOMMENDED`, a `RAG`'s `retrieval`):
+section and text, fused by reciprocal rank) over AutoContext chunks, and document routing once it
+holds 8 documents (`routing="auto"`): a question that names documents (a capitalised word, an
+acronym, letters with digits matching their title or file name) searches only them, and any other
+question searches everything. Across resources (`RECOMMENDED`, a `RAG`'s `retrieval`):
 candidates fused, then packed page-diversely (a chunk loses 0.3 of its normalised score per
 better chunk already taken from its page) into a context budget of 4,000 tokens rather than a
 fixed number of chunks.

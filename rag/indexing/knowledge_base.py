@@ -71,7 +71,7 @@ from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import collection_name, documents_from_get, open_client, open_collection
+from rag.stores.chroma import collection_name, get_documents, get_ids, open_client, open_collection
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
 
@@ -351,7 +351,7 @@ class KnowledgeStore:
             rec.state = "deleting"
         self.records.put_many(records)
         doc_ids = [r.doc_id for r in records]
-        ids = self.collection.get(where={"doc_id": {"$in": doc_ids}}, include=[])["ids"]
+        ids = get_ids(self.collection, where={"doc_id": {"$in": doc_ids}})
         if ids:
             self.collection.delete(ids=ids)
         self.records.delete(*(r.source for r in records))
@@ -373,8 +373,7 @@ class KnowledgeStore:
         """
 
         flt = validate_filter(filter)
-        return documents_from_get(self.collection.get(where=to_chroma_where(flt) if flt else None,
-                                                      include=["documents", "metadatas"]))
+        return get_documents(self.collection, where=to_chroma_where(flt) if flt else None)
 
     def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
         """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""

@@ -52,6 +52,7 @@ from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.indexing.writer import Writer
+from rag.stores.chroma import get_ids
 
 if TYPE_CHECKING:
     from rag.indexing.knowledge_base import KnowledgeStore
@@ -293,7 +294,7 @@ def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: C
     # Chunks are written only after their document's record is marked pending, so a document without a
     # record has nothing in the store: skip the metadata query (costly for large groups) for those.
     doc_ids = [i.doc_id for i in items if i.known]
-    existing = set(kb.collection.get(where={"doc_id": {"$in": doc_ids}}, include=[])["ids"]) if doc_ids else set()
+    existing = set(get_ids(kb.collection, where={"doc_id": {"$in": doc_ids}})) if doc_ids else set()
     todo = [n for n, cid in enumerate(ids) if cid not in existing]
     ready: list[tuple[int, list[float]]] = []
     for begin in range(0, len(todo), _EMBED_BATCH):

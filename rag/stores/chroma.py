@@ -134,12 +134,37 @@ def collection_of(store: Any) -> Any:
     raise TypeError(f"not a Chroma store or collection: {type(store).__name__}")
 
 
+#: records per ``collection.get``: Chroma binds one SQL variable per record it returns, and SQLite
+#: refuses a statement with more than 32,766 (a collection of 40,000 chunks could not be read whole)
+GET_PAGE = 10_000
+
+
+def _paged_get(collection: Any, *, where: dict[str, Any] | None, ids: Sequence[str] | None,
+               include: list[str]) -> list[dict[str, Any]]:
+    """``collection.get`` in pages of at most `GET_PAGE` records (by id slices, or by offset)."""
+    if ids is not None:
+        ids = list(ids)
+        return [collection.get(ids=ids[i:i + GET_PAGE], where=where or None, include=include)
+                for i in range(0, len(ids), GET_PAGE)] or [{"ids": [], "documents": [], "metadatas": []}]
+    pages, offset = [], 0
+    while True:
+        page = collection.get(where=where or None, limit=GET_PAGE, offset=offset, include=include)
+        pages.append(page)
+        if len(page["ids"]) < GET_PAGE:
+            return pages
+        offset += GET_PAGE
+
+
 def get_documents(collection: Any, *, where: dict[str, Any] | None = None,
                   ids: Sequence[str] | None = None) -> list[Document]:
-    """Chunks (text, metadata, id) matching a Chroma `where` or a list of ids."""
-    res = collection.get(where=where or None, ids=list(ids) if ids is not None else None,
-                         include=["documents", "metadatas"])
-    return documents_from_get(res)
+    """Chunks (text, metadata, id) matching a Chroma `where` or a list of ids (read in pages, any number)."""
+    return [doc for page in _paged_get(collection, where=where, ids=ids, include=["documents", "metadatas"])
+            for doc in documents_from_get(page)]
+
+
+def get_ids(collection: Any, *, where: dict[str, Any] | None = None) -> list[str]:
+    """Ids of the records matching a Chroma `where` (all when None), read in pages."""
+    return [id_ for page in _paged_get(collection, where=where, ids=None, include=[]) for id_ in page["ids"]]
 
 
 class ChromaChunks:
@@ -158,8 +183,8 @@ def get_vectors(collection: Any, ids: Sequence[str]) -> dict[str, Any]:
     """Stored embeddings by id (ids not in the collection are absent)."""
     if not ids:
         return {}
-    found = collection.get(ids=list(ids), include=["embeddings"])
-    return dict(zip(found["ids"], found["embeddings"], strict=True))
+    return {id_: vector for page in _paged_get(collection, where=None, ids=ids, include=["embeddings"])
+            for id_, vector in zip(page["ids"], page["embeddings"], strict=True)}
 
 
 def query_collection(collection: Any, vector: Sequence[float] | np.ndarray, *, k: int,
