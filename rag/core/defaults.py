@@ -36,7 +36,7 @@ CONTEXT_TOKENS = 4000
 #: The default pipeline's cross-resource settings, as data (`RetrievalSettings` fields).
 RECOMMENDED: dict[str, Any] = {
     "k": 64,                  # an upper bound only: the token budget decides how many chunks fit
-    "fetch_k": 40,            # candidates per resource and query
+    "fetch_k": 100,           # candidates per resource and query
     "fusion": "rrf",
     "page_diversity": 0.3,
     "max_tokens": CONTEXT_TOKENS,
