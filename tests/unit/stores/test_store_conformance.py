@@ -15,11 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from langchain_core.documents import Document
 
 from rag import Resource
-from rag.base.errors import FilterError, MissingDependencyError, StoreError
+from rag.base.errors import FilterError
 from rag.base.filters import validate_filter
 from rag.testing.conformance import FILTERS as CONFORMANCE_FILTERS
 from rag.testing.conformance import QUERY, conformance_corpus
-from rag.testing.pg_server import pg_server
 from tests.unit.core.test_filters import DOCS as DIALECT_DOCS
 from tests.unit.core.test_filters import FILTERS as DIALECT_FILTERS
 from tests.unit.hostile import valid_filters
@@ -36,15 +35,6 @@ from tests.unit.stores.backends import (
 FIXED_FILTERS = [*DIALECT_FILTERS, *CONFORMANCE_FILTERS]
 RARE_CORPUS = 4000          # a filter selecting 0.1% of it ...
 RARE = 4                    # ... selects RARE chunks
-
-
-@pytest.fixture(scope="session")
-def pg_url(tmp_path_factory: pytest.TempPathFactory):
-    try:
-        with pg_server(tmp_path_factory.mktemp("pgdata")) as url:
-            yield url
-    except (MissingDependencyError, StoreError) as exc:
-        pytest.fail(f"the pgvector backend cannot run here: {exc}")
 
 
 def _store(request: pytest.FixtureRequest, backend: str, documents: list[Document]):
