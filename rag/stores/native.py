@@ -1,7 +1,7 @@
 """Native filtered search: which store module serves a vector store, and the retriever over it.
 
 Each backend module (`rag.stores.qdrant`, `rag.stores.pgvector`, `rag.stores.milvus`,
-`rag.stores.inmemory`, `rag.stores.faiss`) translates the portable filter dialect (`rag.base.filters`) into its
+`rag.stores.inmemory`, `rag.stores.faiss`, `rag.stores.lancedb`) translates the portable filter dialect (`rag.base.filters`) into its
 engine's own filter and searches with it, so the engine selects the matching chunks before it
 ranks them and `k` matching chunks come back whenever `k` exist. The registry below maps a store
 class to its module by name, so no backend package is imported until a store of that kind is used.
@@ -48,6 +48,7 @@ BACKENDS: dict[tuple[str, str], str] = {
     ("langchain_postgres", "PGVectorStore"): "rag.stores.pgvector",
     ("langchain_milvus", "Milvus"): "rag.stores.milvus",
     ("rag.stores.faiss", "FaissStore"): "rag.stores.faiss",
+    ("rag.stores.lancedb", "LanceStore"): "rag.stores.lancedb",
 }
 
 

