@@ -132,6 +132,11 @@ class LanceStore(VectorStore):
     def embeddings(self) -> Embeddings:
         return self._embedding
 
+    @property
+    def table_name(self) -> str:
+        """The LanceDB table holding the chunks."""
+        return self._name
+
     def table(self) -> Any:
         """The LanceDB table, opened on first use (None while nothing was added)."""
         if self._table is None:

@@ -31,10 +31,11 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "MilvusSearch", "literal", "translate"]
+__all__ = ["SEARCH", "MilvusSearch", "literal", "open_store", "translate"]
 
 BACKEND = "milvus"
 _OPS = {"$eq": "==", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -136,3 +137,30 @@ class MilvusSearch:
 
 
 SEARCH = MilvusSearch()
+
+
+def open_store(collection: str, embedding: Any, *, uri: str, token: str | None = None,
+               create: bool = False) -> Any:
+    """A `langchain_milvus.Milvus` store on `collection` at `uri` (a Milvus Lite file or a server URL).
+
+    Metadata goes to one JSON field (``metadata``), ids to a string primary key, vectors are compared
+    by cosine: the layout `translate` filters on. With `create`, a missing collection is made on the
+    first write.
+
+    Raises:
+        StoreError: the collection is missing and not `create` (the message lists the existing ones).
+    """
+    try:
+        from langchain_milvus import Milvus
+        from pymilvus import MilvusClient
+    except ImportError as exc:
+        raise MissingDependencyError("Milvus needs langchain-milvus and milvus-lite: "
+                                     "pip install 'rag-runnables[stores]'") from exc
+    args = {"uri": uri, **({"token": token} if token else {})}
+    if not create:
+        existing = MilvusClient(**args).list_collections()
+        if collection not in existing:
+            raise StoreError(f"milvus: no collection {collection!r} at {uri}; existing: "
+                             f"{', '.join(sorted(existing)) or '(none)'}; create: true makes one on the first write")
+    return Milvus(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
+                  index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False, primary_field="pk")

@@ -35,10 +35,11 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "PGVectorSearch", "where_clause"]
+__all__ = ["SEARCH", "PGVectorSearch", "open_store", "where_clause"]
 
 BACKEND = "pgvector"
 _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -161,3 +162,27 @@ class PGVectorSearch:
 
 
 SEARCH = PGVectorSearch()
+
+
+def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", create: bool = False) -> Any:
+    """A `PGVectorStore` on `table` of the database at `url` (SQLAlchemy URL, e.g. ``postgresql+psycopg://...``).
+
+    With `create`, a missing table is created (JSON metadata, UUID ids, vectors of the embedding's size).
+
+    Raises:
+        StoreError: the database cannot be reached, or the table is missing and not `create`.
+    """
+    try:
+        from langchain_postgres import PGEngine, PGVectorStore
+    except ImportError as exc:
+        raise MissingDependencyError("pgvector needs langchain-postgres: pip install 'rag-runnables[stores]'") from exc
+    engine = PGEngine.from_connection_string(url)
+    try:
+        if create:
+            engine.init_vectorstore_table(table, len(embedding.embed_query("dimension")), schema_name=schema,
+                                          overwrite_existing=False)
+        return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
+                                         embedding_service=embedding)
+    except Exception as exc:
+        raise StoreError(f"pgvector: cannot open the table {schema}.{table}: {exc}; create it with "
+                         "create: true (or PGEngine.init_vectorstore_table)") from exc

@@ -32,10 +32,11 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "QdrantSearch", "translate"]
+__all__ = ["SEARCH", "QdrantSearch", "open_store", "translate"]
 
 BACKEND = "qdrant"
 _EXACT = 2**53
@@ -120,3 +121,30 @@ class QdrantSearch:
 
 
 SEARCH = QdrantSearch()
+
+
+def open_store(collection: str, embedding: Any, *, path: str | None = None, url: str | None = None,
+               api_key: str | None = None, create: bool = False) -> Any:
+    """A `QdrantVectorStore` on `collection`: local mode in `path`, or the Qdrant server at `url`.
+
+    With `create`, a missing collection is created (cosine distance, the embedding's size).
+
+    Raises:
+        StoreError: the collection is missing and not `create` (the message lists the existing ones).
+    """
+    try:
+        from langchain_qdrant import QdrantVectorStore
+        from qdrant_client import QdrantClient, models
+    except ImportError as exc:
+        raise MissingDependencyError("Qdrant needs qdrant-client and langchain-qdrant: "
+                                     "pip install 'rag-runnables[stores]'") from exc
+    client = QdrantClient(path=path) if url is None else QdrantClient(url=url, api_key=api_key)
+    if not client.collection_exists(collection):
+        if not create:
+            existing = sorted(c.name for c in client.get_collections().collections)
+            raise StoreError(f"qdrant: no collection {collection!r} in {url or path}; existing: "
+                             f"{', '.join(existing) or '(none)'}; create: true makes an empty one")
+        size = len(embedding.embed_query("dimension"))
+        client.create_collection(collection, vectors_config=models.VectorParams(size=size,
+                                                                                distance=models.Distance.COSINE))
+    return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding)
