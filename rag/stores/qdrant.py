@@ -125,7 +125,7 @@ SEARCH = QdrantSearch()
 
 def open_store(collection: str, embedding: Any, *, path: str | None = None, url: str | None = None,
                api_key: str | None = None, create: bool = False) -> Any:
-    """A `QdrantVectorStore` on `collection`: local mode in `path`, or the Qdrant server at `url`.
+    """A `QdrantVectorStore` on `collection`: local mode in `path` (":memory:": in memory), or the server at `url`.
 
     With `create`, a missing collection is created (cosine distance, the embedding's size).
 
@@ -138,7 +138,12 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
     except ImportError as exc:
         raise MissingDependencyError("Qdrant needs qdrant-client and langchain-qdrant: "
                                      "pip install 'rag-runnables[stores]'") from exc
-    client = QdrantClient(path=path) if url is None else QdrantClient(url=url, api_key=api_key)
+    if (path is None) == (url is None):
+        raise StoreError("qdrant: give a local path (or ':memory:') or a server url, not both nor neither")
+    if url is not None:
+        client = QdrantClient(url=url, api_key=api_key)
+    else:
+        client = QdrantClient(location=":memory:") if path == ":memory:" else QdrantClient(path=path)
     if not client.collection_exists(collection):
         if not create:
             existing = sorted(c.name for c in client.get_collections().collections)

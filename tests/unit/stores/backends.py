@@ -104,24 +104,20 @@ def _faiss(texts, metadatas, ids, workdir, pg_url):
 
 
 def _qdrant(texts, metadatas, ids, workdir, pg_url):
-    from langchain_qdrant import QdrantVectorStore
-    from qdrant_client import QdrantClient, models
+    from rag.stores.qdrant import open_store
 
-    client = QdrantClient(":memory:")
-    name = next(_names)
-    client.create_collection(name, vectors_config=models.VectorParams(size=16, distance=models.Distance.COSINE))
-    store = QdrantVectorStore(client=client, collection_name=name, embedding=EMB)
+    store = open_store(next(_names), EMB, path=":memory:", create=True)
     store.add_texts(texts, metadatas=metadatas, ids=ids, batch_size=512)
     return store
 
 
 def _pgvector(texts, metadatas, ids, workdir, pg_url):
-    from langchain_postgres import PGEngine, PGVectorStore
+    from rag.stores.pgvector import open_store
 
-    engine = PGEngine.from_connection_string(pg_url)
-    name = next(_names)
-    engine.init_vectorstore_table(name, 16)
-    store = PGVectorStore.create_sync(engine=engine, table_name=name, embedding_service=EMB)
+    return _in_batches(open_store(pg_url, next(_names), EMB, create=True), texts, metadatas, ids)
+
+
+def _in_batches(store, texts, metadatas, ids):
     for start in range(0, len(texts), 1000):
         stop = start + 1000
         store.add_texts(texts[start:stop], metadatas=metadatas[start:stop], ids=ids[start:stop])
@@ -129,15 +125,10 @@ def _pgvector(texts, metadatas, ids, workdir, pg_url):
 
 
 def _milvus(texts, metadatas, ids, workdir, pg_url):
-    from langchain_milvus import Milvus
+    from rag.stores.milvus import open_store
 
-    store = Milvus(EMB, connection_args={"uri": str(workdir / "milvus.db")}, collection_name=next(_names),
-                   metadata_field="metadata", index_params={"metric_type": "COSINE", "index_type": "FLAT"},
-                   auto_id=False, primary_field="pk")
-    for start in range(0, len(texts), 1000):
-        stop = start + 1000
-        store.add_texts(texts[start:stop], metadatas=metadatas[start:stop], ids=ids[start:stop])
-    return store
+    return _in_batches(open_store(next(_names), EMB, uri=str(workdir / "milvus.db"), create=True),
+                       texts, metadatas, ids)
 
 
 def _lancedb(texts, metadatas, ids, workdir, pg_url):
