@@ -64,6 +64,7 @@ class FaissStore(VectorStore):
         self._rows: dict[int, tuple[str, str, dict[str, Any]]] = {}   # FAISS id -> (id, text, metadata)
         self._by_id: dict[str, int] = {}
         self._next = 0
+        self._values: dict[str, dict[Any, list[int]]] = {}   # key -> value -> rows, built on demand
 
     @property
     def embeddings(self) -> Embeddings:
@@ -112,6 +113,7 @@ class FaissStore(VectorStore):
             self._rows[row] = (id_, text, md)
             self._by_id[id_] = row
         self._next += len(texts)
+        self._values.clear()
         return ids
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
@@ -122,6 +124,8 @@ class FaissStore(VectorStore):
         for row in rows:
             id_, _, _ = self._rows.pop(row)
             del self._by_id[id_]
+        if rows:
+            self._values.clear()
         return True
 
     @classmethod
@@ -161,7 +165,7 @@ class FaissStore(VectorStore):
         params = None
         allowed = len(self._rows)
         if flt is not None:
-            rows = np.fromiter((row for row, (_, _, md) in self._rows.items() if matches_canonical(md, flt)),
+            rows = np.fromiter((row for row in self._candidates(flt) if matches_canonical(self._rows[row][2], flt)),
                                dtype=np.int64)
             if not len(rows):
                 return []
@@ -169,6 +173,27 @@ class FaissStore(VectorStore):
         scores, found = self._index.search(query, min(k, allowed), params=params)
         return [(self._document(int(row)), float(score)) for row, score in zip(found[0], scores[0], strict=True)
                 if row >= 0]
+
+    def _candidates(self, flt: dict[str, Any]) -> Any:
+        """Rows that may match: those of the first top-level equality / $in clause (a value index), else all.
+
+        The index is keyed by Python equality, so `1`, `1.0` and `True` share a bucket: a superset,
+        which `matches_canonical` then narrows to the exact matches.
+        """
+        for clause in flt.get("$and", [flt]):
+            (key, cond), = clause.items()
+            if key.startswith("$") or not set(cond) <= {"$eq", "$in"}:
+                continue
+            index = self._values.get(key)
+            if index is None:
+                index = self._values[key] = {}
+                for row, (_, _, md) in self._rows.items():
+                    value = md.get(key)
+                    if isinstance(value, str | int | float | bool):
+                        index.setdefault(value, []).append(row)
+            values = cond["$in"] if "$in" in cond else [cond["$eq"]]
+            return sorted({row for v in values for row in index.get(v, ())})
+        return self._rows
 
     def similarity_search_with_score(self, query: str, k: int = 4, filter: dict[str, Any] | None = None,
                                      **kwargs: Any) -> list[tuple[Document, float]]:
