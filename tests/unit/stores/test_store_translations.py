@@ -176,3 +176,17 @@ def test_a_lancedb_store_reopens_replaces_ids_and_grows_columns_for_new_keys(tmp
     assert sorted(d.id for d in again.similarity_search("x", k=10, filter={"n": {"$nin": [1]}})) == ["b", "c"]
     again.delete(["a"])
     assert sorted(d.id for d in store.similarity_search("x", k=10)) == ["b", "c"]
+
+
+def test_milvus_filters_dynamic_fields_too(tmp_path):
+    from langchain_milvus import Milvus
+
+    store = Milvus(EMB, connection_args={"uri": str(tmp_path / "m.db")}, collection_name="dyn", enable_dynamic_field=True,
+                   index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False, primary_field="pk")
+    store.add_texts(["a", "b", "c"], metadatas=[{"n": 1, "s": "x"}, {"n": 2, "s": "y"}, {"s": "z"}], ids=["a", "b", "c"])
+    resource = Resource.from_vectorstore("dyn", store)
+    for flt, expected in (({"n": 1}, ["a"]), ({"n": {"$ne": 1}}, ["b", "c"]), ({"s": {"$nin": ["x", "z"]}}, ["b"])):
+        found = resource.retrieve("a", search_kwargs={"k": 5, "filter": flt})
+        assert sorted(d.id for d in found) == expected
+    assert {k: v for k, v in resource.retrieve("a", search_kwargs={"k": 1})[0].metadata.items() if k != "score"} \
+        == {"n": 1, "s": "x"}
