@@ -23,7 +23,7 @@ Example:
     >>> from rag.base.filters import validate_filter
     >>> sql, params = where_clause(validate_filter({"year": {"$gt": 2020}}), json_column="langchain_metadata")
     >>> print(sql)
-    COALESCE((jsonb_typeof(CAST("langchain_metadata" AS jsonb) -> :k0) = 'number' AND CAST("langchain_metadata" AS jsonb) -> :k0 > CAST(:v1 AS jsonb)), false)
+    COALESCE((jsonb_typeof(CAST("langchain_metadata" -> :k0 AS jsonb)) = 'number' AND CAST("langchain_metadata" -> :k0 AS jsonb) > CAST(:v1 AS jsonb)), false)
     >>> params
     {'k0': 'year', 'v1': '2020'}
 """
@@ -67,7 +67,8 @@ class _Where:
         if self.json_column is None:
             raise unsupported(BACKEND, op, f"the field {field!r} is not a metadata column and the store keeps "
                                            "no JSON metadata column")
-        return f"CAST({_ident(self.json_column)} AS jsonb) -> {self.bind('k', field)}"
+        # only the value is converted to jsonb, not the whole document (a JSON column is text inside)
+        return f"CAST({_ident(self.json_column)} -> {self.bind('k', field)} AS jsonb)"
 
     def node(self, node: Any) -> str:
         if isinstance(node, Comparison):
