@@ -190,3 +190,17 @@ def test_milvus_filters_dynamic_fields_too(tmp_path):
         assert sorted(d.id for d in found) == expected
     assert {k: v for k, v in resource.retrieve("a", search_kwargs={"k": 1})[0].metadata.items() if k != "score"} \
         == {"n": 1, "s": "x"}
+
+
+@pytest.mark.parametrize("backend", ["faiss", "lancedb", "inmemory"])
+def test_hybrid_search_takes_the_native_filter_of_its_dense_store(request, backend):
+    from rag.retrieval.hybrid import HybridRetriever
+    from rag.retrieval.lexical import BM25Index
+
+    docs = [Document(id=f"c{i}", page_content=f"note number {i}", metadata={"rare": i % 500 == 3})
+            for i in range(2000)]
+    store = build(backend, docs, request.getfixturevalue("tmp_path"), None)
+    hybrid = HybridRetriever(vectorstore=store, bm25=BM25Index.from_documents(docs), fetch_k=8)
+    found = hybrid.invoke("note", k=4, filter={"rare": True})
+    assert {d.id for d in found} == {"c3", "c503", "c1003", "c1503"}
+    assert any("dense" in d.metadata.get("scores", {}) for d in found), [d.metadata for d in found]
