@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from rag.base.errors import FilterError, short_repr
 
@@ -30,10 +30,12 @@ __all__ = [
     "LOGICAL_OPERATORS",
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_SIZE",
+    "Comparison",
     "and_filters",
     "chroma_where_from_canonical",
     "matches",
     "matches_canonical",
+    "normal_form",
     "to_chroma_where",
     "validate_filter",
 ]
@@ -299,6 +301,40 @@ def matches_canonical(metadata: Mapping[str, Any], canon: dict[str, Any]) -> boo
         [False, True]
     """
     return _match(metadata, canon)
+
+
+class Comparison(NamedTuple):
+    """One comparison of a filter in normal form: `field op value` (op is one of `COMPARISON_OPERATORS`)."""
+
+    field: str
+    op: str
+    value: Any
+
+
+def normal_form(canon: dict[str, Any]) -> dict[str, Any] | Comparison:
+    """A canonical filter with every `$not` pushed down to the comparisons, as `matches` reads it.
+
+    What store translations start from: only `{"$and": [...]}`, `{"$or": [...]}` and `Comparison`
+    remain, so a backend needs the eight comparisons and two connectives, and a negated comparison
+    is its opposite operator (`$not` of `$gt` is `$lte`, false on a missing field, as in Chroma).
+
+    Example:
+        >>> normal_form(validate_filter({"$not": {"a": 1, "b": {"$gt": 2}}}))
+        {'$or': [Comparison(field='a', op='$ne', value=1), Comparison(field='b', op='$lte', value=2)]}
+    """
+    return _normal(canon, negate=False)
+
+
+def _normal(flt: dict[str, Any], *, negate: bool) -> dict[str, Any] | Comparison:
+    (key, value), = flt.items()
+    if key == "$not":
+        return _normal(value, negate=not negate)
+    if key in ("$and", "$or"):
+        op = key if not negate else ("$or" if key == "$and" else "$and")
+        parts = [_normal(item, negate=negate) for item in value]
+        return parts[0] if len(parts) == 1 else {op: parts}
+    parts = [Comparison(key, _NEGATION[o] if negate else o, v) for o, v in value.items()]
+    return parts[0] if len(parts) == 1 else {("$or" if negate else "$and"): parts}
 
 
 def _match(md: Mapping[str, Any], flt: dict[str, Any], negate: bool = False) -> bool:

@@ -58,6 +58,13 @@ from rag.core.config_resources import (
     KnowledgeBaseResourceConfig,
 )
 from rag.core.config_retrieval import RetrievalConfig
+from rag.core.config_stores import (
+    FaissResourceConfig,
+    LanceDBResourceConfig,
+    MilvusResourceConfig,
+    PGVectorResourceConfig,
+    QdrantResourceConfig,
+)
 from rag.core.config_yaml import read_config_file
 from rag.core.resource import validate_search_kwargs
 from rag.generation.prompts import source_label
@@ -79,7 +86,8 @@ __all__ = [
 ]
 
 ResourceConfig = (ChromaResourceConfig | ChromaServerResourceConfig | KnowledgeBaseResourceConfig
-                  | BM25ResourceConfig | HybridResourceConfig)
+                  | BM25ResourceConfig | HybridResourceConfig | PGVectorResourceConfig | QdrantResourceConfig
+                  | MilvusResourceConfig | LanceDBResourceConfig | FaissResourceConfig)
 
 #: kind -> config model: the only resource types a config can build.
 RESOURCE_KINDS: dict[str, type] = {
@@ -88,6 +96,11 @@ RESOURCE_KINDS: dict[str, type] = {
     "knowledge_base": KnowledgeBaseResourceConfig,
     "bm25": BM25ResourceConfig,
     "hybrid": HybridResourceConfig,
+    "pgvector": PGVectorResourceConfig,
+    "qdrant": QdrantResourceConfig,
+    "milvus": MilvusResourceConfig,
+    "lancedb": LanceDBResourceConfig,
+    "faiss": FaissResourceConfig,
 }
 
 

@@ -2,8 +2,10 @@
 
 A resource is what a `RAG` retrieves from. It wraps any LangChain `BaseRetriever` and applies
 search settings (`k`, `filter` in the portable dialect, ...) the same way for every backend:
-Chroma gets the filter translated to its `where`; any other retriever is over-fetched and
-filtered in Python, so a filter is never silently ignored.
+Chroma gets the filter translated to its `where`; the stores of `rag.stores.native` (pgvector,
+Qdrant, FAISS, LangChain's in-memory store) get it translated to their own filter; any other
+retriever is paged (asked for more until `k` chunks match, `rag.retrieval.paging`) and filtered in
+Python, so a filter is never silently ignored nor returns fewer than `k` chunks when `k` match.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -29,17 +31,15 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, from_validation
-from rag.base.filters import (
-    chroma_where_from_canonical,
-    matches_canonical,
-    validate_filter,
-)
+from rag.base.filters import chroma_where_from_canonical, validate_filter
 from rag.base.tracing import set_run_attributes
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.kb_search import knowledge_base_retriever
+from rag.retrieval.paging import apage_filtered, page_filtered
 from rag.stores.chroma import collection_name, content_id, new_chroma
+from rag.stores.native import NativeFilterRetriever, native_search_for
 
 __all__ = ["SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_search_kwargs"]
 
@@ -48,7 +48,6 @@ logger = logging.getLogger(__name__)
 #: The search settings every resource understands, whatever its backend.
 SEARCH_KWARGS = ("k", "filter", "fetch_k", "lambda_mult", "score_threshold")
 DEFAULT_K = 4
-_OVERFETCH = 4  # how many more candidates to fetch when a filter is applied in Python
 _REQUEST_KEY = "retrieval_chain"
 _BUILD_KEY = "rag_retrieval_defaults"
 
@@ -134,9 +133,15 @@ class Resource(BaseModel):
     @classmethod
     def from_vectorstore(cls, name: str, vectorstore: VectorStore, search_kwargs: dict[str, Any] | None = None,
                          *, description: str = "") -> Resource:
-        """Wrap a vector store; `search_kwargs` become the resource's defaults."""
-        return cls(name=name, retriever=vectorstore.as_retriever(), description=description,
-                   search_kwargs=search_kwargs or {})
+        """Wrap a vector store; `search_kwargs` become the resource's defaults.
+
+        A store with a native filter translation (`rag.stores.native.BACKENDS`) is searched through
+        it; any other store through its own retriever, filtered in Python page by page.
+        """
+        search = native_search_for(vectorstore)
+        retriever = (NativeFilterRetriever(store=vectorstore, search=search) if search is not None
+                     else vectorstore.as_retriever())
+        return cls(name=name, retriever=retriever, description=description, search_kwargs=search_kwargs or {})
 
     @classmethod
     def from_retriever(cls, name: str, retriever: BaseRetriever, *, description: str = "",
@@ -241,20 +246,31 @@ class Resource(BaseModel):
         Plain similarity search on a vector store goes straight to the store and records the
         relevance score (cosine similarity for Chroma) in `metadata["score"]`.
         """
-        retriever, kwargs, post = self._plan(self.effective_search_kwargs(search_kwargs))
+        settings = self.effective_search_kwargs(search_kwargs)
+        retriever, kwargs, flt = self._plan(settings)
         if _is_plain_chroma_similarity(retriever):
             store = retriever.vectorstore
-            return post(_scored(store.similarity_search_with_score(query, **kwargs), store))
-        return post(retriever.invoke(query, config=config, **kwargs))
+            return _scored(store.similarity_search_with_score(query, **kwargs), store)
+        if flt is None:
+            return retriever.invoke(query, config=config, **kwargs)[:settings["k"]]
+        return page_filtered(lambda n: _sized(retriever, n).invoke(query, config=config, **_paged(kwargs, n)),
+                             flt, settings["k"])
 
     async def aretrieve(self, query: str, *, search_kwargs: Mapping[str, Any] | None = None,
                         config: RunnableConfig | None = None) -> list[Document]:
         """Async `retrieve`."""
-        retriever, kwargs, post = self._plan(self.effective_search_kwargs(search_kwargs))
+        settings = self.effective_search_kwargs(search_kwargs)
+        retriever, kwargs, flt = self._plan(settings)
         if _is_plain_chroma_similarity(retriever):
             store = retriever.vectorstore
-            return post(_scored(await store.asimilarity_search_with_score(query, **kwargs), store))
-        return post(await retriever.ainvoke(query, config=config, **kwargs))
+            return _scored(await store.asimilarity_search_with_score(query, **kwargs), store)
+        if flt is None:
+            return (await retriever.ainvoke(query, config=config, **kwargs))[:settings["k"]]
+
+        async def fetch(n: int) -> list[Document]:
+            return await _sized(retriever, n).ainvoke(query, config=config, **_paged(kwargs, n))
+
+        return await apage_filtered(fetch, flt, settings["k"])
 
     def as_runnable(self) -> Runnable[str, list[Document]]:
         """A runnable that searches with the settings found in its config.
@@ -278,25 +294,36 @@ class Resource(BaseModel):
 
         return RunnableLambda(_run, afunc=_arun, name=self.name)
 
-    def _plan(self, settings: dict[str, Any]) -> tuple[BaseRetriever, dict[str, Any], Any]:
-        """Decide how to apply settings: natively, as Chroma `where`, or in Python after over-fetching."""
+    def _plan(self, settings: dict[str, Any]) -> tuple[BaseRetriever, dict[str, Any], dict[str, Any] | None]:
+        """How to apply settings: (retriever, its call kwargs, the filter left to apply in Python or None)."""
         k = settings["k"]
         flt = settings.get("filter")
         retriever = self.retriever
         if getattr(retriever, self.native_filter_attr, False):
-            return retriever, dict(settings), _identity
+            return retriever, dict(settings), None
         if isinstance(retriever, VectorStoreRetriever):
             kwargs = {key: v for key, v in settings.items() if key != "filter"}
             if flt and _is_chroma(retriever.vectorstore):
                 kwargs["filter"] = chroma_where_from_canonical(flt)
-                return retriever, kwargs, _identity
-            if flt:
-                kwargs["k"] = k * _OVERFETCH
-                kwargs["fetch_k"] = max(kwargs.get("fetch_k", 20), kwargs["k"])
-            return retriever, kwargs, _python_filter(flt, k)
+                return retriever, kwargs, None
+            return retriever, kwargs, flt
         if "k" in type(retriever).model_fields:
-            retriever = retriever.model_copy(update={"k": k * _OVERFETCH if flt else k})
-        return retriever, {}, _python_filter(flt, k)
+            retriever = retriever.model_copy(update={"k": k})
+        return retriever, {}, flt
+
+
+def _sized(retriever: BaseRetriever, n: int) -> BaseRetriever:
+    """`retriever` asked for `n` results: its `k` field set when it has one (a vector store's is a call kwarg)."""
+    if not isinstance(retriever, VectorStoreRetriever) and "k" in type(retriever).model_fields:
+        return retriever.model_copy(update={"k": n})
+    return retriever
+
+
+def _paged(kwargs: dict[str, Any], n: int) -> dict[str, Any]:
+    """A vector store retriever's call kwargs for a page of `n` (MMR draws from at least `n` candidates)."""
+    if not kwargs:
+        return {}
+    return {**kwargs, "k": n, "fetch_k": max(kwargs.get("fetch_k", 20), n)}
 
 
 def _is_plain_chroma_similarity(retriever: BaseRetriever) -> bool:
@@ -308,18 +335,6 @@ def _scored(found: list[tuple[Document, float]], store: VectorStore) -> list[Doc
     relevance = store._select_relevance_score_fn()  # cosine space: 1 - distance
     return [Document(page_content=d.page_content, metadata={**d.metadata, "score": float(relevance(s))}, id=d.id)
             for d, s in found]
-
-
-def _identity(docs: list[Document]) -> list[Document]:
-    return docs
-
-
-def _python_filter(flt: dict[str, Any] | None, k: int):
-    def post(docs: list[Document]) -> list[Document]:
-        kept = [d for d in docs if matches_canonical(d.metadata, flt)] if flt else list(docs)
-        return kept[:k]
-
-    return post
 
 
 def _is_chroma(store: VectorStore) -> bool:

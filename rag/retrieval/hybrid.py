@@ -44,19 +44,20 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from rag.base.errors import ConfigError
-from rag.base.filters import and_filters, matches, to_chroma_where
+from rag.base.filters import and_filters, to_chroma_where
 from rag.base.portable import ChunkSource, PortableRetriever
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
+from rag.retrieval.paging import page_filtered
 from rag.retrieval.partitioned import PartitionedChroma
 from rag.stores.chroma import collection_of, new_chroma, query_collection
 from rag.stores.memory import ExactVectorStore
+from rag.stores.native import native_search_for
 
 __all__ = ["HybridRetriever", "dense_search"]
 
 Scored = list[tuple[Document, float]]
-_OVERFETCH = 4
 
 
 def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
@@ -64,9 +65,9 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
     """Top-k chunks from a vector store as (document copy, cosine similarity), filter applied.
 
     `query` is a string or an already computed query vector. Chroma gets the filter as a
-    `where`; `PartitionedChroma` and `ExactVectorStore` take the portable filter; other stores
-    (searched by text, scored with their own relevance function) are over-fetched and filtered in
-    Python.
+    `where`; `PartitionedChroma` and `ExactVectorStore` take the portable filter; the stores of
+    `rag.stores.native` get it translated to their own filter; other stores (searched by text,
+    scored with their own relevance function) are paged and filtered in Python (`rag.retrieval.paging`).
     """
 
     flt = and_filters(filter)
@@ -77,16 +78,22 @@ def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
             doc.metadata["score"] = score
             doc.metadata["scores"] = {"dense": score}
         return exact
+    native = native_search_for(store)
+    if native is not None:
+        vector = store.embeddings.embed_query(query) if isinstance(query, str) else query
+        hits = native.search(store, vector, k=k, flt=flt)
+        return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
     if not isinstance(store, PartitionedChroma) and type(store).__name__ != "Chroma":
         if not isinstance(query, str):
             raise ConfigError(f"a {type(store).__name__} is searched by text; pass the query string")
         # the store's own relevance function, else its raw score (InMemoryVectorStore: cosine)
-        fetch = k * _OVERFETCH if flt else k
-        try:
-            fetched = store.similarity_search_with_relevance_scores(query, k=fetch)
-        except NotImplementedError:
-            fetched = store.similarity_search_with_score(query, k=fetch)
-        hits = [(doc, rel) for doc, rel in fetched if matches(doc.metadata, flt)][:k]
+        def fetch(n: int) -> Scored:
+            try:
+                return store.similarity_search_with_relevance_scores(query, k=n)
+            except NotImplementedError:
+                return store.similarity_search_with_score(query, k=n)
+
+        hits = page_filtered(fetch, flt, k, doc=lambda hit: hit[0])
         return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
     vector = store.embeddings.embed_query(query) if isinstance(query, str) else query
     if isinstance(store, PartitionedChroma):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import RAG, Resource
@@ -82,3 +83,36 @@ class TestRAGRetriever(PortableRetrieverTests):
         rag = RAG(resources=[Resource.from_retriever("a", BM25Retriever.from_documents(documents[:half])),
                              Resource.from_retriever("b", BM25Retriever.from_documents(documents[half:]))])
         return RAGRetriever(rag=rag)
+
+
+class TestNativeInMemoryRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        store = InMemoryVectorStore(EMB)
+        store.add_documents(documents, ids=[d.id for d in documents])
+        return Resource.from_vectorstore("inmemory", store).retriever
+
+
+class TestNativeFaissRetriever(PortableRetrieverTests):
+    def make_retriever(self, documents):
+        from rag.stores.faiss import FaissStore
+
+        store = FaissStore.from_texts([d.page_content for d in documents], EMB, [d.metadata for d in documents],
+                                      ids=[d.id for d in documents])
+        return Resource.from_vectorstore("faiss", store).retriever
+
+
+class TestNativeLanceRetriever(PortableRetrieverTests):
+    @pytest.fixture
+    def retriever(self, corpus, tmp_path):
+        self.directory = tmp_path / "lance"
+        return self.make_retriever(corpus)
+
+    def make_retriever(self, documents):
+        from rag.stores.lancedb import LanceStore
+
+        store = LanceStore(EMB, uri=self.directory)
+        store.add_texts([d.page_content for d in documents], [d.metadata for d in documents],
+                        ids=[d.id for d in documents])
+        return Resource.from_vectorstore("lancedb", store).retriever

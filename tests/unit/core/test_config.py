@@ -40,7 +40,7 @@ def test_unknown_top_level_key_lists_valid_keys():
 
 
 def test_unknown_resource_kind_lists_kinds(tmp_path):
-    kinds = "chroma, chroma_server, knowledge_base, bm25, hybrid"
+    kinds = "chroma, chroma_server, knowledge_base, bm25, hybrid, pgvector, qdrant, milvus, lancedb, faiss"
     with pytest.raises(ConfigError, match=rf"resources\[0\]: unknown kind 'chromadb'; valid: {kinds}$"):
         parse_config({"resources": [{**_resource(tmp_path), "kind": "chromadb"}]})
 

@@ -49,15 +49,16 @@ def test_resource_defaults_apply_and_calls_override(fake_embedding):
     assert {d.metadata["topic"] for d in res.retrieve("x", search_kwargs={"filter": {"topic": 2}})} == {2}
 
 
-def test_non_chroma_store_is_filtered_in_python_with_overfetch(fake_embedding):
+def test_in_memory_store_is_filtered_natively(fake_embedding):
     store = InMemoryVectorStore(fake_embedding)
     store.add_texts(TEXTS, metadatas=METAS)
     res = Resource.from_vectorstore("mem", store)
+    assert type(res.retriever).__name__ == "NativeFilterRetriever"
     docs = res.retrieve("report", search_kwargs={"k": 3, "filter": {"topic": 2}})
     assert len(docs) == 3 and all(d.metadata["topic"] == 2 for d in docs)
 
 
-def test_plain_retriever_gets_python_filter_and_overfetch():
+def test_plain_retriever_is_paged_and_filtered_in_python():
     docs = [Document(page_content=t, metadata=m) for t, m in zip(TEXTS, METAS)]
     res = Resource.from_retriever("plain", ListRetriever(docs=docs))
     got = res.retrieve("q", search_kwargs={"k": 2, "filter": {"topic": 1}})

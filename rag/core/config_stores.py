@@ -1,0 +1,159 @@
+"""Resource kinds on other vector stores: `pgvector`, `qdrant`, `milvus`, `lancedb`, `faiss`.
+
+Each opens an existing store through its `rag.stores` module and wraps it with
+`Resource.from_vectorstore`, so the portable filter is translated natively (docs/stores.md).
+Connection strings and keys are given by environment-variable NAME (`url_env`, `uri_env`,
+`api_key_env`, `token_env`), never by value; embedded stores take a `path` instead. `create: true`
+makes an empty store when it is missing; filling it is up to you (knowledge bases, `index:`
+blocks, stay on Chroma for now).
+
+    resources:
+      - {name: docs, kind: pgvector, url_env: RAG_PG_URL, table: docs}
+      - {name: tickets, kind: qdrant, path: .qdrant, collection: tickets}      # or url_env: QDRANT_URL
+      - {name: notes, kind: milvus, path: notes.db, collection: notes}         # or uri_env: MILVUS_URI
+      - {name: papers, kind: lancedb, path: .lancedb, table: papers}
+      - {name: faq, kind: faiss, path: .faiss/faq}
+
+Example:
+    >>> spec = QdrantResourceConfig(kind="qdrant", name="docs", url_env="QDRANT_URL")
+    >>> spec.collection_name, spec.path
+    ('docs', None)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar, Literal
+
+from pydantic import field_validator, model_validator
+
+from rag.base.errors import ConfigError
+from rag.core.config_models import check_env_name
+from rag.core.config_resources import ResourceBase, store_path
+from rag.core.resource import Resource
+from rag.stores import milvus, pgvector, qdrant
+from rag.stores.faiss import FaissStore
+from rag.stores.lancedb import LanceStore
+
+__all__ = ["FaissResourceConfig", "LanceDBResourceConfig", "MilvusResourceConfig", "PGVectorResourceConfig",
+           "QdrantResourceConfig"]
+
+
+def _env(name: str, resource: str, what: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigError(f"resource {resource!r}: the environment variable {name} (the {what}) is not set")
+    return value
+
+
+class _StoreBase(ResourceBase):
+    create: bool = False
+
+    @field_validator("url_env", "uri_env", "api_key_env", "token_env", mode="after", check_fields=False)
+    @classmethod
+    def _check_env_names(cls, value: str | None) -> str | None:
+        return check_env_name(value)
+
+    def _wrap(self, store: Any, defaults: dict[str, Any]) -> Resource:
+        return Resource.from_vectorstore(self.name, store, self.merged_search_kwargs(defaults),
+                                         description=self.description)
+
+
+class _PathOrEnv(_StoreBase):
+    """An embedded store in `path`, or a server whose address is in the environment variable `*_env`."""
+
+    path: str | None = None
+    env_key: ClassVar[str] = ""
+
+    @model_validator(mode="after")
+    def _one_place(self):
+        given = [key for key in ("path", self.env_key) if getattr(self, key, None)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of 'path' (embedded) or '{self.env_key}' (the name of the "
+                             f"environment variable holding the server's address); got {given or 'neither'}")
+        return self
+
+
+class PGVectorResourceConfig(_StoreBase):
+    """A `PGVectorStore` table; `url_env` names the variable holding the SQLAlchemy URL (postgresql+psycopg://...)."""
+
+    kind: Literal["pgvector"]
+    url_env: str
+    table: str | None = None
+    schema_name: str = "public"
+
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        url = _env(self.url_env, self.name, "PostgreSQL URL")
+        store = pgvector.open_store(url, self.table or self.name, embedding, schema=self.schema_name, create=self.create)
+        return self._wrap(store, default_search_kwargs)
+
+
+class QdrantResourceConfig(_PathOrEnv):
+    """A Qdrant collection: local mode in `path`, or the server whose URL is in `url_env` (key in `api_key_env`)."""
+
+    kind: Literal["qdrant"]
+    url_env: str | None = None
+    api_key_env: str | None = None
+    collection: str | None = None
+    env_key: ClassVar[str] = "url_env"
+
+
+    @property
+    def collection_name(self) -> str:
+        return self.collection or self.name
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        url = _env(self.url_env, self.name, "Qdrant URL") if self.url_env else None
+        key = _env(self.api_key_env, self.name, "Qdrant API key") if self.api_key_env else None
+        path = str(store_path(self.path)) if self.path else None
+        return self._wrap(qdrant.open_store(self.collection_name, embedding, path=path, url=url, api_key=key,
+                                     create=self.create), default_search_kwargs)
+
+
+class MilvusResourceConfig(_PathOrEnv):
+    """A Milvus collection: a Milvus Lite file at `path`, or the server whose URI is in `uri_env` (`token_env`)."""
+
+    kind: Literal["milvus"]
+    uri_env: str | None = None
+    token_env: str | None = None
+    collection: str | None = None
+    env_key: ClassVar[str] = "uri_env"
+
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        uri = _env(self.uri_env, self.name, "Milvus URI") if self.uri_env else str(store_path(self.path))
+        token = _env(self.token_env, self.name, "Milvus token") if self.token_env else None
+        return self._wrap(milvus.open_store(self.collection or self.name, embedding, uri=uri, token=token,
+                                     create=self.create), default_search_kwargs)
+
+
+class LanceDBResourceConfig(_PathOrEnv):
+    """A `LanceStore` table in the LanceDB directory `path`, or at the URI in `uri_env` (e.g. s3://...)."""
+
+    kind: Literal["lancedb"]
+    uri_env: str | None = None
+    table: str | None = None
+    env_key: ClassVar[str] = "uri_env"
+
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        uri = _env(self.uri_env, self.name, "LanceDB URI") if self.uri_env else str(store_path(self.path))
+        store = LanceStore(embedding, uri=uri, table=self.table or self.name)
+        if store.table() is None and not self.create:
+            raise ConfigError(f"resource {self.name!r}: no LanceDB table {store.table_name!r} in {uri}; "
+                              "create: true makes an empty one")
+        return self._wrap(store, default_search_kwargs)
+
+
+class FaissResourceConfig(_StoreBase):
+    """A `FaissStore` saved in the directory `path` (`FaissStore.save`)."""
+
+    kind: Literal["faiss"]
+    path: str
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        path = store_path(self.path)
+        if self.create and not (path / "documents.sqlite").exists():
+            return self._wrap(FaissStore(embedding), default_search_kwargs)
+        return self._wrap(FaissStore.load(path, embedding), default_search_kwargs)

@@ -1,0 +1,51 @@
+"""Exact filtered search on LangChain's `InMemoryVectorStore`.
+
+The store keeps every chunk in a dict (`store.store`: id -> vector, text, metadata). A filtered
+search selects the chunks the portable filter matches first (the Python matcher, the dialect's
+reference semantics), then scores only those by cosine similarity: exact, and `k` results
+whenever `k` chunks match. LangChain's own `filter=` takes a Python callable; this module never
+passes one.
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from langchain_core.vectorstores import InMemoryVectorStore
+    >>> store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    >>> _ = store.add_texts(["a", "b", "c"], metadatas=[{"n": 1}, {"n": 2}, {}], ids=["x", "y", "z"])
+    >>> vector = store.embeddings.embed_query("a")
+    >>> sorted(d.id for d, _ in SEARCH.search(store, vector, k=5, flt={"n": {"$ne": 1}}))
+    ['y', 'z']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+from rag.base.filters import matches_canonical
+
+__all__ = ["SEARCH", "InMemorySearch"]
+
+
+class InMemorySearch:
+    """`NativeSearch` for `langchain_core.vectorstores.InMemoryVectorStore`."""
+
+    backend = "inmemory"
+
+    def search(self, store: Any, vector: list[float], *, k: int,
+               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """The `k` matching chunks of highest cosine similarity to `vector`, best first."""
+        rows = [row for row in store.store.values() if flt is None or matches_canonical(row["metadata"], flt)]
+        if not rows:
+            return []
+        matrix = np.asarray([row["vector"] for row in rows], dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+        scores = matrix @ query / np.where(norms == 0, 1.0, norms)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(Document(page_content=rows[i]["text"], metadata=dict(rows[i]["metadata"]), id=rows[i]["id"]),
+                 float(scores[i])) for i in order]
+
+
+SEARCH = InMemorySearch()

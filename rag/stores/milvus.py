@@ -1,0 +1,166 @@
+"""Milvus access: the portable filter as a Milvus boolean expression, searched with the store's client.
+
+`translate(canon, field)` writes a canonical filter (`rag.base.filters.validate_filter`) as a Milvus
+expression on the JSON field that `langchain_milvus.Milvus(metadata_field="metadata")` keeps
+metadata in (or on `$meta`, the dynamic field, for a store created with `enable_dynamic_field`).
+Negations are pushed down first (`normal_form`), then:
+
+    $eq $gt $gte $lt $lte      m["key"] == value, >, >=, <, <=
+    $in                        (m["key"] == v1 or m["key"] == v2 ...)   (Milvus' `in` takes no JSON path)
+    $ne / $nin                 (not exists m["key"] or not (m["key"] == v ...))   true on a missing key
+
+**Injection-proof literals.** Keys and string values are written as double-quoted literals with
+every backslash and double quote escaped (and newline, tab, carriage return as `\\n`, `\\t`, `\\r`),
+so no value can close its literal and add to the expression; a string holding any other control
+character raises `FilterError` (Milvus' lexer has no escape for it). Numbers are written with
+`repr` (exact for floats), booleans as `true` / `false`.
+
+**What differs (measured on Milvus Lite).** Milvus compares JSON booleans with numbers as 1 and 0
+(`m["a"] == 1` matches `true`), where the Python matcher keeps them apart: keep one kind of value
+per metadata key. Everything else, missing keys included, agrees with the Python matcher.
+
+Example:
+    >>> from rag.base.filters import validate_filter
+    >>> translate(validate_filter({"topic": 'say "hi"', "year": {"$ne": 2024}}), "metadata")
+    '(metadata["topic"] == "say \\\\"hi\\\\"" and (not exists metadata["year"] or not (metadata["year"] == 2024)))'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.base.errors import MissingDependencyError, StoreError
+from rag.base.filters import Comparison, normal_form
+from rag.stores.native import unsupported
+
+__all__ = ["SEARCH", "MilvusSearch", "literal", "open_store", "translate"]
+
+BACKEND = "milvus"
+_OPS = {"$eq": "==", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def literal(value: Any, op: str = "$eq") -> str:
+    """A Milvus literal for a filter value: a quoted, escaped string, a number or a boolean.
+
+    Raises:
+        FilterError: a string with a control character Milvus cannot escape.
+
+    Example:
+        >>> print(literal('a"b\\\\c'), literal(2.5), literal(True))
+        "a\\"b\\\\c" 2.5 true
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    bad = [c for c in value if (ord(c) < 32 or ord(c) == 127) and c not in _ESCAPES]
+    if bad:
+        raise unsupported(BACKEND, op, f"the string {value!r} holds the control character {bad[0]!r}, which a "
+                                       "Milvus string literal cannot escape")
+    return '"' + "".join(_ESCAPES.get(c, c) for c in value) + '"'
+
+
+def translate(canon: dict[str, Any], field: str = "metadata") -> str:
+    """The Milvus expression equivalent to the canonical portable filter `canon` on JSON field `field`."""
+    return _node(normal_form(canon), field)
+
+
+def _node(node: Any, field: str) -> str:
+    if isinstance(node, Comparison):
+        return _comparison(node, field)
+    (op, parts), = node.items()
+    return "(" + f" {op[1:]} ".join(_node(part, field) for part in parts) + ")"
+
+
+def _comparison(cmp: Comparison, field: str) -> str:
+    key = f"{field}[{literal(cmp.field, cmp.op)}]"
+    if cmp.op in _OPS:
+        return f"{key} {_OPS[cmp.op]} {literal(cmp.value, cmp.op)}"
+    values = [cmp.value] if cmp.op == "$ne" else cmp.value
+    either = " or ".join(f"{key} == {literal(v, cmp.op)}" for v in values)
+    if cmp.op == "$in":
+        return f"({either})"
+    return f"(not exists {key} or not ({either}))"
+
+
+def _json_field(store: Any) -> str:
+    if store._metadata_field:
+        return store._metadata_field
+    if getattr(store, "enable_dynamic_field", False) or getattr(store, "_enable_dynamic_field", False):
+        return "$meta"
+    raise unsupported(BACKEND, "a filter", "the store keeps metadata in typed columns; create it with "
+                                           "metadata_field='metadata' (a JSON field) or enable_dynamic_field=True")
+
+
+def _metric(store: Any) -> str:
+    params = store.index_params if isinstance(store.index_params, dict) else {}
+    if params.get("metric_type"):
+        return str(params["metric_type"]).upper()
+    info = store.client.describe_index(store.collection_name, index_name=store._vector_field)
+    return str(info.get("metric_type", "L2")).upper()
+
+
+def _primary_key(hit: Any, field: str) -> Any:
+    raw = dict(hit)   # a pymilvus Hit reads unknown keys from its entity
+    return raw[field] if field in raw else raw.get("id")
+
+
+class MilvusSearch:
+    """`NativeSearch` for `langchain_milvus.Milvus` (one dense vector field)."""
+
+    backend = BACKEND
+
+    def search(self, store: Any, vector: list[float], *, k: int,
+               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """The `k` entities closest to `vector` among those `flt` allows: (document, relevance)."""
+        if store.col is None:
+            return []
+        field = _json_field(store)
+        expr = "" if flt is None else translate(flt, field)
+        outputs = [store._text_field] + ([store._metadata_field] if store._metadata_field else ["*"])
+        hits = store.client.search(store.collection_name, data=[list(vector)], anns_field=store._vector_field,
+                                   limit=k, filter=expr, output_fields=outputs)[0]
+        metric = _metric(store)
+        out = []
+        for hit in hits:
+            entity = dict(hit["entity"])
+            text = entity.pop(store._text_field, "")
+            metadata = entity.get(store._metadata_field) if store._metadata_field else entity
+            metadata = {key: v for key, v in (metadata or {}).items() if key not in (store._vector_field,
+                                                                                  store._primary_field)}
+            score = hit["distance"] if metric in ("COSINE", "IP") else 1.0 - hit["distance"] / 2.0
+            out.append((Document(page_content=text, metadata=metadata, id=str(_primary_key(hit, store._primary_field))), float(score)))
+        return out
+
+
+SEARCH = MilvusSearch()
+
+
+def open_store(collection: str, embedding: Any, *, uri: str, token: str | None = None,
+               create: bool = False) -> Any:
+    """A `langchain_milvus.Milvus` store on `collection` at `uri` (a Milvus Lite file or a server URL).
+
+    Metadata goes to one JSON field (``metadata``), ids to a string primary key, vectors are compared
+    by cosine: the layout `translate` filters on. With `create`, a missing collection is made on the
+    first write.
+
+    Raises:
+        StoreError: the collection is missing and not `create` (the message lists the existing ones).
+    """
+    try:
+        from langchain_milvus import Milvus
+        from pymilvus import MilvusClient
+    except ImportError as exc:
+        raise MissingDependencyError("Milvus needs langchain-milvus and milvus-lite: "
+                                     "pip install 'rag-runnables[stores]'") from exc
+    args = {"uri": uri, **({"token": token} if token else {})}
+    if not create:
+        existing = MilvusClient(**args).list_collections()
+        if collection not in existing:
+            raise StoreError(f"milvus: no collection {collection!r} at {uri}; existing: "
+                             f"{', '.join(sorted(existing)) or '(none)'}; create: true makes one on the first write")
+    return Milvus(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
+                  index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False, primary_field="pk")

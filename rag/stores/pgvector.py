@@ -1,0 +1,189 @@
+"""Postgres + pgvector access: the portable filter as a SQL `WHERE` on a `PGVectorStore`'s table.
+
+`langchain_postgres.PGVectorStore` keeps metadata in a JSON column (``langchain_metadata``) and,
+optionally, in typed columns (`metadata_columns`). Its own dict filter casts the JSON text to the
+type of the filter value, so a row holding another kind of value under that key (a string where a
+number is filtered on) fails the whole query, the string ``"1"`` equals the number ``1``, and
+``$ne`` is false on a missing key. This module therefore builds the `WHERE` itself, on ``jsonb``
+values, and runs the same `ORDER BY embedding <op> query LIMIT k` the store runs:
+
+    $eq             value = CAST(:p AS jsonb)           (jsonb equality: 1 = 1.0, "1" != 1, true != 1)
+    $gt ...         jsonb_typeof(value) = 'number' AND value > CAST(:p AS jsonb)
+    $in             one $eq per value, OR-ed
+    $ne / $nin      NOT COALESCE($eq / $in, false)      (true on a missing key, as in Chroma)
+
+A typed metadata column is read as `to_jsonb(column)`, so the same rules hold. Values and keys are
+bound parameters (never spliced into the SQL); column and table names come from the store. Every
+comparison is wrapped in `COALESCE(..., false)`, so a missing key is false and never NULL.
+
+Results keep the row id as `Document.id` and the metadata as the store returns it; the score is the
+store's relevance (cosine similarity, ``1 - distance``, in the default cosine strategy).
+
+Example:
+    >>> from rag.base.filters import validate_filter
+    >>> sql, params = where_clause(validate_filter({"year": {"$gt": 2020}}), json_column="langchain_metadata")
+    >>> print(sql)
+    COALESCE((jsonb_typeof(CAST("langchain_metadata" -> :k0 AS jsonb)) = 'number' AND CAST("langchain_metadata" -> :k0 AS jsonb) > CAST(:v1 AS jsonb)), false)
+    >>> params
+    {'k0': 'year', 'v1': '2020'}
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.base.errors import MissingDependencyError, StoreError
+from rag.base.filters import Comparison, normal_form
+from rag.stores.native import unsupported
+
+__all__ = ["SEARCH", "PGVectorSearch", "open_store", "where_clause"]
+
+BACKEND = "pgvector"
+_ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def _ident(name: str) -> str:
+    """A quoted SQL identifier (the store's own column and table names)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+class _Where:
+    """Builds one WHERE clause and its bound parameters."""
+
+    def __init__(self, json_column: str | None, columns: tuple[str, ...]) -> None:
+        self.json_column, self.columns, self.params = json_column, columns, {}
+
+    def bind(self, prefix: str, value: Any) -> str:
+        name = f"{prefix}{len(self.params)}"
+        self.params[name] = value
+        return f":{name}"
+
+    def value(self, field: str, op: str) -> str:
+        if field in self.columns:
+            return f"to_jsonb({_ident(field)})"
+        if self.json_column is None:
+            raise unsupported(BACKEND, op, f"the field {field!r} is not a metadata column and the store keeps "
+                                           "no JSON metadata column")
+        # only the value is converted to jsonb, not the whole document (a JSON column is text inside)
+        return f"CAST({_ident(self.json_column)} -> {self.bind('k', field)} AS jsonb)"
+
+    def node(self, node: Any) -> str:
+        if isinstance(node, Comparison):
+            return self.comparison(node)
+        (op, parts), = node.items()
+        return "(" + f" {op[1:].upper()} ".join(self.node(part) for part in parts) + ")"
+
+    def comparison(self, cmp: Comparison) -> str:
+        value = self.value(cmp.field, cmp.op)
+        if cmp.op in ("$eq", "$ne"):
+            test = self.equal(value, cmp.value)
+        elif cmp.op in ("$in", "$nin"):
+            test = "(" + " OR ".join(self.equal(value, v) for v in cmp.value) + ")"
+        else:
+            test = (f"(jsonb_typeof({value}) = 'number' AND {value} {_ORDER[cmp.op]} "
+                    f"CAST({self.bind('v', json.dumps(cmp.value))} AS jsonb))")
+        test = f"COALESCE({test}, false)"
+        return f"(NOT {test})" if cmp.op in ("$ne", "$nin") else test
+
+    def equal(self, value: str, operand: Any) -> str:
+        return f"{value} = CAST({self.bind('v', json.dumps(operand))} AS jsonb)"
+
+
+def where_clause(canon: dict[str, Any], *, json_column: str | None = "langchain_metadata",
+                 metadata_columns: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+    """The SQL condition for the canonical portable filter `canon`, and its parameters.
+
+    Raises:
+        FilterError: a field the store keeps nowhere (no JSON column and not a metadata column).
+    """
+    where = _Where(json_column, tuple(metadata_columns))
+    return where.node(normal_form(canon)), where.params
+
+
+def _query(vs: Any, vector: list[float], k: int, flt: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    columns = [vs.id_column, vs.content_column, *vs.metadata_columns]
+    if vs.metadata_json_column:
+        columns.append(vs.metadata_json_column)
+    where, params = ("", {}) if flt is None else where_clause(
+        flt, json_column=vs.metadata_json_column, metadata_columns=tuple(vs.metadata_columns))
+    strategy = vs.distance_strategy
+    embedding = _ident(vs.embedding_column)
+    sql = (f"SELECT {', '.join(_ident(c) for c in columns)}, "
+           f"{strategy.search_function}({embedding}, CAST(:query_vector AS vector)) AS distance "
+           f"FROM {_ident(vs.schema_name)}.{_ident(vs.table_name)} {'WHERE ' + where if where else ''} "
+           f"ORDER BY {embedding} {strategy.operator} CAST(:query_vector AS vector) LIMIT :limit_k")
+    return sql, {**params, "query_vector": str([float(x) for x in vector]), "limit_k": k}
+
+
+async def _rows(vs: Any, sql: str, params: dict[str, Any]) -> list[Any]:
+    from sqlalchemy import text
+
+    async with vs.engine.connect() as conn:
+        result = await conn.execute(text(sql), params)
+        return list(result.mappings().fetchall())
+
+
+def _documents(store: Any, vs: Any, rows: list[Any]) -> list[tuple[Document, float]]:
+    relevance = store._select_relevance_score_fn()
+    out = []
+    for row in rows:
+        metadata = dict(row[vs.metadata_json_column] or {}) if vs.metadata_json_column else {}
+        metadata.update({column: row[column] for column in vs.metadata_columns})
+        out.append((Document(page_content=row[vs.content_column], metadata=metadata, id=str(row[vs.id_column])),
+                    float(relevance(row["distance"]))))
+    return out
+
+
+def _inner(store: Any) -> Any:
+    # PGVectorStore wraps an AsyncPGVectorStore (table, columns, engine) and exposes no accessor
+    return store._PGVectorStore__vs
+
+
+class PGVectorSearch:
+    """`NativeSearch` for `langchain_postgres.PGVectorStore`: its table, queried with `where_clause`."""
+
+    backend = BACKEND
+
+    def search(self, store: Any, vector: list[float], *, k: int,
+               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """The `k` rows closest to `vector` among those `flt` allows: (document, relevance)."""
+        vs = _inner(store)
+        sql, params = _query(vs, vector, k, flt)
+        return _documents(store, vs, store._engine._run_as_sync(_rows(vs, sql, params)))
+
+    async def asearch(self, store: Any, vector: list[float], *, k: int,
+                      flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """Async `search`, on the store's own event loop (as `PGVectorStore`'s async methods run)."""
+        vs = _inner(store)
+        sql, params = _query(vs, vector, k, flt)
+        return _documents(store, vs, await store._engine._run_as_async(_rows(vs, sql, params)))
+
+
+SEARCH = PGVectorSearch()
+
+
+def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", create: bool = False) -> Any:
+    """A `PGVectorStore` on `table` of the database at `url` (SQLAlchemy URL, e.g. ``postgresql+psycopg://...``).
+
+    With `create`, a missing table is created (JSON metadata, UUID ids, vectors of the embedding's size).
+
+    Raises:
+        StoreError: the database cannot be reached, or the table is missing and not `create`.
+    """
+    try:
+        from langchain_postgres import PGEngine, PGVectorStore
+    except ImportError as exc:
+        raise MissingDependencyError("pgvector needs langchain-postgres: pip install 'rag-runnables[stores]'") from exc
+    engine = PGEngine.from_connection_string(url)
+    try:
+        if create:
+            engine.init_vectorstore_table(table, len(embedding.embed_query("dimension")), schema_name=schema,
+                                          overwrite_existing=False)
+        return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
+                                         embedding_service=embedding)
+    except Exception as exc:
+        raise StoreError(f"pgvector: cannot open the table {schema}.{table}: {exc}; create it with "
+                         "create: true (or PGEngine.init_vectorstore_table)") from exc

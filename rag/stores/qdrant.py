@@ -1,0 +1,155 @@
+"""Qdrant access: the portable filter as a `qdrant_client.models.Filter`, searched with `query_points`.
+
+`translate(canon, metadata_key)` turns a canonical filter (`rag.base.filters.validate_filter`) into
+Qdrant's filter on the payload key that `langchain_qdrant.QdrantVectorStore` keeps metadata under
+(``metadata`` by default). Negations are pushed down first (`normal_form`), then:
+
+    $eq string / boolean   match.value              $eq number          range gte = lte = value
+    $gt $gte $lt $lte      range                    $in                 should (one $eq per value)
+    $ne / $nin             must_not ($eq / $in)     $and / $or          must / should
+
+Qdrant keeps booleans, integers and floats apart (a range never matches a boolean, `match` never
+matches a float), and a `must_not` is true when the field is missing, so every comparison means
+what the Python matcher means, missing fields included. Numbers beyond +-2**53 cannot be ordered
+exactly (Qdrant ranges are doubles): such a filter raises `FilterError`. Field names holding a
+double quote cannot be addressed in a Qdrant key and raise `FilterError` too.
+
+Results keep the point id as `Document.id` and the stored metadata as is (LangChain's store adds
+``_id`` and ``_collection_name`` to it); the score is Qdrant's (cosine similarity in a cosine
+collection).
+
+Example:
+    >>> from rag.base.filters import validate_filter
+    >>> f = translate(validate_filter({"topic": "billing", "year": {"$ne": 2024}}), "metadata")
+    >>> [type(c).__name__ for c in f.must]
+    ['FieldCondition', 'Filter']
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.base.errors import MissingDependencyError, StoreError
+from rag.base.filters import Comparison, normal_form
+from rag.stores.native import unsupported
+
+__all__ = ["SEARCH", "QdrantSearch", "open_store", "translate"]
+
+BACKEND = "qdrant"
+_EXACT = 2**53
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_]+")
+
+
+def translate(canon: dict[str, Any], metadata_key: str = "metadata") -> Any:
+    """A `models.Filter` equivalent to the canonical portable filter `canon`.
+
+    Raises:
+        FilterError: a number Qdrant cannot compare exactly, or a field name it cannot address.
+    """
+    from qdrant_client import models
+
+    node = _node(normal_form(canon), metadata_key, models)
+    return node if isinstance(node, models.Filter) else models.Filter(must=[node])
+
+
+def _node(node: Any, metadata_key: str, models: Any) -> Any:
+    if isinstance(node, Comparison):
+        return _comparison(node, metadata_key, models)
+    (op, parts), = node.items()
+    children = [_node(part, metadata_key, models) for part in parts]
+    return models.Filter(must=children) if op == "$and" else models.Filter(should=children)
+
+
+def _comparison(cmp: Comparison, metadata_key: str, models: Any) -> Any:
+    key = _key(cmp.field, metadata_key, cmp.op)
+    if cmp.op == "$eq":
+        return _equal(key, cmp.value, models)
+    if cmp.op == "$ne":
+        return models.Filter(must_not=[_equal(key, cmp.value, models)])
+    if cmp.op == "$in":
+        return models.Filter(should=[_equal(key, v, models) for v in cmp.value])
+    if cmp.op == "$nin":
+        return models.Filter(must_not=[_equal(key, v, models) for v in cmp.value])
+    _exact(cmp.value, cmp.op)
+    return models.FieldCondition(key=key, range=models.Range(**{cmp.op[1:]: cmp.value}))
+
+
+def _equal(key: str, value: Any, models: Any) -> Any:
+    if isinstance(value, bool | str):
+        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+    if isinstance(value, int) and abs(value) > _EXACT:
+        return models.FieldCondition(key=key, match=models.MatchValue(value=value))  # exact on integers
+    return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))   # ints and floats alike
+
+
+def _exact(value: Any, op: str) -> None:
+    if isinstance(value, int) and abs(value) > _EXACT:
+        raise unsupported(BACKEND, op, f"{value} is beyond +-2**53, where Qdrant's double ranges are inexact")
+
+
+def _key(field: str, metadata_key: str, op: str) -> str:
+    if _PLAIN_KEY.fullmatch(field):
+        return f"{metadata_key}.{field}"
+    if '"' in field:
+        raise unsupported(BACKEND, op, f"the field name {field!r} holds a double quote, which a Qdrant key "
+                                       "cannot quote")
+    return f'{metadata_key}."{field}"'
+
+
+class QdrantSearch:
+    """`NativeSearch` for `langchain_qdrant.QdrantVectorStore` (dense vectors)."""
+
+    backend = BACKEND
+
+    def search(self, store: Any, vector: list[float], *, k: int,
+               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """The `k` points closest to `vector` among those `flt` allows: (document, relevance)."""
+        from qdrant_client import models
+
+        points = store.client.query_points(
+            collection_name=store.collection_name, query=list(vector), using=store.vector_name or None,
+            query_filter=None if flt is None else translate(flt, store.metadata_payload_key),
+            limit=k, with_payload=True, with_vectors=False).points
+        relevance = ((lambda s: s) if store.distance == models.Distance.COSINE
+                     else store._select_relevance_score_fn())
+        return [(Document(page_content=(p.payload or {}).get(store.content_payload_key, ""),
+                          metadata=dict((p.payload or {}).get(store.metadata_payload_key) or {}), id=str(p.id)),
+                 float(relevance(p.score))) for p in points]
+
+
+SEARCH = QdrantSearch()
+
+
+def open_store(collection: str, embedding: Any, *, path: str | None = None, url: str | None = None,
+               api_key: str | None = None, create: bool = False) -> Any:
+    """A `QdrantVectorStore` on `collection`: local mode in `path` (":memory:": in memory), or the server at `url`.
+
+    With `create`, a missing collection is created (cosine distance, the embedding's size).
+
+    Raises:
+        StoreError: the collection is missing and not `create` (the message lists the existing ones).
+    """
+    try:
+        from langchain_qdrant import QdrantVectorStore
+        from qdrant_client import QdrantClient, models
+    except ImportError as exc:
+        raise MissingDependencyError("Qdrant needs qdrant-client and langchain-qdrant: "
+                                     "pip install 'rag-runnables[stores]'") from exc
+    if (path is None) == (url is None):
+        raise StoreError("qdrant: give a local path (or ':memory:') or a server url, not both nor neither")
+    if url is not None:
+        client = QdrantClient(url=url, api_key=api_key)
+    else:
+        client = QdrantClient(location=":memory:") if path == ":memory:" else QdrantClient(path=path)
+    if not client.collection_exists(collection):
+        if not create:
+            existing = sorted(c.name for c in client.get_collections().collections)
+            raise StoreError(f"qdrant: no collection {collection!r} in {url or path}; existing: "
+                             f"{', '.join(existing) or '(none)'}; create: true makes an empty one")
+        size = len(embedding.embed_query("dimension"))
+        client.create_collection(collection, vectors_config=models.VectorParams(size=size,
+                                                                                distance=models.Distance.COSINE))
+    return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding)

@@ -1,0 +1,70 @@
+"""Config kinds pgvector, qdrant, milvus, lancedb and faiss: real stores, reopened, filtered natively."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.language_models import FakeListChatModel
+
+from rag.base.errors import ConfigError, StoreError
+from rag.core.config import from_config, parse_config
+from rag.core.generator import RAG
+from rag.stores.native import NativeFilterRetriever
+from tests.unit.stores.backends import EMB, doc_id
+
+TEXTS = ["Paris is in France.", "Rome is in Italy.", "Lyon is in France."]
+METADATAS = [{"country": "fr"}, {"country": "it"}, {"country": "fr", "big": False}]
+
+
+def _resource(spec: dict):
+    return from_config(RAG, {"resources": [spec]}, embedding=EMB, llm=FakeListChatModel(responses=["ok"])).resources[0]
+
+
+def _specs(tmp_path) -> dict[str, dict]:
+    return {
+        "pgvector": {"kind": "pgvector", "url_env": "TEST_PG_URL", "table": "cities"},
+        "qdrant": {"kind": "qdrant", "path": str(tmp_path / "qdrant"), "collection": "cities"},
+        "milvus": {"kind": "milvus", "path": str(tmp_path / "milvus.db"), "collection": "cities"},
+        "lancedb": {"kind": "lancedb", "path": str(tmp_path / "lance"), "table": "cities"},
+        "faiss": {"kind": "faiss", "path": str(tmp_path / "faiss")},
+    }
+
+
+@pytest.mark.parametrize("kind", ["pgvector", "qdrant", "milvus", "lancedb", "faiss"])
+def test_a_store_kind_is_created_filled_reopened_and_filtered_natively(request, tmp_path, monkeypatch, kind):
+    if kind == "pgvector":
+        monkeypatch.setenv("TEST_PG_URL", request.getfixturevalue("pg_url"))
+    spec = {"name": "cities", **_specs(tmp_path)[kind]}
+    created = _resource({**spec, "create": True})
+    store = created.retriever.store
+    store.add_texts(TEXTS, metadatas=METADATAS, ids=[doc_id(t) for t in TEXTS])
+    if kind == "faiss":
+        store.save(tmp_path / "faiss")
+    if kind == "qdrant":
+        store.client.close()   # local mode locks its directory while a client holds it
+    reopened = _resource(spec)
+    assert isinstance(reopened.retriever, NativeFilterRetriever) and reopened.retriever.search.backend == kind
+    found = reopened.retrieve("city", search_kwargs={"k": 3, "filter": {"country": "fr", "big": {"$ne": True}}})
+    assert sorted(d.page_content for d in found) == ["Lyon is in France.", "Paris is in France."]
+
+
+@pytest.mark.parametrize("kind", ["qdrant", "milvus", "lancedb", "faiss"])
+def test_a_missing_store_is_an_error_that_says_how_to_create_it(tmp_path, kind):
+    spec = {"name": "cities", **_specs(tmp_path)[kind]}
+    with pytest.raises((StoreError, ConfigError), match="create: true|no FAISS store"):
+        _resource(spec)
+
+
+def test_a_connection_string_is_read_from_the_named_variable(monkeypatch):
+    monkeypatch.delenv("NOWHERE_URL", raising=False)
+    with pytest.raises(ConfigError, match="the environment variable NOWHERE_URL .* is not set"):
+        _resource({"name": "x", "kind": "pgvector", "url_env": "NOWHERE_URL"})
+
+
+def test_a_secret_pasted_as_an_env_name_is_rejected():
+    with pytest.raises(ConfigError, match="is not an environment variable name"):
+        parse_config({"resources": [{"name": "x", "kind": "qdrant", "url_env": "http://host:6333"}]})
+
+
+def test_path_and_server_together_are_rejected():
+    with pytest.raises(ConfigError, match="exactly one of 'path' .* or 'uri_env'"):
+        parse_config({"resources": [{"name": "x", "kind": "milvus", "path": "m.db", "uri_env": "MILVUS_URI"}]})
