@@ -60,6 +60,8 @@ bench: install-dev
 	$(PY) bench/ingest.py
 	$(PY) bench/query.py paths
 	$(PY) bench/serve.py
+	$(PY) bench/stores.py
+	$(PY) bench/routing_docs.py
 	$(PY) bench/financebench.py
 	$(PY) bench/answers.py
 
