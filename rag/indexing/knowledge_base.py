@@ -184,6 +184,8 @@ class KnowledgeStore:
             self.manifest.save(self.manifest_path)
         self._records: RecordStore | None = None
         self._client = client
+        #: the chunks live apart from the records (a Chroma server): `sync` checks that they are still there
+        self.remote_store = client is not None
         self._collection: Any = None
 
     @property

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -53,6 +54,8 @@ from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.indexing.writer import Writer
 from rag.stores.chroma import get_ids
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from rag.indexing.knowledge_base import KnowledgeStore
@@ -131,6 +134,7 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
     emit = progress or (lambda event, amount: None)
     report = IndexReport()
     _recover(kb)
+    _forget_lost_store(kb)
     records = kb.records.all()
     moves = moved_candidates(records)
     files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
@@ -344,6 +348,18 @@ def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     """Metadata with text keys and values safe to store (see `clean_text`)."""
     return {clean_text(k) if isinstance(k, str) else k: clean_text(v) if isinstance(v, str) else v
             for k, v in metadata.items()}
+
+
+def _forget_lost_store(kb: KnowledgeStore) -> None:
+    """Records of chunks a remote collection no longer holds (an empty collection on the server: another
+    server, or one whose data was removed) are dropped, so their documents are indexed again."""
+    if not kb.remote_store:
+        return
+    records = kb.records.all()
+    if any(r.chunk_ids for r in records.values()) and kb.collection.count() == 0:
+        logger.warning("knowledge base %r: its records list %d document(s) but collection %r on the server is "
+                       "empty: indexing them again", kb.name, len(records), kb.manifest.store.collection)
+        kb.records.delete(*records)
 
 
 def _recover(kb: KnowledgeStore) -> None:
