@@ -152,7 +152,6 @@ class KnowledgeStore:
         if existing is not None:
             self._check_owner(existing)
         if embedding is None:
-
             embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
 
         model_id = embedding_id(embedding)
@@ -169,7 +168,6 @@ class KnowledgeStore:
             self._check_same(existing, "chunking", self.chunker.settings())
             self._check_same(existing, "autocontext", self.autocontext.settings())
             if tagger is None and existing.tagger:
-
                 self.tagger = KeywordTagger(**{k: v for k, v in existing.tagger.items() if k != "type"})
         self.embedding_model = embedding
         self.embedding = CachedEmbeddings(embedding, path=self.directory / "embeddings.sqlite",
@@ -373,7 +371,6 @@ class KnowledgeStore:
         Example:
             >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
         """
-
         flt = validate_filter(filter)
         return get_documents(self.collection, where=to_chroma_where(flt) if flt else None)
 
