@@ -134,7 +134,6 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
     emit = progress or (lambda event, amount: None)
     report = IndexReport()
     _recover(kb)
-    _forget_lost_store(kb)
     records = kb.records.all()
     moves = moved_candidates(records)
     files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
@@ -363,7 +362,8 @@ def _forget_lost_store(kb: KnowledgeStore) -> None:
 
 
 def _recover(kb: KnowledgeStore) -> None:
-    """Finish deletions a killed writer left half done."""
+    """Finish deletions a killed writer left half done; forget what a remote collection lost."""
+    _forget_lost_store(kb)
     interrupted = [r for r in kb.records.all().values() if r.state == "deleting"]
     if interrupted:
         kb.delete_records(interrupted)
