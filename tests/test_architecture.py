@@ -62,3 +62,21 @@ def test_only_the_store_module_touches_private_store_attributes():
         if re.search(r"(?<!self)\._collection\b", source) or "_chroma_collection_name" in source:
             offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, f"reach into private store attributes outside rag/stores: {offenders}"
+
+
+def test_every_public_name_a_module_exports_exists():
+    """`__all__` names only what the module defines (else `from module import *` raises)."""
+    import importlib
+    import pkgutil
+
+    import rag
+
+    missing = []
+    for info in pkgutil.walk_packages(rag.__path__, "rag."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:   # an optional extra that is not installed
+            continue
+        missing += [f"{info.name}.{name}" for name in getattr(module, "__all__", ())
+                    if isinstance(name, str) and not hasattr(module, name) and name not in getattr(module, "_LAZY", {})]
+    assert not missing, f"__all__ names that do not exist: {missing}"

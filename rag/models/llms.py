@@ -31,7 +31,7 @@ from pydantic import Field
 
 from rag.base.errors import ConfigError, MissingDependencyError
 
-__all__ = ["LLM_CHOICES", "LocalLlamaChatModel", "default_llm", "smollm2_path"]
+__all__ = ["SMOLLM2_FILE", "LocalLlamaChatModel", "openai_chat_model", "smollm2_path"]
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
