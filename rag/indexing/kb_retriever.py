@@ -22,7 +22,7 @@ from pydantic import Field
 from rag.base.errors import ConfigError
 from rag.base.filters import to_chroma_where, validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever
-from rag.stores.chroma import ChromaChunks, query_collection
+from rag.stores.chroma import ChromaChunks, count, query_collection
 
 __all__ = ["KnowledgeBaseRetriever"]
 
@@ -60,7 +60,7 @@ class KnowledgeBaseRetriever(PortableRetriever):
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         flt = validate_filter(filter if filter is not None else self.filter)
         threshold = score_threshold if score_threshold is not None else self.score_threshold
-        total = self.collection.count()
+        total = count(self.collection)
         if total == 0:
             return []
         hits = query_collection(self.collection, self.embedding.embed_query(query), k=min(k, total),

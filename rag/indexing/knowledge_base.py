@@ -71,7 +71,7 @@ from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import collection_name, get_documents, get_ids, open_client, open_collection
+from rag.stores.chroma import collection_name, count, delete_ids, get_documents, get_ids, open_client, open_collection
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
 
@@ -259,7 +259,7 @@ class KnowledgeStore:
 
     def count(self) -> int:
         """Number of chunks in the store."""
-        return int(self.collection.count())
+        return count(self.collection)
 
     def record_dimension(self, dimension: int) -> None:
         """Record the embedding dimension on first write; a mismatch is a `ConfigError`."""
@@ -352,8 +352,7 @@ class KnowledgeStore:
         self.records.put_many(records)
         doc_ids = [r.doc_id for r in records]
         ids = get_ids(self.collection, where={"doc_id": {"$in": doc_ids}})
-        if ids:
-            self.collection.delete(ids=ids)
+        delete_ids(self.collection, ids)
         self.records.delete(*(r.source for r in records))
         return len(ids)
 

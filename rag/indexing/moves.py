@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.indexing.records import DocumentRecord
+from rag.stores.chroma import get_metadatas, update_metadatas
 
 if TYPE_CHECKING:
     from rag.indexing.knowledge_base import KnowledgeStore
@@ -67,8 +68,7 @@ def move_document(kb: KnowledgeStore, old: DocumentRecord, new_key: str, display
     Returns:
         The new record.
     """
-    got = kb.collection.get(where={"doc_id": old.doc_id}, include=["metadatas"])
-    ids, metas = got["ids"], got["metadatas"] or []
+    ids, metas = get_metadatas(kb.collection, where={"doc_id": old.doc_id})
     new_stem = Path(display).stem
     updated = []
     for meta in metas:
@@ -78,8 +78,7 @@ def move_document(kb: KnowledgeStore, old: DocumentRecord, new_key: str, display
             meta["title"] = new_stem  # the title was the file name: follow the rename
         meta["source"] = display
         updated.append(meta)
-    for begin in range(0, len(ids), _UPDATE_BATCH):
-        kb.collection.update(ids=ids[begin:begin + _UPDATE_BATCH], metadatas=updated[begin:begin + _UPDATE_BATCH])
+    update_metadatas(kb.collection, ids, updated, batch=_UPDATE_BATCH)
     title = old.title
     if updated and old.title == Path(str(metas[0].get("source", ""))).stem:
         title = new_stem

@@ -53,7 +53,7 @@ from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.indexing.writer import Writer
-from rag.stores.chroma import get_ids
+from rag.stores.chroma import add_chunks, count, delete_ids, get_ids
 
 logger = logging.getLogger(__name__)
 
@@ -314,17 +314,15 @@ def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: C
         emit("embeddings", len(batch))
         # Chroma's cost per call is high: write in large batches.
         if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
-            # `add`, not `upsert`: `todo` holds only ids the store does not have (known documents were looked up
-            # above, new ones have nothing stored), and upsert's per-id existence check grows with the collection.
+            # `todo` holds only ids the store does not have (known documents were looked up above, new ones
+            # have nothing stored), so `add_chunks` writes without an existence check.
             with index_span("rag.index.write", chunks=len(ready)):
-                kb.collection.add(ids=[ids[n] for n, _ in ready], embeddings=[v for _, v in ready],
-                                  documents=[chunks[n].page_content for n, _ in ready],
-                                  metadatas=[metas[n] for n, _ in ready])
+                add_chunks(kb.collection, [ids[n] for n, _ in ready], [v for _, v in ready],
+                           [chunks[n].page_content for n, _ in ready], [metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
             ready = []
     stale = sorted(existing - set(ids))
-    for begin in range(0, len(stale), _DELETE_BATCH):
-        kb.collection.delete(ids=stale[begin:begin + _DELETE_BATCH])
+    delete_ids(kb.collection, stale, batch=_DELETE_BATCH)
     report.chunks_deleted += len(stale)
     by_doc: dict[str, list[str]] = {}
     for meta, cid in zip(metas, ids, strict=True):
@@ -355,7 +353,7 @@ def _forget_lost_store(kb: KnowledgeStore) -> None:
     if not kb.remote_store:
         return
     records = kb.records.all()
-    if any(r.chunk_ids for r in records.values()) and kb.collection.count() == 0:
+    if any(r.chunk_ids for r in records.values()) and count(kb.collection) == 0:
         logger.warning("knowledge base %r: its records list %d document(s) but collection %r on the server is "
                        "empty: indexing them again", kb.name, len(records), kb.manifest.store.collection)
         kb.records.delete(*records)

@@ -179,6 +179,40 @@ class ChromaChunks:
         return get_documents(self.collection, where=to_chroma_where(flt) if flt else None)
 
 
+def add_chunks(collection: Any, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
+               metadatas: Sequence[dict[str, Any]]) -> None:
+    """Write new chunks (`add`, not `upsert`: the caller knows the ids are not stored, and upsert's per-id
+    existence check grows with the collection)."""
+    collection.add(ids=list(ids), embeddings=list(vectors), documents=list(texts), metadatas=list(metadatas))
+
+
+def delete_ids(collection: Any, ids: Sequence[str], *, batch: int = GET_PAGE) -> None:
+    """Delete records by id, in batches."""
+    ids = list(ids)
+    for start in range(0, len(ids), batch):
+        collection.delete(ids=ids[start:start + batch])
+
+
+def get_metadatas(collection: Any, *, where: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Ids and metadata of the records matching a Chroma `where`, read in pages."""
+    pages = _paged_get(collection, where=where, ids=None, include=["metadatas"])
+    return ([i for page in pages for i in page["ids"]],
+            [dict(m or {}) for page in pages for m in (page["metadatas"] or [])])
+
+
+def update_metadatas(collection: Any, ids: Sequence[str], metadatas: Sequence[dict[str, Any]], *,
+                     batch: int = 1000) -> None:
+    """Replace the metadata of records by id, in batches."""
+    ids, metadatas = list(ids), list(metadatas)
+    for start in range(0, len(ids), batch):
+        collection.update(ids=ids[start:start + batch], metadatas=metadatas[start:start + batch])
+
+
+def count(collection: Any) -> int:
+    """How many records the collection holds."""
+    return int(collection.count())
+
+
 def get_vectors(collection: Any, ids: Sequence[str]) -> dict[str, Any]:
     """Stored embeddings by id (ids not in the collection are absent)."""
     if not ids:
