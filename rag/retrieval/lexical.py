@@ -50,6 +50,7 @@ from rag.base.errors import ConfigError, StoreError
 from rag.base.filters import and_filters, matches_canonical, validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever
 from rag.base.text import tokenize
+from rag.stores.value_index import ValueIndex
 
 __all__ = ["BM25Index", "BM25Retriever"]
 
@@ -86,7 +87,7 @@ class BM25Index:
         self._docs = np.zeros(0, dtype=np.int32)
         self._weights = np.zeros(0, dtype=np.float32)
         self._idf = np.zeros(0, dtype=np.float32)
-        self._value_index: dict[str, dict[Any, np.ndarray]] = {}
+        self._values = ValueIndex(lambda: enumerate(self.metadatas))
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -136,7 +137,7 @@ class BM25Index:
         n = len(token_lists)
         self._idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
         self._vocab = vocab
-        self._value_index = {}
+        self._values.clear()
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -160,7 +161,7 @@ class BM25Index:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         flt = validate_filter(filter)
         scores = self.scores(query)
-        pool = self._prefilter(flt)
+        pool = self._values.candidates(flt)
         candidates = np.flatnonzero(scores > 0) if pool is None else pool[scores[pool] > 0]
         ranked = candidates[np.argsort(-scores[candidates], kind="stable")]
         out = []
@@ -171,37 +172,15 @@ class BM25Index:
                     break
         return out
 
-    def _prefilter(self, flt: dict[str, Any] | None) -> np.ndarray | None:
-        """Positions allowed by an equality / $in clause of the filter, from a per-key value index."""
-        if flt is None:
-            return None
-        for clause in flt["$and"] if "$and" in flt else [flt]:
-            (key, cond), = clause.items()
-            if key.startswith("$") or not set(cond) <= {"$eq", "$in"}:
-                continue
-            values = cond["$in"] if "$in" in cond else [cond["$eq"]]
-            index = self.value_positions(key)
-            parts = [index[v] for v in values if v in index]
-            # in index order whatever the order of the values, so equal scores rank the same way
-            return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-        return None
-
     def value_positions(self, key: str) -> dict[Any, np.ndarray]:
         """Metadata value -> chunk positions having it, for `key` (built once per key, cached)."""
-        if key not in self._value_index:
-            groups: dict[Any, list[int]] = {}
-            for i, md in enumerate(self.metadatas):
-                value = md.get(key)
-                if isinstance(value, str | int | float | bool):
-                    groups.setdefault(value, []).append(i)
-            self._value_index[key] = {v: np.array(ix, dtype=np.int64) for v, ix in groups.items()}
-        return self._value_index[key]
+        return self._values.positions(key)
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Every chunk whose metadata matches the portable filter, in index order."""
         flt = validate_filter(filter)
-        pool = self._prefilter(flt)
-        positions = range(len(self.texts)) if pool is None else np.sort(pool)
+        pool = self._values.candidates(flt)
+        positions = range(len(self.texts)) if pool is None else pool
         return [self.document(int(i)) for i in positions if flt is None or matches_canonical(self.metadatas[i], flt)]
 
     def chunks_of(self, doc_id: Any, start: int, end: int) -> list[Document]:

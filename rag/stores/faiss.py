@@ -36,6 +36,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError
 from rag.base.filters import matches_canonical, validate_filter
+from rag.stores.value_index import ValueIndex
 
 __all__ = ["SEARCH", "FaissSearch", "FaissStore"]
 
@@ -64,7 +65,7 @@ class FaissStore(VectorStore):
         self._rows: dict[int, tuple[str, str, dict[str, Any]]] = {}   # FAISS id -> (id, text, metadata)
         self._by_id: dict[str, int] = {}
         self._next = 0
-        self._values: dict[str, dict[Any, list[int]]] = {}   # key -> value -> rows, built on demand
+        self._values = ValueIndex(lambda: ((row, md) for row, (_, _, md) in self._rows.items()))
 
     @property
     def embeddings(self) -> Embeddings:
@@ -165,35 +166,15 @@ class FaissStore(VectorStore):
         params = None
         allowed = len(self._rows)
         if flt is not None:
-            rows = np.fromiter((row for row in self._candidates(flt) if matches_canonical(self._rows[row][2], flt)),
-                               dtype=np.int64)
+            pool = self._values.candidates(flt)
+            rows = np.fromiter((row for row in (self._rows if pool is None else pool.tolist())
+                                if matches_canonical(self._rows[row][2], flt)), dtype=np.int64)
             if not len(rows):
                 return []
             params, allowed = faiss.SearchParameters(sel=faiss.IDSelectorBatch(rows)), len(rows)
         scores, found = self._index.search(query, min(k, allowed), params=params)
         return [(self._document(int(row)), float(score)) for row, score in zip(found[0], scores[0], strict=True)
                 if row >= 0]
-
-    def _candidates(self, flt: dict[str, Any]) -> Any:
-        """Rows that may match: those of the first top-level equality / $in clause (a value index), else all.
-
-        The index is keyed by Python equality, so `1`, `1.0` and `True` share a bucket: a superset,
-        which `matches_canonical` then narrows to the exact matches.
-        """
-        for clause in flt.get("$and", [flt]):
-            (key, cond), = clause.items()
-            if key.startswith("$") or not set(cond) <= {"$eq", "$in"}:
-                continue
-            index = self._values.get(key)
-            if index is None:
-                index = self._values[key] = {}
-                for row, (_, _, md) in self._rows.items():
-                    value = md.get(key)
-                    if isinstance(value, str | int | float | bool):
-                        index.setdefault(value, []).append(row)
-            values = cond["$in"] if "$in" in cond else [cond["$eq"]]
-            return sorted({row for v in values for row in index.get(v, ())})
-        return self._rows
 
     def similarity_search_with_score(self, query: str, k: int = 4, filter: dict[str, Any] | None = None,
                                      **kwargs: Any) -> list[tuple[Document, float]]:

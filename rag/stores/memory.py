@@ -46,6 +46,7 @@ from pydantic import Field
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever
+from rag.stores.value_index import ValueIndex
 
 __all__ = ["DEFAULT_VIEW", "ExactRetriever", "ExactVectorStore"]
 
@@ -62,7 +63,10 @@ class _Chunks:
     metadatas: list[dict[str, Any]] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)     # view -> (n, d) float32, normalised
-    value_index: dict[str, dict[Any, np.ndarray]] = field(default_factory=dict)
+    value_index: ValueIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.value_index = ValueIndex(lambda: enumerate(self.metadatas))
 
 
 class ExactVectorStore(VectorStore):
@@ -249,32 +253,10 @@ class ExactVectorStore(VectorStore):
         n = len(self._chunks.ids)
         if flt is None:
             return np.arange(n)
-        pool = self._prefilter(flt)
+        pool = self._chunks.value_index.candidates(flt)
         candidates = range(n) if pool is None else pool.tolist()
         metadatas = self._chunks.metadatas
         return np.array([i for i in candidates if matches_canonical(metadatas[i], flt)], dtype=np.int64)
-
-    def _prefilter(self, flt: dict[str, Any]) -> np.ndarray | None:
-        """Positions allowed by the first equality / $in clause, from the value index (None: no such clause)."""
-        for clause in flt.get("$and", [flt]):
-            (key, cond), = clause.items()
-            if key.startswith("$") or not set(cond) <= {"$eq", "$in"}:
-                continue
-            values = cond["$in"] if "$in" in cond else [cond["$eq"]]
-            index = self._value_index(key)
-            parts = [index[v] for v in dict.fromkeys(values) if _hashable(v) and v in index]
-            return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-        return None
-
-    def _value_index(self, key: str) -> dict[Any, np.ndarray]:
-        if key not in self._chunks.value_index:
-            groups: dict[Any, list[int]] = {}
-            for i, md in enumerate(self._chunks.metadatas):
-                value = md.get(key)
-                if isinstance(value, str | int | float | bool):
-                    groups.setdefault(value, []).append(i)
-            self._chunks.value_index[key] = {v: np.array(ix, dtype=np.int64) for v, ix in groups.items()}
-        return self._chunks.value_index[key]
 
 
 class ExactRetriever(PortableRetriever):
@@ -329,7 +311,3 @@ def _normalised(vectors: Any, rows: int, view: str) -> np.ndarray:
         raise ConfigError(f"view {view!r}: expected {rows} vectors, got an array of shape {array.shape}")
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     return array / np.where(norms == 0, 1.0, norms)
-
-
-def _hashable(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool)
