@@ -48,7 +48,7 @@ def _faiss() -> Any:
     try:
         import faiss
     except ImportError as exc:
-        raise MissingDependencyError("FaissStore needs faiss: pip install 'rag-runnables[stores]'") from exc
+        raise MissingDependencyError.for_extra("faiss-cpu", "stores", "FaissStore") from exc
     return faiss
 
 

@@ -58,7 +58,7 @@ def _lancedb() -> Any:
         import lancedb
         import pyarrow
     except ImportError as exc:
-        raise MissingDependencyError("LanceStore needs lancedb: pip install 'rag-runnables[stores]'") from exc
+        raise MissingDependencyError.for_extra(exc.name or "lancedb", "stores", "LanceStore") from exc
     return lancedb, pyarrow
 
 

@@ -154,8 +154,7 @@ def open_store(collection: str, embedding: Any, *, uri: str, token: str | None =
         from langchain_milvus import Milvus
         from pymilvus import MilvusClient
     except ImportError as exc:
-        raise MissingDependencyError("Milvus needs langchain-milvus and milvus-lite: "
-                                     "pip install 'rag-runnables[stores]'") from exc
+        raise MissingDependencyError.for_extra(exc.name or "langchain-milvus", "stores", "Milvus") from exc
     args = {"uri": uri, **({"token": token} if token else {})}
     if not create:
         existing = MilvusClient(**args).list_collections()

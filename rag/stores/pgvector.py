@@ -176,7 +176,7 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
     try:
         from langchain_postgres import PGEngine, PGVectorStore
     except ImportError as exc:
-        raise MissingDependencyError("pgvector needs langchain-postgres: pip install 'rag-runnables[stores]'") from exc
+        raise MissingDependencyError.for_extra("langchain-postgres", "stores", "pgvector") from exc
     engine = PGEngine.from_connection_string(url)
     try:
         if create:

@@ -136,8 +136,7 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
         from langchain_qdrant import QdrantVectorStore
         from qdrant_client import QdrantClient, models
     except ImportError as exc:
-        raise MissingDependencyError("Qdrant needs qdrant-client and langchain-qdrant: "
-                                     "pip install 'rag-runnables[stores]'") from exc
+        raise MissingDependencyError.for_extra(exc.name or "qdrant-client", "stores", "Qdrant") from exc
     if (path is None) == (url is None):
         raise StoreError("qdrant: give a local path (or ':memory:') or a server url, not both nor neither")
     if url is not None:
