@@ -28,7 +28,7 @@ from rag.core.knowledge_base import KnowledgeBase
 from rag.core.resource import Resource
 from rag.core.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData
-from rag.evaluation.financebench_run import DEFAULT_BUDGET, Retrieval
+from rag.evaluation.financebench_run import DEFAULT_BUDGET, Retrieval, ranked_documents
 from rag.indexing.loaders import load_file, path_text
 from rag.retrieval.budget import CharTokenCounter
 
@@ -45,7 +45,6 @@ DESCRIPTIONS = {
     NO_TABLES_NAME: "`default` with PDF pages read as plain text (no table detection): what table chunks add",
 }
 _COLLECTION = "financebench"
-_RANKED = 50
 
 
 class DefaultConfiguration:
@@ -102,9 +101,8 @@ class DefaultConfiguration:
     def retrieve(self, question: str, *, doc_name: str | None) -> Retrieval:
         """Retrieve for `question` as `rag ask` does, from `doc_name`'s filing or from all of them."""
         result = retrieve(question, self.resource, **self.settings(doc_name))
-        stage = next(reversed(result.stages), None)
-        ranked = [] if stage is None else [c.document for c in result.stages[stage]]
-        return Retrieval(ranked=[_named(d) for d in ranked[:_RANKED]], context=[_named(d) for d in result.context],
+        return Retrieval(ranked=[_named(d) for d in ranked_documents(result)],
+                         context=[_named(d) for d in result.context],
                          extras={"timings": result.timings})
 
 

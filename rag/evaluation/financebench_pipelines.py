@@ -26,7 +26,6 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError
-from rag.base.result import RAGResult
 from rag.core.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData, resolve_data_dir
 from rag.evaluation.financebench_corpus import FETCH_K, BenchCorpus
@@ -36,6 +35,7 @@ from rag.evaluation.financebench_run import (
     DEFAULT_BUDGET,
     BenchReport,
     Retrieval,
+    ranked_documents,
     run_benchmark,
 )
 from rag.retrieval.budget import CharTokenCounter
@@ -46,7 +46,6 @@ __all__ = ["CONFIGURATIONS", "LibraryConfiguration", "PipelineSpec", "run_financ
 #: context-hit targets of the full pipeline on the development set (issue 4)
 TARGETS = {"single": 0.95, "shared": 0.85}
 _EXPAND_HITS = 8       # hits widened by neighbour expansion before the budget cuts
-_RANKED = 50           # ranked chunks kept for hit@k and MRR
 
 
 @dataclass(frozen=True)
@@ -165,7 +164,7 @@ class LibraryConfiguration:
     def retrieve(self, question: str, *, doc_name: str | None) -> Retrieval:
         """Rank the chunks of `doc_name` (or of every filing) for `question` and assemble the context."""
         result = retrieve(question, self.resource, **self.settings(doc_name))
-        return Retrieval(ranked=ranked_documents(result)[:_RANKED], context=[self._pages(d) for d in result.context],
+        return Retrieval(ranked=ranked_documents(result), context=[self._pages(d) for d in result.context],
                          extras={"timings": result.timings})
 
     def _pages(self, doc: Document) -> Document:
@@ -177,12 +176,6 @@ class LibraryConfiguration:
         kept = [chunks[i] for i in indices if chunks[i].page_content[:80] in doc.page_content]
         pages = list(dict.fromkeys(c.metadata["page"] for c in kept))
         return Document(page_content=doc.page_content, metadata={**doc.metadata, "pages": pages}, id=doc.id)
-
-
-def ranked_documents(result: RAGResult) -> list[Document]:
-    """The candidates of the last ranking stage (before the context is assembled), best first."""
-    stage = next(reversed(result.stages), None)
-    return [] if stage is None else [c.document for c in result.stages[stage]]
 
 
 def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Path | None = "bench/results/cache",

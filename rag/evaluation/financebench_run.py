@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
+from rag.base.result import RAGResult
 from rag.evaluation.financebench import FinanceBenchData, Question
 from rag.evaluation.metrics import hit_rate, mrr
 
@@ -38,6 +39,7 @@ __all__ = [
     "cap_context",
     "document_pages",
     "estimate_tokens",
+    "ranked_documents",
     "run_benchmark",
     "score_question",
 ]
@@ -45,6 +47,8 @@ __all__ = [
 #: single: search only the question's filing (a doc_name filter); shared: all filings, no filter.
 SETTINGS = ("single", "shared")
 DEFAULT_BUDGET = 4000
+#: ranked chunks kept per question for hit@k and MRR
+RANKED = 50
 
 
 def estimate_tokens(text: str) -> int:
@@ -75,6 +79,12 @@ class Configuration(Protocol):
     def retrieve(self, question: str, *, doc_name: str | None) -> Retrieval:
         """Retrieve for `question`, from the filing `doc_name` only, or from all filings when None."""
         ...
+
+
+def ranked_documents(result: RAGResult, *, limit: int = RANKED) -> list[Document]:
+    """The first `limit` candidates of `rag.retrieve`'s last ranking stage (before the context is assembled), best first."""
+    stage = next(reversed(result.stages), None)
+    return [] if stage is None else [c.document for c in result.stages[stage][:limit]]
 
 
 def document_pages(doc: Document) -> set[tuple[str, int]]:
