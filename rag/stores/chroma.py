@@ -145,7 +145,7 @@ def _paged_get(collection: Any, *, where: dict[str, Any] | None, ids: Sequence[s
     if ids is not None:
         ids = list(ids)
         return [collection.get(ids=ids[i:i + GET_PAGE], where=where or None, include=include)
-                for i in range(0, len(ids), GET_PAGE)] or [{"ids": [], "documents": [], "metadatas": []}]
+                for i in range(0, len(ids), GET_PAGE)]
     pages, offset = [], 0
     while True:
         page = collection.get(where=where or None, limit=GET_PAGE, offset=offset, include=include)
