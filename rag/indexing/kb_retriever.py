@@ -1,6 +1,7 @@
-"""`KnowledgeBaseRetriever`: dense search over a knowledge base's Chroma collection.
+"""`KnowledgeBaseRetriever`: dense search over a knowledge base's chunk store.
 
-It applies `k`, the portable `filter` (translated with `rag.base.filters.to_chroma_where`) and
+The store is a `rag.stores.chunk_store.ChunkStore` (a Chroma collection, or another backend that
+translates the portable filter natively). The retriever applies `k`, the portable `filter` and
 `score_threshold` itself, so `Resource` passes them through (`accepts_portable_filter`).
 Each returned chunk has its store id as `Document.id` and its cosine similarity as
 `metadata["score"]`.
@@ -20,25 +21,26 @@ from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
 from rag.base.errors import ConfigError
-from rag.base.filters import to_chroma_where, validate_filter
+from rag.base.filters import validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever
-from rag.stores.chroma import ChromaChunks, count, query_collection
+from rag.stores.chunk_store import ChunkStore
 
 __all__ = ["KnowledgeBaseRetriever"]
 
 
 class KnowledgeBaseRetriever(PortableRetriever):
-    """Nearest chunks of a Chroma collection by cosine similarity of the query embedding.
+    """Nearest chunks of a knowledge base's store by cosine similarity of the query embedding.
 
     Attributes:
-        collection: the `chromadb` collection (cosine space).
+        chunks: the knowledge base's `ChunkStore` (a Chroma collection in cosine space, or another
+            backend of `rag.stores.chunk_store`).
         embedding: embeds the query (the knowledge base's model).
         k: how many chunks to return.
         filter: a default portable filter (per-call `filter=` wins).
         score_threshold: drop chunks with a lower cosine similarity.
     """
 
-    collection: Any
+    chunks: Any
     embedding: Embeddings
     k: int = Field(default=4, ge=1)
     filter: dict[str, Any] | None = None
@@ -46,8 +48,9 @@ class KnowledgeBaseRetriever(PortableRetriever):
 
     @property
     def chunk_source(self) -> ChunkSource | None:
-        """The knowledge base's collection, read by filter."""
-        return ChromaChunks(self.collection)
+        """The knowledge base's chunk store, read by filter."""
+        store: ChunkStore = self.chunks
+        return store
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: dict[str, Any] | None = None,
@@ -60,14 +63,13 @@ class KnowledgeBaseRetriever(PortableRetriever):
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         flt = validate_filter(filter if filter is not None else self.filter)
         threshold = score_threshold if score_threshold is not None else self.score_threshold
-        total = count(self.collection)
+        total = self.chunks.count()
         if total == 0:
             return []
-        hits = query_collection(self.collection, self.embedding.embed_query(query), k=min(k, total),
-                                where=to_chroma_where(flt) if flt else None)
+        hits = self.chunks.search(self.embedding.embed_query(query), k=min(k, total), filter=flt)
         docs = []
-        for doc, distance in hits:  # fresh documents from this call: annotate in place
-            doc.metadata["score"] = 1.0 - distance
+        for doc, similarity in hits:  # fresh documents from this call: annotate in place
+            doc.metadata["score"] = similarity
             if threshold is None or doc.metadata["score"] >= threshold:
                 docs.append(doc)
         return docs

@@ -49,7 +49,6 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, RagError, StoreError
-from rag.base.filters import to_chroma_where, validate_filter
 from rag.base.tracing import index_span
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
@@ -58,6 +57,9 @@ from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.indexing.loaders import path_text
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import (
+    DEFAULT_DIRECTORY,
+    list_knowledge_bases,
+    missing_knowledge_base,
     EmbeddingInfo,
     Manifest,
     StoreInfo,
@@ -71,34 +73,14 @@ from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import collection_name, count, delete_ids, get_documents, get_ids, open_client, open_collection
+from rag.stores.chroma import collection_name, open_client, open_collection
+from rag.stores.chunk_store import ChromaChunkStore, ChunkStore, VectorStoreChunks
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DIRECTORY = ".rag"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_COMPARED = {"chunking": ("chunk_size", "chunk_overlap", "headers", "max_chars"), "autocontext": ("enabled", "max_header_tokens")}
-
-
-def list_knowledge_bases(directory: str | Path = DEFAULT_DIRECTORY) -> list[str]:
-    """Names of the knowledge bases in `directory`.
-
-    Example:
-        >>> list_knowledge_bases("/nonexistent")
-        []
-    """
-    root = Path(directory) / "kb"
-    return sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
-
-
-def _missing(name: str, directory: Path) -> StoreError:
-    names = list_knowledge_bases(directory)
-    where = f"in {directory}" if directory.is_dir() else f"at {directory} (no such directory)"
-    return StoreError(f"no knowledge base {name!r} {where}; existing: {', '.join(names) or '(none)'}. Check the "
-                      "name and directory, or create it by indexing: rag index PATH --collection NAME --store DIR "
-                      "(or kb.add_documents(...))")
 
 
 class KnowledgeStore:
@@ -121,6 +103,11 @@ class KnowledgeStore:
         client: the chromadb client holding the collection (default: a persistent client on
             `directory`; `rag.stores.chroma.http_client(...)` for a Chroma server). The manifest,
             records and lock always live in `directory`.
+        store: keep the chunks in another vector store instead of Chroma: one that
+            `rag.stores.native` searches natively (`rag.stores.pgvector.open_store(...)`, a
+            `QdrantVectorStore`, `Milvus`, `LanceStore`, `FaissStore.open(...)`,
+            `InMemoryVectorStore`); the manifest records its backend, and the knowledge base must be
+            opened with a store of that backend again (docs/stores.md, support matrix).
 
     Construction writes nothing: the first write creates the knowledge base, and reading one
     that was never written raises `StoreError` listing the existing ones.
@@ -135,11 +122,16 @@ class KnowledgeStore:
     def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *, embedding: Embeddings | None = None,
                  chunker: TokenChunker | PassthroughChunker | None = None, autocontext: AutoContext | None = None,
                  tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
-                 client: Any = None) -> None:
+                 client: Any = None, store: Any = None) -> None:
+        if client is not None and store is not None:
+            raise ConfigError("give a Chroma client or another vector store (store=...), not both")
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigError(f"knowledge base name {name!r} is not valid: use 1-63 letters, digits, '.', '_' "
                               "or '-', starting with a letter or digit")
         self.name = name
+        self._chunks: ChunkStore | None = None
+        if store is not None:
+            self._chunks = VectorStoreChunks(store, all_ids=self._stored_ids)
         if directory is None:  # in memory: a private temporary directory, removed when the process exits
             directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
             atexit.register(shutil.rmtree, directory, True)
@@ -150,7 +142,7 @@ class KnowledgeStore:
         refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
         existing = Manifest.load(self.manifest_path) if self.manifest_path.exists() else None
         if existing is not None:
-            self._check_owner(existing)
+            existing.check_owner(self.name, self.backend, collection_name(name), self.manifest_path, self.home)
         if embedding is None:
             embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
 
@@ -165,8 +157,8 @@ class KnowledgeStore:
                                            else AutoContext())
         self.tagger = tagger
         if existing:
-            self._check_same(existing, "chunking", self.chunker.settings())
-            self._check_same(existing, "autocontext", self.autocontext.settings())
+            existing.check_same(name, "chunking", self.chunker.settings())
+            existing.check_same(name, "autocontext", self.autocontext.settings())
             if tagger is None and existing.tagger:
                 self.tagger = KeywordTagger(**{k: v for k, v in existing.tagger.items() if k != "type"})
         self.embedding_model = embedding
@@ -176,14 +168,16 @@ class KnowledgeStore:
         self.manifest = existing or Manifest(
             name=name, description=description, embedding=EmbeddingInfo(id=model_id),
             chunking=self.chunker.settings(), autocontext=self.autocontext.settings(),
-            tagger=tagger.settings() if tagger is not None else None, store=StoreInfo(collection=collection_name(name)))
+            tagger=tagger.settings() if tagger is not None else None,
+            store=StoreInfo(type=self.backend, collection=collection_name(name)))
         if existing is not None and description and description != existing.description:
             self.manifest.description = description
             self.manifest.save(self.manifest_path)
         self._records: RecordStore | None = None
         self._client = client
-        #: the chunks live apart from the records (a Chroma server): `sync` checks that they are still there
-        self.remote_store = client is not None
+        #: the chunks live apart from the records (a Chroma server, another store): `sync` checks that
+        #: they are still there
+        self.remote_store = client is not None or store is not None
         self._collection: Any = None
 
     @property
@@ -204,36 +198,22 @@ class KnowledgeStore:
         """The document records (`RecordStore`), opened on first use; `StoreError` if never created."""
         if self._records is None:
             if not self.exists:
-                raise _missing(self.name, self.directory)
+                raise missing_knowledge_base(self.name, self.directory)
             self._records = RecordStore(self.home / "records.sqlite")
         return self._records
 
-    def _check_owner(self, manifest: Manifest) -> None:
-        """A manifest must describe this knowledge base: never redirect to another one's data."""
-        expected = collection_name(self.name)
-        problems = [f"{what} {got!r} (expected {want!r})" for what, got, want in (
-            ("name", manifest.name, self.name), ("store.collection", manifest.store.collection, expected),
-            ("store.type", manifest.store.type, "chroma"), ("store.space", manifest.store.space, "cosine"))
-            if got != want]
-        if problems:
-            raise StoreError(f"the manifest {self.manifest_path} names {', '.join(problems)}: it was edited or "
-                             f"copied from another knowledge base, and rag will not read another knowledge base's "
-                             f"data through it. Restore those values, or delete {self.home} and index again")
+    @property
+    def backend(self) -> str:
+        """Where the chunks are kept: "chroma", or the backend of the `store` given (e.g. "pgvector")."""
+        return "chroma" if self._chunks is None else self._chunks.backend
 
     @classmethod
     def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeStore:
         """Open an existing knowledge base; `StoreError` listing the existing ones if it does not exist."""
         if not isinstance(name, str) or not _NAME.match(name) or \
                 not (Path(directory) / "kb" / name / "manifest.json").exists():
-            raise _missing(str(name), Path(directory))
+            raise missing_knowledge_base(str(name), Path(directory))
         return cls(name, directory, **kwargs)
-
-    def _check_same(self, existing: Manifest, part: str, settings: dict[str, Any]) -> None:
-        recorded = getattr(existing, part)
-        for key in ("type", *_COMPARED[part]):
-            if key in recorded and recorded[key] != settings.get(key):
-                raise ConfigError(f"knowledge base {self.name!r} was built with {part} {key}={recorded[key]!r}, "
-                                  f"got {settings.get(key)!r}; use the recorded settings or a new knowledge base")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {str(self.directory)!r})"
@@ -248,18 +228,34 @@ class KnowledgeStore:
 
     @property
     def collection(self) -> Any:
-        """The Chroma collection (cosine space), opened on first use."""
+        """The Chroma collection (cosine space), opened on first use (`StoreError` on another backend)."""
+        if self._chunks is not None and self._collection is None and self.backend != "chroma":
+            raise StoreError(f"knowledge base {self.name!r} keeps its chunks in {self.backend}, not in a Chroma "
+                             "collection; use kb.chunks")
         if self._collection is None:
             if not self.exists:
-                raise _missing(self.name, self.directory)
+                raise missing_knowledge_base(self.name, self.directory)
             refuse_symlinks([self.directory / name for name in ("chroma.sqlite3", "chroma.sqlite3-wal",
                                                                    "chroma.sqlite3-shm", "chroma.sqlite3-journal")])
             self._collection = open_collection(self.client, self.manifest.store.collection)
         return self._collection
 
+    @property
+    def chunks(self) -> ChunkStore:
+        """The store of the chunks (`rag.stores.chunk_store`): the Chroma collection, or the `store` given."""
+        if self._chunks is None:
+            self._chunks = ChromaChunkStore(self.collection, client=self.client)
+        elif not self.exists:
+            raise missing_knowledge_base(self.name, self.directory)
+        return self._chunks
+
+    def _stored_ids(self) -> list[str]:
+        """The chunk ids the records list (every chunk a finished write stored)."""
+        return [cid for rec in self.records.all().values() for cid in rec.chunk_ids]
+
     def count(self) -> int:
         """Number of chunks in the store."""
-        return count(self.collection)
+        return self.chunks.count()
 
     def record_dimension(self, dimension: int) -> None:
         """Record the embedding dimension on first write; a mismatch is a `ConfigError`."""
@@ -351,8 +347,8 @@ class KnowledgeStore:
             rec.state = "deleting"
         self.records.put_many(records)
         doc_ids = [r.doc_id for r in records]
-        ids = get_ids(self.collection, where={"doc_id": {"$in": doc_ids}})
-        delete_ids(self.collection, ids)
+        ids = self.chunks.get_ids({"doc_id": {"$in": doc_ids}})
+        self.chunks.delete(ids)
         self.records.delete(*(r.source for r in records))
         return len(ids)
 
@@ -370,8 +366,7 @@ class KnowledgeStore:
         Example:
             >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
         """
-        flt = validate_filter(filter)
-        return get_documents(self.collection, where=to_chroma_where(flt) if flt else None)
+        return self.chunks.get_documents(filter)
 
     def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
         """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""
@@ -386,7 +381,7 @@ class KnowledgeStore:
                      score_threshold: float | None = None) -> Any:
         """A `KnowledgeBaseRetriever` (takes `k` and portable `filter` per call)."""
 
-        return KnowledgeBaseRetriever(collection=self.collection, embedding=self.embedding, k=k, filter=filter,
+        return KnowledgeBaseRetriever(chunks=self.chunks, embedding=self.embedding, k=k, filter=filter,
                                       score_threshold=score_threshold)
 
     def close(self) -> None:

@@ -41,7 +41,7 @@ from rag.models.embeddings import (
     minilm_precision,
 )
 
-__all__ = ["MANIFEST_VERSION", "MAX_DIMENSION", "EmbeddingInfo", "Manifest", "StoreInfo", "autocontext_kwargs", "chunker_from",
+__all__ = ["DEFAULT_DIRECTORY", "MANIFEST_VERSION", "MAX_DIMENSION", "STORE_TYPES", "list_knowledge_bases", "missing_knowledge_base", "EmbeddingInfo", "Manifest", "StoreInfo", "autocontext_kwargs", "chunker_from",
            "embedding_from_id"]
 
 logger = logging.getLogger(__name__)
@@ -67,8 +67,37 @@ class EmbeddingInfo(BaseModel):
         return value
 
 
+#: where knowledge bases are kept unless a directory is given
+DEFAULT_DIRECTORY = ".rag"
+#: where a knowledge base can keep its chunks (`rag.stores.chunk_store`)
+STORE_TYPES = ("chroma", "pgvector", "qdrant", "milvus", "lancedb", "faiss", "inmemory")
+#: the settings of a part that must match the manifest when a knowledge base is reopened
+_COMPARED = {"chunking": ("chunk_size", "chunk_overlap", "headers", "max_chars"),
+             "autocontext": ("enabled", "max_header_tokens")}
+
+
+def list_knowledge_bases(directory: str | Path = DEFAULT_DIRECTORY) -> list[str]:
+    """Names of the knowledge bases in `directory`.
+
+    Example:
+        >>> list_knowledge_bases("/nonexistent")
+        []
+    """
+    root = Path(directory) / "kb"
+    return sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
+
+
+def missing_knowledge_base(name: str, directory: Path) -> StoreError:
+    """The error for opening a knowledge base that `directory` does not hold (lists those it holds)."""
+    names = list_knowledge_bases(directory)
+    where = f"in {directory}" if directory.is_dir() else f"at {directory} (no such directory)"
+    return StoreError(f"no knowledge base {name!r} {where}; existing: {', '.join(names) or '(none)'}. Check the "
+                      "name and directory, or create it by indexing: rag index PATH --collection NAME --store DIR "
+                      "(or kb.add_documents(...))")
+
+
 class StoreInfo(BaseModel):
-    """Where the chunks live: a Chroma collection in cosine space in the KB directory."""
+    """Where the chunks live: a Chroma collection in cosine space (or another backend, `type`)."""
 
     model_config = ConfigDict(extra="forbid")
     type: str = "chroma"
@@ -109,6 +138,37 @@ class Manifest(BaseModel):
             raise ConfigError(f"{path} has format_version {manifest.format_version}; this rag reads up to "
                               f"{MANIFEST_VERSION}: upgrade rag")
         return manifest
+
+    def check_owner(self, name: str, backend: str, collection: str, path: Path, home: Path) -> None:
+        """This manifest must describe knowledge base `name` on `backend`: never redirect to another one's data.
+
+        Raises:
+            StoreError: it names another knowledge base, collection, space or an unknown store type
+                (edited or copied).
+            ConfigError: it was built on another backend than the one it is opened with.
+        """
+        problems = [f"{what} {got!r} (expected {want!r})" for what, got, want in (
+            ("name", self.name, name), ("store.collection", self.store.collection, collection),
+            ("store.space", self.store.space, "cosine")) if got != want]
+        if self.store.type not in STORE_TYPES:
+            problems.append(f"store.type {self.store.type!r} (one of {', '.join(STORE_TYPES)})")
+        if problems:
+            raise StoreError(f"the manifest {path} names {', '.join(problems)}: it was edited or copied from "
+                             "another knowledge base, and rag will not read another knowledge base's data "
+                             f"through it. Restore those values, or delete {home} and index again")
+        if self.store.type != backend:
+            how = ("without store= (its chunks are in the Chroma store of its directory)" if self.store.type == "chroma"
+                   else f"store= a {self.store.type} store (see docs/stores.md)")
+            raise ConfigError(f"knowledge base {name!r} keeps its chunks in {self.store.type}, not {backend}: "
+                              f"open it {how}")
+
+    def check_same(self, name: str, part: str, settings: dict[str, Any]) -> None:
+        """`ConfigError` when `settings` of `part` ("chunking", "autocontext") differ from the recorded ones."""
+        recorded = getattr(self, part)
+        for key in ("type", *_COMPARED[part]):
+            if key in recorded and recorded[key] != settings.get(key):
+                raise ConfigError(f"knowledge base {name!r} was built with {part} {key}={recorded[key]!r}, "
+                                  f"got {settings.get(key)!r}; use the recorded settings or a new knowledge base")
 
     def save(self, path: Path) -> None:
         """Write atomically (a temporary file renamed over the old one; symlinks are not followed)."""

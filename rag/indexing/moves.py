@@ -25,14 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.indexing.records import DocumentRecord
-from rag.stores.chroma import get_metadatas, update_metadatas
 
 if TYPE_CHECKING:
     from rag.indexing.knowledge_base import KnowledgeStore
 
 __all__ = ["move_document", "moved_candidates"]
 
-_UPDATE_BATCH = 5000
 
 
 def moved_candidates(records: dict[str, DocumentRecord]) -> dict[str, DocumentRecord]:
@@ -68,7 +66,8 @@ def move_document(kb: KnowledgeStore, old: DocumentRecord, new_key: str, display
     Returns:
         The new record.
     """
-    ids, metas = get_metadatas(kb.collection, where={"doc_id": old.doc_id})
+    chunks = kb.chunks   # a store that can update metadata in place (`can_update`)
+    ids, metas = chunks.get_metadatas({"doc_id": old.doc_id})
     new_stem = Path(display).stem
     updated = []
     for meta in metas:
@@ -78,7 +77,7 @@ def move_document(kb: KnowledgeStore, old: DocumentRecord, new_key: str, display
             meta["title"] = new_stem  # the title was the file name: follow the rename
         meta["source"] = display
         updated.append(meta)
-    update_metadatas(kb.collection, ids, updated, batch=_UPDATE_BATCH)
+    chunks.update_metadatas(ids, updated)
     title = old.title
     if updated and old.title == Path(str(metas[0].get("source", ""))).stem:
         title = new_stem

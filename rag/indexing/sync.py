@@ -53,7 +53,6 @@ from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.indexing.writer import Writer
-from rag.stores.chroma import add_chunks, count, delete_ids, get_ids
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +67,6 @@ _GROUP_CHARS = 4_000_000  # text per processing group (~5,000 chunks): bounded m
 _GROUP_DOCS = 5000
 _EMBED_BATCH = 512  # chunks per embedding call (and progress event)
 _WRITE_BATCH = 5000  # chunks per Chroma add (Chroma 1.5 accepts up to ~5.4k)
-_DELETE_BATCH = 5000
 
 
 @dataclass
@@ -135,7 +133,7 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
     report = IndexReport()
     _recover(kb)
     records = kb.records.all()
-    moves = moved_candidates(records)
+    moves = moved_candidates(records) if kb.chunks.can_update else {}   # else a moved file is indexed anew
     files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
                                      report=report)
     emit("files_total", len(files) + len(grouped))
@@ -297,7 +295,7 @@ def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: C
     # Chunks are written only after their document's record is marked pending, so a document without a
     # record has nothing in the store: skip the metadata query (costly for large groups) for those.
     doc_ids = [i.doc_id for i in items if i.known]
-    existing = set(get_ids(kb.collection, where={"doc_id": {"$in": doc_ids}})) if doc_ids else set()
+    existing = set(kb.chunks.get_ids({"doc_id": {"$in": doc_ids}})) if doc_ids else set()
     todo = [n for n, cid in enumerate(ids) if cid not in existing]
     ready: list[tuple[int, list[float]]] = []
     for begin in range(0, len(todo), _EMBED_BATCH):
@@ -315,14 +313,14 @@ def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: C
         # Chroma's cost per call is high: write in large batches.
         if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
             # `todo` holds only ids the store does not have (known documents were looked up above, new ones
-            # have nothing stored), so `add_chunks` writes without an existence check.
+            # have nothing stored), so `add` writes without an existence check.
             with index_span("rag.index.write", chunks=len(ready)):
-                add_chunks(kb.collection, [ids[n] for n, _ in ready], [v for _, v in ready],
-                           [chunks[n].page_content for n, _ in ready], [metas[n] for n, _ in ready])
+                kb.chunks.add([ids[n] for n, _ in ready], [v for _, v in ready],
+                              [chunks[n].page_content for n, _ in ready], [metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
             ready = []
     stale = sorted(existing - set(ids))
-    delete_ids(kb.collection, stale, batch=_DELETE_BATCH)
+    kb.chunks.delete(stale)
     report.chunks_deleted += len(stale)
     by_doc: dict[str, list[str]] = {}
     for meta, cid in zip(metas, ids, strict=True):
@@ -353,9 +351,9 @@ def _forget_lost_store(kb: KnowledgeStore) -> None:
     if not kb.remote_store:
         return
     records = kb.records.all()
-    if any(r.chunk_ids for r in records.values()) and count(kb.collection) == 0:
-        logger.warning("knowledge base %r: its records list %d document(s) but collection %r on the server is "
-                       "empty: indexing them again", kb.name, len(records), kb.manifest.store.collection)
+    if any(r.chunk_ids for r in records.values()) and kb.chunks.count() == 0:
+        logger.warning("knowledge base %r: its records list %d document(s) but its %s store is empty: indexing "
+                       "them again", kb.name, len(records), kb.backend)
         kb.records.delete(*records)
 
 

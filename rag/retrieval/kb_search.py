@@ -47,7 +47,6 @@ from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.routing import DocumentRouter, RoutedRetriever
 from rag.retrieval.sections import SectionRetriever, SectionRouter
-from rag.stores.chroma import new_chroma
 
 __all__ = ["ROUTING_MIN_DOCUMENTS", "SEARCH_MODES", "SearchMode", "document_router", "knowledge_base_retriever"]
 
@@ -138,6 +137,6 @@ def _base_retriever(kb: KnowledgeStore, search: str, *, k: int, fusion: str, wei
         return kb.as_retriever(k=k)
     if search == "bm25":
         return BM25Retriever(index=bm25, k=k)
-    store = new_chroma(kb.manifest.store.collection, kb.embedding, client=kb.client)
+    store = kb.chunks.vectorstore(kb.embedding)
     return HybridRetriever(vectorstore=store, bm25=bm25, k=k, fusion=fusion, weights=weights,
                            fetch_k=max(fetch_k, k), rrf_k=rrf_k)

@@ -61,6 +61,8 @@ class FaissStore(VectorStore):
 
     def __init__(self, embedding: Embeddings) -> None:
         self._embedding = embedding
+        #: where `open` read it from (a knowledge base saves it there after each write); None: in memory
+        self.directory: Path | None = None
         self._index: Any = None          # created on the first add, when the dimension is known
         self._rows: dict[int, tuple[str, str, dict[str, Any]]] = {}   # FAISS id -> (id, text, metadata)
         self._by_id: dict[str, int] = {}
@@ -209,6 +211,14 @@ class FaissStore(VectorStore):
                            [(row, id_, text, json.dumps(md)) for row, (id_, text, md) in self._rows.items()])
         db.close()
         os.replace(tmp, path / _DOCS_FILE)
+
+    @classmethod
+    def open(cls, directory: str | Path, embedding: Embeddings) -> FaissStore:
+        """The store saved in `directory`, or an empty one to be saved there; `directory` is remembered."""
+        path = Path(directory)
+        store = cls.load(path, embedding) if (path / _DOCS_FILE).is_file() else cls(embedding)
+        store.directory = path
+        return store
 
     @classmethod
     def load(cls, directory: str | Path, embedding: Embeddings) -> FaissStore:

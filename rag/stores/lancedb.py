@@ -150,20 +150,33 @@ class LanceStore(VectorStore):
                   ids: list[str] | None = None, **kwargs: Any) -> list[str]:
         """Embed and add texts; an id already stored is replaced."""
         texts = list(texts)
+        return self.add_embeddings(texts, self._embedding.embed_documents(texts) if texts else [],
+                                   metadatas=metadatas, ids=ids)
+
+    def add_embeddings(self, texts: Sequence[str], vectors: Sequence[Sequence[float]], *,
+                       metadatas: Sequence[dict] | None = None, ids: Sequence[str] | None = None) -> list[str]:
+        """Add chunks whose vectors were computed elsewhere; an id already stored is replaced."""
+        texts = list(texts)
         ids = [str(i) for i in ids] if ids is not None else [uuid.uuid4().hex for _ in texts]
         metadatas = [dict(m or {}) for m in metadatas] if metadatas is not None else [{} for _ in texts]
-        if not len(ids) == len(metadatas) == len(texts):
-            raise ConfigError(f"{len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids: give one each")
+        vectors = list(vectors)
+        if not len(ids) == len(metadatas) == len(texts) == len(vectors):
+            raise ConfigError(f"{len(texts)} texts, {len(vectors)} vectors, {len(metadatas)} metadatas and "
+                              f"{len(ids)} ids: give one each")
         if not texts:
             return []
-        vectors = self._embedding.embed_documents(texts)
         rows = []
         for id_, text, vector, md in zip(ids, texts, vectors, metadatas, strict=True):
             row = {"id": id_, "text": text, "vector": [float(x) for x in vector], "metadata": json.dumps(md)}
             row.update({column(key, _kind(v)): v for key, v in md.items() if _kind(v) is not None})
             rows.append(row)
-        self._write(rows, len(vectors[0]))
+        self._write(rows, len(rows[0]["vector"]))
         return ids
+
+    def count(self) -> int:
+        """How many chunks the table holds (0 before the first add)."""
+        table = self.table()
+        return 0 if table is None else int(table.count_rows())
 
     def _write(self, rows: list[dict[str, Any]], dimension: int) -> None:
         lancedb, pa = _lancedb()

@@ -112,6 +112,8 @@ class MilvusSearch:
     """`NativeSearch` for `langchain_milvus.Milvus` (one dense vector field)."""
 
     backend = BACKEND
+    #: Milvus returns at most this many hits per search (its `topk` limit)
+    max_k = 16_384
 
     def search(self, store: Any, vector: list[float], *, k: int,
                flt: dict[str, Any] | None) -> list[tuple[Document, float]]:

@@ -39,7 +39,7 @@ from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "PGVectorSearch", "open_store", "where_clause"]
+__all__ = ["SEARCH", "PGVectorSearch", "count_rows", "open_store", "where_clause"]
 
 BACKEND = "pgvector"
 _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -163,6 +163,13 @@ class PGVectorSearch:
 
 
 SEARCH = PGVectorSearch()
+
+
+def count_rows(store: Any) -> int:
+    """How many rows the store's table holds."""
+    vs = _inner(store)
+    sql = f"SELECT count(*) AS n FROM {_ident(vs.schema_name)}.{_ident(vs.table_name)}"
+    return int(store._engine._run_as_sync(_rows(vs, sql, {}))[0]["n"])
 
 
 def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", create: bool = False) -> Any:

