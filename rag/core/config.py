@@ -41,6 +41,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, short_repr
 from rag.base.tracing import enable_tracing
+from rag.core.config_knowledge_base import KnowledgeBaseResourceConfig
 from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
 from rag.core.config_models import (
     EmbeddingConfig,
@@ -55,7 +56,6 @@ from rag.core.config_models import (
 from rag.core.config_resources import (
     ChromaResourceConfig,
     ChromaServerResourceConfig,
-    KnowledgeBaseResourceConfig,
 )
 from rag.core.config_retrieval import RetrievalConfig
 from rag.core.config_stores import (

@@ -46,7 +46,6 @@ __all__ = [
     "ChromaServerResourceConfig",
     "HybridSearchSettings",
     "IndexConfig",
-    "KnowledgeBaseResourceConfig",
     "ResourceBase",
     "SectionSettings",
     "kb_embedding",
@@ -234,63 +233,3 @@ class SectionSettings(StrictModel):
     top_n: int = Field(default=2, ge=1)
     prefix: int = Field(default=5, ge=0)
     detect: bool | Literal["auto"] = "auto"
-
-
-class KnowledgeBaseResourceConfig(ResourceBase):
-    """A persistent `KnowledgeBase` (manifest, incremental sync, AutoContext) in `path`.
-
-    With an `index:` block the knowledge base is synced from those files on every build:
-    unchanged files cost a hash check, changed ones are re-indexed, deleted ones removed.
-    `autocontext` and `chunk_size` (MiniLM word pieces) apply to a new knowledge base; an
-    existing one keeps the settings in its manifest (a different value is an error). A `hybrid:`
-    block (``hybrid: {}`` for the defaults) searches dense + BM25 fused; the BM25 index is built
-    from the stored chunks at every build, so it always matches the synced knowledge base. A
-    `sections:` block (``sections: {}``) promotes the sections a question names into the results.
-    """
-
-    kind: Literal["knowledge_base"]
-    path: str = ".rag"
-    knowledge_base: str | None = None
-    index: IndexConfig | None = None
-    create: bool = False
-    autocontext: bool | None = None
-    chunk_size: int | None = Field(default=None, ge=8, le=254)
-    search: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    routing: Literal["auto", "on", "off"] = "auto"
-
-    @field_validator("routing", mode="before")
-    @classmethod
-    def _yaml_booleans(cls, value: Any) -> Any:
-        # YAML reads a bare on / off as a boolean
-        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
-    hybrid: HybridSearchSettings | None = None
-    sections: SectionSettings | None = None
-
-    @field_validator("index")
-    @classmethod
-    def _one_chunk_size(cls, index: IndexConfig | None) -> IndexConfig | None:
-        if index is not None and index.chunk_size is not None:
-            raise ValueError("a knowledge base sets chunk_size (in word pieces) on the resource, not under index")
-        return index
-
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        name = self.knowledge_base or self.name
-        kwargs: dict[str, Any] = {"embedding": kb_embedding(embedding), "description": self.description}
-        if self.autocontext is not None:
-            kwargs["autocontext"] = AutoContext(enabled=self.autocontext)
-        if self.chunk_size is not None:
-            kwargs["chunker"] = TokenChunker.sized(self.chunk_size)
-        if self.index is None and not self.create:
-            kb = KnowledgeBase.open(name, store_path(self.path), **kwargs)
-        else:
-            kb = KnowledgeBase(name, store_path(self.path), **kwargs)
-            if self.index is None:
-                kb.create()  # `create: true`: an empty knowledge base (opening alone never creates)
-        if self.index is not None:
-            sync_files(kb, self.index, resource=self.name)
-        hybrid = None if self.hybrid is None else {**self.hybrid.fusion_settings(),
-                                                    "bm25_settings": self.hybrid.bm25.model_dump()}
-        sections = self.sections.model_dump() if self.sections is not None else None
-        return kb.as_resource(name=self.name, search=self.search, routing=self.routing,
-                              search_kwargs=self.merged_search_kwargs(default_search_kwargs),
-                              description=self.description or None, hybrid=hybrid, sections=sections)

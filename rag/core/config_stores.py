@@ -4,8 +4,8 @@ Each opens an existing store through its `rag.stores` module and wraps it with
 `Resource.from_vectorstore`, so the portable filter is translated natively (docs/stores.md).
 Connection strings and keys are given by environment-variable NAME (`url_env`, `uri_env`,
 `api_key_env`, `token_env`), never by value; embedded stores take a `path` instead. `create: true`
-makes an empty store when it is missing; filling it is up to you (knowledge bases, `index:`
-blocks, stay on Chroma for now).
+makes an empty store when it is missing; filling it is up to you, or to a knowledge base that
+keeps its chunks there (`kind: knowledge_base` with a `store:` block, `rag.core.config_knowledge_base`).
 
     resources:
       - {name: docs, kind: pgvector, url_env: RAG_PG_URL, table: docs}
@@ -35,7 +35,7 @@ from rag.stores import milvus, pgvector, qdrant
 from rag.stores.faiss import FaissStore
 from rag.stores.lancedb import LanceStore
 
-__all__ = ["FaissResourceConfig", "LanceDBResourceConfig", "MilvusResourceConfig", "PGVectorResourceConfig",
+__all__ = ["STORE_KINDS", "FaissResourceConfig", "LanceDBResourceConfig", "MilvusResourceConfig", "PGVectorResourceConfig",
            "QdrantResourceConfig"]
 
 
@@ -54,8 +54,12 @@ class _StoreBase(ResourceBase):
     def _check_env_names(cls, value: str | None) -> str | None:
         return check_env_name(value)
 
-    def _wrap(self, store: Any, defaults: dict[str, Any]) -> Resource:
-        return Resource.from_vectorstore(self.name, store, self.merged_search_kwargs(defaults),
+    def open(self, embedding: Any) -> Any:
+        """The vector store this entry names (`create: true`: made empty when missing)."""
+        raise NotImplementedError
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        return Resource.from_vectorstore(self.name, self.open(embedding), self.merged_search_kwargs(default_search_kwargs),
                                          description=self.description)
 
 
@@ -83,10 +87,9 @@ class PGVectorResourceConfig(_StoreBase):
     schema_name: str = "public"
 
 
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+    def open(self, embedding: Any) -> Any:
         url = _env(self.url_env, self.name, "PostgreSQL URL")
-        store = pgvector.open_store(url, self.table or self.name, embedding, schema=self.schema_name, create=self.create)
-        return self._wrap(store, default_search_kwargs)
+        return pgvector.open_store(url, self.table or self.name, embedding, schema=self.schema_name, create=self.create)
 
 
 class QdrantResourceConfig(_PathOrEnv):
@@ -103,12 +106,11 @@ class QdrantResourceConfig(_PathOrEnv):
     def collection_name(self) -> str:
         return self.collection or self.name
 
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+    def open(self, embedding: Any) -> Any:
         url = _env(self.url_env, self.name, "Qdrant URL") if self.url_env else None
         key = _env(self.api_key_env, self.name, "Qdrant API key") if self.api_key_env else None
         path = str(store_path(self.path)) if self.path else None
-        return self._wrap(qdrant.open_store(self.collection_name, embedding, path=path, url=url, api_key=key,
-                                     create=self.create), default_search_kwargs)
+        return qdrant.open_store(self.collection_name, embedding, path=path, url=url, api_key=key, create=self.create)
 
 
 class MilvusResourceConfig(_PathOrEnv):
@@ -121,11 +123,10 @@ class MilvusResourceConfig(_PathOrEnv):
     env_key: ClassVar[str] = "uri_env"
 
 
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+    def open(self, embedding: Any) -> Any:
         uri = _env(self.uri_env, self.name, "Milvus URI") if self.uri_env else str(store_path(self.path))
         token = _env(self.token_env, self.name, "Milvus token") if self.token_env else None
-        return self._wrap(milvus.open_store(self.collection or self.name, embedding, uri=uri, token=token,
-                                     create=self.create), default_search_kwargs)
+        return milvus.open_store(self.collection or self.name, embedding, uri=uri, token=token, create=self.create)
 
 
 class LanceDBResourceConfig(_PathOrEnv):
@@ -137,13 +138,13 @@ class LanceDBResourceConfig(_PathOrEnv):
     env_key: ClassVar[str] = "uri_env"
 
 
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+    def open(self, embedding: Any) -> Any:
         uri = _env(self.uri_env, self.name, "LanceDB URI") if self.uri_env else str(store_path(self.path))
         store = LanceStore(embedding, uri=uri, table=self.table or self.name)
         if store.table() is None and not self.create:
             raise ConfigError(f"resource {self.name!r}: no LanceDB table {store.table_name!r} in {uri}; "
                               "create: true makes an empty one")
-        return self._wrap(store, default_search_kwargs)
+        return store
 
 
 class FaissResourceConfig(_StoreBase):
@@ -152,8 +153,14 @@ class FaissResourceConfig(_StoreBase):
     kind: Literal["faiss"]
     path: str
 
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+    def open(self, embedding: Any) -> Any:
         path = store_path(self.path)
-        if self.create and not (path / "documents.sqlite").exists():
-            return self._wrap(FaissStore(embedding), default_search_kwargs)
-        return self._wrap(FaissStore.load(path, embedding), default_search_kwargs)
+        if self.create:   # saved there by a knowledge base after each write (`FaissStore.open`)
+            return FaissStore.open(path, embedding)
+        return FaissStore.load(path, embedding)
+
+
+#: the store kinds a knowledge base can keep its chunks in (`store:` of `kind: knowledge_base`)
+STORE_KINDS: dict[str, type[_StoreBase]] = {
+    "pgvector": PGVectorResourceConfig, "qdrant": QdrantResourceConfig, "milvus": MilvusResourceConfig,
+    "lancedb": LanceDBResourceConfig, "faiss": FaissResourceConfig}

@@ -175,7 +175,8 @@ def count_rows(store: Any) -> int:
 def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", create: bool = False) -> Any:
     """A `PGVectorStore` on `table` of the database at `url` (SQLAlchemy URL, e.g. ``postgresql+psycopg://...``).
 
-    With `create`, a missing table is created (JSON metadata, UUID ids, vectors of the embedding's size).
+    With `create`, a missing table is created (JSON metadata, UUID ids, vectors of the embedding's size);
+    an existing one is opened as it is.
 
     Raises:
         StoreError: the database cannot be reached, or the table is missing and not `create`.
@@ -186,11 +187,16 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
         raise MissingDependencyError.for_extra("langchain-postgres", "stores", "pgvector") from exc
     engine = PGEngine.from_connection_string(url)
     try:
-        if create:
-            engine.init_vectorstore_table(table, len(embedding.embed_query("dimension")), schema_name=schema,
-                                          overwrite_existing=False)
         return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
                                          embedding_service=embedding)
     except Exception as exc:
-        raise StoreError(f"pgvector: cannot open the table {schema}.{table}: {exc}; create it with "
-                         "create: true (or PGEngine.init_vectorstore_table)") from exc
+        if not create:
+            raise StoreError(f"pgvector: cannot open the table {schema}.{table}: {exc}; create it with "
+                             "create: true (or PGEngine.init_vectorstore_table)") from exc
+    try:   # `create`: the table is missing (an existing one is opened above, never overwritten)
+        engine.init_vectorstore_table(table, len(embedding.embed_query("dimension")), schema_name=schema,
+                                      overwrite_existing=False)
+        return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
+                                         embedding_service=embedding)
+    except Exception as exc:
+        raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {exc}") from exc

@@ -68,3 +68,39 @@ def test_a_secret_pasted_as_an_env_name_is_rejected():
 def test_path_and_server_together_are_rejected():
     with pytest.raises(ConfigError, match="exactly one of 'path' .* or 'uri_env'"):
         parse_config({"resources": [{"name": "x", "kind": "milvus", "path": "m.db", "uri_env": "MILVUS_URI"}]})
+
+
+@pytest.mark.parametrize("kind", ["pgvector", "qdrant", "milvus", "lancedb", "faiss"])
+def test_a_knowledge_base_config_keeps_its_chunks_in_a_store_kind(request, tmp_path, monkeypatch, kind):
+    if kind == "pgvector":
+        monkeypatch.setenv("TEST_PG_URL", request.getfixturevalue("pg_url"))
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, text in enumerate(TEXTS):
+        (folder / f"city{i}.txt").write_text(text * 20, encoding="utf-8")
+    store = {**_specs(tmp_path)[kind], **({"table": "kb_cities"} if kind == "pgvector" else {})}
+    spec = {"name": "cities", "kind": "knowledge_base", "path": str(tmp_path / "kb"), "index": {"paths": [str(folder)]}}
+    on_store = _resource({**spec, "store": store})
+    on_chroma = _resource({**spec, "path": str(tmp_path / "chroma-kb")})
+    for question in ("Paris France", "Rome", "Lyon is in"):
+        got = on_store.retrieve(question, search_kwargs={"k": 2})
+        assert [d.metadata["source"] for d in got] == \
+               [d.metadata["source"] for d in on_chroma.retrieve(question, search_kwargs={"k": 2})] and got
+    manifest = (tmp_path / "kb" / "kb" / "cities" / "manifest.json").read_text(encoding="utf-8")
+    assert f'"type": "{kind}"' in manifest
+    if kind != "qdrant":   # (Qdrant's local mode locks its directory while the first client is open)
+        reopened = _resource({**spec, "store": store})
+        assert [d.id for d in reopened.retrieve("Rome", search_kwargs={"k": 3})] == \
+               [d.id for d in on_store.retrieve("Rome", search_kwargs={"k": 3})]
+
+
+@pytest.mark.parametrize(("store", "message"), [
+    ({"kind": "chroma"}, "store: kind must be one of pgvector, qdrant, milvus, lancedb, faiss"),
+    ({"path": "x"}, "store: kind must be one of"),
+    ({"kind": "faiss", "path": "x", "name": "other"}, "store: takes no name"),
+    ({"kind": "qdrant", "path": "x", "url_env": "QDRANT_URL"}, "give exactly one of 'path'"),
+    ({"kind": "pgvector", "url_env": "PG", "password": "hunter2"}, "password"),
+])
+def test_a_bad_knowledge_base_store_block_says_what_is_valid(store, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config({"resources": [{"name": "kb", "kind": "knowledge_base", "store": store}]})
