@@ -37,6 +37,38 @@ DEFAULT_COLLECTION = "docs"
 def _store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection name (default: %(default)s)")
     parser.add_argument("--store", default=DEFAULT_STORE, help="store directory (default: %(default)s)")
+    parser.add_argument("--backend", default=None, metavar="JSON",
+                        help='keep the chunks in another store: its config block as JSON, e.g. '
+                             '\'{"kind": "pgvector", "url_env": "RAG_PG_URL"}\' (docs/stores.md); the manifest and '
+                             'records stay in --store (default: Chroma in --store)')
+
+
+def backend_opener(args: argparse.Namespace, *, create: bool) -> Callable[[Any], Any] | None:
+    """The `--backend` block, validated now, as a function opening that store with an embedding model.
+
+    `create`: make the table or collection when it is missing (indexing); asking never creates.
+    """
+    if not args.backend:
+        return None
+    from rag.core.config_knowledge_base import store_config
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) != len(keys):
+            raise ConfigError(f"--backend names a key twice: {sorted({k for k in keys if keys.count(k) > 1})}")
+        return dict(pairs)
+
+    try:
+        spec = json.loads(args.backend, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--backend is not valid JSON ({exc.msg} at column {exc.colno}): "
+                          f"{short_repr(args.backend)}") from None
+    except RecursionError:
+        raise ConfigError("--backend nests too deeply: give one flat JSON object") from None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"--backend must be a JSON object such as {{\"kind\": \"pgvector\", \"url_env\": "
+                          f"\"RAG_PG_URL\"}}; got {short_repr(args.backend)}")
+    return store_config({**spec, "create": create}, args.collection).open
 
 
 # --------------------------------------------------------------------------- index
@@ -51,6 +83,7 @@ def _add_index(sub: Any) -> None:
 def _cmd_index(args: argparse.Namespace) -> int:
     from rag.indexing.index_command import run_index
 
+    args.open_backend = backend_opener(args, create=True)
     return run_index(args)
 
 
@@ -69,20 +102,28 @@ def _add_ask(sub: Any) -> None:
     _store_args(p)
 
 
-def open_store_resource(store: str, collection: str, *, search: str = "hybrid") -> Any:
-    """A `Resource` over an existing knowledge base or persistent collection; a clear error when missing."""
+def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
+                        backend: Callable[[Any], Any] | None = None) -> Any:
+    """A `Resource` over an existing knowledge base or persistent collection; a clear error when missing.
+
+    `backend` (from `backend_opener`) opens the store a knowledge base keeps its chunks in, when not Chroma.
+    """
     from rag.core.knowledge_base import KnowledgeBase
     from rag.core.resource import Resource
     from rag.indexing.knowledge_base import list_knowledge_bases
     from rag.models.embeddings import default_embeddings
     from rag.stores.chroma import collection_name, new_chroma, open_client
 
+    if backend is not None:   # the knowledge base's manifest and records are in `store`, its chunks elsewhere
+        if collection not in list_knowledge_bases(store):
+            KnowledgeBase.open(collection, store)   # raises: no such knowledge base, listing those that exist
+        return KnowledgeBase.open(collection, store, store=backend(default_embeddings())).as_resource(search=search)
+    if collection in list_knowledge_bases(store):   # (one on another backend says how to open it)
+        return KnowledgeBase.open(collection, store).as_resource(search=search)
     # Asking never creates: no directory, or a directory without a Chroma store, is an error (not an empty store).
     if not Path(store).is_dir() or not (Path(store) / "chroma.sqlite3").is_file():
         what = "no such directory" if not Path(store).is_dir() else "the directory holds no rag store"
         raise StoreError(f"no store at {store!r} ({what}); create one with: rag index PATH --store {store}")
-    if collection in list_knowledge_bases(store):
-        return KnowledgeBase.open(collection, store).as_resource(search=search)
     client = open_client(store)
     names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
     if collection_name(collection) not in names:
@@ -111,7 +152,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
         overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
     settings = recommended_retrieval(**overrides)
-    resource = open_store_resource(args.store, args.collection, search=args.search)
+    resource = open_store_resource(args.store, args.collection, search=args.search,
+                                   backend=backend_opener(args, create=False))
     out = RAG(resources=[resource], retrieval=settings).chain().invoke(args.question)
     empty = _nothing_found(args) if not out["context"] else None
     if empty:
@@ -160,7 +202,7 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
 
     if args.n < 1 or args.k < 1:
         raise ConfigError(f"--n and --k must be positive integers, got --n {args.n} --k {args.k}")
-    resource = open_store_resource(args.store, args.collection)
+    resource = open_store_resource(args.store, args.collection, backend=backend_opener(args, create=False))
     rag = RAG(resources=[resource])
     evals_path = Path(args.evals) if args.evals else Path(args.out) / "evals.jsonl"
     if evals_path.exists():

@@ -26,6 +26,7 @@ from rag.indexing.chunking import (
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files, unsupported_reason
 from rag.indexing.tags import KeywordTagger
+from rag.models.embeddings import default_embeddings
 
 __all__ = ["run_index"]
 
@@ -48,7 +49,9 @@ def _open(args: argparse.Namespace) -> Any:
         chunker = TokenChunker(chunk_size=args.chunk_size or DEFAULT_CHUNK_SIZE,
                                chunk_overlap=DEFAULT_CHUNK_OVERLAP if args.chunk_overlap is None else args.chunk_overlap)
     embedding = _embedding(args.embedding, getattr(args, "precision", None))
-    return KnowledgeStore(args.collection, args.store, embedding=embedding, chunker=chunker,
+    opener = getattr(args, "open_backend", None)   # `--backend`: the chunks in another store (rag.cli)
+    store = opener(embedding or default_embeddings()) if opener is not None else None
+    return KnowledgeStore(args.collection, args.store, embedding=embedding, chunker=chunker, store=store,
                           autocontext=AutoContext(enabled=False) if args.no_autocontext else None,
                           tagger=KeywordTagger() if args.tags else None, lock_timeout=args.lock_timeout)
 

@@ -131,7 +131,8 @@ class KnowledgeStore:
         self.name = name
         self._chunks: ChunkStore | None = None
         if store is not None:
-            self._chunks = VectorStoreChunks(store, all_ids=self._stored_ids)
+            self._chunks = VectorStoreChunks(store, all_ids=self._stored_ids,
+                                             dimension=lambda: self.manifest.embedding.dimension)
         if directory is None:  # in memory: a private temporary directory, removed when the process exits
             directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
             atexit.register(shutil.rmtree, directory, True)

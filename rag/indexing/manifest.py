@@ -157,8 +157,10 @@ class Manifest(BaseModel):
                              "another knowledge base, and rag will not read another knowledge base's data "
                              f"through it. Restore those values, or delete {home} and index again")
         if self.store.type != backend:
-            how = ("without store= (its chunks are in the Chroma store of its directory)" if self.store.type == "chroma"
-                   else f"store= a {self.store.type} store (see docs/stores.md)")
+            how = ("without store= or --backend (its chunks are in the Chroma store of its directory)"
+                   if self.store.type == "chroma" else
+                   f"with its {self.store.type} store: store= in Python, --backend on the command line, a store: "
+                   "block in a config (docs/stores.md)")
             raise ConfigError(f"knowledge base {name!r} keeps its chunks in {self.store.type}, not {backend}: "
                               f"open it {how}")
 

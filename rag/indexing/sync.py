@@ -133,7 +133,7 @@ def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str
     report = IndexReport()
     _recover(kb)
     records = kb.records.all()
-    moves = moved_candidates(records) if kb.chunks.can_update else {}   # else a moved file is indexed anew
+    moves = moved_candidates(records)
     files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
                                      report=report)
     emit("files_total", len(files) + len(grouped))
@@ -247,7 +247,9 @@ def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | N
         touched.append(rec)
         report.unchanged.append(display)
         return None
-    if rec is None and (old := moves.pop(content_hash, None)) is not None:
+    # a store that cannot update metadata in place (`can_update`) indexes a moved file anew
+    if rec is None and moves.get(content_hash) is not None and kb.chunks.can_update:
+        old = moves.pop(content_hash)
         writer.wait()  # one store writer at a time
         move_document(kb, old, key, display, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
         report.moved.append((old.source, display))

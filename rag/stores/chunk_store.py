@@ -141,6 +141,8 @@ class VectorStoreChunks:
         store: e.g. `rag.stores.pgvector.open_store(...)`, a `FaissStore`, a `QdrantVectorStore`.
         all_ids: returns the ids of every stored chunk (the knowledge base passes its records'),
             for reads of everything; without it, such reads are a search with `k` = `count()`.
+        dimension: returns the vectors' dimension when known (the knowledge base passes its
+            manifest's); else the store's embedding model is asked.
 
     Raises:
         ConfigError: no module here searches that store type natively.
@@ -148,7 +150,8 @@ class VectorStoreChunks:
 
     can_update = False
 
-    def __init__(self, store: VectorStore, *, all_ids: Callable[[], list[str]] | None = None) -> None:
+    def __init__(self, store: VectorStore, *, all_ids: Callable[[], list[str]] | None = None,
+                 dimension: Callable[[], int | None] | None = None) -> None:
         search = native_search_for(store)
         if search is None:
             raise ConfigError(f"a knowledge base cannot keep its chunks in a {type(store).__name__}: use Chroma "
@@ -156,6 +159,7 @@ class VectorStoreChunks:
                               "Milvus, LanceStore, FaissStore, InMemoryVectorStore; see docs/stores.md)")
         self.store, self.native, self.backend, self.all_ids = store, search, search.backend, all_ids
         self._dimension_known: int | None = None
+        self._recorded_dimension = dimension
 
     # ------------------------------------------------------------------ ids
     def _ours(self, doc: Document) -> Document:
@@ -273,6 +277,8 @@ class VectorStoreChunks:
         return [1.0] + [0.0] * (dimension - 1)
 
     def _dimension(self) -> int:
+        if self._dimension_known is None and self._recorded_dimension is not None:
+            self._dimension_known = self._recorded_dimension()
         if self._dimension_known is None:
             embeddings = getattr(self.store, "embeddings", None)
             if embeddings is None:

@@ -104,3 +104,45 @@ def test_a_knowledge_base_config_keeps_its_chunks_in_a_store_kind(request, tmp_p
 def test_a_bad_knowledge_base_store_block_says_what_is_valid(store, message):
     with pytest.raises(ConfigError, match=message):
         parse_config({"resources": [{"name": "kb", "kind": "knowledge_base", "store": store}]})
+
+
+def test_rag_index_and_ask_with_backend_pgvector_give_chromas_sources(pg_url, tmp_path, monkeypatch, capsys):
+    import json
+
+    from rag import cli
+
+    monkeypatch.setenv("TEST_PG_URL", pg_url)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, text in enumerate(TEXTS):
+        (folder / f"city{i}.md").write_text(f"# City {i}\n\n" + text * 30, encoding="utf-8")
+    backend = json.dumps({"kind": "pgvector", "url_env": "TEST_PG_URL", "table": "cli_docs"})
+    runs = {"pgvector": ["--store", str(tmp_path / "pg-kb"), "--backend", backend],
+            "chroma": ["--store", str(tmp_path / "chroma-kb")]}
+    for where in runs.values():
+        assert cli.main(["index", str(folder), "--embedding", "fake", *where]) == 0
+        assert "3 chunk(s) written" in capsys.readouterr().err
+        assert cli.main(["index", str(folder), "--embedding", "fake", *where]) == 0   # a no-op the second time
+        assert "0 chunk(s) written, 0 removed, 0 embedded" in capsys.readouterr().err
+    sources = {}
+    for name, where in runs.items():
+        assert cli.main(["ask", "Which city is in Italy?", "--json", *where]) == 0
+        sources[name] = [d["metadata"]["source"] for d in json.loads(capsys.readouterr().out)["context"]]
+    assert sources["pgvector"] == sources["chroma"] and sources["chroma"]
+    # the same knowledge base without --backend is refused with how to open it
+    assert cli.main(["ask", "q", "--store", str(tmp_path / "pg-kb")]) == 2
+    assert "keeps its chunks in pgvector" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("backend", "message"), [
+    ('{"kind": "pgvector", "kind": "qdrant"}', "names a key twice"),
+    ('{"kind": ', "not valid JSON"),
+    ('["pgvector"]', "must be a JSON object"),
+    ('{"kind": "mongo"}', "kind must be one of"),
+    ("[" * 100_000, "not valid JSON|nests too deeply"),
+])
+def test_a_bad_backend_option_is_one_clear_line(tmp_path, capsys, backend, message):
+    from rag import cli
+
+    assert cli.main(["ask", "q", "--store", str(tmp_path), "--backend", backend]) == 2
+    assert pytest.importorskip("re").search(message, capsys.readouterr().err)
