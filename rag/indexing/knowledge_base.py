@@ -148,11 +148,8 @@ class KnowledgeStore:
             embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
 
         model_id = embedding_id(embedding)
-        if existing and existing.embedding.id != model_id:
-            dim = f", {existing.embedding.dimension}-d" if existing.embedding.dimension else ""
-            raise ConfigError(f"knowledge base {name!r} in {self.directory} was built with the embedding model "
-                              f"{existing.embedding.id!r}{dim}; got {model_id!r}. Open it with the same model, "
-                              "or index into a new knowledge base name")
+        if existing:
+            existing.check_embedding(name, self.directory, model_id)
         self.chunker = chunker or (chunker_from(existing.chunking) if existing else TokenChunker())
         self.autocontext = autocontext or (AutoContext(**autocontext_kwargs(existing.autocontext)) if existing
                                            else AutoContext())
@@ -176,8 +173,7 @@ class KnowledgeStore:
             self.manifest.save(self.manifest_path)
         self._records: RecordStore | None = None
         self._client = client
-        #: the chunks live apart from the records (a Chroma server, another store): `sync` checks that
-        #: they are still there
+        #: the chunks live apart from the records (a Chroma server, another store): `sync` checks them
         self.remote_store = client is not None or store is not None
         self._collection: Any = None
 

@@ -164,6 +164,14 @@ class Manifest(BaseModel):
             raise ConfigError(f"knowledge base {name!r} keeps its chunks in {self.store.type}, not {backend}: "
                               f"open it {how}")
 
+    def check_embedding(self, name: str, directory: Path, model_id: str) -> None:
+        """`ConfigError` when the knowledge base is opened with another embedding model than it was built with."""
+        if self.embedding.id != model_id:
+            dim = f", {self.embedding.dimension}-d" if self.embedding.dimension else ""
+            raise ConfigError(f"knowledge base {name!r} in {directory} was built with the embedding model "
+                              f"{self.embedding.id!r}{dim}; got {model_id!r}. Open it with the same model, "
+                              "or index into a new knowledge base name")
+
     def check_same(self, name: str, part: str, settings: dict[str, Any]) -> None:
         """`ConfigError` when `settings` of `part` ("chunking", "autocontext") differ from the recorded ones."""
         recorded = getattr(self, part)
