@@ -170,3 +170,57 @@ def test_a_store_without_native_filters_is_refused(tmp_path: Path) -> None:
         KnowledgeBase("kb", tmp_path, embedding=EMB, store=ExactVectorStore(EMB))
     with pytest.raises(ConfigError, match="not both"):
         KnowledgeBase("kb", tmp_path, embedding=EMB, client=object(), store=ExactVectorStore(EMB))
+
+
+# ------------------------------------------------------------------ the portable-retriever contract
+import uuid  # noqa: E402
+
+from rag.indexing.kb_retriever import KnowledgeBaseRetriever  # noqa: E402
+from rag.stores.chunk_store import VectorStoreChunks  # noqa: E402
+from rag.testing.conformance import PortableRetrieverTests, conformance_corpus  # noqa: E402
+
+
+class _OnBackend(PortableRetrieverTests):
+    """`KnowledgeBaseRetriever` over a backend's chunk store: the contract every resource retriever keeps."""
+
+    backend = "inmemory"
+
+    @pytest.fixture
+    def corpus(self):
+        # knowledge-base chunk ids are 32 hex digits (UUID-shaped: Qdrant and pgvector take them)
+        return [d.model_copy(update={"id": uuid.uuid5(uuid.NAMESPACE_URL, d.id).hex}) for d in conformance_corpus()]
+
+    @pytest.fixture
+    def retriever(self, corpus, tmp_path, request):
+        pg_url = request.getfixturevalue("pg_url") if self.backend == "pgvector" else None
+        chunks = VectorStoreChunks(empty_store(self.backend, tmp_path, pg_url))
+        texts = [d.page_content for d in corpus]
+        chunks.add([d.id for d in corpus], EMB.embed_documents(texts), texts, [d.metadata for d in corpus])
+        return KnowledgeBaseRetriever(chunks=chunks, embedding=EMB)
+
+    def make_retriever(self, documents):  # (the fixture above builds it, with a store per backend)
+        raise NotImplementedError
+
+
+class TestKnowledgeBaseRetrieverInMemory(_OnBackend):
+    backend = "inmemory"
+
+
+class TestKnowledgeBaseRetrieverFaiss(_OnBackend):
+    backend = "faiss"
+
+
+class TestKnowledgeBaseRetrieverLanceDB(_OnBackend):
+    backend = "lancedb"
+
+
+class TestKnowledgeBaseRetrieverQdrant(_OnBackend):
+    backend = "qdrant"
+
+
+class TestKnowledgeBaseRetrieverMilvus(_OnBackend):
+    backend = "milvus"
+
+
+class TestKnowledgeBaseRetrieverPGVector(_OnBackend):
+    backend = "pgvector"
