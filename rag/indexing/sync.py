@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import logging
 import os
 import time
@@ -100,12 +101,25 @@ def chunk_id(doc_id: str, index: int, embedded_text: str, metadata: dict[str, An
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+#: integers every store keeps exactly (64-bit); Chroma turns larger ones into floats, pgvector's JSON keeps them
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def scalar_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata Chroma can store: None dropped, scalars kept, anything else as JSON text."""
+    """Metadata every store keeps as it is: None dropped, scalars kept, anything else as JSON text.
+
+    A number no store can keep exactly is kept as its text: NaN and infinities (Chroma dropped them,
+    Milvus read them back as None, PostgreSQL's JSON refuses them) become "nan", "inf", "-inf", and
+    an integer beyond 64 bits its digits (Chroma turned it into an inexact float).
+    """
     out: dict[str, Any] = {}
     for key, value in metadata.items():
         if value is None:
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            value = str(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            value = str(value)
         out[str(key)] = value if isinstance(value, str | int | float | bool) else json.dumps(value, default=str)
     return out
 

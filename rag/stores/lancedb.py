@@ -168,7 +168,10 @@ class LanceStore(VectorStore):
         rows = []
         for id_, text, vector, md in zip(ids, texts, vectors, metadatas, strict=True):
             row = {"id": id_, "text": text, "vector": [float(x) for x in vector], "metadata": json.dumps(md)}
-            row.update({column(key, _kind(v)): v for key, v in md.items() if _kind(v) is not None})
+            # numbers are doubles in their filter column (an integer past 2**53 approximately; filters
+            # cannot name such integers), exact in the JSON metadata
+            row.update({column(key, _kind(v)): float(v) if _kind(v) == "n" else v
+                        for key, v in md.items() if _kind(v) is not None})
             rows.append(row)
         self._write(rows, len(rows[0]["vector"]))
         return ids

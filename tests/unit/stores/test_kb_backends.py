@@ -224,3 +224,55 @@ class TestKnowledgeBaseRetrieverMilvus(_OnBackend):
 
 class TestKnowledgeBaseRetrieverPGVector(_OnBackend):
     backend = "pgvector"
+
+
+# ------------------------------------------------------------------ hostile metadata, generated
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from langchain_core.documents import Document  # noqa: E402
+
+_keys = st.one_of(st.sampled_from(['a"b', "a.b", "$in", "é", " ", "a b", "x'y", "--", "metadata", "_id", "🙂",
+                                   "k" * 300]), st.text(min_size=1, max_size=6))
+_values = st.one_of(st.sampled_from([float("nan"), float("inf"), float("-inf"), 2**70, -(2**64), 2**63 - 1]),
+                    st.integers(-(2**53), 2**53), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                    st.text(max_size=20), st.just("x" * 5000), st.none(), st.lists(st.integers(), max_size=3))
+_hostile_docs = st.lists(st.tuples(st.text(min_size=1, max_size=200), st.dictionaries(_keys, _values, max_size=4)),
+                         min_size=1, max_size=4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generated_hostile_metadata_is_stored_and_read_as_in_memory(backend, tmp_path, request):
+    """What LangChain's in-memory store (plain Python dicts) holds is what every backend must hold."""
+    pg_url = request.getfixturevalue("pg_url") if backend == "pgvector" else None
+    counter = itertools.count()
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_hostile_docs)
+    def check(drawn):
+        n = next(counter)
+        docs = [Document(page_content=text, metadata={**md, "source": f"doc-{i}"}) for i, (text, md) in enumerate(drawn)]
+        ref = KnowledgeBase("ref", tmp_path / f"ref{n}", embedding=EMB, cache=False,
+                            store=empty_store("inmemory", tmp_path, None))
+        kb = KnowledgeBase("kb", tmp_path / f"kb{n}", embedding=EMB, cache=False,
+                           store=empty_store(backend, tmp_path, pg_url))
+        want, got = ref.add_documents(docs), kb.add_documents(docs)
+        assert (got.added, got.skipped, got.chunks_added) == (want.added, want.skipped, want.chunks_added)
+        assert _state(kb) == _state(ref)
+        assert kb.add_documents(docs).chunks_added == 0
+
+    check()
+
+
+@pytest.mark.parametrize("backend", ("chroma", *BACKENDS))
+def test_numbers_no_store_keeps_exactly_are_kept_as_text_everywhere(backend, tmp_path, request):
+    pg_url = request.getfixturevalue("pg_url") if backend == "pgvector" else None
+    store = None if backend == "chroma" else empty_store(backend, tmp_path, pg_url)
+    kb = KnowledgeBase("kb", tmp_path, embedding=EMB, cache=False, store=store)
+    metadata = {"nan": float("nan"), "inf": float("inf"), "ninf": float("-inf"), "big": 2**70, "neg": -(2**64),
+                "max": 2**63 - 1, "half": 1.5, "flag": True}
+    kb.add_documents([Document(page_content="a number test", metadata={"source": "n", **metadata})])
+    (chunk,) = kb.get_documents()
+    assert {k: chunk.metadata[k] for k in metadata} == {
+        "nan": "nan", "inf": "inf", "ninf": "-inf", "big": str(2**70), "neg": str(-(2**64)), "max": 2**63 - 1,
+        "half": 1.5, "flag": True}

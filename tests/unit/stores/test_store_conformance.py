@@ -137,3 +137,12 @@ def test_an_invalid_filter_is_a_filter_error(mixed):
     _, _, resource = mixed
     with pytest.raises(FilterError, match=r"unknown operator '\$gtt'"):
         resource.retrieve("chunk", search_kwargs={"filter": {"a": {"$gtt": 1}}})
+
+
+def test_lancedb_keeps_integers_past_2_to_the_53_exactly_and_orders_them(tmp_path):
+    from rag.stores.lancedb import LanceStore
+
+    store = LanceStore(EMB, uri=tmp_path / "lance", table="big")
+    store.add_texts(["huge", "small"], [{"n": 2**63 - 1}, {"n": 3}], ids=["h", "s"])   # an Arrow error before
+    (doc,) = store.similarity_search("x", k=2, filter={"n": {"$gt": 5}})
+    assert doc.id == "h" and doc.metadata == {"n": 2**63 - 1}
