@@ -276,3 +276,30 @@ def test_numbers_no_store_keeps_exactly_are_kept_as_text_everywhere(backend, tmp
     assert {k: chunk.metadata[k] for k in metadata} == {
         "nan": "nan", "inf": "inf", "ninf": "-inf", "big": str(2**70), "neg": str(-(2**64)), "max": 2**63 - 1,
         "half": 1.5, "flag": True}
+
+
+def test_a_write_that_fails_halfway_is_repaired_by_the_next_sync(backend, store_factory, tmp_path: Path) -> None:
+    """A writer that dies after writing half of a batch (new chunks stored, records not updated) leaves
+    orphans; the next sync finds them by `doc_id` through the backend's filter and ends as a clean index."""
+    folder = _corpus(tmp_path / "docs")
+    kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
+    kb.add_documents([folder])
+    for name in ("alpha.md", "beta.md"):
+        (folder / name).write_text(_FILES[name].replace("paragraph", "section"), encoding="utf-8")
+    chunks, add = kb.chunks, kb.chunks.add
+
+    def dies_halfway(ids, vectors, texts, metadatas):
+        half = len(ids) // 2
+        add(ids[:half], vectors[:half], texts[:half], metadatas[:half])
+        raise OSError("killed")
+
+    chunks.add = dies_halfway
+    with pytest.raises(Exception, match="killed"):
+        kb.add_documents([folder])
+    del chunks.add
+    assert kb.count() > sum(len(r.chunk_ids) for r in kb.list_documents())   # orphans are stored
+    report = kb.add_documents([folder])
+    assert sorted(Path(p).name for p in report.updated) == ["alpha.md", "beta.md"]
+    ref = KnowledgeBase("ref", tmp_path / "ref", embedding=EMB)
+    ref.add_documents([folder])
+    assert _state(kb) == _state(ref) and kb.count() == ref.count()
