@@ -58,14 +58,14 @@ from rag.indexing.loaders import path_text
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import (
     DEFAULT_DIRECTORY,
-    list_knowledge_bases,
-    missing_knowledge_base,
     EmbeddingInfo,
     Manifest,
     StoreInfo,
     autocontext_kwargs,
     chunker_from,
     embedding_from_id,
+    list_knowledge_bases,
+    missing_knowledge_base,
 )
 from rag.indexing.neighbours import neighbours
 from rag.indexing.records import DocumentRecord, RecordStore

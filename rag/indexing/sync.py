@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Sequence

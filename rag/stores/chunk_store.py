@@ -15,8 +15,10 @@ What a backend lacks is handled here, the same way for all of them (docs/stores.
   irrelevant to the callers); a read of everything is a read by id of the chunk ids the knowledge
   base's records hold;
 - *delete by filter*: the ids are read as above, then deleted by id;
-- *update metadata in place* (a moved file): only Chroma does it; on the others a moved file is
-  indexed again as a new one (its embeddings come from the knowledge base's cache);
+- *update metadata in place* (a moved file): each backend's own update (a SQL `UPDATE` on
+  pgvector's JSON column, Qdrant's `set_payload`, a Milvus upsert of the entity read back, a
+  LanceDB `merge_insert`, FAISS and in-memory in place); a pgvector table that keeps metadata in
+  typed columns cannot, and there a moved file is indexed again as a new one;
 - *ids*: stores with UUID ids (pgvector's default table, Qdrant) take the 32-hex chunk ids as
   UUIDs and return them hyphenated; they are returned here in the form they were given.
 
@@ -31,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import math
 import uuid
 from collections.abc import Callable, Sequence
@@ -45,7 +48,7 @@ from rag.base.filters import matches, to_chroma_where, validate_filter
 from rag.stores import chroma
 from rag.stores.native import native_search_for
 
-__all__ = ["SEARCH", "ChromaChunkStore", "ChunkStore", "ChunkStoreView", "VectorStoreChunks", "chunk_store_for"]
+__all__ = ["ChromaChunkStore", "ChunkStore", "VectorStoreChunks", "chunk_store_for"]
 
 #: ids per read or delete call on the other backends (bounded statements and requests)
 _BATCH = 1000
@@ -148,8 +151,6 @@ class VectorStoreChunks:
         ConfigError: no module here searches that store type natively.
     """
 
-    can_update = False
-
     def __init__(self, store: VectorStore, *, all_ids: Callable[[], list[str]] | None = None,
                  dimension: Callable[[], int | None] | None = None) -> None:
         search = native_search_for(store)
@@ -178,7 +179,7 @@ class VectorStoreChunks:
             for id_, vector, text, md in zip(ids, vectors, texts, metadatas, strict=True):
                 store.store[id_] = {"id": id_, "vector": vector, "text": text, "metadata": dict(md)}
         elif self.backend == "qdrant":
-            self._add_qdrant(ids, vectors, texts, metadatas)
+            importlib.import_module("rag.stores.qdrant").add_points(store, ids, vectors, texts, metadatas)
         elif hasattr(store, "add_embeddings"):
             for start in range(0, len(ids), _BATCH):
                 part = slice(start, start + _BATCH)
@@ -192,20 +193,6 @@ class VectorStoreChunks:
             raise ConfigError(f"{self.backend}: cannot write precomputed vectors to a {type(store).__name__}")
         self._flush()
 
-    def _add_qdrant(self, ids: list[str], vectors: list[list[float]], texts: list[str],
-                    metadatas: list[dict[str, Any]]) -> None:
-        from qdrant_client import models
-
-        store = self.store
-        for start in range(0, len(ids), _BATCH):
-            points = [models.PointStruct(
-                id=str(uuid.UUID(id_)), vector={store.vector_name: vec} if store.vector_name else vec,
-                payload={store.content_payload_key: text, store.metadata_payload_key: md})
-                for id_, vec, text, md in zip(ids[start:start + _BATCH], vectors[start:start + _BATCH],
-                                              texts[start:start + _BATCH], metadatas[start:start + _BATCH],
-                                              strict=True)]
-            store.client.upsert(collection_name=store.collection_name, points=points, wait=True)
-
     def delete(self, ids: Sequence[str]) -> None:
         ids = list(ids)
         for start in range(0, len(ids), _BATCH):
@@ -217,6 +204,37 @@ class VectorStoreChunks:
                 self.store.delete(ids=[self._stored_id(i) for i in part])
         if ids:
             self._flush()
+
+    @property
+    def can_update(self) -> bool:
+        """Whether metadata can be replaced in place (`update_metadatas`)."""
+        if self.backend == "pgvector":
+            from rag.stores.pgvector import can_update_metadata
+
+            return can_update_metadata(self.store)
+        return self.backend in ("inmemory", "faiss", "lancedb", "qdrant", "milvus")
+
+    def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+        """Ids and metadata of the chunks matching a portable filter."""
+        docs = self.get_documents(filter)
+        return [d.id for d in docs], [d.metadata for d in docs]
+
+    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Replace the metadata of chunks by id (vectors and texts kept), with the backend's own update."""
+        if not self.can_update:
+            raise ConfigError(f"{self.backend}: this store cannot update metadata in place")
+        ids, metadatas = list(ids), [dict(m) for m in metadatas]
+        for start in range(0, len(ids), _BATCH):
+            part, mds = [self._stored_id(i) for i in ids[start:start + _BATCH]], metadatas[start:start + _BATCH]
+            if self.backend == "inmemory":
+                for id_, md in zip(part, mds, strict=True):
+                    if id_ in self.store.store:
+                        self.store.store[id_]["metadata"] = md
+            elif self.backend in ("faiss", "lancedb"):
+                self.store.update_metadatas(part, mds)
+            else:   # pgvector, qdrant, milvus: functions of their store modules
+                importlib.import_module(f"rag.stores.{self.backend}").update_metadatas(self.store, part, mds)
+        self._flush()
 
     def _stored_id(self, id_: str) -> str:
         return str(uuid.UUID(id_)) if self.backend == "qdrant" else id_
@@ -231,29 +249,13 @@ class VectorStoreChunks:
     def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
         """The stored chunks with these ids (ids not stored are absent)."""
         ids, found = list(ids), []
-        read = {"qdrant": self._qdrant_get, "milvus": self._milvus_get}.get(self.backend, self.store.get_by_ids)
+        read = self.store.get_by_ids
+        if self.backend in ("qdrant", "milvus"):   # (LangChain's Milvus has no get_by_ids; Qdrant's drops ids)
+            module = importlib.import_module(f"rag.stores.{self.backend}")
+            read = lambda part: module.get_by_ids(self.store, part)  # noqa: E731
         for start in range(0, len(ids), _BATCH):
             found += [self._ours(d) for d in read([self._stored_id(i) for i in ids[start:start + _BATCH]])]
         return found
-
-    def _qdrant_get(self, ids: list[str]) -> list[Document]:
-        store = self.store
-        points = store.client.retrieve(store.collection_name, ids=ids, with_payload=True, with_vectors=False)
-        return [Document(page_content=(p.payload or {}).get(store.content_payload_key, ""),
-                         metadata=dict((p.payload or {}).get(store.metadata_payload_key) or {}), id=str(p.id))
-                for p in points]
-
-    def _milvus_get(self, ids: list[str]) -> list[Document]:
-        # langchain_milvus has no get_by_ids: a query on the primary key (`rag.stores.milvus.open_store`'s layout)
-        import json
-
-        store = self.store
-        if store.col is None:
-            return []
-        rows = store.client.query(store.collection_name, filter=f"{store._primary_field} in {json.dumps(ids)}",
-                                  output_fields=[store._primary_field, store._text_field, store._metadata_field])
-        return [Document(page_content=row[store._text_field], metadata=dict(row[store._metadata_field] or {}),
-                         id=str(row[store._primary_field])) for row in rows]
 
     def get_ids(self, filter: dict[str, Any]) -> list[str]:
         return [doc.id for doc in self.get_documents(filter)]
@@ -316,54 +318,9 @@ class VectorStoreChunks:
         return [(self._ours(doc), score) for doc, score in self.native.search(self.store, vector, k=k, flt=flt)]
 
     def vectorstore(self, embedding: Embeddings) -> VectorStore:
+        from rag.stores.chunk_view import ChunkStoreView
+
         return ChunkStoreView(chunks=self, embedding=embedding)
-
-
-class ChunkStoreView(VectorStore):
-    """A read-only LangChain vector store over a `VectorStoreChunks` (ids as the knowledge base wrote them).
-
-    `rag.stores.native` searches it through `SEARCH`, so hybrid search and every other consumer of a
-    vector store get the knowledge base's chunk ids (not a backend's UUID form of them).
-    """
-
-    def __init__(self, *, chunks: VectorStoreChunks, embedding: Embeddings) -> None:
-        self.chunks, self._embedding = chunks, embedding
-
-    @property
-    def embeddings(self) -> Embeddings:
-        return self._embedding
-
-    def add_texts(self, texts: Any, metadatas: Any = None, **kwargs: Any) -> list[str]:
-        raise ConfigError("a knowledge base's store is written by indexing: use kb.add_documents(...)")
-
-    @classmethod
-    def from_texts(cls, texts: Any, embedding: Embeddings, metadatas: Any = None, **kwargs: Any) -> ChunkStoreView:
-        raise ConfigError("a ChunkStoreView is made by a knowledge base (kb.chunks.vectorstore(...))")
-
-    def similarity_search_with_score(self, query: str, k: int = 4, filter: dict[str, Any] | None = None,
-                                     **kwargs: Any) -> list[tuple[Document, float]]:
-        """(chunk, cosine similarity) pairs, best first; `filter` is a portable filter."""
-        return self.chunks.search(self._embedding.embed_query(query), k=k, filter=filter)
-
-    def similarity_search(self, query: str, k: int = 4, filter: dict[str, Any] | None = None,
-                          **kwargs: Any) -> list[Document]:
-        return [doc for doc, _ in self.similarity_search_with_score(query, k=k, filter=filter)]
-
-    def _select_relevance_score_fn(self):
-        return lambda score: score   # cosine similarities already
-
-
-class _ViewSearch:
-    """`NativeSearch` for `ChunkStoreView` (registered in `rag.stores.native.BACKENDS`)."""
-
-    backend = "knowledge-base"
-
-    def search(self, store: ChunkStoreView, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        return store.chunks.search(vector, k=k, filter=flt)
-
-
-SEARCH = _ViewSearch()
 
 
 def _hex_id(id_: str | None) -> str | None:

@@ -119,6 +119,15 @@ class FaissStore(VectorStore):
         self._values.clear()
         return ids
 
+    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Replace the metadata of chunks by id (vectors and texts kept; unknown ids are ignored)."""
+        for id_, md in zip(ids, metadatas, strict=True):
+            row = self._by_id.get(id_)
+            if row is not None:
+                stored_id, text, _ = self._rows[row]
+                self._rows[row] = (stored_id, text, dict(md))
+        self._values.clear()
+
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete chunks by id (all of them when `ids` is None); unknown ids are ignored."""
         rows = list(self._rows) if ids is None else [self._by_id[i] for i in ids if i in self._by_id]

@@ -165,16 +165,26 @@ class LanceStore(VectorStore):
                               f"{len(ids)} ids: give one each")
         if not texts:
             return []
-        rows = []
-        for id_, text, vector, md in zip(ids, texts, vectors, metadatas, strict=True):
-            row = {"id": id_, "text": text, "vector": [float(x) for x in vector], "metadata": json.dumps(md)}
-            # numbers are doubles in their filter column (an integer past 2**53 approximately; filters
-            # cannot name such integers), exact in the JSON metadata
-            row.update({column(key, _kind(v)): float(v) if _kind(v) == "n" else v
-                        for key, v in md.items() if _kind(v) is not None})
-            rows.append(row)
+        rows = [_row(id_, text, vector, md) for id_, text, vector, md in zip(ids, texts, vectors, metadatas, strict=True)]
         self._write(rows, len(rows[0]["vector"]))
         return ids
+
+    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Replace the metadata of chunks by id in one `merge_insert` (vectors and texts kept)."""
+        table = self.table()
+        if table is None or not ids:
+            return
+        new = dict(zip(ids, metadatas, strict=True))
+        where = "id IN (" + ", ".join(_literal(str(i), "$in") for i in new) + ")"
+        old = table.search().where(where).select(["id", "text", "vector"]).limit(len(new)).to_list()
+        rows = [_row(r["id"], r["text"], r["vector"], new[r["id"]]) for r in old]
+        if not rows:
+            return
+        self._add_columns(table, rows)
+        schema = table.schema
+        lancedb, pa = _lancedb()
+        (table.merge_insert("id").when_matched_update_all()
+         .execute(pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows], schema=schema)))
 
     def count(self) -> int:
         """How many chunks the table holds (0 before the first add)."""
@@ -191,13 +201,18 @@ class LanceStore(VectorStore):
             fields += [pa.field(name, _ARROW[name[-1]](pa)) for name in sorted(wanted)]
             self._table = table = lancedb.connect(self._uri, read_consistency_interval=_ALWAYS).create_table(self._name, schema=pa.schema(fields))
         else:
-            missing = sorted(wanted - set(table.schema.names))
-            if missing:
-                table.add_columns({name: f"CAST(NULL AS {_SQL_TYPES[name[-1]]})" for name in missing})
+            self._add_columns(table, rows)
             self.delete([row["id"] for row in rows])
         schema = table.schema
         table.add(pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows],
                                        schema=schema))
+
+    @staticmethod
+    def _add_columns(table: Any, rows: list[dict[str, Any]]) -> None:
+        """Add the typed filter columns that `rows` need and the table lacks (NULL in existing rows)."""
+        missing = sorted({name for row in rows for name in row if name.startswith("md__")} - set(table.schema.names))
+        if missing:
+            table.add_columns({name: f"CAST(NULL AS {_SQL_TYPES[name[-1]]})" for name in missing})
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete chunks by id (all of them when `ids` is None)."""
@@ -251,6 +266,16 @@ class LanceStore(VectorStore):
 
 
 _ARROW = {"s": lambda pa: pa.string(), "n": lambda pa: pa.float64(), "b": lambda pa: pa.bool_()}
+
+
+def _row(id_: str, text: str, vector: Sequence[float], md: dict[str, Any]) -> dict[str, Any]:
+    """A table row: id, text, vector, the metadata as JSON, and one typed filter column per key."""
+    row = {"id": id_, "text": text, "vector": [float(x) for x in vector], "metadata": json.dumps(md)}
+    # numbers are doubles in their filter column (an integer past 2**53 approximately; filters cannot
+    # name such integers), exact in the JSON metadata
+    row.update({column(key, _kind(v)): float(v) if _kind(v) == "n" else v for key, v in md.items()
+                if _kind(v) is not None})
+    return row
 
 
 def _document(row: dict[str, Any]) -> Document:

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain_core.documents import Document
@@ -35,7 +36,7 @@ from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "MilvusSearch", "literal", "open_store", "translate"]
+__all__ = ["SEARCH", "MilvusSearch", "get_by_ids", "literal", "open_store", "translate", "update_metadatas"]
 
 BACKEND = "milvus"
 _OPS = {"$eq": "==", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -139,6 +140,28 @@ class MilvusSearch:
 
 
 SEARCH = MilvusSearch()
+
+
+def get_by_ids(store: Any, ids: list[str]) -> list[Document]:
+    """The entities with these ids (`langchain_milvus.Milvus` has no `get_by_ids`): a primary-key query."""
+    if not ids or store.col is None:
+        return []
+    rows = store.client.query(store.collection_name, filter=f"{store._primary_field} in {json.dumps(ids)}",
+                              output_fields=[store._primary_field, store._text_field, store._metadata_field])
+    return [Document(page_content=row[store._text_field], metadata=dict(row[store._metadata_field] or {}),
+                     id=str(row[store._primary_field])) for row in rows]
+
+
+def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+    """Replace the metadata of entities by id: each entity is read whole and upserted with the new metadata."""
+    if not ids or store.col is None:
+        return
+    rows = store.client.query(store.collection_name, filter=f"{store._primary_field} in {json.dumps(ids)}",
+                              output_fields=["*"])
+    new = dict(zip(ids, metadatas, strict=True))
+    for row in rows:
+        row[store._metadata_field] = new[row[store._primary_field]]
+    store.client.upsert(store.collection_name, data=rows)
 
 
 def open_store(collection: str, embedding: Any, *, uri: str, token: str | None = None,

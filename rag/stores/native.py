@@ -49,7 +49,7 @@ BACKENDS: dict[tuple[str, str], str] = {
     ("langchain_milvus", "Milvus"): "rag.stores.milvus",
     ("rag.stores.faiss", "FaissStore"): "rag.stores.faiss",
     ("rag.stores.lancedb", "LanceStore"): "rag.stores.lancedb",
-    ("rag.stores.chunk_store", "ChunkStoreView"): "rag.stores.chunk_store",   # a knowledge base's store
+    ("rag.stores.chunk_view", "ChunkStoreView"): "rag.stores.chunk_view",   # a knowledge base's store
 }
 
 

@@ -39,7 +39,7 @@ from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "PGVectorSearch", "count_rows", "open_store", "where_clause"]
+__all__ = ["SEARCH", "PGVectorSearch", "can_update_metadata", "count_rows", "open_store", "update_metadatas", "where_clause"]
 
 BACKEND = "pgvector"
 _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -163,6 +163,30 @@ class PGVectorSearch:
 
 
 SEARCH = PGVectorSearch()
+
+
+async def _execute(vs: Any, sql: str, rows: list[dict[str, Any]]) -> None:
+    from sqlalchemy import text
+
+    async with vs.engine.connect() as conn:
+        await conn.execute(text(sql), rows)
+        await conn.commit()
+
+
+def can_update_metadata(store: Any) -> bool:
+    """Whether `update_metadatas` can rewrite this store's metadata: all of it in the JSON column."""
+    vs = _inner(store)
+    return bool(vs.metadata_json_column) and not vs.metadata_columns
+
+
+def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+    """Replace the metadata of rows by id, in one transaction (vectors and texts are kept)."""
+    vs = _inner(store)
+    sql = (f"UPDATE {_ident(vs.schema_name)}.{_ident(vs.table_name)} SET {_ident(vs.metadata_json_column)} = "
+           f"CAST(:metadata AS json) WHERE {_ident(vs.id_column)} = :id")
+    rows = [{"id": id_, "metadata": json.dumps(md)} for id_, md in zip(ids, metadatas, strict=True)]
+    if rows:
+        store._engine._run_as_sync(_execute(vs, sql, rows))
 
 
 def count_rows(store: Any) -> int:

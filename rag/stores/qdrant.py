@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 from langchain_core.documents import Document
@@ -36,7 +37,7 @@ from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "QdrantSearch", "open_store", "translate"]
+__all__ = ["SEARCH", "QdrantSearch", "add_points", "get_by_ids", "open_store", "translate", "update_metadatas"]
 
 BACKEND = "qdrant"
 _EXACT = 2**53
@@ -121,6 +122,41 @@ class QdrantSearch:
 
 
 SEARCH = QdrantSearch()
+
+
+def add_points(store: Any, ids: list[str], vectors: list[list[float]], texts: list[str],
+               metadatas: list[dict[str, Any]], *, batch: int = 1000) -> None:
+    """Upsert points whose vectors were computed elsewhere, in the payload layout of `QdrantVectorStore`.
+
+    `ids` are 32-hex (or UUID) strings, stored as UUIDs.
+    """
+    from qdrant_client import models
+
+    for start in range(0, len(ids), batch):
+        points = [models.PointStruct(
+            id=str(uuid.UUID(id_)), vector={store.vector_name: vec} if store.vector_name else vec,
+            payload={store.content_payload_key: text, store.metadata_payload_key: md})
+            for id_, vec, text, md in zip(ids[start:start + batch], vectors[start:start + batch],
+                                          texts[start:start + batch], metadatas[start:start + batch], strict=True)]
+        store.client.upsert(collection_name=store.collection_name, points=points, wait=True)
+
+
+def get_by_ids(store: Any, ids: list[str]) -> list[Document]:
+    """The points with these ids, with their ids (LangChain's `get_by_ids` moves them into the metadata)."""
+    points = store.client.retrieve(store.collection_name, ids=ids, with_payload=True, with_vectors=False)
+    return [Document(page_content=(p.payload or {}).get(store.content_payload_key, ""),
+                     metadata=dict((p.payload or {}).get(store.metadata_payload_key) or {}), id=str(p.id))
+            for p in points]
+
+
+def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+    """Replace the metadata payload of points by id, in one batch (vectors and texts are kept)."""
+    from qdrant_client import models
+
+    operations = [models.SetPayloadOperation(set_payload=models.SetPayload(
+        payload={store.metadata_payload_key: md}, points=[id_])) for id_, md in zip(ids, metadatas, strict=True)]
+    if operations:
+        store.client.batch_update_points(store.collection_name, update_operations=operations, wait=True)
 
 
 def open_store(collection: str, embedding: Any, *, path: str | None = None, url: str | None = None,

@@ -9,14 +9,21 @@ results, and each sync step must write exactly what it writes on Chroma.
 from __future__ import annotations
 
 import itertools
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import KnowledgeBase
 from rag.base.errors import ConfigError
+from rag.indexing.kb_retriever import KnowledgeBaseRetriever
+from rag.stores.chunk_store import VectorStoreChunks
+from rag.testing.conformance import PortableRetrieverTests, conformance_corpus
 
 EMB = DeterministicFakeEmbedding(size=24)
 BACKENDS = ("inmemory", "faiss", "lancedb", "qdrant", "milvus", "pgvector")
@@ -151,16 +158,21 @@ def test_reopening_needs_the_same_backend_and_a_lost_store_is_refilled(backend: 
     assert len(report.added) == 3 and fresh.count() == sum(len(r.chunk_ids) for r in fresh.list_documents()) > 0
 
 
-def test_a_moved_file_is_indexed_again_on_backends_that_cannot_update_in_place(store_factory, tmp_path: Path) -> None:
+def test_a_moved_file_is_re_pointed_as_on_chroma(store_factory, tmp_path: Path) -> None:
     folder = _corpus(tmp_path / "docs")
+    ref = KnowledgeBase("ref", tmp_path / "ref", embedding=EMB)
     kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
-    kb.add_documents([folder])
-    before = kb.count()
+    for base in (ref, kb):
+        base.add_documents([folder])
+    before = _state(kb)
     (folder / "gamma.txt").rename(folder / "delta.txt")
-    report = kb.add_documents([folder], cleanup="incremental")
-    assert report.moved == [] and len(report.added) == 1 and len(report.deleted) == 1
-    assert kb.count() == before and {d.metadata["source"] for d in kb.get_documents()} == {
-        str(folder / name) for name in ("alpha.md", "beta.md", "delta.txt")}
+    want, got = ref.add_documents([folder], cleanup="incremental"), kb.add_documents([folder], cleanup="incremental")
+    assert got.moved == want.moved == [(str(folder / "gamma.txt"), str(folder / "delta.txt"))]
+    assert got.added == got.deleted == [] and got.embedded == got.chunks_added == 0
+    assert _state(kb) == _state(ref) and set(_state(kb)) == set(before)   # the same chunk ids, re-pointed
+    moved = [md for _, md in _state(kb).values() if md["source"] == str(folder / "delta.txt")]
+    assert moved and all(md["title"] == "delta" for md in moved)
+    assert len(kb.get_documents({"source": str(folder / "delta.txt")})) == len(moved)   # the filter sees it
 
 
 def test_a_store_without_native_filters_is_refused(tmp_path: Path) -> None:
@@ -173,11 +185,6 @@ def test_a_store_without_native_filters_is_refused(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ the portable-retriever contract
-import uuid  # noqa: E402
-
-from rag.indexing.kb_retriever import KnowledgeBaseRetriever  # noqa: E402
-from rag.stores.chunk_store import VectorStoreChunks  # noqa: E402
-from rag.testing.conformance import PortableRetrieverTests, conformance_corpus  # noqa: E402
 
 
 class _OnBackend(PortableRetrieverTests):
@@ -227,10 +234,7 @@ class TestKnowledgeBaseRetrieverPGVector(_OnBackend):
 
 
 # ------------------------------------------------------------------ hostile metadata, generated
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
-from langchain_core.documents import Document  # noqa: E402
 
 _keys = st.one_of(st.sampled_from(['a"b', "a.b", "$in", "é", " ", "a b", "x'y", "--", "metadata", "_id", "🙂",
                                    "k" * 300]), st.text(min_size=1, max_size=6))
@@ -303,3 +307,24 @@ def test_a_write_that_fails_halfway_is_repaired_by_the_next_sync(backend, store_
     ref = KnowledgeBase("ref", tmp_path / "ref", embedding=EMB)
     ref.add_documents([folder])
     assert _state(kb) == _state(ref) and kb.count() == ref.count()
+
+
+def test_a_pgvector_table_with_typed_metadata_columns_indexes_a_moved_file_anew(pg_url, tmp_path: Path) -> None:
+    """Metadata kept in typed columns is not rewritten in place: the moved file is indexed again, correctly."""
+    from langchain_postgres import Column, PGEngine, PGVectorStore
+
+    engine = PGEngine.from_connection_string(pg_url)
+    engine.init_vectorstore_table("kb_typed", 24, metadata_columns=[Column("source", "TEXT")])
+    store = PGVectorStore.create_sync(engine=engine, table_name="kb_typed", embedding_service=EMB,
+                                      metadata_columns=["source"])
+    folder = _corpus(tmp_path / "docs")
+    kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store)
+    kb.add_documents([folder])
+    assert not kb.chunks.can_update
+    (folder / "gamma.txt").rename(folder / "delta.txt")
+    report = kb.add_documents([folder], cleanup="incremental")
+    assert report.moved == [] and len(report.added) == len(report.deleted) == 1
+    ref = KnowledgeBase("ref", tmp_path / "ref", embedding=EMB)
+    ref.add_documents([folder])
+    assert {(t, md["source"]) for t, md in _state(kb).values()} == {(t, md["source"]) for t, md in _state(ref).values()}
+    assert kb.get_documents({"source": str(folder / "delta.txt")})
