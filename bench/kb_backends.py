@@ -39,39 +39,16 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings  # 
 from rag.core.defaults import recommended_retrieval  # noqa: E402
 from rag.core.knowledge_base import KnowledgeBase  # noqa: E402
 from rag.core.retrieve import retrieve  # noqa: E402
+from rag.testing.stores import KB_BACKENDS, empty_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = ("chroma", "inmemory", "faiss", "lancedb", "qdrant", "milvus", "pgvector")
+BACKENDS = ("chroma", *KB_BACKENDS)
 EMBEDDED_REIMPLEMENTATIONS = {"qdrant": "Qdrant local mode (Python)", "milvus": "Milvus Lite (Python)"}
 
 
 def open_store(backend: str, embedding: Embeddings, workdir: Path, name: str, pg_url: str | None) -> Any:
     """An empty store of `backend` for a knowledge base's chunks (None: Chroma, the default)."""
-    if backend == "chroma":
-        return None
-    if backend == "inmemory":
-        from langchain_core.vectorstores import InMemoryVectorStore
-
-        return InMemoryVectorStore(embedding)
-    if backend == "faiss":
-        from rag.stores.faiss import FaissStore
-
-        return FaissStore.open(workdir / f"faiss-{name}", embedding)
-    if backend == "lancedb":
-        from rag.stores.lancedb import LanceStore
-
-        return LanceStore(embedding, uri=workdir / "lance", table=name)
-    if backend == "qdrant":
-        from rag.stores.qdrant import open_store as qdrant
-
-        return qdrant(name, embedding, path=":memory:", create=True)
-    if backend == "milvus":
-        from rag.stores.milvus import open_store as milvus
-
-        return milvus(name, embedding, uri=str(workdir / f"milvus-{name}.db"), create=True)
-    from rag.stores.pgvector import open_store as pgvector
-
-    return pgvector(pg_url, name, embedding, create=True)
+    return None if backend == "chroma" else empty_store(backend, embedding, workdir, name, pg_url)
 
 
 def same_sources(backends: list[str], workdir: Path, pg_url: str | None) -> dict[str, Any]:

@@ -24,9 +24,11 @@ from rag.base.errors import ConfigError
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.stores.chunk_store import VectorStoreChunks
 from rag.testing.conformance import PortableRetrieverTests, conformance_corpus
+from rag.testing.stores import KB_BACKENDS
+from rag.testing.stores import empty_store as new_store
 
 EMB = DeterministicFakeEmbedding(size=24)
-BACKENDS = ("inmemory", "faiss", "lancedb", "qdrant", "milvus", "pgvector")
+BACKENDS = KB_BACKENDS
 _names = (f"kbb{i}" for i in itertools.count())
 
 _FILES = {
@@ -40,30 +42,7 @@ _FILES = {
 
 def empty_store(backend: str, workdir: Path, pg_url: str | None) -> Any:
     """An empty store of `backend` for a knowledge base's chunks."""
-    name = next(_names)
-    if backend == "inmemory":
-        from langchain_core.vectorstores import InMemoryVectorStore
-
-        return InMemoryVectorStore(EMB)
-    if backend == "faiss":
-        from rag.stores.faiss import FaissStore
-
-        return FaissStore.open(workdir / name, EMB)
-    if backend == "lancedb":
-        from rag.stores.lancedb import LanceStore
-
-        return LanceStore(EMB, uri=workdir / "lance", table=name)
-    if backend == "qdrant":
-        from rag.stores.qdrant import open_store
-
-        return open_store(name, EMB, path=":memory:", create=True)
-    if backend == "milvus":
-        from rag.stores.milvus import open_store
-
-        return open_store(name, EMB, uri=str(workdir / f"{name}.db"), create=True)
-    from rag.stores.pgvector import open_store
-
-    return open_store(pg_url, name, EMB, create=True)
+    return new_store(backend, EMB, workdir, next(_names), pg_url)
 
 
 @pytest.fixture(params=BACKENDS)
