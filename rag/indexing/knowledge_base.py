@@ -143,7 +143,7 @@ class KnowledgeStore:
         refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
         existing = Manifest.load(self.manifest_path) if self.manifest_path.exists() else None
         if existing is not None:
-            existing.check_owner(self.name, self.backend, collection_name(name), self.manifest_path, self.home)
+            existing.check_owner(self.name, self.backend, self._store_name, self.manifest_path, self.home)
         if embedding is None:
             embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
 
@@ -167,7 +167,7 @@ class KnowledgeStore:
             name=name, description=description, embedding=EmbeddingInfo(id=model_id),
             chunking=self.chunker.settings(), autocontext=self.autocontext.settings(),
             tagger=tagger.settings() if tagger is not None else None,
-            store=StoreInfo(type=self.backend, collection=collection_name(name)))
+            store=StoreInfo(type=self.backend, collection=self._store_name))
         if existing is not None and description and description != existing.description:
             self.manifest.description = description
             self.manifest.save(self.manifest_path)
@@ -187,8 +187,20 @@ class KnowledgeStore:
         if not self.exists:
             with self.lock:
                 if not self.exists:
+                    self._check_store_is_new()
                     self.manifest.save(self.manifest_path)
         return self
+
+    @property
+    def _store_name(self) -> str:
+        """The store the manifest records: the Chroma collection, or the backend's table or collection."""
+        return getattr(self._chunks, "name", None) or collection_name(self.name)
+
+    def _check_store_is_new(self) -> None:
+        """A new knowledge base must not search chunks it did not write (another one's, or lost records')."""
+        if self._chunks is not None and (held := self._chunks.count()):
+            raise StoreError(f"knowledge base {self.name!r} is new, but its {self.backend} store {self._store_name!r} "
+                             f"already holds {held:,} chunk(s) it did not write: give it an empty one of its own")
 
     @property
     def records(self) -> RecordStore:
@@ -279,8 +291,7 @@ class KnowledgeStore:
             cleanup: None keeps everything else; "incremental" deletes documents that were
                 indexed from the given folders but are no longer there; "full" deletes every
                 document not in `sources`.
-            progress: called with (event, amount) for "files_total", "file", "pages", "chunks",
-                "embeddings".
+            progress: called with (event, amount): "files_total", "file", "pages", "chunks", "embeddings".
             follow_symlinks: also index what symlinks under the folders lead to when that is
                 outside them (by default such links are skipped and listed in `skipped`).
 

@@ -143,26 +143,28 @@ class Manifest(BaseModel):
         """This manifest must describe knowledge base `name` on `backend`: never redirect to another one's data.
 
         Raises:
-            StoreError: it names another knowledge base, collection, space or an unknown store type
-                (edited or copied).
+            StoreError: it names another knowledge base, space, store (collection or table) or an
+                unknown store type (edited or copied).
             ConfigError: it was built on another backend than the one it is opened with.
         """
         problems = [f"{what} {got!r} (expected {want!r})" for what, got, want in (
-            ("name", self.name, name), ("store.collection", self.store.collection, collection),
-            ("store.space", self.store.space, "cosine")) if got != want]
+            ("name", self.name, name), ("store.space", self.store.space, "cosine")) if got != want]
         if self.store.type not in STORE_TYPES:
             problems.append(f"store.type {self.store.type!r} (one of {', '.join(STORE_TYPES)})")
-        if problems:
-            raise StoreError(f"the manifest {path} names {', '.join(problems)}: it was edited or copied from "
-                             "another knowledge base, and rag will not read another knowledge base's data "
-                             f"through it. Restore those values, or delete {home} and index again")
-        if self.store.type != backend:
+        elif self.store.type != backend:
             how = ("without store= or --backend (its chunks are in the Chroma store of its directory)"
                    if self.store.type == "chroma" else
                    f"with its {self.store.type} store: store= in Python, --backend on the command line, a store: "
                    "block in a config (docs/stores.md)")
             raise ConfigError(f"knowledge base {name!r} keeps its chunks in {self.store.type}, not {backend}: "
                               f"open it {how}")
+        elif self.store.collection != collection:
+            problems.append(f"store.collection {self.store.collection!r} (expected {collection!r})")
+        if problems:
+            raise StoreError(f"the manifest {path} names {', '.join(problems)}: it was edited or copied from "
+                             "another knowledge base, or the knowledge base is opened with another table or "
+                             "collection, and rag will not read another knowledge base's data through it. Restore "
+                             f"those values or open it with its own store, or delete {home} and index again")
 
     def check_embedding(self, name: str, directory: Path, model_id: str) -> None:
         """`ConfigError` when the knowledge base is opened with another embedding model than it was built with."""

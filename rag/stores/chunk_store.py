@@ -206,6 +206,12 @@ class VectorStoreChunks:
             self._flush()
 
     @property
+    def name(self) -> str | None:
+        """The table or collection holding the chunks (None for stores that have no name: FAISS, in memory)."""
+        return getattr(self.store, "collection_name", None) or getattr(self.store, "table_name", None) or (
+            _inner_table(self.store) if self.backend == "pgvector" else None)
+
+    @property
     def can_update(self) -> bool:
         """Whether metadata can be replaced in place (`update_metadatas`)."""
         if self.backend == "pgvector":
@@ -321,6 +327,12 @@ class VectorStoreChunks:
         from rag.stores.chunk_view import ChunkStoreView
 
         return ChunkStoreView(chunks=self, embedding=embedding)
+
+
+def _inner_table(store: Any) -> str:
+    from rag.stores.pgvector import table_of
+
+    return table_of(store)
 
 
 def _hex_id(id_: str | None) -> str | None:

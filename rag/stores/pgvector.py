@@ -39,7 +39,7 @@ from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "PGVectorSearch", "can_update_metadata", "count_rows", "open_store", "update_metadatas", "where_clause"]
+__all__ = ["SEARCH", "PGVectorSearch", "can_update_metadata", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
 
 BACKEND = "pgvector"
 _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -187,6 +187,12 @@ def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]]
     rows = [{"id": id_, "metadata": json.dumps(md)} for id_, md in zip(ids, metadatas, strict=True)]
     if rows:
         store._engine._run_as_sync(_execute(vs, sql, rows))
+
+
+def table_of(store: Any) -> str:
+    """The store's table as ``schema.table``."""
+    vs = _inner(store)
+    return f"{vs.schema_name}.{vs.table_name}"
 
 
 def count_rows(store: Any) -> int:

@@ -20,7 +20,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import KnowledgeBase
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, StoreError
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.stores.chunk_store import VectorStoreChunks
 from rag.testing.conformance import PortableRetrieverTests, conformance_corpus
@@ -131,10 +131,26 @@ def test_reopening_needs_the_same_backend_and_a_lost_store_is_refilled(backend: 
     assert len(again.unchanged) == 3 and again.embedded == again.chunks_added == 0
     with pytest.raises(ConfigError, match=f"keeps its chunks in {backend}"):
         KnowledgeBase("kb", tmp_path / "kb", embedding=EMB)
-    # the records list chunks an empty store does not hold (a new in-memory store, another server)
-    fresh = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
-    report = fresh.add_documents([folder])
-    assert len(report.added) == 3 and fresh.count() == sum(len(r.chunk_ids) for r in fresh.list_documents()) > 0
+    # another table or collection than the one it was built in is refused (its chunks are not this one's)
+    if backend not in ("inmemory", "faiss"):
+        with pytest.raises(StoreError, match="store.collection"):
+            KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store_factory())
+    # the records list chunks an empty store does not hold (emptied, or recreated on a server)
+    kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB, store=store)
+    kb.chunks.delete(kb.chunks.get_ids({"chunk_index": {"$gte": 0}}))
+    assert kb.count() == 0
+    report = kb.add_documents([folder])
+    assert len(report.added) == 3 and kb.count() == sum(len(r.chunk_ids) for r in kb.list_documents()) > 0
+
+
+def test_a_new_knowledge_base_refuses_a_store_that_holds_chunks(backend, store_factory, tmp_path: Path) -> None:
+    folder = _corpus(tmp_path / "docs")
+    store = store_factory()
+    KnowledgeBase("first", tmp_path / "a", embedding=EMB, store=store).add_documents([folder])
+    second = KnowledgeBase("second", tmp_path / "b", embedding=EMB, store=store)
+    with pytest.raises(StoreError, match="already holds .* chunk.* it did not write"):
+        second.add_documents([folder])
+    assert not second.exists
 
 
 def test_a_moved_file_is_re_pointed_as_on_chroma(store_factory, tmp_path: Path) -> None:
