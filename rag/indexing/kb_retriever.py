@@ -63,10 +63,7 @@ class KnowledgeBaseRetriever(PortableRetriever):
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         flt = validate_filter(filter if filter is not None else self.filter)
         threshold = score_threshold if score_threshold is not None else self.score_threshold
-        total = self.chunks.count()
-        if total == 0:
-            return []
-        hits = self.chunks.search(self.embedding.embed_query(query), k=min(k, total), filter=flt)
+        hits = self.chunks.search(self.embedding.embed_query(query), k=k, filter=flt)
         docs = []
         for doc, similarity in hits:  # fresh documents from this call: annotate in place
             doc.metadata["score"] = similarity

@@ -86,7 +86,8 @@ class ChunkStore(Protocol):
 
     def search(self, vector: Sequence[float], *, k: int,
                filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        """The `k` chunks closest to `vector` that the filter allows, as (document, cosine similarity)."""
+        """The `k` chunks closest to `vector` that the filter allows, as (document, cosine similarity);
+        fewer when fewer are stored (an empty store returns none)."""
         ...
 
     def vectorstore(self, embedding: Embeddings) -> VectorStore:
@@ -130,7 +131,11 @@ class ChromaChunkStore:
     def search(self, vector: Sequence[float], *, k: int,
                filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
         flt = validate_filter(filter)
-        hits = chroma.query_collection(self.collection, vector, k=k, where=to_chroma_where(flt) if flt else None)
+        total = self.count()   # (Chroma warns when asked for more results than it holds)
+        if total == 0:
+            return []
+        hits = chroma.query_collection(self.collection, vector, k=min(k, total),
+                                       where=to_chroma_where(flt) if flt else None)
         return [(doc, 1.0 - distance) for doc, distance in hits]
 
     def vectorstore(self, embedding: Embeddings) -> VectorStore:

@@ -116,6 +116,8 @@ def test_dense_and_hybrid_search_give_chromas_results(backend: str, store_factor
             want = ref.as_hybrid_retriever(k=4).invoke(question, filter=flt)
             got = kb.as_hybrid_retriever(k=4).invoke(question, filter=flt)
             assert [d.id for d in got] == [d.id for d in want], ("hybrid", question, flt)
+        everything = kb.as_retriever(k=10_000).invoke(question)   # k past the number of chunks
+        assert len(everything) == kb.count() == len(ref.as_retriever(k=10_000).invoke(question))
         # the default resource (hybrid search, routing, the library's defaults) through a RAG's retrieval
         want = ref.as_resource().retriever.invoke(question)
         got = kb.as_resource().retriever.invoke(question)
