@@ -67,7 +67,7 @@ from rag.indexing.manifest import (
     list_knowledge_bases,
     missing_knowledge_base,
 )
-from rag.indexing.neighbours import neighbours
+from rag.indexing.neighbours import in_document_order, neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
@@ -366,15 +366,15 @@ class KnowledgeStore:
         return [r for r in self.records.all().values() if r.state == "ok"]
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
-        """Chunks matching a portable filter (all when None), in no particular order.
+        """Chunks matching a portable filter (all when None), by document and position.
 
-        This makes a knowledge base a chunk source for `rag.indexing.neighbours`
-        (`neighbours(kb, doc_id, chunk_index, window=2)`).
+        The order depends on neither the store nor the write order (BM25 breaks ties by position);
+        a knowledge base is a chunk source for `rag.indexing.neighbours`.
 
         Example:
             >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
         """
-        return self.chunks.get_documents(filter)
+        return in_document_order(self.chunks.get_documents(filter))
 
     def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
         """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""

@@ -27,7 +27,17 @@ from rag.base.errors import ConfigError
 from rag.base.filters import to_chroma_where
 from rag.stores.chroma import collection_of, get_documents, is_chroma
 
-__all__ = ["chunk_range", "neighbours"]
+__all__ = ["chunk_range", "in_document_order", "neighbours"]
+
+
+def in_document_order(chunks: list[Document]) -> list[Document]:
+    """Chunks sorted by source, document and position (then id): an order no store or write history changes."""
+    def key(doc: Document) -> tuple[str, str, float, str]:
+        index = doc.metadata.get("chunk_index", 0)
+        position = float(index) if isinstance(index, int | float) and not isinstance(index, bool) else 0.0
+        return str(doc.metadata.get("source", "")), str(doc.metadata.get("doc_id", "")), position, doc.id or ""
+
+    return sorted(chunks, key=key)
 
 
 def neighbours(source: Any, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:

@@ -325,3 +325,14 @@ def test_a_pgvector_table_with_typed_metadata_columns_indexes_a_moved_file_anew(
     ref.add_documents([folder])
     assert {(t, md["source"]) for t, md in _state(kb).values()} == {(t, md["source"]) for t, md in _state(ref).values()}
     assert kb.get_documents({"source": str(folder / "delta.txt")})
+
+
+@pytest.mark.parametrize("where", ("chroma", "inmemory", "faiss"))
+def test_chunks_are_read_in_document_order_whatever_the_write_order(where, tmp_path: Path) -> None:
+    folder = _corpus(tmp_path / "docs")
+    kb = KnowledgeBase("kb", tmp_path / "kb", embedding=EMB,
+                       store=None if where == "chroma" else empty_store(where, tmp_path, None))
+    for name in ("gamma.txt", "beta.md", "alpha.md"):   # written last to first
+        kb.add_documents([folder / name])
+    order = [(d.metadata["source"], d.metadata["chunk_index"]) for d in kb.get_documents()]
+    assert order == sorted(order) and len({s for s, _ in order}) == 3
