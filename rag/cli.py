@@ -51,20 +51,10 @@ def backend_opener(args: argparse.Namespace, *, create: bool) -> Callable[[Any],
     if not args.backend:
         return None
     from rag.core.config_knowledge_base import store_config
+    from rag.core.config_yaml import load_yaml_text
 
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [key for key, _ in pairs]
-        if len(set(keys)) != len(keys):
-            raise ConfigError(f"--backend names a key twice: {sorted({k for k in keys if keys.count(k) > 1})}")
-        return dict(pairs)
-
-    try:
-        spec = json.loads(args.backend, object_pairs_hook=no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--backend is not valid JSON ({exc.msg} at column {exc.colno}): "
-                          f"{short_repr(args.backend)}") from None
-    except RecursionError:
-        raise ConfigError("--backend nests too deeply: give one flat JSON object") from None
+    # the config's own strict parser (JSON is YAML): a key written twice, deep nesting, aliases refused
+    spec = load_yaml_text(args.backend, source="--backend")
     if not isinstance(spec, dict):
         raise ConfigError(f"--backend must be a JSON object such as {{\"kind\": \"pgvector\", \"url_env\": "
                           f"\"RAG_PG_URL\"}}; got {short_repr(args.backend)}")

@@ -135,11 +135,11 @@ def test_rag_index_and_ask_with_backend_pgvector_give_chromas_sources(pg_url, tm
 
 
 @pytest.mark.parametrize(("backend", "message"), [
-    ('{"kind": "pgvector", "kind": "qdrant"}', "names a key twice"),
-    ('{"kind": ', "not valid JSON"),
+    ('{"kind": "pgvector", "kind": "qdrant"}', "the key 'kind' is written twice"),
+    ('{"kind": ', "--backend: not valid YAML"),
     ('["pgvector"]', "must be a JSON object"),
     ('{"kind": "mongo"}', "kind must be one of"),
-    ("[" * 100_000, "not valid JSON|nests too deeply"),
+    ("[" * 100_000, "values nest more than 64 levels deep"),
 ])
 def test_a_bad_backend_option_is_one_clear_line(tmp_path, capsys, backend, message):
     from rag import cli
