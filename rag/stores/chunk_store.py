@@ -48,7 +48,7 @@ from rag.base.filters import matches, to_chroma_where, validate_filter
 from rag.stores import chroma
 from rag.stores.native import native_search_for
 
-__all__ = ["ChromaChunkStore", "ChunkStore", "VectorStoreChunks", "chunk_store_for"]
+__all__ = ["ChromaChunkStore", "ChunkStore", "VectorStoreChunks"]
 
 #: ids per read or delete call on the other backends (bounded statements and requests)
 _BATCH = 1000
@@ -185,15 +185,10 @@ class VectorStoreChunks:
                 store.store[id_] = {"id": id_, "vector": vector, "text": text, "metadata": dict(md)}
         elif self.backend == "qdrant":
             importlib.import_module("rag.stores.qdrant").add_points(store, ids, vectors, texts, metadatas)
-        elif hasattr(store, "add_embeddings"):
+        elif hasattr(store, "add_embeddings"):   # PGVectorStore, Milvus, LanceStore, FaissStore
             for start in range(0, len(ids), _BATCH):
                 part = slice(start, start + _BATCH)
-                if self.backend == "pgvector":   # PGVectorStore: (texts, embeddings, metadatas, ids)
-                    store.add_embeddings(texts[part], vectors[part], metadatas=metadatas[part], ids=ids[part])
-                elif self.backend == "milvus":
-                    store.add_embeddings(texts[part], vectors[part], metadatas[part], ids=ids[part])
-                else:
-                    store.add_embeddings(texts[part], vectors[part], metadatas=metadatas[part], ids=ids[part])
+                store.add_embeddings(texts[part], vectors[part], metadatas=metadatas[part], ids=ids[part])
         else:  # pragma: no cover - every backend of rag.stores.native is handled above
             raise ConfigError(f"{self.backend}: cannot write precomputed vectors to a {type(store).__name__}")
         self._flush()
@@ -213,8 +208,11 @@ class VectorStoreChunks:
     @property
     def name(self) -> str | None:
         """The table or collection holding the chunks (None for stores that have no name: FAISS, in memory)."""
-        return getattr(self.store, "collection_name", None) or getattr(self.store, "table_name", None) or (
-            _inner_table(self.store) if self.backend == "pgvector" else None)
+        if self.backend == "pgvector":
+            from rag.stores.pgvector import table_of
+
+            return table_of(self.store)
+        return getattr(self.store, "collection_name", None) or getattr(self.store, "table_name", None)
 
     @property
     def can_update(self) -> bool:
@@ -334,12 +332,6 @@ class VectorStoreChunks:
         return ChunkStoreView(chunks=self, embedding=embedding)
 
 
-def _inner_table(store: Any) -> str:
-    from rag.stores.pgvector import table_of
-
-    return table_of(store)
-
-
 def _hex_id(id_: str | None) -> str | None:
     """A UUID-form id as the 32-hex chunk id it was written as (other ids unchanged)."""
     if id_ is not None and len(id_) == 36 and id_.count("-") == 4:
@@ -349,11 +341,3 @@ def _hex_id(id_: str | None) -> str | None:
             return id_
     return id_
 
-
-def chunk_store_for(store: Any, *, all_ids: Callable[[], list[str]] | None = None) -> ChunkStore:
-    """The chunk store over a Chroma store or collection, or over a natively searched vector store."""
-    if chroma.is_chroma(store):
-        return ChromaChunkStore(chroma.collection_of(store), client=getattr(store, "_client", None))
-    if isinstance(store, ChromaChunkStore | VectorStoreChunks):
-        return store
-    return VectorStoreChunks(store, all_ids=all_ids)
