@@ -184,10 +184,9 @@ def test_a_store_without_native_filters_is_refused(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ the portable-retriever contract
 
 
-class _OnBackend(PortableRetrieverTests):
-    """`KnowledgeBaseRetriever` over a backend's chunk store: the contract every resource retriever keeps."""
-
-    backend = "inmemory"
+class TestKnowledgeBaseRetrieverOnEachBackend(PortableRetrieverTests):
+    """`KnowledgeBaseRetriever` over each backend's chunk store (the `backend` fixture): the contract every
+    resource retriever keeps."""
 
     @pytest.fixture
     def corpus(self):
@@ -195,39 +194,14 @@ class _OnBackend(PortableRetrieverTests):
         return [d.model_copy(update={"id": uuid.uuid5(uuid.NAMESPACE_URL, d.id).hex}) for d in conformance_corpus()]
 
     @pytest.fixture
-    def retriever(self, corpus, tmp_path, request):
-        pg_url = request.getfixturevalue("pg_url") if self.backend == "pgvector" else None
-        chunks = VectorStoreChunks(empty_store(self.backend, tmp_path, pg_url))
+    def retriever(self, corpus, tmp_path, store_factory):
+        chunks = VectorStoreChunks(store_factory())
         texts = [d.page_content for d in corpus]
         chunks.add([d.id for d in corpus], EMB.embed_documents(texts), texts, [d.metadata for d in corpus])
         return KnowledgeBaseRetriever(chunks=chunks, embedding=EMB)
 
     def make_retriever(self, documents):  # (the fixture above builds it, with a store per backend)
         raise NotImplementedError
-
-
-class TestKnowledgeBaseRetrieverInMemory(_OnBackend):
-    backend = "inmemory"
-
-
-class TestKnowledgeBaseRetrieverFaiss(_OnBackend):
-    backend = "faiss"
-
-
-class TestKnowledgeBaseRetrieverLanceDB(_OnBackend):
-    backend = "lancedb"
-
-
-class TestKnowledgeBaseRetrieverQdrant(_OnBackend):
-    backend = "qdrant"
-
-
-class TestKnowledgeBaseRetrieverMilvus(_OnBackend):
-    backend = "milvus"
-
-
-class TestKnowledgeBaseRetrieverPGVector(_OnBackend):
-    backend = "pgvector"
 
 
 # ------------------------------------------------------------------ hostile metadata, generated
