@@ -383,7 +383,7 @@ class KnowledgeStore:
 
     def get_chunks(self, doc_id: str) -> list[Document]:
         """All chunks of a document, in `chunk_index` order."""
-        return sorted(self.get_documents({"doc_id": doc_id}), key=lambda d: d.metadata.get("chunk_index", 0))
+        return self.get_documents({"doc_id": doc_id})   # (read in document order)
 
     def as_retriever(self, *, k: int = 4, filter: dict[str, Any] | None = None,
                      score_threshold: float | None = None) -> Any:

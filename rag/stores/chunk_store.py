@@ -84,6 +84,14 @@ class ChunkStore(Protocol):
         """How many chunks are stored."""
         ...
 
+    def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+        """Ids and metadata of the chunks matching a portable filter."""
+        ...
+
+    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Replace the metadata of chunks by id, vectors and texts kept (only when `can_update`)."""
+        ...
+
     def search(self, vector: Sequence[float], *, k: int,
                filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """The `k` chunks closest to `vector` that the filter allows, as (document, cosine similarity);
