@@ -30,7 +30,7 @@ from rag.core.defaults import recommended_retrieval  # noqa: E402
 from rag.core.knowledge_base import KnowledgeBase  # noqa: E402
 from rag.core.resource import Resource  # noqa: E402
 from rag.core.retrieve import retrieve  # noqa: E402
-from rag.retrieval.routing import DocumentRouter, RoutedRetriever  # noqa: E402
+from rag.retrieval.routing import DocumentRouter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     plain = kb.as_resource(routing="off").retriever
     variants = {
         "off": kb.as_resource(routing="off"),
-        "summary cards, any word": Resource(name="docs", retriever=RoutedRetriever(
-            retriever=plain, router=_summary_router(kb, names_only=False))),
-        "summary cards, names only": Resource(name="docs", retriever=RoutedRetriever(
-            retriever=plain, router=_summary_router(kb, names_only=True))),
+        "summary cards, any word": Resource(name="docs", retriever=plain,
+                                            router=_summary_router(kb, names_only=False)),
+        "summary cards, names only": Resource(name="docs", retriever=plain,
+                                              router=_summary_router(kb, names_only=True)),
         "default (identity cards, names only)": kb.as_resource(),
     }
     settings = recommended_retrieval().model_dump()

@@ -67,7 +67,6 @@ _LAZY = {
     "CrossEncoderReranker": "rag.retrieval.rerank",
     "LLMFilterReranker": "rag.retrieval.rerank",
     "DocumentRouter": "rag.retrieval.routing",
-    "RSERetriever": "rag.retrieval.rse",
     "relevant_segments": "rag.retrieval.rse",
     "expand_neighbours": "rag.retrieval.expansion",
     "apply_budget": "rag.retrieval.budget",

@@ -123,7 +123,6 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from rag.base.filters import validate_filter
-    from rag.core.defaults import recommended_retrieval
     from rag.core.generator import RAG
     from rag.generation.prompts import source_label
 
@@ -141,10 +140,10 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         except RecursionError:
             raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
         overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
-    settings = recommended_retrieval(**overrides)
     resource = open_store_resource(args.store, args.collection, search=args.search,
                                    backend=backend_opener(args, create=False))
-    out = RAG(resources=[resource], retrieval=settings).chain().invoke(args.question)
+    # the chain every door runs; the flags are its per-request settings
+    out = RAG(resources=[resource]).chain().invoke(args.question, config={"configurable": overrides})
     empty = _nothing_found(args) if not out["context"] else None
     if empty:
         print(f"rag ask: {empty}", file=sys.stderr)

@@ -38,8 +38,10 @@ __all__ = [
     "LoaderError",
     "MissingDependencyError",
     "RagError",
+    "RemovedError",
     "StoreError",
     "from_validation",
+    "removed_names",
     "short_repr",
 ]
 
@@ -122,6 +124,29 @@ class MissingDependencyError(RagError, ImportError):
             f"{purpose} needs the optional package {package!r}, which is not installed; "
             f"install it with: pip install 'rag-runnables[{extra}]'"
         )
+
+
+class RemovedError(RagError, ImportError):
+    """A name this library no longer has; the message says what replaces it."""
+
+
+def removed_names(module: str, replacements: dict[str, str]) -> Any:
+    """A module `__getattr__` that raises `RemovedError` naming the replacement of each removed name.
+
+    Example:
+        >>> getattr_ = removed_names("rag.x", {"Old": "use New"})
+        >>> try:
+        ...     getattr_("Old")
+        ... except RemovedError as err:
+        ...     print(err)
+        rag.x.Old was removed: use New
+    """
+    def __getattr__(name: str) -> Any:
+        if name in replacements:
+            raise RemovedError(f"{module}.{name} was removed: {replacements[name]}")
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def from_validation(exc: Any, what: str) -> ConfigError:

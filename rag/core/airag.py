@@ -12,8 +12,8 @@ retrieved candidates. Each step is a callable `step(result, config) -> None` tha
 the result; pass your own to replace one (`generate(result, refine=my_refiner)`). Token usage and
 cost (from `usage_metadata`) and the wall time of every step are recorded per step.
 
-Retrieval uses `rag.core.retrieve.retrieve` when that module exists, otherwise the RAG's
-`resources_retrieval_chain`.
+Retrieval is the retrieval step of the RAG's chain (`rag.core.retrieve.run_retrieval`): the
+context is the one `rag.chain().invoke(question)` returns, every stage recorded.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -37,11 +37,10 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from rag.base.errors import ConfigError, InputError
-from rag.base.result import Candidate, RAGResult
-from rag.base.text import lexical_overlap, tokenize
+from rag.base.result import RAGResult
 from rag.core.generator import RAG
 from rag.core.resource import Resource, validate_search_kwargs
-from rag.core.retrieve import RetrievalSettings, retrieve
+from rag.core.retrieve import RetrievalSettings, run_retrieval
 from rag.generation.postprocess import check_answer
 from rag.generation.prompts import format_docs
 from rag.generation.rag_with_source import rag_chain_from_docs
@@ -78,35 +77,20 @@ def as_rag(rag_or_index: Any, *, llm: Any = None) -> Any:
     return rag
 
 
-def _score(doc: Document) -> float | None:
-    for key in ("score", "relevance_score", "rerank_score", "rrf_score"):
-        value = doc.metadata.get(key)
-        if isinstance(value, (int, float)):
-            return float(value)
-    return None
-
-
 def retrieve_into(rag: Any, question: str, *, config: RunnableConfig | None = None,
                   result: RAGResult | None = None) -> RAGResult:
-    """Run the RAG's retrieval and record the candidates as stage `"retrieved"`.
-
-    Each candidate keeps the retriever's score when it left one in the metadata and gets a
-    `lexical` score (share of question terms it contains) for inspection.
-    """
-    result = result or RAGResult(question=question)
-    start = time.perf_counter()
-    docs = rag.resources_retrieval_chain.invoke(question, config)
-    q_tokens = tokenize(question)
-    result.add_stage("retrieved", [
-        Candidate(document=d, score=_score(d), resource=d.metadata.get("resource"),
-                  scores={"lexical": round(lexical_overlap(q_tokens, tokenize(d.page_content)), 4),
-                          "rank": float(rank)})
-        for rank, d in enumerate(docs, start=1)])
-    result.timings["retrieve"] = round(time.perf_counter() - start, 4)
+    """Run the RAG's retrieval (`run_retrieval`: every stage recorded); into `result` when given."""
+    found = run_retrieval(rag, question, config=config)
+    if result is None:
+        return found
+    result.context, result.segments = found.context, found.segments
+    result.stages.update(found.stages)
+    result.timings.update(found.timings)
+    result.extras.update(found.extras)
     return result
 
 
-# ----------------------------------------------------------------------------- steps
+# ------------------------------------------------------------------------------ steps
 class TakeContext:
     """build_context: the context retrieval chose, else the segments' text, else the last stage's documents.
 
@@ -223,7 +207,6 @@ def generate(result: RAGResult, *, rag: Any = None, generation_chain: Runnable |
 
 
 _GENERATE_OPTIONS = ("generation_chain", "build_context", "answer", "refine", "postprocess", "embedding", "threshold")
-_PORTABLE_SEARCH = {"k", "filter", "fetch_k"}
 
 
 def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: Any = None,
@@ -231,11 +214,11 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
           **kwargs: Any) -> str | RAGResult:
     """Retrieve and answer in one call.
 
-    Retrieval runs the library pipeline (`rag.core.retrieve.retrieve`: rephrase, rerank, RSE,
-    budget, ... all recorded) with the RAG's `retrieval` settings, then `search_kwargs` and the
-    retrieval options on top; unless the RAG overrides `resources_retrieval_chain`, the config
-    carries per-request `retrieval_chain` settings, or `search_kwargs` uses backend-specific keys:
-    then the RAG's own retrieval chain runs and its documents are recorded as stage `"retrieved"`.
+    Retrieval is the retrieval step of `rag.chain()` (so the context is the chain's), every stage
+    recorded: the RAG's `retrieval` settings, the config's per-request settings, `search_kwargs`
+    (every resource's search settings, as `retrieval_chain` would give them) and the retrieval
+    options on top. A RAG that overrides `resources_retrieval_chain` records its documents as
+    stage `"retrieved"`.
 
     Args:
         rag_or_index: a `RAG`, a `Resource`, a list of resources, or an index with `.as_resource()`.
@@ -265,25 +248,19 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
     search = validate_search_kwargs(search_kwargs, where="search_kwargs") if search_kwargs else {}
     settings = rag.validate_retrieval_settings({name: {"search_kwargs": search} for name in rag.resource_names}) \
         if search else {}
-    result = _retrieve(rag, question, config=config, search=search, settings=settings, options=options)
+    result = _retrieve(rag, question, config=config, settings=settings, options=options)
     generate(result, rag=rag, config=config, **kwargs)
     return result if return_all else (result.final_answer or "")
 
 
-def _retrieve(rag: Any, question: str, *, config: RunnableConfig | None, search: dict[str, Any],
-              settings: dict[str, Any], options: dict[str, Any]) -> RAGResult:
-
-    own_chain = type(rag).resources_retrieval_chain is not RAG.resources_retrieval_chain
-    per_request = bool(((config or {}).get("configurable") or {}).get("retrieval_chain"))
-    use_library = not own_chain and not per_request and set(search) <= _PORTABLE_SEARCH
-    if not use_library:
-        if options:
-            raise ConfigError(f"retrieval option(s) {sorted(options)} need rag.core.retrieve, which cannot "
-                              "run here (a custom resources_retrieval_chain, per-request retrieval_chain settings "
-                              "or backend-specific search_kwargs)")
-        if settings:
-            config = {**(config or {}), "configurable": {**((config or {}).get("configurable") or {}),
-                                                         "retrieval_chain": settings}}
-        return retrieve_into(rag, question, config=config)
-    base = dict(rag.retrieval) if getattr(rag, "retrieval", None) is not None else {}
-    return retrieve(question, rag, **{**base, **search, **options})
+def _retrieve(rag: Any, question: str, *, config: RunnableConfig | None, settings: dict[str, Any],
+              options: dict[str, Any]) -> RAGResult:
+    """The retrieval step of the RAG's chain, with `search_kwargs` as every resource's request settings."""
+    if options and type(rag).resources_retrieval_chain is not RAG.resources_retrieval_chain:
+        raise ConfigError(f"retrieval option(s) {sorted(options)} set the library pipeline, which this RAG's own "
+                          "resources_retrieval_chain replaces; pass search_kwargs, or set them in the subclass")
+    if settings:
+        values = (config or {}).get("configurable") or {}
+        request = {**(values.get("retrieval_chain") or {}), **settings}
+        config = {**(config or {}), "configurable": {**values, "retrieval_chain": request}}
+    return run_retrieval(rag, question, options=options, config=config)

@@ -30,7 +30,6 @@ from rag.base.errors import ConfigError, StoreError
 from rag.core.config_models import StrictModel, check_env_name
 from rag.core.knowledge_base import KnowledgeBase
 from rag.core.resource import Resource, validate_search_kwargs
-from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
 from rag.models.embeddings import is_default_embeddings
 from rag.stores.chroma import (
@@ -226,7 +225,7 @@ class HybridSearchSettings(StrictModel):
 
 
 class SectionSettings(StrictModel):
-    """Named-section promotion (`rag.retrieval.sections.SectionRetriever` / `SectionRouter`)."""
+    """Named-section promotion (the pipeline stage of `rag.retrieval.sections.SectionRouter`)."""
 
     at: int = Field(default=3, ge=0)
     min_score: float = Field(default=2.0, ge=0)

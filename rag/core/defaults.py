@@ -1,10 +1,14 @@
-"""The recommended retrieval pipeline: what `rag ask`, `rag serve` configs and `airag` use by default.
+"""The recommended retrieval pipeline: the defaults of `RetrievalSettings`, so of every door.
+
+`RAG(resources=[...]).chain()`, `rag.retrieve`, `airag`, `ConversationalRAG`, `rag ask`, configs,
+`rag serve` and the FinanceBench `default` row all run this pipeline unless told otherwise; the
+seed's plain top-k (each resource's `search_kwargs`, fused, nothing cut) is `RAG(..., retrieval="plain")`.
 
 Per resource (a knowledge base's `as_resource()`): hybrid search (dense MiniLM + BM25 over title,
 section and text, fused by reciprocal rank) over AutoContext chunks, and document routing once it
-holds 8 documents (`routing="auto"`): a question that names documents (a capitalised word, an
+holds 8 documents (`routing="auto"`; the router belongs to the resource and the pipeline applies it): a question that names documents (a capitalised word, an
 acronym, letters with digits matching their title or file name) searches only them, and any other
-question searches everything. Across resources (`RECOMMENDED`, a `RAG`'s `retrieval`):
+question searches everything. Across resources (`RetrievalSettings()`; `RECOMMENDED` is the same as data):
 candidates fused, then packed page-diversely (a chunk loses 0.3 of its normalised score per
 better chunk already taken from its page) into a context budget of 4,000 tokens rather than a
 fixed number of chunks.
@@ -26,24 +30,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag.core.retrieval_settings import RetrievalSettings
-from rag.core.retrieve import retrieval_settings
+from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
 
 __all__ = ["CONTEXT_TOKENS", "RECOMMENDED", "recommended_retrieval"]
 
 #: The context budget of the default pipeline (word pieces of the embedding model).
-CONTEXT_TOKENS = 4000
-#: The default pipeline's cross-resource settings, as data (`RetrievalSettings` fields).
-RECOMMENDED: dict[str, Any] = {
-    "k": 64,                  # an upper bound only: the token budget decides how many chunks fit
-    "fetch_k": 100,           # candidates per resource and query
-    "fusion": "rrf",
-    "page_diversity": 0.3,
-    "max_tokens": CONTEXT_TOKENS,
-    "token_counter": "auto",
-}
+CONTEXT_TOKENS: int = RetrievalSettings().max_tokens or 4000
+#: The default pipeline's cross-resource settings, as data: `RetrievalSettings()`'s own defaults.
+RECOMMENDED: dict[str, Any] = {key: getattr(RetrievalSettings(), key)
+                               for key in ("k", "fetch_k", "fusion", "page_diversity", "max_tokens", "token_counter")}
 
 
 def recommended_retrieval(**overrides: Any) -> RetrievalSettings:
-    """The recommended `RetrievalSettings`, with `overrides` (any `RetrievalSettings` field) on top."""
-    return retrieval_settings(**{**RECOMMENDED, **overrides})
+    """The recommended `RetrievalSettings` (`RetrievalSettings()`), with `overrides` (any field) on top."""
+    return retrieval_settings(**overrides)

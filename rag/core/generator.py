@@ -1,10 +1,16 @@
 """`RAG`: resources retrieved in parallel, aggregated, answered, plus extras.
 
 ```
-question ─► RunnableParallel{resource: retriever, ...} ─► aggregate (tag + dedupe) ─► context
+question ─► RunnableParallel{resource: rephrase, route, search, ...} ─► aggregate (fuse, rerank,
+        │      pack, sections, RSE | neighbours | top k, budget) ─► context
         └──────────────────────────────────────────────► generation_chain(question, context) ─► answer
                                                           extras(question, answer, context) ─► ...
 ```
+
+By default the branches and the aggregate run the recommended pipeline (`RetrievalSettings()`,
+see `rag.core.defaults`): the same one `rag.retrieve`, `airag`, chat, `rag ask`, configs and
+`rag serve` run, so every door returns the same context. `retrieval="plain"` gives the seed's
+plain top-k: each resource's `search_kwargs` (k 4 by default), fused, nothing cut.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -33,6 +39,10 @@ from langchain_core.runnables import (
     RunnablePassthrough,
     RunnableSequence,
 )
+from langchain_core.runnables.utils import (
+    ConfigurableFieldSpec,
+    get_unique_config_specs,
+)
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -43,11 +53,20 @@ from pydantic import (
 )
 
 from rag.base.errors import ConfigError, InputError, from_validation
+from rag.base.tracing import set_run_attributes
 from rag.core.config import from_config
 from rag.core.pipeline import Branch, combine, search_branch, tag_resource
+from rag.core.request import (
+    BUILD_KEY,
+    CONFIG_SPECS,
+    REQUEST_KEY,
+    SINK_KEY,
+    configurable,
+    plain_search_kwargs,
+    request_settings,
+)
 from rag.core.resource import Resource, configured_search_kwargs, validate_search_kwargs
-from rag.core.retrieval_settings import RetrievalSettings
-from rag.core.retrieve import retrieval_settings
+from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
 from rag.core.retriever import RAGRetriever
 from rag.generation.rag_with_source import GenerationChain, rag_chain_from_docs
 
@@ -55,8 +74,9 @@ __all__ = ["OUTPUT_KEYS", "RAG", "aggregate_documents"]
 
 OUTPUT_KEYS = ("question", "answer", "context")
 RETRIEVAL_KEYS = ("search_kwargs",)
-_REQUEST_KEY = "retrieval_chain"           # per-request settings (public)
-_BUILD_KEY = "rag_retrieval_defaults"      # settings given to chain() (internal)
+#: `RAG(retrieval=PLAIN)`: the seed's plain top-k (each resource's search_kwargs, fused, nothing cut).
+PLAIN = "plain"
+_SETTINGS_KEY = "rag_retrieval_settings"   # the run's resolved RetrievalSettings (internal)
 
 
 def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
@@ -81,11 +101,12 @@ class RAG(BaseModel):
 
     Attributes:
         resources: the resources to search; names must be unique.
-        retrieval: the retrieval pipeline's settings (`RetrievalSettings` or a dict of them: `k`,
-            `fetch_k`, `router`, `reranker`, `page_diversity`, `sections`, `rse`, `max_tokens`, ...).
-            Each resource's branch then rephrases, routes and searches, and the aggregate fuses,
-            reranks, packs and budgets, exactly as `rag.retrieve` does. None (the default): each
-            branch searches with its `search_kwargs` and the aggregate only fuses.
+        retrieval: the retrieval pipeline's settings (`RetrievalSettings` or a dict of its fields:
+            `k`, `fetch_k`, `router`, `reranker`, `page_diversity`, `sections`, `rse`,
+            `max_tokens`, ...); the default, `RetrievalSettings()`, is the recommended pipeline.
+            Each resource's branch rephrases, routes and searches, and the aggregate fuses,
+            reranks, packs and budgets (`rag.core.pipeline`). ``"plain"`` (or None): the seed's
+            plain top-k, each branch searching with its `search_kwargs` and the aggregate only fusing.
         generation_chain: `{"question", "context"} -> answer`; default `rag_chain_from_docs()`
             on the configured answerer (offline extractive unless `RAG_LLM` says otherwise).
         extras: `{key: callable(output_dict) -> value}` added to every output.
@@ -96,7 +117,7 @@ class RAG(BaseModel):
     resources: list[Resource]
     generation_chain: Runnable = Field(default_factory=rag_chain_from_docs)
     extras: dict[str, Callable[[dict[str, Any]], Any]] = Field(default_factory=dict)
-    retrieval: RetrievalSettings | None = None
+    retrieval: RetrievalSettings | None = Field(default_factory=RetrievalSettings)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -117,6 +138,11 @@ class RAG(BaseModel):
     @field_validator("retrieval", mode="before")
     @classmethod
     def _check_retrieval(cls, value: Any) -> Any:
+        if value == PLAIN:
+            return None
+        if isinstance(value, str):
+            raise ValueError(f"unknown retrieval {value!r}; valid: {PLAIN!r}, a RetrievalSettings or a dict of its "
+                             "fields")
         return retrieval_settings(**value) if isinstance(value, Mapping) else value
 
     @field_validator("extras")
@@ -150,28 +176,56 @@ class RAG(BaseModel):
 
     @property
     def resources_retrieval_chain(self) -> Runnable[str, list[Document]]:
-        """One parallel branch per resource, then `aggregate_documents`. Override to customise retrieval."""
+        """One parallel branch per resource, then the aggregate. Override to customise retrieval."""
         if not self.resources:
             return RunnableLambda(lambda _: [], name="no_resources")
         if self.retrieval is None:
-            parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
+            parallel = RunnableParallel({r.name: self._plain_branch(r) for r in self.resources})
             return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
         parallel = RunnableParallel({r.name: self._branch(r) for r in self.resources})
         return (parallel | RunnableLambda(self._aggregate, name="aggregate")).with_config(run_name="resources")
 
-    def _branch(self, resource: Resource) -> Runnable[str, Branch]:
-        """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
-        settings = self.retrieval
+    def settings_for(self, config: RunnableConfig | None) -> RetrievalSettings | None:
+        """The pipeline settings a run with `config` uses (`rag.core.request`); None for a plain RAG."""
+        resolved = configurable(config).get(_SETTINGS_KEY)
+        return resolved if resolved is not None else request_settings(self.retrieval, config)
 
-        def run(question: str, config: RunnableConfig) -> Branch:
-            return search_branch(question, resource, settings, search_kwargs=configured_search_kwargs(config, resource.name),
-                                 config=config)
+    def _plain_branch(self, resource: Resource) -> Runnable[str, list[Document]]:
+        """The seed's branch: the resource's own search with its `search_kwargs` (a request's `k` and `filter` too)."""
+        plain = resource.as_runnable()
+
+        def run(question: str, config: RunnableConfig) -> list[Document]:
+            request = plain_search_kwargs(config)
+            if not request:
+                return plain.invoke(question, config)
+            search = configured_search_kwargs(config, resource.name)
+            merged = {**request, **search}
+            if request.get("filter") and search.get("filter"):
+                merged["filter"] = {"$and": [request["filter"], search["filter"]]}
+            return resource.retrieve(question, search_kwargs=merged, config=config)
 
         return RunnableLambda(run, name=resource.name)
 
-    def _aggregate(self, branches: Mapping[str, Branch]) -> list[Document]:
+    def _branch(self, resource: Resource) -> Runnable[str, Branch]:
+        """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
+
+        def run(question: str, config: RunnableConfig) -> Branch:
+            settings = self.settings_for(config)
+            branch = search_branch(question, resource, settings,
+                                   search_kwargs=configured_search_kwargs(config, resource.name), config=config)
+            set_run_attributes(config, resource=resource.name, k=branch.k or settings.k, filter=branch.filter is not None,
+                               documents=sum(len(docs) for docs in branch.lists.values()))
+            return branch
+
+        return RunnableLambda(run, name=resource.name)
+
+    def _aggregate(self, branches: Mapping[str, Branch], config: RunnableConfig) -> list[Document]:
         """The cross-resource half: fuse, rerank, sections, diversify, expand / RSE, budget (`combine`)."""
-        return combine(list(branches.values()), self.resources, self.retrieval).context
+        result = combine(list(branches.values()), self.resources, self.settings_for(config))
+        sink = configurable(config).get(SINK_KEY)
+        if isinstance(sink, list):
+            sink.append(result)
+        return result.context
 
     def as_retriever(self, *, k: int | None = None, filter: dict[str, Any] | None = None) -> BaseRetriever:
         """This RAG's aggregated retrieval as a LangChain retriever (see `RAGRetriever`)."""
@@ -216,35 +270,43 @@ class RAG(BaseModel):
               generation_chain: dict[str, Any] | None = None) -> RunnableSequence:
         """Build the runnable: `question -> {"question", "answer", "context", <extras>}`.
 
+        Per request, `config={"configurable": {...}}` (or `chain.with_config(configurable=...)`)
+        sets `k`, `fetch_k`, `filter`, `max_tokens` and `retrieval_chain`; `chain.config_specs`
+        lists them (`rag.core.request`).
+
         Args:
             retrieval_chain: per-resource settings, e.g. `{"docs": {"search_kwargs": {"k": 10,
-                "filter": {"year": {"$gt": 2024}}}}}`. At call time the same dict can be passed as
-                `config={"configurable": {"retrieval_chain": {...}}}`; its search settings win.
+                "filter": {"year": {"$gt": 2024}}}}}` (that resource's top 10, filtered). At call
+                time the same dict can be passed as `config={"configurable": {"retrieval_chain":
+                {...}}}`; its search settings win.
             generation_chain: generation settings (`temperature`, `max_tokens`, `prompt`, `llm`).
         """
         defaults = self.validate_retrieval_settings(retrieval_chain)
         generation = self._generation_with(generation_chain)
         retrieval = self.resources_retrieval_chain
 
-        def check(config: RunnableConfig) -> None:
-            self.validate_retrieval_settings(((config or {}).get("configurable") or {}).get(_REQUEST_KEY))
+        def resolved(config: RunnableConfig) -> RunnableConfig:
+            """Check the request's settings before any search, and resolve them once for every branch."""
+            self.validate_retrieval_settings(configurable(config).get(REQUEST_KEY))
+            settings = request_settings(self.retrieval, config)
+            if settings is None or settings is self.retrieval:
+                return config
+            return {**config, "configurable": {**configurable(config), _SETTINGS_KEY: settings}}
 
         # One step normalises the input and retrieves: no extra run or thread hop per call.
         def retrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
-            check(config)
             inputs = _normalise_input(value)
-            return {**inputs, "context": retrieval.invoke(inputs["question"], config)}
+            return {**inputs, "context": retrieval.invoke(inputs["question"], resolved(config))}
 
         async def aretrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
-            check(config)
             inputs = _normalise_input(value)
-            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], config)}
+            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], resolved(config))}
 
-        first: Runnable = RunnableLambda(retrieve, afunc=aretrieve, name="retrieve")
+        first: Runnable = _RetrieveStep(retrieve, aretrieve)
         if defaults:
             # Build-time settings ride on the retrieval step's config: every runnable inside it sees
             # them, also retrievers nested in other retrievers (which pass on only the context's config).
-            first = first.with_config(configurable={_BUILD_KEY: defaults})
+            first = first.with_config(configurable={BUILD_KEY: defaults})
         steps: list[Runnable] = [first, RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")]
         if self.extras:
             extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}
@@ -255,6 +317,17 @@ class RAG(BaseModel):
                   generation_chain: dict[str, Any] | None = None) -> RunnableSequence:
         """Same as `chain` (the seed uses both names)."""
         return self.chain(retrieval_chain=retrieval_chain, generation_chain=generation_chain)
+
+
+class _RetrieveStep(RunnableLambda):
+    """The chain's first step (input check, retrieval); declares the per-request settings it reads."""
+
+    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Any]) -> None:
+        super().__init__(func, afunc=afunc, name="retrieve")
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        return get_unique_config_specs([*CONFIG_SPECS, *super().config_specs])
 
 
 def _normalise_input(value: Any) -> dict[str, Any]:

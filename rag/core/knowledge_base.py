@@ -27,7 +27,11 @@ from langchain_core.retrievers import BaseRetriever
 
 from rag.core.resource import Resource
 from rag.indexing.knowledge_base import KnowledgeStore
-from rag.retrieval.kb_search import knowledge_base_retriever
+from rag.retrieval.kb_search import (
+    knowledge_base_retriever,
+    knowledge_base_router,
+    knowledge_base_sections,
+)
 
 __all__ = ["KnowledgeBase"]
 
@@ -68,12 +72,13 @@ class KnowledgeBase(KnowledgeStore):
             routing: ``"auto"`` (default: once the knowledge base holds at least 8 documents, a
                 question that names documents, by a capitalised word, an acronym or letters with
                 digits matching their title or file name, searches only them), ``"on"`` or ``"off"``.
+                The resource carries the `DocumentRouter`; the pipeline's routing stage applies it.
             search_kwargs: default search settings (`k`, `filter`, ...).
             description: what it holds (default: the manifest's description).
             hybrid: fusion settings for hybrid search (``fusion``, ``weights``, ``fetch_k``,
                 ``rrf_k``, ``bm25_settings``).
-            sections: promote the sections a question names (`SectionRetriever`): ``at`` and the
-                `SectionRouter` settings; ``{}`` for the defaults.
+            sections: promote the sections a question names (the pipeline's named-section stage):
+                ``at`` and the `SectionRouter` settings; ``{}`` for the defaults; None (default): off.
 
         BM25 and sections read the stored chunks now: build the resource again after the
         knowledge base changes.
@@ -82,7 +87,9 @@ class KnowledgeBase(KnowledgeStore):
             # nothing to build BM25 from yet: dense until the resource is built again after indexing
             logger.info("knowledge base %r is empty: searching it dense until it is rebuilt", self.name)
             search = "dense"
-        retriever = knowledge_base_retriever(self, search=search, sections=sections, routing=routing, **(hybrid or {}))
+        chunks = self.get_documents() if sections is not None and search != "dense" else None
+        retriever = knowledge_base_retriever(self, search=search, chunks=chunks, **(hybrid or {}))
         return Resource(name=name or self.name, retriever=retriever,
                         description=self.manifest.description if description is None else description,
-                        search_kwargs=search_kwargs or {})
+                        search_kwargs=search_kwargs or {}, router=knowledge_base_router(self, routing),
+                        sections=knowledge_base_sections(self, sections, chunks))

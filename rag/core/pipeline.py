@@ -66,6 +66,7 @@ class Branch:
     route: Any = None
     timings: dict[str, float] = field(default_factory=dict)
     k: int | None = None    # the k the user gave this resource: at most this many of its chunks in the context
+    router: Any = None      # the router that chose `route`
 
 
 @contextmanager
@@ -85,8 +86,10 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
     """Rephrase, route and search one resource (the per-resource half of the pipeline).
 
     `search_kwargs` (a request's settings for this resource) are applied on top of the pipeline's:
-    their `filter` is combined with `$and`; their `k`, else the resource's own default `k`, caps
-    the context at that many chunks per resource (candidates are still `fetch_k` deep).
+    their `filter` is combined with `$and`; their `k` (`max_chunks`), else the resource's own,
+    caps the context at that many chunks of this resource (candidates are still `fetch_k` deep).
+    Routing uses `settings.router`, else the resource's own `router`; when the route and the
+    caller's filter share no document, the caller's filter wins (the search runs without the route).
     """
     timings: dict[str, float] = {}
     queries = [question]
@@ -95,24 +98,36 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
             queries = _rephraser(settings, resource).rephrase(question)
     request = dict(search_kwargs or {})
     flt = and_filters(settings.filter, request.pop("filter", None))
-    route = None
-    if settings.router is not None:
+    router = None if settings.routing == "off" else (settings.router or resource.router)
+    route, routed = None, flt
+    if router is not None:
         with _timed(timings, "route"):
-            route = settings.router.route(question)
+            route = router.route(question)
         if settings.routing != "boost" and route.values:   # "filter" or "both"
-            flt = and_filters(flt, {settings.router.key: {"$in": route.values}})
+            routed = and_filters(flt, {router.key: {"$in": route.values}})
     # a k the user gave the resource (its search_kwargs or this request's) caps what it puts in the
     # context (see `combine`); candidates are still searched `fetch_k` deep
     wanted = request.pop("k", resource.search_kwargs.get("k"))
     k = max(settings.fetch_k, wanted or 0)
-    kwargs = {**request, "k": k, **({"filter": flt} if flt else {})}
     with _timed(timings, "search", config, run_name=f"search/{resource.name}", resource=resource.name, k=k,
-                filter=flt is not None, queries=len(queries)) as current:
-        lists = {qi: tag_resource(resource.retrieve(q, search_kwargs=kwargs, config=current.config), resource.name)
-                 for qi, q in enumerate(queries)} if len(queries) == 1 else \
-            _search_queries(resource, queries, kwargs, current.config)
+                filter=routed is not None, queries=len(queries)) as current:
+        lists = _search(resource, queries, {**request, "k": k}, routed, current.config)
+        if routed is not flt and flt is not None and not any(lists.values()):
+            routed = flt    # the route and the caller's filter share no document: the caller chose others
+            lists = _search(resource, queries, {**request, "k": k}, routed, current.config)
         current.attributes["documents"] = sum(len(docs) for docs in lists.values())
-    return Branch(question, resource.name, queries, lists, flt, route, timings, wanted)
+    return Branch(question, resource.name, queries, lists, routed, route, timings, wanted, router)
+
+
+def _search(resource: Resource, queries: list[str], kwargs: dict[str, Any], flt: dict[str, Any] | None,
+            config: RunnableConfig | None) -> dict[int, list[Document]]:
+    """Every query's results from `resource`, tagged with its name (queries searched concurrently)."""
+    kwargs = {**kwargs, **({"filter": flt} if flt else {})}
+    if len(queries) == 1:
+        return {0: tag_resource(resource.retrieve(queries[0], search_kwargs=kwargs, config=config), resource.name)}
+    with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
+        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs, config=config), queries))
+    return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
 
 
 def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings: RetrievalSettings | None) -> RAGResult:
@@ -180,16 +195,18 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
             resources: list[Resource], settings: RetrievalSettings) -> RAGResult:
     """Route boost, rerank, diversify, sections, select, budget."""
     question, counter = result.question, token_counter(settings.token_counter)
-    route = next((b.route for b in branches if b.route is not None), None)
+    routed = [b for b in branches if b.route is not None]
     flt = branches[0].filter if branches else settings.filter
-    if route is not None:
+    if routed:
+        route = routed[0].route
         result.extras["route"] = {"values": route.values, "confident": route.confident,
                                   "scores": dict(list(route.scores.items())[:10])}
-        if settings.routing != "filter":   # "boost" or "both": on min-max normalised fused scores
+        if settings.routing in ("boost", "both"):   # on min-max normalised fused scores
             with _timed(result.timings, "route"):
-                normalised = minmax([score for _, score in fused])
-                fused = settings.router.boost(question, [(d, s) for (d, _), s in zip(fused, normalised, strict=True)],
-                                              weight=settings.route_weight)
+                for router in {id(b.router): b.router for b in routed}.values():
+                    normalised = minmax([score for _, score in fused])
+                    fused = router.boost(question, [(d, s) for (d, _), s in zip(fused, normalised, strict=True)],
+                                         weight=settings.route_weight)
             result.add_stage("filtered", _candidates([d for d, _ in fused]))
     scored = fused
     reranker = _reranker(settings.reranker)
@@ -201,8 +218,13 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
         with _timed(result.timings, "diversify"):
             scored = diversify(scored, discount=settings.page_diversity)
         result.add_stage("diversified", _candidates([d for d, _ in scored]))
-    if settings.sections is not None:
-        scored = _sections(result, scored, settings, flt)
+    section_routers = [settings.sections] if settings.sections is not None else \
+        [r.sections for r in resources if r.sections is not None]
+    if section_routers:
+        scored = _sections(result, scored, settings, flt, section_routers)
+    caps = {b.resource: b.k for b in branches if b.k}
+    if caps:   # a resource's own k: at most that many of its chunks, its best ones
+        scored = _capped(scored, caps)
     with _timed(result.timings, "select"):
         context = _select(result, resources, scored, settings)
     with _timed(result.timings, "budget", max_tokens=settings.max_tokens) as current:
@@ -215,6 +237,18 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     result.extras["settings"]["token_counter"] = (settings.token_counter if isinstance(settings.token_counter, str)
                                                   else counter.name)
     return result
+
+
+def _capped(scored: list[tuple[Document, float]], caps: Mapping[str, int]) -> list[tuple[Document, float]]:
+    """`scored` with at most `caps[r]` chunks of each capped resource `r` (the first ones, in order)."""
+    taken: dict[str, int] = {}
+    kept = []
+    for doc, score in scored:
+        resource = doc.metadata.get("resource")
+        taken[resource] = taken.get(resource, 0) + 1
+        if resource not in caps or taken[resource] <= caps[resource]:
+            kept.append((doc, score))
+    return kept
 
 
 def _rerank(reranker: Any, question: str, fused: list[tuple[Document, float]],
@@ -232,13 +266,17 @@ def _rerank(reranker: Any, question: str, fused: list[tuple[Document, float]],
 
 
 def _sections(result: RAGResult, scored: list[tuple[Document, float]], settings: RetrievalSettings,
-              flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
-    if not hasattr(settings.sections, "promote"):
-        raise ConfigError(f"sections must be a SectionRouter or None, got {type(settings.sections).__name__}")
+              flt: dict[str, Any] | None, routers: list[Any]) -> list[tuple[Document, float]]:
+    """Promote the opening chunks of the sections the question names (each resource's router in turn)."""
+    named: list[Any] = []
     with _timed(result.timings, "sections"):
         top_k = settings.k if settings.rse is None and not settings.expand else None  # a top-k context
-        scored, named = settings.sections.promote(result.question, scored, at=settings.section_at, within=top_k,
-                                                  filter=flt)
+        for router in routers:
+            if not callable(getattr(router, "promote", None)):
+                raise ConfigError(f"sections must be a SectionRouter or None, got {type(router).__name__}")
+            at = settings.section_at if settings.section_at is not None else router.at
+            scored, found = router.promote(result.question, scored, at=at, within=top_k, filter=flt)
+            named += found
     result.extras["sections"] = [{"heading": s.heading, "document": s.document, "score": round(s.score, 4)}
                                  for s in named]
     result.add_stage("sections", _candidates([d for d, _ in scored]))
@@ -279,13 +317,6 @@ def _rephraser(settings: RetrievalSettings, resource: Resource) -> Any:
         return settings.rephrase
     modes = [settings.rephrase] if isinstance(settings.rephrase, str) else list(settings.rephrase)
     return Rephraser(modes=modes, llm=settings.llm, retriever=resource.retriever if "feedback" in modes else None)
-
-
-def _search_queries(resource: Resource, queries: list[str], kwargs: dict[str, Any],
-                    config: RunnableConfig | None) -> dict[int, list[Document]]:
-    with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
-        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs, config=config), queries))
-    return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
 
 
 def _select(result: RAGResult, resources: list[Resource], scored: list[tuple[Document, float]],

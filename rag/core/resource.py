@@ -33,10 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rag.base.errors import ConfigError, from_validation
 from rag.base.filters import chroma_where_from_canonical, validate_filter
 from rag.base.tracing import set_run_attributes
+from rag.core.request import BUILD_KEY, REQUEST_KEY
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.models.embeddings import default_embeddings
-from rag.retrieval.kb_search import knowledge_base_retriever
+from rag.retrieval.kb_search import knowledge_base_retriever, knowledge_base_router
 from rag.retrieval.paging import apage_filtered, page_filtered
 from rag.stores.chroma import collection_name, content_id, new_chroma
 from rag.stores.native import NativeFilterRetriever, native_search_for
@@ -45,18 +46,20 @@ __all__ = ["SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_se
 
 logger = logging.getLogger(__name__)
 
-#: The search settings every resource understands, whatever its backend.
-SEARCH_KWARGS = ("k", "filter", "fetch_k", "lambda_mult", "score_threshold")
+#: The search settings every resource understands, whatever its backend. `max_chunks` caps the
+#: resource's chunks in the context; `k` is the seed's spelling of the same (stored as `k`).
+SEARCH_KWARGS = ("max_chunks", "k", "filter", "fetch_k", "lambda_mult", "score_threshold")
 DEFAULT_K = 4
-_REQUEST_KEY = "retrieval_chain"
-_BUILD_KEY = "rag_retrieval_defaults"
 
 
 def validate_search_kwargs(search_kwargs: Mapping[str, Any] | None, *, where: str = "search_kwargs") -> dict[str, Any]:
     """Check search settings and return a copy with the filter in canonical form.
 
+    `max_chunks` is stored as `k` (the seed's spelling; both mean "at most this many of the
+    resource's chunks in the context").
+
     Example:
-        >>> validate_search_kwargs({"k": 2, "filter": {"year": 2024}})
+        >>> validate_search_kwargs({"max_chunks": 2, "filter": {"year": 2024}})
         {'k': 2, 'filter': {'year': {'$eq': 2024}}}
     """
     if search_kwargs is None:
@@ -67,9 +70,15 @@ def validate_search_kwargs(search_kwargs: Mapping[str, Any] | None, *, where: st
     unknown = sorted(set(out) - set(SEARCH_KWARGS))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {', '.join(SEARCH_KWARGS)}")
-    for key in ("k", "fetch_k"):
+    for key in ("max_chunks", "k", "fetch_k"):
         if key in out and (isinstance(out[key], bool) or not isinstance(out[key], int) or out[key] < 1):
             raise ConfigError(f"{where}.{key} must be a positive integer, got {out[key]!r}")
+    if "max_chunks" in out:
+        cap = out.pop("max_chunks")
+        if out.get("k", cap) != cap:
+            raise ConfigError(f"{where}: max_chunks={cap} and k={out['k']} disagree; k is the seed's spelling of "
+                              "max_chunks: give one")
+        out = {"k": cap, **out}
     if "filter" in out:
         out["filter"] = validate_filter(out["filter"])
         if out["filter"] is None:
@@ -86,7 +95,7 @@ def configured_search_kwargs(config: RunnableConfig | None, name: str) -> dict[s
     """
     configurable = (config or {}).get("configurable") or {}
     build, request = (((configurable.get(key) or {}).get(name) or {}).get("search_kwargs") or {}
-                      for key in (_BUILD_KEY, _REQUEST_KEY))
+                      for key in (BUILD_KEY, REQUEST_KEY))
     return {**build, **request}
 
 
@@ -97,7 +106,12 @@ class Resource(BaseModel):
         name: unique, non-empty; the key of this resource's branch and of `metadata["resource"]`.
         retriever: any LangChain retriever.
         description: what the resource holds (shown by the server and used for routing).
-        search_kwargs: defaults such as `{"k": 4, "filter": {...}}`; per-call settings win.
+        search_kwargs: defaults such as `{"max_chunks": 4, "filter": {...}}`; per-call settings win.
+            `max_chunks` (the seed's spelling: `k`) caps this resource's chunks in the context.
+        router: a `DocumentRouter` over this resource's documents, or None; the pipeline's routing
+            stage uses it (`KnowledgeBase.as_resource` sets one, see its `routing`).
+        sections: a `SectionRouter` over this resource's chunks, or None; the pipeline's named-section
+            stage uses it (`KnowledgeBase.as_resource(sections=...)`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -110,6 +124,8 @@ class Resource(BaseModel):
     retriever: BaseRetriever
     description: str = ""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    router: Any = None
+    sections: Any = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -129,6 +145,16 @@ class Resource(BaseModel):
     def _check_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
         return validate_search_kwargs(value)
 
+    @field_validator("router", "sections")
+    @classmethod
+    def _check_stage(cls, value: Any, info: Any) -> Any:
+        method = {"router": "route", "sections": "promote"}[info.field_name]
+        if value is not None and not callable(getattr(value, method, None)):
+            raise ValueError(f"{info.field_name} must have a {method}() method (a "
+                             f"{'DocumentRouter' if method == 'route' else 'SectionRouter'}) or be None, "
+                             f"got {type(value).__name__}")
+        return value
+
     # ----------------------------------------------------------------- constructors
     @classmethod
     def from_vectorstore(cls, name: str, vectorstore: VectorStore, search_kwargs: dict[str, Any] | None = None,
@@ -145,9 +171,15 @@ class Resource(BaseModel):
 
     @classmethod
     def from_retriever(cls, name: str, retriever: BaseRetriever, *, description: str = "",
-                       search_kwargs: dict[str, Any] | None = None) -> Resource:
-        """Wrap any retriever; filters it cannot apply are applied in Python."""
-        return cls(name=name, retriever=retriever, description=description, search_kwargs=search_kwargs or {})
+                       search_kwargs: dict[str, Any] | None = None, router: Any = None,
+                       sections: Any = None) -> Resource:
+        """Wrap any retriever; filters it cannot apply are applied in Python.
+
+        `router` (a `DocumentRouter`) and `sections` (a `SectionRouter`) give the pipeline's routing
+        and named-section stages what they need for this resource.
+        """
+        return cls(name=name, retriever=retriever, description=description, search_kwargs=search_kwargs or {},
+                   router=router, sections=sections)
 
     @classmethod
     def from_documents(
@@ -230,7 +262,7 @@ class Resource(BaseModel):
         if kb.count() == 0:
             raise ConfigError(f"no readable documents under {path} matching {glob!r}")
         return cls(name=name, retriever=knowledge_base_retriever(kb, search=search), description=description,
-                   search_kwargs=search_kwargs or {})
+                   search_kwargs=search_kwargs or {}, router=knowledge_base_router(kb))
 
     # ----------------------------------------------------------------- retrieval
     def effective_search_kwargs(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""`retrieve`: run a whole retrieval path and return every intermediate step as a `RAGResult`.
+"""`retrieve`: the retrieval of `RAG(...).chain()`, with every intermediate step in a `RAGResult`.
+
+`retrieve(question, resources)` runs the retrieval step of `RAG(resources=resources).chain()`
+(the recommended pipeline, `RetrievalSettings()`), so its context is the chain's; keyword
+arguments change `RetrievalSettings` fields for this call.
 
 ```
 question ─► rephrase ─► route ─► search every (resource, query), concurrently ─► fuse (RRF)
@@ -19,8 +23,7 @@ and ``extras`` (route, token counter, settings).
 Settings are validated by `RetrievalSettings` (unknown keys are rejected with the valid ones).
 Neighbour expansion and RSE read chunks from the resource's chunk source (its retriever's
 `chunk_source`: a knowledge base, the BM25 index of a `HybridRetriever` / `BM25Retriever`, or the
-Chroma store of a vector-store retriever). The stages live in `rag.core.pipeline`; a `RAG` with
-retrieval settings runs the same ones.
+Chroma store of a vector-store retriever). The stages live in `rag.core.pipeline`.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -28,8 +31,8 @@ Example:
     >>> res = Resource.from_texts("notes", ["Paris is in France.", "Rome is in Italy."],
     ...                           embedding=DeterministicFakeEmbedding(size=16))
     >>> result = retrieve("Where is Rome?", res, k=1, max_tokens=50, token_counter="approx")
-    >>> len(result.context), sorted(result.timings)[:3]
-    (1, ['budget', 'fuse', 'search'])
+    >>> len(result.context), {"search", "fuse", "budget"} <= set(result.timings)
+    (1, True)
 """
 
 from __future__ import annotations
@@ -37,60 +40,89 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ValidationError
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from rag.base.errors import ConfigError, InputError
-from rag.base.result import RAGResult
-from rag.base.tracing import stage
-from rag.core.pipeline import chunk_source, combine, search_branch
+from rag.base.result import Candidate, RAGResult
+from rag.base.text import lexical_overlap, tokenize
+from rag.core.generator import RAG
+from rag.core.pipeline import chunk_source
+from rag.core.request import OVERRIDES_KEY, SINK_KEY, configurable
 from rag.core.resource import Resource
-from rag.core.retrieval_settings import RetrievalSettings
+from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
 
-__all__ = ["RetrievalSettings", "aretrieve", "chunk_source", "retrieve", "retrieval_settings"]
+__all__ = ["RetrievalSettings", "aretrieve", "as_retrieval_rag", "chunk_source", "retrieve", "retrieval_settings",
+           "run_retrieval"]
 
-
-def retrieval_settings(**kwargs: Any) -> RetrievalSettings:
-    """Validated `RetrievalSettings`; a `ConfigError` names the bad or unknown option and lists the valid ones.
-
-    Example:
-        >>> try:
-        ...     retrieval_settings(k=0)
-        ... except ConfigError as err:
-        ...     print(err)
-        invalid retrieval setting k=0: Input should be greater than or equal to 1
-    """
-    unknown = sorted(set(kwargs) - set(RetrievalSettings.model_fields))
-    if unknown:
-        raise ConfigError(f"unknown retrieve option(s) {unknown}; valid: {', '.join(RetrievalSettings.model_fields)}")
-    try:
-        return RetrievalSettings(**kwargs)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"])
-        raise ConfigError(f"invalid retrieval setting {key}={kwargs.get(key, error.get('input'))!r}: {error['msg']}") \
-            from None
+#: The generation chain of a RAG built only to retrieve (never called).
+_NO_GENERATION = RunnableLambda(lambda _: "", name="no_generation")
 
 
-def _resources(resources_or_rag: Any) -> list[Resource]:
+def as_retrieval_rag(resources_or_rag: Any) -> RAG:
+    """The `RAG` whose chain `retrieve` runs: the RAG itself, or a default `RAG` over the resources."""
+    if isinstance(resources_or_rag, RAG):
+        return resources_or_rag
     if isinstance(resources_or_rag, Resource):
-        return [resources_or_rag]
-    if isinstance(resources_or_rag, BaseRetriever):
-        return [Resource.from_retriever("default", resources_or_rag)]
-    if hasattr(resources_or_rag, "resources"):
-        return list(resources_or_rag.resources)
-    if isinstance(resources_or_rag, Sequence) and resources_or_rag and all(
+        resources = [resources_or_rag]
+    elif isinstance(resources_or_rag, BaseRetriever):
+        resources = [Resource.from_retriever("default", resources_or_rag)]
+    elif isinstance(resources_or_rag, Sequence) and resources_or_rag and all(
             isinstance(r, Resource) for r in resources_or_rag):
-        return list(resources_or_rag)
-    raise ConfigError(f"retrieve needs a Resource, a list of Resources, a RAG or a retriever; "
-                      f"got {type(resources_or_rag).__name__}")
+        resources = list(resources_or_rag)
+    else:
+        raise ConfigError(f"retrieve needs a Resource, a list of Resources, a RAG or a retriever; "
+                          f"got {type(resources_or_rag).__name__}")
+    return RAG(resources=resources, generation_chain=_NO_GENERATION)
+
+
+def run_retrieval(rag: RAG, question: str, *, options: dict[str, Any] | None = None,
+                  config: RunnableConfig | None = None) -> RAGResult:
+    """Run the retrieval step of `rag.chain()` (its `resources_retrieval_chain`) and record what it did.
+
+    `options` are `RetrievalSettings` fields applied on top of the RAG's settings and the request's.
+    The pipeline's aggregate hands back its `RAGResult` (every stage, timings, extras); a RAG whose
+    `resources_retrieval_chain` is its own records the documents it returned as stage ``"retrieved"``.
+    """
+    sink: list[RAGResult] = []
+    values = {**configurable(config), SINK_KEY: sink}
+    if options:
+        values[OVERRIDES_KEY] = {**(values.get(OVERRIDES_KEY) or {}), **options}
+    start = time.perf_counter()
+    context = rag.resources_retrieval_chain.invoke(question, {**(config or {}), "configurable": values})
+    result = sink[-1] if sink else _recorded(question, context)
+    result.context = list(context)
+    result.timings["total"] = result.timings["retrieve"] = time.perf_counter() - start
+    return result
+
+
+def _recorded(question: str, docs: Sequence[Document]) -> RAGResult:
+    """A result whose stage ``"retrieved"`` holds `docs` with their retriever score, rank and lexical overlap."""
+    result = RAGResult(question=question)
+    terms = tokenize(question)
+    result.add_stage("retrieved", [
+        Candidate(document=d, score=_score(d), resource=d.metadata.get("resource"),
+                  scores={"lexical": round(lexical_overlap(terms, tokenize(d.page_content)), 4), "rank": float(rank)})
+        for rank, d in enumerate(docs, start=1)])
+    return result
+
+
+def _score(doc: Document) -> float | None:
+    for key in ("score", "relevance_score", "rerank_score", "rrf_score"):
+        value = doc.metadata.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
 
 
 def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
-    """Run the retrieval path described by `kwargs` (see `RetrievalSettings`) and record every step.
+    """Run the retrieval of `RAG(...).chain()` and record every step (a view of the chain).
+
+    The context is the one `RAG(resources=...).chain().invoke(question)` returns (the RAG's own
+    when a `RAG` is given), with `kwargs` (`RetrievalSettings` fields) on top of its settings.
 
     Args:
         question: the user question (a non-empty string).
@@ -102,19 +134,9 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
     """
     if not isinstance(question, str) or not question.strip():
         raise InputError("the question must be a non-empty string")
-    settings = retrieval_settings(**kwargs)
-    resources = _resources(resources_or_rag)
-    start = time.perf_counter()
-    with stage("search", k=settings.fetch_k, filter=settings.filter is not None) as current:
-        if len(resources) == 1:
-            branches = [search_branch(question, resources[0], settings, config=current.config)]
-        else:
-            with ThreadPoolExecutor(max_workers=min(8, len(resources)), thread_name_prefix="rag-retrieve") as pool:
-                branches = list(pool.map(lambda res: search_branch(question, res, settings, config=current.config),
-                                         resources))
-    result = combine(branches, resources, settings)
-    result.timings["total"] = time.perf_counter() - start
-    return result
+    if kwargs:
+        retrieval_settings(**kwargs)   # unknown or bad options are reported before any search
+    return run_retrieval(as_retrieval_rag(resources_or_rag), question, options=kwargs)
 
 
 async def aretrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:

@@ -1,8 +1,8 @@
 """`RAGRetriever`: a RAG's aggregated retrieval as a plain LangChain `BaseRetriever`.
 
 Useful wherever LangChain expects a retriever (a `ContextualCompressionRetriever`, an agent
-tool, `langchain_tests`). `k` and `filter` apply to every resource; the merged result holds at
-most `k` documents.
+tool, `langchain_tests`). `k` and `filter` are the chain's per-request settings (the context
+holds at most `k` documents; the filter applies to every resource).
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -25,8 +25,9 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from pydantic import ConfigDict
 
+from rag.base.errors import ConfigError
+from rag.base.filters import and_filters, validate_filter
 from rag.base.portable import PortableRetriever
-from rag.core.resource import validate_search_kwargs
 
 if TYPE_CHECKING:
     pass
@@ -39,8 +40,8 @@ class RAGRetriever(PortableRetriever):
 
     Attributes:
         rag: the RAG whose `resources_retrieval_chain` is used (subclass overrides included).
-        k: documents per resource and in total; None keeps each resource's default.
-        filter: a portable filter applied to every resource.
+        k: documents in the context; None keeps the RAG's.
+        filter: a portable filter applied to every resource (ANDed with the RAG's own).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -52,9 +53,10 @@ class RAGRetriever(PortableRetriever):
 
     def _settings(self, k: int | None, flt: dict[str, Any] | None) -> tuple[dict[str, Any], int | None]:
         k = k if k is not None else self.k
-        search = validate_search_kwargs({key: v for key, v in (("k", k), ("filter", flt or self.filter)) if v})
-        return {"configurable": {"retrieval_chain": {name: {"search_kwargs": search}
-                                                      for name in self.rag.resource_names}}}, k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        flt = and_filters(validate_filter(self.filter), validate_filter(flt))
+        return {"configurable": {key: value for key, value in (("k", k), ("filter", flt)) if value}}, k
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None, filter: dict[str, Any] | None = None) -> list[Document]:

@@ -38,7 +38,6 @@ from langchain_core.runnables import (
     RunnableConfig,
     RunnableGenerator,
     RunnableLambda,
-    RunnablePassthrough,
 )
 
 from rag.base.errors import ConfigError, InputError
@@ -57,6 +56,7 @@ CONDENSE_PROMPT = ChatPromptTemplate.from_messages([
 _NOT_NAMES = frozenset("""what where when who whom whose how which why is are was were does do did can could
 should would will tell give show list and but or so the a an in on at for of to from i you we it its they
 please also then now ok okay yes no""".split())
+_MESSAGE = "chat_message"   # the user's message while the RAG chain runs on the standalone question
 _NAME = re.compile(r"[A-Z][\w-]*(?:'s)?(?:\s+(?:of\s+|de\s+|la\s+)?[A-Z][\w-]*(?:'s)?)*")
 _PRONOUN = re.compile(r"\b(it|its|they|them|their|this|that|these|those|he|she|him|her|his)\b", re.IGNORECASE)
 _POSSESSIVE = {"its", "their", "his", "her"}
@@ -141,14 +141,6 @@ def _chat_model_of(rag: Any) -> Any:
     return None if llm is None or isinstance(llm, ExtractiveAnswerer) else llm
 
 
-def _generation_input(value: dict[str, Any]) -> dict[str, Any]:
-    return {"question": value["standalone_question"], "context": value["context"]}
-
-
-async def _ageneration_input(value: dict[str, Any]) -> dict[str, Any]:
-    return _generation_input(value)
-
-
 class ConversationalRAG:
     """A `RAG` that answers follow-up messages (see the module docstring).
 
@@ -224,7 +216,17 @@ class ConversationalRAG:
             self.store.add(str(session), [HumanMessage(content=output["question"]),
                                           AIMessage(content=str(output.get("answer") or ""))])
 
-    def _passthrough_and_save(self) -> Runnable:
+    def _restore_and_save(self) -> Runnable:
+        """The RAG chain's output as a chat turn's: the message back as `question`, the one answered as
+        `standalone_question`; saved to the message store after the last chunk (streaming too)."""
+        def rename(chunk: dict[str, Any]) -> dict[str, Any]:
+            chunk = dict(chunk)
+            if "question" in chunk:
+                chunk["standalone_question"] = chunk.pop("question")
+            if _MESSAGE in chunk:
+                chunk["question"] = chunk.pop(_MESSAGE)
+            return chunk
+
         def merge(final: dict[str, Any], chunk: dict[str, Any]) -> dict[str, Any]:
             for key, value in chunk.items():
                 final[key] = final[key] + value if isinstance(value, str) and isinstance(final.get(key), str) \
@@ -234,6 +236,7 @@ class ConversationalRAG:
         def transform(chunks: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             final: dict[str, Any] = {}
             for chunk in chunks:
+                chunk = rename(chunk)
                 merge(final, chunk)
                 yield chunk
             self._save(final)
@@ -241,6 +244,7 @@ class ConversationalRAG:
         async def atransform(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
             final: dict[str, Any] = {}
             async for chunk in chunks:
+                chunk = rename(chunk)
                 merge(final, chunk)
                 yield chunk
             self._save(final)
@@ -250,33 +254,24 @@ class ConversationalRAG:
     def chain(self) -> Runnable:
         """`{"question", "history" | "session_id"} -> {"question", "standalone_question", "context", "answer", ...}`.
 
-        One `retrieve` step reads the input, condenses (a `condense` child run) and retrieves, as
-        `RAG.chain()` does: in async runs that is one step on the event loop, not one executor
-        hop and one stream tee per stage.
+        Condense the message into a standalone question, then run `rag.chain()` on it: the same
+        retrieval, generation, extras and input checks as a single question. The output's
+        `question` is the message; `standalone_question` is what was retrieved and answered.
         """
         condense = RunnableLambda(self._condense, afunc=self._acondense, name="condense")
-        retrieval = self.rag.resources_retrieval_chain
 
         def prepare(value: Any, config: RunnableConfig) -> dict[str, Any]:
             inputs = self._input(value)
-            standalone = condense.invoke(inputs, config)
-            return {**inputs, "standalone_question": standalone, "context": retrieval.invoke(standalone, config)}
+            return {**inputs, _MESSAGE: inputs["question"], "question": condense.invoke(inputs, config)}
 
         async def aprepare(value: Any, config: RunnableConfig) -> dict[str, Any]:
             # A message store may block (a database): read it off the event loop.
             needs_store = isinstance(value, dict) and value.get("history") is None and value.get("session_id")
             inputs = await asyncio.to_thread(self._input, value) if needs_store else self._input(value)
-            standalone = await condense.ainvoke(inputs, config)
-            return {**inputs, "standalone_question": standalone,
-                    "context": await retrieval.ainvoke(standalone, config)}
+            return {**inputs, _MESSAGE: inputs["question"], "question": await condense.ainvoke(inputs, config)}
 
-        generation = (RunnableLambda(_generation_input, afunc=_ageneration_input, name="generation_input")
-                      | self.rag.generation_chain)
-        return (
-            RunnableLambda(prepare, afunc=aprepare, name="retrieve")
-            | RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")
-            | self._passthrough_and_save()
-        ).with_config(run_name="ConversationalRAG")
+        return (RunnableLambda(prepare, afunc=aprepare, name="condense_question") | self.rag.chain()
+                | self._restore_and_save()).with_config(run_name="ConversationalRAG")
 
     def invoke(self, question: str, *, history: Sequence[Any] | None = None, session_id: str | None = None,
                config: Any = None) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from rag.retrieval.packing import diversify, page_key
 from rag.retrieval.partition_index import PartitionIndex
 from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
 from rag.retrieval.rephrase import (
-    FusedQueryRetriever,
     Rephraser,
     keyword_query,
     sub_queries,
@@ -35,12 +34,11 @@ from rag.retrieval.rerank import (
     EmbeddingReranker,
     LLMFilterReranker,
     Reranker,
-    RerankerCompressor,
     blend_rerank,
 )
-from rag.retrieval.routing import DocumentRouter, RoutedRetriever
-from rag.retrieval.rse import RSE_PRESETS, RSEConfig, RSERetriever, relevant_segments
-from rag.retrieval.sections import NamedSection, SectionRetriever, SectionRouter
+from rag.retrieval.routing import DocumentRouter
+from rag.retrieval.rse import RSE_PRESETS, RSEConfig, relevant_segments
+from rag.retrieval.sections import NamedSection, SectionRouter
 
 __all__ = [
     "RSE_PRESETS",
@@ -51,7 +49,6 @@ __all__ = [
     "CrossEncoderReranker",
     "DocumentRouter",
     "EmbeddingReranker",
-    "FusedQueryRetriever",
     "HybridRetriever",
     "LLMFilterReranker",
     "NamedSection",
@@ -59,12 +56,8 @@ __all__ = [
     "PartitionedChroma",
     "PartitionedRetriever",
     "RSEConfig",
-    "RSERetriever",
     "Rephraser",
     "Reranker",
-    "RerankerCompressor",
-    "RoutedRetriever",
-    "SectionRetriever",
     "SectionRouter",
     "TokenCounter",
     "apply_budget",
@@ -80,3 +73,15 @@ __all__ = [
     "sub_queries",
     "token_counter",
 ]
+
+_REMOVED = {"FusedQueryRetriever": "rephrase", "RerankerCompressor": "rerank", "RoutedRetriever": "routing",
+            "RSERetriever": "rse", "SectionRetriever": "sections"}
+
+
+def __getattr__(name: str) -> object:
+    """Removed wrapper retrievers raise `RemovedError` naming the pipeline stage that replaces them."""
+    if name in _REMOVED:
+        import importlib
+
+        return getattr(importlib.import_module(f"rag.retrieval.{_REMOVED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,12 +9,13 @@ One place decides how a knowledge base is searched, for every front door that se
 - ``"dense"``: the dense vectors only (`KnowledgeBaseRetriever`);
 - ``"bm25"``: BM25 over the stored chunks only (`BM25Retriever`).
 
-`routing` wraps any of them in a `RoutedRetriever`: when the question names something (a
-capitalised word, an acronym, letters with digits) that identifies documents by their card
-(title and file name), the search is restricted to them (``"auto"``, the default: once the
-knowledge base holds at least `ROUTING_MIN_DOCUMENTS` documents; ``"on"``: always).
-`sections` wraps the result in a `SectionRetriever` (promote the sections a question names;
-opt-in: designed on FinanceBench's development questions).
+Routing and named sections are stages of the retrieval pipeline, not wrappers around the
+retriever: `knowledge_base_router` gives the `DocumentRouter` a knowledge base's resource carries
+(when the question names something, a capitalised word, an acronym, letters with digits, that
+identifies documents by their card, title and file name, the pipeline searches only them;
+``"auto"``, the default: once the knowledge base holds at least `ROUTING_MIN_DOCUMENTS` documents;
+``"on"``: always) and `knowledge_base_sections` the `SectionRouter` (promote the sections a
+question names; opt-in: designed on FinanceBench's development questions).
 BM25 and sections read the chunks stored now: build the retriever again after the knowledge
 base changes. The BM25 index of a persistent knowledge base is saved next to it and loaded while
 the knowledge base is unchanged (`rag.retrieval.bm25_cache`).
@@ -45,10 +46,11 @@ from rag.indexing.knowledge_base import KnowledgeStore
 from rag.retrieval.bm25_cache import knowledge_base_bm25
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
-from rag.retrieval.routing import DocumentRouter, RoutedRetriever
-from rag.retrieval.sections import SectionRetriever, SectionRouter
+from rag.retrieval.routing import DocumentRouter
+from rag.retrieval.sections import SectionRouter
 
-__all__ = ["ROUTING_MIN_DOCUMENTS", "SEARCH_MODES", "SearchMode", "document_router", "knowledge_base_retriever"]
+__all__ = ["ROUTING_MIN_DOCUMENTS", "SEARCH_MODES", "SearchMode", "document_router", "knowledge_base_retriever",
+           "knowledge_base_router", "knowledge_base_sections"]
 
 SearchMode = Literal["hybrid", "dense", "bm25"]
 #: The search modes, best general one first (the default).
@@ -79,18 +81,16 @@ def document_router(kb: KnowledgeStore) -> DocumentRouter | None:
 def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",
                              weights: dict[str, float] | None = None, fetch_k: int = 20, rrf_k: int = 60,
                              bm25_settings: Mapping[str, Any] | None = None,
-                             sections: Mapping[str, Any] | None = None, routing: str | bool = "auto",
                              chunks: Sequence[Document] | None = None) -> BaseRetriever:
     """A retriever over `kb` for the search mode `search` (see the module docstring).
 
     Args:
         kb: the knowledge base.
         search: ``"hybrid"``, ``"dense"`` or ``"bm25"``.
-        k: default number of chunks (every retriever here also takes `k` per call).
-        fusion, weights, fetch_k, rrf_k: hybrid fusion settings (`HybridRetriever`).
+        k: how many chunks a direct call returns (the pipeline asks for its `fetch_k` per call).
+        fusion, weights, fetch_k, rrf_k: hybrid fusion settings (`HybridRetriever`; `fetch_k`: each
+            list's depth before fusion, at least the `k` asked for).
         bm25_settings: `BM25Index.from_documents` settings (title and section are indexed by default).
-        sections: `SectionRouter` settings plus ``at`` (``{}`` for the defaults); None = off.
-        routing: ``"auto"``, ``"on"`` / True or ``"off"`` / False (see the module docstring).
         chunks: the stored chunks, when the caller has read them already.
 
     Raises:
@@ -98,37 +98,51 @@ def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: i
     """
     if search not in SEARCH_MODES:
         raise ConfigError(f"unknown search mode {search!r}; valid: {', '.join(SEARCH_MODES)}")
-    if sections is not None and chunks is None:
-        chunks = kb.get_documents()
     bm25 = None
     if search != "dense":
         settings = {**_BM25_DEFAULTS, **(bm25_settings or {})}
         bm25 = (knowledge_base_bm25(kb, settings) if chunks is None
                 else BM25Index.from_documents(chunks, **settings))
-    if (bm25 is not None and not len(bm25)) or (sections is not None and not chunks):
+    if bm25 is not None and not len(bm25):
         raise ConfigError(f"knowledge base {kb.name!r} is empty: index documents before searching it with "
                           f"{search!r} search")
     try:
-        retriever = _base_retriever(kb, search, k=k, fusion=fusion, weights=weights, fetch_k=fetch_k, rrf_k=rrf_k,
-                                    bm25=bm25)
+        return _base_retriever(kb, search, k=k, fusion=fusion, weights=weights, fetch_k=fetch_k, rrf_k=rrf_k,
+                               bm25=bm25)
     except ValidationError as exc:
         raise ConfigError(f"{search} search over {kb.name!r}: {exc.errors()[0]['msg']}") from exc
-    retriever = _routed(kb, retriever, routing)
-    if sections is None:
-        return retriever
-    settings = dict(sections)
-    placement = {"at": settings.pop("at")} if "at" in settings else {}   # else SectionRetriever's default
-    return SectionRetriever(retriever=retriever, router=SectionRouter(chunks or [], **settings), **placement)
 
 
-def _routed(kb: KnowledgeStore, retriever: BaseRetriever, routing: str | bool) -> BaseRetriever:
+def knowledge_base_router(kb: KnowledgeStore, routing: str | bool = "auto") -> DocumentRouter | None:
+    """The `DocumentRouter` of a knowledge base's resource for `routing` (see the module docstring), or None.
+
+    ``"auto"``: one once the knowledge base holds `ROUTING_MIN_DOCUMENTS` documents; ``"on"`` / True:
+    always (when it holds any); ``"off"`` / False: none.
+
+    Raises:
+        ConfigError: an unknown `routing` value.
+    """
     choice = {True: "on", False: "off"}.get(routing, routing) if isinstance(routing, bool) else routing
     if choice not in ROUTING_CHOICES:
         raise ConfigError(f"unknown routing {routing!r}; valid: {', '.join(ROUTING_CHOICES)}")
     if choice == "off" or (choice == "auto" and len(kb.list_documents()) < ROUTING_MIN_DOCUMENTS):
-        return retriever
-    router = document_router(kb)
-    return retriever if router is None else RoutedRetriever(retriever=retriever, router=router, k=retriever.k)
+        return None
+    return document_router(kb)
+
+
+def knowledge_base_sections(kb: KnowledgeStore, sections: Mapping[str, Any] | None,
+                            chunks: Sequence[Document] | None = None) -> SectionRouter | None:
+    """The `SectionRouter` of a knowledge base's resource (`SectionRouter` settings plus ``at``), or None (off).
+
+    Raises:
+        ConfigError: an empty knowledge base, or a bad setting.
+    """
+    if sections is None:
+        return None
+    chunks = kb.get_documents() if chunks is None else chunks
+    if not chunks:
+        raise ConfigError(f"knowledge base {kb.name!r} is empty: index documents before promoting its sections")
+    return SectionRouter(chunks, **dict(sections))
 
 
 def _base_retriever(kb: KnowledgeStore, search: str, *, k: int, fusion: str, weights: dict[str, float] | None,

@@ -36,18 +36,18 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
 
-from rag.base.errors import ConfigError
-from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.errors import ConfigError, removed_names
 from rag.base.text import STOP_WORDS, split_sentences, tokenize
-from rag.retrieval.fusion import FUSION_METHODS, documents_to_scored, fuse
 
-__all__ = ["REPHRASE_MODES", "FusedQueryRetriever", "Rephraser", "feedback_terms", "keyword_query", "sub_queries"]
+__all__ = ["REPHRASE_MODES", "Rephraser", "feedback_terms", "keyword_query", "sub_queries"]
+
+__getattr__ = removed_names(__name__, {"FusedQueryRetriever": (
+    "rephrasing is a stage of the retrieval pipeline: RAG(..., retrieval={'rephrase': ['keywords']}) or "
+    "rag.retrieve(..., rephrase=['keywords'])")})
 
 REPHRASE_MODES = ("keywords", "feedback", "hyde", "multi_query")
 _LLM_MODES = ("hyde", "multi_query")
@@ -171,44 +171,3 @@ class Rephraser:
                 cleaned = [re.sub(r"^\s*(?:\d+[.)]|[-*•])\s*", "", line).strip() for line in lines]
                 variants.extend([c for c in cleaned if c][: self.n])
         return [v for v in dict.fromkeys(v.strip() for v in variants) if v]
-
-
-class FusedQueryRetriever(PortableRetriever):
-    """Search every rephrasing of the question with `retriever` and fuse the results (RRF by default).
-
-    Takes `k` and a portable `filter` per call and passes them to the base retriever (which must
-    accept them, as `BM25Retriever` and `HybridRetriever` do).
-
-    Example:
-        >>> from rag.retrieval.lexical import BM25Retriever
-        >>> base = BM25Retriever.from_documents([Document(page_content="Acme revenue 2023")])
-        >>> FusedQueryRetriever(retriever=base, rephraser=Rephraser()).invoke("What was Acme's revenue?")[0].page_content
-        'Acme revenue 2023'
-    """
-
-    retriever: BaseRetriever
-    rephraser: Any = Field(default_factory=Rephraser)
-    k: int = Field(default=4, ge=1)
-    fusion: str = "rrf"
-
-    @property
-    def chunk_source(self) -> ChunkSource | None:
-        """The inner retriever's chunk source."""
-        return find_chunk_source(self.retriever)
-
-    def search_with_scores(self, query: str, *, k: int | None = None,
-                           filter: dict[str, Any] | None = None) -> tuple[list[str], list[tuple[Document, float]]]:
-        """The queries searched and the fused (document, score) list."""
-        if self.fusion not in FUSION_METHODS:
-            raise ConfigError(f"unknown fusion {self.fusion!r}; valid: {', '.join(FUSION_METHODS)}")
-        k = k or self.k
-        kwargs: dict[str, Any] = {"k": k} if filter is None else {"k": k, "filter": filter}
-        queries = self.rephraser.rephrase(query, search_kwargs=kwargs)
-        results = self.retriever.batch(queries, **kwargs)
-        lists = {f"q{i}": documents_to_scored(docs) for i, docs in enumerate(results)}
-        return queries, fuse(lists, method=self.fusion, top_k=k)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)[1]]

@@ -12,9 +12,10 @@ a reranker may also drop documents). Implementations:
 - `CrossEncoderReranker`: a sentence-transformers ``CrossEncoder`` loaded from a local path
   (nothing is downloaded); raises an error naming the path and the fix when it is unavailable.
 - `LLMFilterReranker`: asks a chat model YES/NO per chunk and keeps the YES ones in their order.
-- `CompressorReranker`: any LangChain ``BaseDocumentCompressor`` as a Reranker; and
-  `Reranker.as_compressor()` makes any Reranker a ``BaseDocumentCompressor`` for LangChain's
-  ``ContextualCompressionRetriever``.
+- `CompressorReranker`: any LangChain ``BaseDocumentCompressor`` as a Reranker.
+
+Reranking is one stage of the retrieval pipeline (`RetrievalSettings.reranker`); there is no
+wrapper retriever or compressor doing it a second way.
 
 Returned documents are copies with ``metadata["score"]`` and ``metadata["scores"]["rerank"]``
 set to the reranker's score (``relevance_score`` too, as LangChain compressors do).
@@ -37,13 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
-from pydantic import ConfigDict
 
-from rag.base.errors import ConfigError, MissingDependencyError
+from rag.base.errors import ConfigError, MissingDependencyError, removed_names
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import doc_key, minmax, with_scores
 from rag.retrieval.rephrase import sub_queries
@@ -55,9 +54,12 @@ __all__ = [
     "EmbeddingReranker",
     "LLMFilterReranker",
     "Reranker",
-    "RerankerCompressor",
     "blend_rerank",
 ]
+
+__getattr__ = removed_names(__name__, {"RerankerCompressor": (
+    "reranking is a stage of the retrieval pipeline: RAG(..., retrieval={'reranker': reranker}); "
+    "CompressorReranker brings any LangChain document compressor into it")})
 
 Scored = list[tuple[Document, float]]
 
@@ -96,10 +98,6 @@ class Reranker(ABC):
     async def arerank(self, query: str, docs: Sequence[Document]) -> Scored:
         """Async `rerank` (runs the sync one in a worker thread unless overridden)."""
         return await asyncio.to_thread(self.rerank, query, docs)
-
-    def as_compressor(self) -> RerankerCompressor:
-        """This reranker as a LangChain `BaseDocumentCompressor`."""
-        return RerankerCompressor(reranker=self)
 
 
 class EmbeddingReranker(Reranker):
@@ -258,22 +256,6 @@ class CompressorReranker(Reranker):
         out = list(self.compressor.compress_documents(list(docs), query))
         scores = [float(d.metadata.get("relevance_score", 1.0 / (1 + i))) for i, d in enumerate(out)]
         return _scored(out, scores, self.top_n)
-
-
-class RerankerCompressor(BaseDocumentCompressor):
-    """A `Reranker` as a LangChain document compressor (for `ContextualCompressionRetriever`)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    reranker: Any
-
-    def compress_documents(self, documents: Sequence[Document], query: str,
-                           callbacks: Callbacks | None = None) -> Sequence[Document]:
-        return [doc for doc, _ in self.reranker.rerank(query, documents)]
-
-    async def acompress_documents(self, documents: Sequence[Document], query: str,
-                                  callbacks: Callbacks | None = None) -> Sequence[Document]:
-        return [doc for doc, _ in await self.reranker.arerank(query, documents)]
 
 
 def blend_rerank(first: Sequence[tuple[Document, float]], reranked: Sequence[tuple[Document, float]], *,

@@ -23,8 +23,9 @@ company, period, doc_name (and a summary when indexing produced one). The genera
 ``route(question)`` returns the documents whose score is within ``ratio`` of the best (at most
 ``top_n``), or nothing when no distinctive name matched, since a year alone fits too many
 documents (then do not filter).
-`RoutedRetriever` applies the route as a portable ``$in`` filter on the key before chunk search
-(falls back to unfiltered search when routing is not confident); `boost` re-scores candidates.
+The retrieval pipeline's routing stage (`rag.core.pipeline.search_branch`) applies the route as a
+portable ``$in`` filter on the key before chunk search (no filter when routing is not confident);
+`boost` re-scores candidates.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -45,19 +46,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
 
-from rag.base.errors import ConfigError
-from rag.base.filters import and_filters
-from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.errors import ConfigError, removed_names
 from rag.base.text import idf_weights, tokenize
 
-__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "RoutedRetriever", "Route", "name_tokens", "quarters_in",
+__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "Route", "name_tokens", "quarters_in",
            "years_in"]
+
+__getattr__ = removed_names(__name__, {"RoutedRetriever": (
+    "routing is a stage of the retrieval pipeline: give the resource a router (Resource(..., "
+    "router=DocumentRouter(...)); KnowledgeBase.as_resource() has one) or the pipeline one (RAG(..., "
+    "retrieval={'router': router}), rag.retrieve(..., router=router))")})
 
 DEFAULT_ROUTING_FIELDS = ("title", "doc_name", "company", "period", "doc_period", "year", "source", "summary",
                           "doc_summary")
@@ -306,32 +307,3 @@ class DocumentRouter:
         norm = {v: (float(s) - lo) / (hi - lo) if hi > lo else 0.0 for v, s in zip(self.values, total, strict=True)}
         out = [(doc, score + weight * norm.get(doc.metadata.get(self.key), 0.0)) for doc, score in scored]
         return sorted(out, key=lambda pair: -pair[1])
-
-
-class RoutedRetriever(PortableRetriever):
-    """Route the question to its documents, then search only them with `retriever`.
-
-    `retriever` must accept a portable ``filter`` (BM25Retriever, HybridRetriever, ...). When the
-    router is not confident the search is not restricted. With a filter of the caller's that leaves
-    none of the routed documents, the search keeps the caller's filter only.
-    """
-
-    retriever: BaseRetriever
-    router: Any
-    k: int = Field(default=4, ge=1)
-
-    @property
-    def chunk_source(self) -> ChunkSource | None:
-        """The inner retriever's chunk source."""
-        return find_chunk_source(self.retriever)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        route = self.router.to_filter(query)
-        flt = and_filters(filter, route)
-        routed = self.retriever.invoke(query, k=k or self.k, **({"filter": flt} if flt else {}))
-        if routed or route is None or filter is None:
-            return routed
-        # the caller's filter and the route share no document (the caller chose others): the caller's wins
-        return self.retriever.invoke(query, k=k or self.k, filter=filter)

@@ -42,18 +42,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.base.errors import ConfigError
-from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.errors import ConfigError, removed_names
 from rag.base.result import Segment
 from rag.indexing.neighbours import chunk_range
 from rag.retrieval.expansion import window_document
 
-__all__ = ["RSE_PRESETS", "RSEConfig", "RSERetriever", "calibrate", "relevant_segments", "segment_documents"]
+__all__ = ["RSE_PRESETS", "RSEConfig", "calibrate", "relevant_segments", "segment_documents"]
+
+__getattr__ = removed_names(__name__, {"RSERetriever": (
+    "RSE is a stage of the retrieval pipeline: RAG(..., retrieval={'rse': 'balanced'}) or "
+    "rag.retrieve(..., rse='balanced'); relevant_segments() runs it on scored chunks")})
 
 Scored = Sequence[tuple[Document, float]]
 
@@ -233,44 +234,3 @@ def _segment(source: Any, doc_id: str, start: int, end: int, score: float, lists
 def segment_documents(segments: Sequence[Segment]) -> list[Document]:
     """One Document per segment (text and metadata of the segment), for generation."""
     return [Document(page_content=s.text, metadata={**s.metadata, "segment_score": s.score}) for s in segments]
-
-
-class RSERetriever(PortableRetriever):
-    """Retrieve candidates with `retriever` (optionally rerank them) and return RSE segments.
-
-    Takes `k` (the maximum number of segments) and a portable `filter` per call.
-
-    Attributes:
-        retriever: a retriever accepting ``k`` and ``filter`` (HybridRetriever, BM25Retriever...).
-        source: chunk source for segment text (usually the BM25 index or the Chroma store).
-        fetch_k: candidates per query.
-        reranker: optional `rag.retrieval.rerank.Reranker` applied to the candidates.
-        preset: an RSE preset name; `overrides`: RSEConfig fields.
-    """
-
-    retriever: BaseRetriever
-    source: Any
-    k: int = Field(default=4, ge=1)
-    fetch_k: int = Field(default=40, ge=1)
-    reranker: Any = None
-    preset: str = "balanced"
-    overrides: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def chunk_source(self) -> ChunkSource | None:
-        """The chunk source given for segment text."""
-        return self.source if isinstance(self.source, ChunkSource) else find_chunk_source(self.retriever)
-
-    def segments(self, query: str, *, filter: dict[str, Any] | None = None) -> list[Segment]:
-        kwargs: dict[str, Any] = {"k": self.fetch_k, **({"filter": filter} if filter else {})}
-        docs = self.retriever.invoke(query, **kwargs)
-        if self.reranker is not None:
-            scored = self.reranker.rerank(query, docs)
-        else:
-            scored = [(d, float(d.metadata.get("score", -i))) for i, d in enumerate(docs)]
-        return relevant_segments([scored], self.source, preset=self.preset, **self.overrides)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        return segment_documents(self.segments(query, filter=filter)[: k or self.k])

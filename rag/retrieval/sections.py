@@ -56,19 +56,19 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
 
-from rag.base.errors import ConfigError
-from rag.base.filters import and_filters, matches, validate_filter
-from rag.base.portable import ChunkSource, PortableRetriever, find_chunk_source
+from rag.base.errors import ConfigError, removed_names
+from rag.base.filters import matches, validate_filter
 from rag.base.text import idf_weights, tokenize
 from rag.indexing.headings import is_heading_line, running_headers
 from rag.retrieval.fusion import doc_key
 
-__all__ = ["NamedSection", "SectionRetriever", "SectionRouter", "heading_name", "heading_terms"]
+__all__ = ["NamedSection", "SectionRouter", "heading_name", "heading_terms"]
+
+__getattr__ = removed_names(__name__, {"SectionRetriever": (
+    "named sections are a stage of the retrieval pipeline: Resource(..., sections=SectionRouter(chunks)),"
+    " KnowledgeBase.as_resource(sections={}), or RAG(..., retrieval={'sections': router})")})
 
 _MIN_REPEATS, _REPEAT_SHARE = 3, 0.02       # detected headings in more chunks than this are not sections
 _LABEL = re.compile(r"^\s*(?:(?:item|part|note|section|schedule|exhibit|chapter|article)\s+[\dIVXivx]+[A-Za-z]?[.:)]?"
@@ -136,22 +136,24 @@ class SectionRouter:
         prefix: characters a term is cut to (0 = whole stems).
         detect: take heading lines from the chunk text too: "auto" (default) for the documents
             whose chunks carry no `field` metadata, True for all, False for none.
+        at: how many results stay ahead of the promoted chunks (`promote`'s default).
 
     Raises:
         ConfigError: a negative min_score, a top_n below 1 or a negative prefix.
     """
 
     def __init__(self, chunks: Iterable[Document], *, key: str = "doc_id", field: str | None = "section",
-                 min_score: float = 2.0, top_n: int = 2, prefix: int = 5, detect: bool | str = "auto") -> None:
+                 min_score: float = 2.0, top_n: int = 2, prefix: int = 5, detect: bool | str = "auto",
+                 at: int = 3) -> None:
         if isinstance(min_score, bool) or not isinstance(min_score, int | float) or min_score < 0:
             raise ConfigError(f"min_score must be a number >= 0, got {min_score!r}")
-        for name, value, low in (("top_n", top_n, 1), ("prefix", prefix, 0)):
+        for name, value, low in (("top_n", top_n, 1), ("prefix", prefix, 0), ("at", at, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
         if detect not in (True, False, "auto"):
             raise ConfigError(f"detect must be True, False or 'auto', got {detect!r}")
         self.key, self.field = key, field
-        self.min_score, self.top_n, self.prefix, self.detect = float(min_score), top_n, prefix, detect
+        self.min_score, self.top_n, self.prefix, self.detect, self.at = float(min_score), top_n, prefix, detect, at
         grouped: dict[Hashable, list[Document]] = {}
         for chunk in chunks:
             grouped.setdefault(_hashable(chunk.metadata.get(key)), []).append(chunk)
@@ -232,7 +234,7 @@ class SectionRouter:
         weight = sum(idf.get(t, unseen) for t in covered)
         return weight * weight / total
 
-    def promote(self, question: str, scored: Sequence[tuple[Document, float]], *, at: int = 3,
+    def promote(self, question: str, scored: Sequence[tuple[Document, float]], *, at: int | None = None,
                 within: int | None = None, documents: Iterable[Hashable] | None = None, from_top: int = 10,
                 filter: dict[str, Any] | None = None) -> tuple[Scored, list[NamedSection]]:
         """Insert the opening chunk of every named section after the first `at` results.
@@ -240,7 +242,7 @@ class SectionRouter:
         Args:
             question: the user question.
             scored: `(chunk, score)` pairs, best first.
-            at: how many results stay ahead of the promoted chunks.
+            at: how many results stay ahead of the promoted chunks (None: the router's `at`).
             within: for a context of the top `within` results: promote after ``min(at, within - top_n)``
                 results instead, so every promoted chunk is inside it.
             documents: where to look for sections; by default the documents of the top `from_top`
@@ -252,6 +254,7 @@ class SectionRouter:
             The re-ordered pairs (a promoted chunk carries the score of the result before it and
             ``metadata["section_match"]``), and the named sections.
         """
+        at = self.at if at is None else at
         if isinstance(at, bool) or not isinstance(at, int) or at < 0:
             raise ConfigError(f"at must be an integer >= 0, got {at!r}")
         if within is not None:
@@ -327,42 +330,9 @@ class SectionRouter:
         return outline.idf
 
 
-class SectionRetriever(PortableRetriever):
-    """`retriever`'s top `k`, with the opening chunks of the sections the question names promoted into them.
-
-    For a `Resource` or a `RAG`: ``Resource.from_retriever("docs", SectionRetriever(retriever=base,
-    router=SectionRouter.from_source(kb)))``. The promoted chunks go in after the first
-    ``min(at, k - router.top_n)`` results, so they are always within `k`; the per-call portable
-    `filter` reaches the base retriever and bounds what is promoted.
-    """
-
-    retriever: BaseRetriever
-    router: Any
-    k: int = Field(default=4, ge=1)
-    at: int = Field(default=3, ge=0)
-    filter: dict[str, Any] | None = None
-
-    @property
-    def chunk_source(self) -> ChunkSource | None:
-        """The inner retriever's chunk source."""
-        return find_chunk_source(self.retriever)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        k = k or self.k
-        flt = and_filters(self.filter, filter)
-        docs = self.retriever.invoke(query, k=k, **({"filter": flt} if flt else {}))
-        scored = [(d, float(d.metadata.get("score", 0.0) or 0.0)) for d in docs]
-        promoted, _ = self.router.promote(query, scored, at=self.at, within=k, filter=flt)
-        return [d for d, _ in promoted[:k]]
-
-
 def _hashable(value: Any) -> Hashable:
     return value if isinstance(value, Hashable) else str(value)
 
 
 def _order(index: Any) -> tuple[int, float]:
     return (0, float(index)) if isinstance(index, int | float) and not isinstance(index, bool) else (1, 0.0)
-
-

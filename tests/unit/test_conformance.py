@@ -11,10 +11,8 @@ from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
-from rag.retrieval.rephrase import FusedQueryRetriever, Rephraser
-from rag.retrieval.routing import DocumentRouter, RoutedRetriever
-from rag.retrieval.rse import RSERetriever
-from rag.retrieval.sections import SectionRetriever, SectionRouter
+from rag.retrieval.routing import DocumentRouter
+from rag.retrieval.sections import SectionRouter
 from rag.stores.chroma import open_client, open_collection
 from rag.stores.chunk_store import ChromaChunkStore
 from rag.testing.conformance import PortableRetrieverTests
@@ -53,29 +51,34 @@ class TestPartitionedRetriever(PortableRetrieverTests):
         return PartitionedRetriever(store=store)
 
 
-class TestRoutedRetriever(PortableRetrieverTests):
+# Routing, named sections, rephrasing and RSE are stages of the one pipeline (no wrapper retrievers):
+# a RAG running each, seen as a LangChain retriever, keeps the contract.
+class TestRAGRetrieverRouting(PortableRetrieverTests):
     def make_retriever(self, documents):
         router = DocumentRouter.from_documents(documents, key="source", fields=("source",))
-        return RoutedRetriever(retriever=BM25Retriever.from_documents(documents), router=router)
+        resource = Resource.from_retriever("docs", BM25Retriever.from_documents(documents), router=router)
+        return RAGRetriever(rag=RAG(resources=[resource]))
 
 
-class TestSectionRetriever(PortableRetrieverTests):
+class TestRAGRetrieverSections(PortableRetrieverTests):
     def make_retriever(self, documents):
-        return SectionRetriever(retriever=BM25Retriever.from_documents(documents),
-                                router=SectionRouter(documents, key="doc_id"))
+        resource = Resource.from_retriever("docs", BM25Retriever.from_documents(documents),
+                                           sections=SectionRouter(documents, key="doc_id"))
+        return RAGRetriever(rag=RAG(resources=[resource]))
 
 
-class TestFusedQueryRetriever(PortableRetrieverTests):
+class TestRAGRetrieverRephrase(PortableRetrieverTests):
     def make_retriever(self, documents):
-        return FusedQueryRetriever(retriever=BM25Retriever.from_documents(documents), rephraser=Rephraser())
+        resource = Resource.from_retriever("docs", BM25Retriever.from_documents(documents))
+        return RAGRetriever(rag=RAG(resources=[resource], retrieval={"rephrase": ["keywords"]}))
 
 
-class TestRSERetriever(PortableRetrieverTests):
+class TestRAGRetrieverRSE(PortableRetrieverTests):
     returns_chunks = False
 
     def make_retriever(self, documents):
-        index = BM25Index.from_documents(documents)
-        return RSERetriever(retriever=BM25Retriever(index=index), source=index)
+        resource = Resource.from_retriever("docs", BM25Retriever(index=BM25Index.from_documents(documents)))
+        return RAGRetriever(rag=RAG(resources=[resource], retrieval={"rse": "balanced"}))
 
 
 class TestRAGRetriever(PortableRetrieverTests):

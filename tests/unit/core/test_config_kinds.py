@@ -168,12 +168,12 @@ def test_knowledge_base_sections_promote_a_named_heading_within_k(tmp_path):
     (docs / "earth.md").write_text("# Earth\n\n" + text + "\n\n## Coral Reefs\n\nReefs grow in warm shallow seas.\n")
     spec = {"name": "kb", "kind": "knowledge_base", "path": str(tmp_path / "store"), "autocontext": False,
             "chunk_size": 32, "index": {"paths": [str(docs)]}, "sections": {"at": 1}}
-    resource = _rag(spec).resources[0]
-    assert type(resource.retriever).__name__ == "SectionRetriever"
-    found = resource.retrieve("What does the coral reefs section say?", search_kwargs={"k": 2})
+    rag = _rag(spec)
+    assert type(rag.resources[0].sections).__name__ == "SectionRouter" and rag.resources[0].sections.at == 1
+    question = "What does the coral reefs section say?"
+    found = rag.chain().invoke(question, config={"configurable": {"k": 2}})["context"]
     assert len(found) == 2 and any(d.metadata.get("section_match", {}).get("heading") == "Coral Reefs" for d in found)
-    plain = _rag({**spec, "sections": None}).resources[0].retrieve("What does the coral reefs section say?",
-                                                                   search_kwargs={"k": 2})
+    plain = _rag({**spec, "sections": None}).chain().invoke(question, config={"configurable": {"k": 2}})["context"]
     assert not any("section_match" in d.metadata for d in plain)
     with pytest.raises(ConfigError, match=r"sections.*top_n"):
         parse_config({"resources": [{**spec, "sections": {"top_n": 0}}]})

@@ -40,12 +40,19 @@ def test_invoke_with_a_string_returns_question_answer_context_and_extras(rag):
     out = rag.chain().invoke("What happened?")
     assert set(out) == {"question", "answer", "context", "count_docs"}
     assert out["question"] == "What happened?" and out["answer"] == "The answer [1]"
-    assert out["count_docs"] == len(out["context"]) == 7  # 4 news + 3 editos
+    # the recommended pipeline: every chunk fits the 4,000-token budget (10 news + 3 editos)
+    assert out["count_docs"] == len(out["context"]) == 13
     assert {d.metadata["resource"] for d in out["context"]} == {"news", "editos"}
 
 
+def test_the_plain_setting_gives_each_resources_top_k(news, editos):
+    rag = RAG(resources=[news, editos], retrieval="plain", generation_chain=rag_chain_from_docs(fake_llm()),
+              extras={"count_docs": lambda x: len(x["context"])})
+    assert rag.chain().invoke("What happened?")["count_docs"] == 7  # 4 news (the default k) + 3 editos
+
+
 def test_invoke_with_a_dict_works_the_same(rag):
-    assert rag.chain().invoke({"question": "What happened?"})["count_docs"] == 7
+    assert rag.chain().invoke({"question": "What happened?"})["count_docs"] == 13
 
 
 def test_get_chain_is_chain(rag):

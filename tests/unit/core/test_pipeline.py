@@ -12,8 +12,9 @@ from rag import RAG, KnowledgeBase, Resource, rag_chain_from_docs, retrieve
 from rag.base.errors import ConfigError
 from rag.core.config import parse_config
 from rag.core.defaults import RECOMMENDED, recommended_retrieval
+from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Retriever
-from rag.retrieval.routing import RoutedRetriever
+from rag.retrieval.routing import DocumentRouter
 
 EMB = DeterministicFakeEmbedding(size=16)
 COMPANIES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne", "Tyrell", "Cyberdyne", "Soylent"]
@@ -73,27 +74,38 @@ def test_several_resources_are_combined_only_in_the_aggregate():
     assert {d.metadata["resource"] for d in docs} <= {"a", "b"} and len(docs) == 4
 
 
-def test_without_settings_the_aggregate_interleaves_by_rank_and_cuts_nothing():
+def test_the_plain_setting_interleaves_by_rank_and_cuts_nothing():
     a = Resource.from_retriever("a", BM25Retriever.from_documents(_pages("Acme")))
     b = Resource.from_retriever("b", BM25Retriever.from_documents(_pages("Globex")))
-    docs = RAG(resources=[a, b]).chain(retrieval_chain={"a": {"search_kwargs": {"k": 3}},
+    docs = RAG(resources=[a, b], retrieval="plain").chain(retrieval_chain={"a": {"search_kwargs": {"k": 3}},
                                                          "b": {"search_kwargs": {"k": 2}}}).invoke("revenue")["context"]
     assert [d.metadata["resource"] for d in docs] == ["a", "b", "a", "b", "a"]
 
 
-def test_kb_resource_routes_when_it_holds_many_documents(kb, tmp_path):
+def test_kb_resource_carries_a_router_when_it_holds_many_documents_and_the_pipeline_applies_it(kb, tmp_path):
     routed = kb.as_resource(routing="auto")
-    assert isinstance(routed.retriever, RoutedRetriever)
-    docs = routed.retrieve("Tyrell revenue", search_kwargs={"k": 5})
+    assert isinstance(routed.router, DocumentRouter)
+    assert isinstance(routed.retriever, HybridRetriever)          # the retriever itself does not route
+    docs = retrieve("Tyrell revenue", routed, k=5).context
     assert docs and {d.metadata["doc_name"] for d in docs} == {"Tyrell"}
+    unrouted = retrieve("Tyrell revenue", routed, k=30, routing="off").context
+    assert len({d.metadata["doc_name"] for d in unrouted}) > 1   # the pipeline setting turns it off
     small = KnowledgeBase("small", tmp_path, embedding=EMB)
     small.add_documents(_pages("Acme"))
-    assert not isinstance(small.as_resource(routing="auto").retriever, RoutedRetriever)
-    assert isinstance(kb.as_resource().retriever, RoutedRetriever)        # the default
-    assert not isinstance(kb.as_resource(routing="off").retriever, RoutedRetriever)
+    assert small.as_resource(routing="auto").router is None
+    assert kb.as_resource().router is not None                    # the default
+    assert kb.as_resource(routing="off").router is None
     # only a word the question writes as a name routes: "tyrell" in lower case is an ordinary word
-    assert len({d.metadata["doc_name"] for d in routed.retrieve("tyrell revenue", search_kwargs={"k": 8})}) > 1
+    assert len({d.metadata["doc_name"] for d in retrieve("tyrell revenue", routed, k=8).context}) > 1
     assert type(small.as_resource(search="dense").retriever).__name__ == "KnowledgeBaseRetriever"
+
+
+def test_the_default_rag_runs_the_recommended_pipeline(kb):
+    rag = RAG(resources=[kb.as_resource()])
+    assert rag.retrieval == recommended_retrieval() and rag.retrieval.page_diversity == RECOMMENDED["page_diversity"]
+    assert RAG(resources=[kb.as_resource()], retrieval="plain").retrieval is None
+    with pytest.raises(ConfigError, match="unknown retrieval 'plane'"):
+        RAG(resources=[kb.as_resource()], retrieval="plane")
 
 
 def test_config_retrieval_block_sets_every_stage_and_defaults_to_the_recommended_pipeline(tmp_path):
@@ -114,5 +126,5 @@ def test_config_retrieval_block_sets_every_stage_and_defaults_to_the_recommended
 
 def test_a_callers_filter_that_excludes_the_routed_documents_wins(kb):
     routed = kb.as_resource()
-    docs = routed.retrieve("Tyrell revenue", search_kwargs={"k": 3, "filter": {"doc_name": "Acme"}})
+    docs = retrieve("Tyrell revenue", routed, k=3, filter={"doc_name": "Acme"}).context
     assert docs and {d.metadata["doc_name"] for d in docs} == {"Acme"}

@@ -66,7 +66,7 @@ def test_plain_retriever_is_paged_and_filtered_in_python():
 
 
 def test_unknown_search_kwarg_lists_valid_ones(chroma_resource):
-    with pytest.raises(ConfigError, match="unknown key.*'kk'.*valid: k, filter"):
+    with pytest.raises(ConfigError, match="unknown key.*'kk'.*valid: max_chunks, k, filter"):
         chroma_resource.retrieve("x", search_kwargs={"kk": 3})
 
 

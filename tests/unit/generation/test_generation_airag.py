@@ -86,12 +86,12 @@ def test_a_rag_with_its_own_retrieval_chain_is_recorded_as_stage_retrieved(city_
     [candidate] = result.stages["retrieved"]
     assert candidate.score == 0.5 and candidate.scores["lexical"] == 1.0 and candidate.resource == "own"
     assert result.final_answer == "The Colosseum is in Rome. [1]" and "retrieve" in result.timings
-    with pytest.raises(ConfigError, match=r"retrieval option\(s\) \['rse'\] need rag.core.retrieve"):
+    with pytest.raises(ConfigError, match=r"retrieval option\(s\) \['rse'\] set the library pipeline"):
         airag(rag, "Where is the Colosseum?", rse="balanced")
 
 
 def test_bad_search_kwargs_are_rejected(city_resource):
-    with pytest.raises(ConfigError, match="valid: k, filter"):
+    with pytest.raises(ConfigError, match="valid: max_chunks, k, filter"):
         airag(city_resource, "Rome", llm=ExtractiveAnswerer(), search_kwargs={"top": 1})
 
 

@@ -70,7 +70,8 @@ def test_retrieve_spreads_the_context_over_pages_and_records_the_step():
 
 def test_retrieve_without_diversity_has_no_diversified_stage():
     res = Resource.from_texts("n", ["alpha page", "beta page"], embedding=DeterministicFakeEmbedding(size=8))
-    assert "diversified" not in retrieve("alpha", res, k=1, max_tokens=None).stages
+    assert "diversified" not in retrieve("alpha", res, k=1, max_tokens=None, page_diversity=0).stages
+    assert "diversified" in retrieve("alpha", res, k=1, max_tokens=None).stages   # on by default
 
 
 def test_rerank_weight_blends_the_reranker_with_the_first_stage():

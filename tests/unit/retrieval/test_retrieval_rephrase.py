@@ -2,13 +2,11 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.language_models import FakeListChatModel
-from langchain_tests.integration_tests import RetrieversIntegrationTests
-from retrieval_corpus import filing_chunks
 
-from rag.base.errors import ConfigError
+from rag import Resource, retrieve
+from rag.base.errors import ConfigError, RemovedError
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.rephrase import (
-    FusedQueryRetriever,
     Rephraser,
     feedback_terms,
     keyword_query,
@@ -49,34 +47,26 @@ def test_feedback_mode_searches_first_then_expands(chunks):
     assert len(variants) == 2 and variants[1].startswith("Acme capital expenditure ")
 
 
-def test_fused_retriever_merges_results_of_every_variant(chunks):
+def test_the_pipeline_fuses_the_results_of_every_variant(chunks):
     llm = FakeListChatModel(responses=["Globex green bonds terminal upgrades"])
     base = BM25Retriever.from_documents(chunks)
-    fused = FusedQueryRetriever(retriever=base, rephraser=Rephraser(modes=["hyde"], llm=llm), k=3)
-    queries, hits = fused.search_with_scores("How was the airport work financed?")
-    assert queries[1] == "Globex green bonds terminal upgrades"
-    ids = [d.id for d, _ in hits]
+    resource = Resource.from_retriever("filings", base)
+    question = "How was the airport work financed?"
+    result = retrieve(question, resource, rephrase=Rephraser(modes=["hyde"], llm=llm), k=3, max_tokens=None)
+    assert result.rephrased_questions == ["Globex green bonds terminal upgrades"]
+    ids = [d.id for d in result.context]
     assert "GLOBEX_2023_10K-3" in ids  # found only through the HyDE passage
-    assert "GLOBEX_2023_10K-3" not in [d.id for d in base.invoke("How was the airport work financed?", k=3)]
-    assert set(hits[0][0].metadata["scores"]) >= {"rrf"}
-    assert len({d.id for d, _ in hits}) == len(hits)
+    assert "GLOBEX_2023_10K-3" not in [d.id for d in base.invoke(question, k=3)]
+    assert set(result.context[0].metadata["scores"]) >= {"rrf"}
+    assert len(set(ids)) == len(ids)
 
 
-def test_fused_retriever_passes_filter_down(chunks):
-    fused = FusedQueryRetriever(retriever=BM25Retriever.from_documents(chunks), k=5)
-    docs = fused.invoke("What was the revenue?", filter={"year": 2022})
+def test_rephrased_searches_keep_the_filter(chunks):
+    resource = Resource.from_retriever("filings", BM25Retriever.from_documents(chunks))
+    docs = retrieve("What was the revenue?", resource, rephrase=["keywords"], k=5, filter={"year": 2022}).context
     assert docs and all(d.metadata["year"] == 2022 for d in docs)
 
 
-class TestFusedQueryRetrieverStandard(RetrieversIntegrationTests):
-    @property
-    def retriever_constructor(self) -> type[FusedQueryRetriever]:
-        return FusedQueryRetriever
-
-    @property
-    def retriever_constructor_params(self) -> dict:
-        return {"retriever": BM25Retriever.from_documents(filing_chunks())}
-
-    @property
-    def retriever_query_example(self) -> str:
-        return "What was Acme's revenue and capital expenditure?"
+def test_the_removed_wrapper_names_the_pipeline_setting():
+    with pytest.raises(RemovedError, match="rephrase"):
+        from rag.retrieval.rephrase import FusedQueryRetriever  # noqa: F401

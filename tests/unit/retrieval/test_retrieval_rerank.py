@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
@@ -84,18 +83,17 @@ def test_tiny_local_cross_encoder_scores_every_pair(tmp_path, chunks):
     assert len(out) == 3 and [s for _, s in out] == sorted((s for _, s in out), reverse=True)
 
 
-def test_reranker_works_as_a_langchain_compressor(chunks):
-    base = BM25Retriever.from_documents(chunks, k=6)
-    retriever = ContextualCompressionRetriever(base_compressor=KeywordReranker("acme", top_n=2).as_compressor(),
-                                               base_retriever=base)
-    docs = retriever.invoke("revenue capital expenditure")
+def test_a_reranker_is_a_pipeline_stage_not_a_compressor(chunks):
+    from rag import RAG, Resource
+    from rag.base.errors import RemovedError
+
+    assert not hasattr(KeywordReranker("acme"), "as_compressor")
+    with pytest.raises(RemovedError, match="CompressorReranker"):
+        from rag.retrieval.rerank import RerankerCompressor  # noqa: F401
+    rag = RAG(resources=[Resource.from_retriever("f", BM25Retriever.from_documents(chunks, k=6))],
+              retrieval={"reranker": KeywordReranker("acme", top_n=2), "k": 2})
+    docs = rag.chain().invoke("revenue capital expenditure")["context"]
     assert len(docs) == 2 and all("acme" in d.page_content.lower() for d in docs)
-
-
-async def test_reranker_compressor_async_path(chunks):
-    compressor = EmbeddingReranker(embedding=DeterministicFakeEmbedding(size=8), top_n=1).as_compressor()
-    docs = await compressor.acompress_documents(chunks[:3], "q")
-    assert len(docs) == 1 and "relevance_score" in docs[0].metadata
 
 
 def test_langchain_compressor_works_as_a_reranker(chunks):

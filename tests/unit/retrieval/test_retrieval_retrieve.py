@@ -87,20 +87,22 @@ async def test_async_retrieve_matches_sync(hybrid_resource):
 
 
 async def test_every_retriever_keeps_k_and_filter_on_the_async_path(chunks):
+    from rag import RAG, Resource
+    from rag.core.retriever import RAGRetriever
     from rag.retrieval.lexical import BM25Index
     from rag.retrieval.partitioned import PartitionedChroma
-    from rag.retrieval.rephrase import FusedQueryRetriever
-    from rag.retrieval.routing import RoutedRetriever
-    from rag.retrieval.rse import RSERetriever
 
     index = BM25Index.from_documents(chunks)
     base = BM25Retriever(index=index)
     store = PartitionedChroma("a", EMB, partition_key="doc_name")
     store.add_texts([c.page_content for c in chunks], [c.metadata for c in chunks], ids=[c.id for c in chunks])
     router = DocumentRouter.from_documents(chunks, fields=["title"])
-    retrievers = [FusedQueryRetriever(retriever=base), RoutedRetriever(retriever=base, router=router),
-                  RSERetriever(retriever=base, source=index), store.as_retriever(),
-                  HybridRetriever(vectorstore=store, bm25=index)]
+    # rephrasing, routing and RSE are pipeline stages: a RAG running each, as a retriever
+    rephrased = RAG(resources=[Resource.from_retriever("a", base)], retrieval={"rephrase": ["keywords"]})
+    routed = RAG(resources=[Resource.from_retriever("a", base, router=router)])
+    segmented = RAG(resources=[Resource.from_retriever("a", base)], retrieval={"rse": "balanced"})
+    retrievers = [RAGRetriever(rag=rephrased), RAGRetriever(rag=routed), RAGRetriever(rag=segmented),
+                  store.as_retriever(), HybridRetriever(vectorstore=store, bm25=index)]
     for retriever in retrievers:
         docs = await retriever.ainvoke("Acme revenue margin capital expenditure", k=1, filter={"year": 2022})
         assert len(docs) == 1, type(retriever).__name__

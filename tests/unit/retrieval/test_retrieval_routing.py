@@ -5,12 +5,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_tests.integration_tests import RetrieversIntegrationTests
-from retrieval_corpus import filing_chunks
 
+from rag import Resource, retrieve
 from rag.base.errors import ConfigError
 from rag.retrieval.lexical import BM25Retriever
-from rag.retrieval.routing import DocumentRouter, RoutedRetriever, name_tokens, quarters_in, years_in
+from rag.retrieval.routing import DocumentRouter, name_tokens, quarters_in, years_in
 
 
 def _router(chunks, **kw) -> DocumentRouter:
@@ -51,8 +50,8 @@ def test_question_naming_no_document_is_not_routed(chunks):
 def test_filter_and_routed_retriever_restrict_chunk_search(chunks):
     router = _router(chunks)
     assert router.to_filter("Globex litigation") == {"doc_name": {"$in": ["GLOBEX_2023_10K"]}}
-    routed = RoutedRetriever(retriever=BM25Retriever.from_documents(chunks), router=router, k=5)
-    docs = routed.invoke("Acme 2023 revenue capital expenditure")
+    routed = Resource.from_retriever("filings", BM25Retriever.from_documents(chunks), router=router)
+    docs = retrieve("Acme 2023 revenue capital expenditure", routed, k=5).context
     assert docs and {d.metadata["doc_name"] for d in docs} == {"ACME_2023_10K"}
 
 
@@ -140,21 +139,6 @@ def test_quarters_in_reads_labels_and_ordinals():
     assert quarters_in("Q1 2023, 2022Q3, Q42021 and the second fiscal quarter") == {1, 2, 3, 4}
     assert quarters_in("quarterly report of 2023, Q5") == set()
     assert years_in("as of Q22023") == {2023}
-
-
-class TestRoutedRetrieverStandard(RetrieversIntegrationTests):
-    @property
-    def retriever_constructor(self) -> type[RoutedRetriever]:
-        return RoutedRetriever
-
-    @property
-    def retriever_constructor_params(self) -> dict:
-        chunks = filing_chunks()
-        return {"retriever": BM25Retriever.from_documents(chunks), "router": _router(chunks)}
-
-    @property
-    def retriever_query_example(self) -> str:
-        return "Acme revenue margin capital expenditure"
 
 
 # ---------------------------------------------------------------- names_only (a knowledge base's router)

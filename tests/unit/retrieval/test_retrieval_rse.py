@@ -4,14 +4,12 @@ import math
 
 import pytest
 from langchain_core.documents import Document
-from langchain_tests.integration_tests import RetrieversIntegrationTests
-from retrieval_corpus import filing_chunks
 
+from rag import Resource, retrieve
 from rag.base.errors import ConfigError
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.rse import (
     RSE_PRESETS,
-    RSERetriever,
     calibrate,
     relevant_segments,
     segment_documents,
@@ -102,32 +100,10 @@ def test_find_all_allows_longer_segments_than_precision():
     assert longest["find_all"] > longest["precision"]
 
 
-def test_rse_retriever_returns_segments_of_real_text(chunks):
+def test_the_rse_stage_returns_segments_of_real_text(chunks):
     index = BM25Index.from_documents(chunks)
-    rse = RSERetriever(retriever=BM25Retriever(index=index), source=index, fetch_k=10)
-    docs = rse.invoke("Acme 2023 revenue gross margin capital expenditure", filter={"doc_name": "ACME_2023_10K"})
+    resource = Resource.from_retriever("filings", BM25Retriever(index=index))
+    docs = retrieve("Acme 2023 revenue gross margin capital expenditure", resource, rse="balanced", fetch_k=10,
+                    filter={"doc_name": "ACME_2023_10K"}).context
     assert docs and docs[0].metadata["doc_id"] == "ACME_2023_10K"
     assert len(docs[0].metadata["chunk_indices"]) >= 2
-
-
-class TestRSERetrieverStandard(RetrieversIntegrationTests):
-    @pytest.mark.xfail(reason="RSE returns as many segments as the text supports; k is only a maximum")
-    def test_k_constructor_param(self) -> None:
-        raise NotImplementedError
-
-    @pytest.mark.xfail(reason="RSE returns as many segments as the text supports; k is only a maximum")
-    def test_invoke_with_k_kwarg(self, retriever) -> None:
-        raise NotImplementedError
-
-    @property
-    def retriever_constructor(self) -> type[RSERetriever]:
-        return RSERetriever
-
-    @property
-    def retriever_constructor_params(self) -> dict:
-        index = BM25Index.from_documents(filing_chunks())
-        return {"retriever": BM25Retriever(index=index), "source": index}
-
-    @property
-    def retriever_query_example(self) -> str:
-        return "Acme Globex revenue capital expenditure"

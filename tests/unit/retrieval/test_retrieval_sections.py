@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_tests.integration_tests import RetrieversIntegrationTests
 from report_corpus import HEADER, report_chunks
 
 from rag.base.errors import ConfigError, FilterError
@@ -15,7 +14,6 @@ from rag.core.resource import Resource
 from rag.core.retrieve import retrieve
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.sections import (
-    SectionRetriever,
     SectionRouter,
     heading_name,
     heading_terms,
@@ -226,37 +224,25 @@ def test_airag_passes_the_router_to_retrieval_and_the_statement_reaches_the_cont
     assert result.final_answer
 
 
-def test_section_retriever_in_a_resource_keeps_k_and_the_filter():
+def test_a_resources_section_router_promotes_within_k_and_keeps_the_filter():
     chunks = report_chunks()
-    base = Resource.from_documents("report", chunks, embedding=DeterministicFakeEmbedding(size=32)).retriever
-    sectioned = Resource.from_retriever("report", SectionRetriever(retriever=base, router=SectionRouter(chunks)))
+    base = Resource.from_documents("report", chunks, embedding=DeterministicFakeEmbedding(size=32))
+    sectioned = base.model_copy(update={"sections": SectionRouter(chunks)})
     question = "What were Northwind's inventories and receivables? Base the answer on the balance sheet."
-    plain = [d.page_content for d in base.invoke(question, k=3)]
-    found = sectioned.retrieve(question, search_kwargs={"k": 3})
+    plain = [d.page_content for d in retrieve(question, base, k=3, page_diversity=0).context]
+    found = retrieve(question, sectioned, k=3, page_diversity=0).context
     assert len(found) == 3 and found[0].page_content == plain[0]
     assert any("Consolidated Balance Sheets" in d.page_content for d in found)
     assert not any("Consolidated Balance Sheets" in p for p in plain)
-    kept = sectioned.retrieve(question, search_kwargs={"k": 3, "filter": {"page": {"$ne": 5}}})
+    kept = retrieve(question, sectioned, k=3, page_diversity=0, filter={"page": {"$ne": 5}}).context
     assert len(kept) == 3 and all(d.metadata["page"] != 5 for d in kept)
 
 
-async def test_section_retriever_async_keeps_k():
+async def test_the_section_stage_runs_in_async_chains_too():
+    from rag import RAG
+
     chunks = report_chunks()
-    retriever = SectionRetriever(retriever=BM25Retriever.from_documents(chunks), router=SectionRouter(chunks))
-    found = await retriever.ainvoke("Which companies were acquired?", k=2)
-    assert len(found) == 2 and any("Acquisitions" in d.page_content for d in found)
-
-
-class TestSectionRetrieverStandard(RetrieversIntegrationTests):
-    @property
-    def retriever_constructor(self) -> type[SectionRetriever]:
-        return SectionRetriever
-
-    @property
-    def retriever_constructor_params(self) -> dict:
-        chunks = report_chunks()
-        return {"retriever": BM25Retriever.from_documents(chunks), "router": SectionRouter(chunks)}
-
-    @property
-    def retriever_query_example(self) -> str:
-        return "What were inventories according to the balance sheet?"
+    resource = Resource.from_retriever("report", BM25Retriever.from_documents(chunks), sections=SectionRouter(chunks))
+    out = await RAG(resources=[resource]).chain().ainvoke("Which companies were acquired?",
+                                                          config={"configurable": {"k": 2}})
+    assert len(out["context"]) == 2 and any("Acquisitions" in d.page_content for d in out["context"])

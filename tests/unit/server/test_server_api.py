@@ -291,10 +291,13 @@ def test_the_chain_is_built_once_per_app_not_per_request(make_client, make_rag):
 
     base = make_rag()
     client = make_client(CountingRAG(resources=base.resources, generation_chain=base.generation_chain))
+    assert len(built) == 2   # the API's chain, and the chat route's (ConversationalRAG runs the same chain)
     for path in ("/invoke", "/stream", "/invoke"):
         assert client.post(path, json={"question": "q", "k": 1}).status_code == 200
     assert client.post("/batch", json={"requests": [{"question": "a"}, {"question": "b"}]}).status_code == 200
-    assert len(built) == 1
+    assert client.post("/v1/chat/completions", json={"model": "rag", "messages": [
+        {"role": "user", "content": "q"}]}).status_code == 200
+    assert len(built) == 2
 
 
 def test_unknown_fields_in_batch_and_per_resource_settings_list_the_valid_ones(client):
