@@ -62,7 +62,6 @@ from rag.core.request import (
     REQUEST_KEY,
     SINK_KEY,
     configurable,
-    plain_search_kwargs,
     request_settings,
 )
 from rag.core.resource import Resource, configured_search_kwargs, validate_search_kwargs
@@ -180,7 +179,8 @@ class RAG(BaseModel):
         if not self.resources:
             return RunnableLambda(lambda _: [], name="no_resources")
         if self.retrieval is None:
-            parallel = RunnableParallel({r.name: self._plain_branch(r) for r in self.resources})
+            # the seed's branches: each resource's own search with its settings and the request's k and filter
+            parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
             return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
         parallel = RunnableParallel({r.name: self._branch(r) for r in self.resources})
         return (parallel | RunnableLambda(self._aggregate, name="aggregate")).with_config(run_name="resources")
@@ -189,22 +189,6 @@ class RAG(BaseModel):
         """The pipeline settings a run with `config` uses (`rag.core.request`); None for a plain RAG."""
         resolved = configurable(config).get(_SETTINGS_KEY)
         return resolved if resolved is not None else request_settings(self.retrieval, config)
-
-    def _plain_branch(self, resource: Resource) -> Runnable[str, list[Document]]:
-        """The seed's branch: the resource's own search with its `search_kwargs` (a request's `k` and `filter` too)."""
-        plain = resource.as_runnable()
-
-        def run(question: str, config: RunnableConfig) -> list[Document]:
-            request = plain_search_kwargs(config)
-            if not request:
-                return plain.invoke(question, config)
-            search = configured_search_kwargs(config, resource.name)
-            merged = {**request, **search}
-            if request.get("filter") and search.get("filter"):
-                merged["filter"] = {"$and": [request["filter"], search["filter"]]}
-            return resource.retrieve(question, search_kwargs=merged, config=config)
-
-        return RunnableLambda(run, name=resource.name)
 
     def _branch(self, resource: Resource) -> Runnable[str, Branch]:
         """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rag.base.errors import ConfigError, from_validation
 from rag.base.filters import chroma_where_from_canonical, validate_filter
 from rag.base.tracing import set_run_attributes
-from rag.core.request import BUILD_KEY, REQUEST_KEY
+from rag.core.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.models.embeddings import default_embeddings
@@ -86,17 +86,25 @@ def validate_search_kwargs(search_kwargs: Mapping[str, Any] | None, *, where: st
     return out
 
 
-def configured_search_kwargs(config: RunnableConfig | None, name: str) -> dict[str, Any]:
+def configured_search_kwargs(config: RunnableConfig | None, name: str, *, request: bool = False) -> dict[str, Any]:
     """Resource `name`'s search settings in a run's config: build-time ones, then the request's on top.
 
     `RAG.chain(retrieval_chain=...)` puts build-time settings under
     `configurable["rag_retrieval_defaults"]`; a request's `configurable["retrieval_chain"]` wins
-    over them key by key.
+    over them key by key. With `request`, the request's `k` and `filter` for every resource
+    (`configurable["k"]`, `configurable["filter"]`) come first (the filter is ANDed): what a
+    resource searched on its own (`as_runnable`) takes from a request.
     """
     configurable = (config or {}).get("configurable") or {}
-    build, request = (((configurable.get(key) or {}).get(name) or {}).get("search_kwargs") or {}
-                      for key in (BUILD_KEY, REQUEST_KEY))
-    return {**build, **request}
+    build, given = (((configurable.get(key) or {}).get(name) or {}).get("search_kwargs") or {}
+                    for key in (BUILD_KEY, REQUEST_KEY))
+    merged = {**build, **given}
+    if not request:
+        return merged
+    shared = plain_search_kwargs(config)
+    if shared.get("filter") and merged.get("filter"):
+        merged["filter"] = {"$and": [shared["filter"], merged["filter"]]}
+    return {**shared, **merged}
 
 
 class Resource(BaseModel):
@@ -309,11 +317,12 @@ class Resource(BaseModel):
 
         `RAG.chain(retrieval_chain=...)` puts build-time settings under
         `configurable["rag_retrieval_defaults"]`; a request's `configurable["retrieval_chain"]`
-        wins over them key by key.
+        wins over them key by key; a request's `k` and `filter` apply too
+        (`configured_search_kwargs(..., request=True)`).
         """
 
         def _traced(config: RunnableConfig) -> dict[str, Any]:
-            settings = configured_search_kwargs(config, self.name)
+            settings = configured_search_kwargs(config, self.name, request=True)
             set_run_attributes(config, resource=self.name, k=settings.get("k", self.search_kwargs.get("k", DEFAULT_K)),
                                filter=bool(settings.get("filter", self.search_kwargs.get("filter"))))
             return settings
