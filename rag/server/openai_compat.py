@@ -53,7 +53,7 @@ from rag.server.openai_schemas import (
     question_and_history,
     rag_extension,
 )
-from rag.server.schemas import QueryRequest, retrieval_settings
+from rag.server.schemas import QueryRequest, request_configurable
 
 __all__ = ["OpenAIRoute", "openai_router"]
 
@@ -170,10 +170,10 @@ async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest
                             status_code=404)
     question, history = question_and_history(body.messages)
     # Validated before anything runs or streams, so a bad setting gets a status code.
-    # Fields validated by RagOptions; retrieval_settings checks the question (blank, too long).
+    # Fields validated by RagOptions; request_configurable checks the question (blank, too long).
     query = QueryRequest.model_construct(question=question, k=body.rag.k, filter=body.rag.filter,
                                          retrieval_chain=body.rag.retrieval_chain, checks=False)
-    config: RunnableConfig = {"configurable": {"retrieval_chain": retrieval_settings(query, pipeline.defaults, settings)},
+    config: RunnableConfig = {"configurable": request_configurable(query, pipeline.defaults, settings),
                               "callbacks": tracing_callbacks()}
     answer = _Answer(pipeline.chain, {"question": question, "history": history}, config, support_embedding,
                      model=body.model, stream=body.stream)

@@ -39,7 +39,7 @@ from rag.server.schemas import (
     BatchRequest,
     QueryRequest,
     ResourceSettings,
-    retrieval_settings,
+    request_configurable,
 )
 
 __all__ = ["STATIC_DIR", "Served", "add_error_handlers", "add_page_and_meta_routes", "add_query_routes",
@@ -89,7 +89,7 @@ class Served:
 
     def config_for(self, body: QueryRequest) -> dict[str, Any]:
         """The run config of one request: its retrieval settings (validated, tenant filter added)."""
-        return {"configurable": {"retrieval_chain": retrieval_settings(body, self.defaults, self.settings)},
+        return {"configurable": request_configurable(body, self.defaults, self.settings),
                 "run_name": "rag-serve", "callbacks": tracing_callbacks()}
 
 

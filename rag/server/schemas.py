@@ -1,7 +1,9 @@
 """Request bodies of the HTTP API and how they become per-request retrieval settings.
 
-A request may set `k` and `filter` for every resource, or per resource under
-`retrieval_chain` (the same shape `RAG.chain(retrieval_chain=...)` takes). The server's tenant
+A request may set `k` (chunks in the context: the chain's own `k`, as `rag ask --k` and
+`config={"configurable": {"k": ...}}` set it) and `filter` for every resource, and `k` (that
+resource's cap) and `filter` per resource under `retrieval_chain` (the same shape
+`RAG.chain(retrieval_chain=...)` takes). The server's tenant
 filter is then ANDed onto the effective filter of every resource, so a request can narrow the
 results but never see outside its tenant.
 
@@ -25,7 +27,8 @@ from rag.base.filters import and_filters
 from rag.core.config_models import ServerConfig
 from rag.core.resource import DEFAULT_K, validate_search_kwargs
 
-__all__ = ["REQUEST_SEARCH_KEYS", "BatchRequest", "QueryRequest", "ResourceSettings", "retrieval_settings"]
+__all__ = ["REQUEST_SEARCH_KEYS", "BatchRequest", "QueryRequest", "ResourceSettings", "request_configurable",
+           "retrieval_settings"]
 
 #: The only search settings a request may change; the rest stay as the server configured them.
 REQUEST_SEARCH_KEYS = ("k", "filter")
@@ -46,7 +49,7 @@ class QueryRequest(_Body):
 
     Attributes:
         question: the question to answer.
-        k: how many chunks to retrieve from each resource (capped by the server's `max_k`).
+        k: how many chunks go into the context (at most, within the budget; capped by the server's `max_k`).
         filter: a metadata filter in the portable dialect, for every resource.
         retrieval_chain: per-resource settings; they win over `k` / `filter`.
         checks: `/invoke` only: add citation and support checks to the response.
@@ -93,9 +96,9 @@ def retrieval_settings(request: QueryRequest, defaults: Mapping[str, Mapping[str
     unknown = sorted(set(per_resource) - set(defaults))
     if unknown:
         raise ConfigError(f"unknown resource(s) {unknown} in retrieval_chain; valid: {', '.join(defaults)}")
+    if request.k is not None and request.k > limits.max_k:
+        raise ConfigError(f"k={request.k} is over this server's limit; valid: 1..{limits.max_k}")
     shared: dict[str, Any] = {}
-    if request.k is not None:
-        shared["k"] = request.k
     if request.filter is not None:
         shared["filter"] = request.filter
     out: dict[str, dict[str, Any]] = {}
@@ -117,3 +120,17 @@ def retrieval_settings(request: QueryRequest, defaults: Mapping[str, Mapping[str
             search["filter"] = combined
         out[name] = {"search_kwargs": search}
     return out
+
+
+def request_configurable(request: QueryRequest, defaults: Mapping[str, Mapping[str, Any]],
+                         limits: ServerConfig) -> dict[str, Any]:
+    """The chain's `configurable` for one request: `retrieval_settings` and the request's `k`.
+
+    Example:
+        >>> request_configurable(QueryRequest(question="Where?", k=3), {"docs": {}}, ServerConfig())["k"]
+        3
+    """
+    values: dict[str, Any] = {"retrieval_chain": retrieval_settings(request, defaults, limits)}
+    if request.k is not None:
+        values["k"] = request.k
+    return values

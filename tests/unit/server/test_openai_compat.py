@@ -108,7 +108,7 @@ def test_missing_token_is_401_in_openai_shape(make_client, monkeypatch):
 def test_k_over_the_limit_is_422_with_the_valid_range(make_client):
     r = make_client(max_k=4).post("/v1/chat/completions", json=_ask("q", rag={"k": 5}))
     assert r.status_code == 422
-    assert r.json()["error"] == {"message": "k=5 for resource 'reports' is over this server's limit; valid: 1..4",
+    assert r.json()["error"] == {"message": "k=5 is over this server's limit; valid: 1..4",
                                  "type": "invalid_request_error", "param": None, "code": "invalid_setting"}
 
 

@@ -52,8 +52,17 @@ def test_k_over_the_limit_is_422_with_the_valid_range(make_client):
     r = client.post("/invoke", json={"question": "revenue", "k": 5})
     assert r.status_code == 422
     assert r.json()["error"] == {"type": "invalid_setting",
-                                 "message": "k=5 for resource 'reports' is over this server's limit; valid: 1..4"}
+                                 "message": "k=5 is over this server's limit; valid: 1..4"}
     assert client.post("/invoke", json={"question": "revenue", "k": 0}).status_code == 422
+    over = {"question": "revenue", "retrieval_chain": {"reports": {"search_kwargs": {"k": 5}}}}
+    assert client.post("/invoke", json=over).json()["error"]["message"] == \
+        "k=5 for resource 'reports' is over this server's limit; valid: 1..4"
+
+
+def test_a_requests_k_is_the_number_of_chunks_in_the_context(make_client):
+    client = make_client()
+    for k in (1, 2, 3):
+        assert len(client.post("/invoke", json={"question": "revenue", "k": k}).json()["sources"]) == k
 
 
 def test_bad_filter_is_422_listing_valid_operators(client):
