@@ -31,7 +31,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, from_validation
-from rag.base.filters import chroma_where_from_canonical, validate_filter
+from rag.base.filters import and_filters, chroma_where_from_canonical, validate_filter
 from rag.base.tracing import set_run_attributes
 from rag.core.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
 from rag.indexing.chunking import TokenChunker
@@ -103,7 +103,7 @@ def configured_search_kwargs(config: RunnableConfig | None, name: str, *, reques
         return merged
     shared = plain_search_kwargs(config)
     if shared.get("filter") and merged.get("filter"):
-        merged["filter"] = {"$and": [shared["filter"], merged["filter"]]}
+        merged["filter"] = and_filters(shared["filter"], merged["filter"])
     return {**shared, **merged}
 
 
