@@ -9,7 +9,7 @@ from langchain_core.language_models import FakeListChatModel, GenericFakeChatMod
 from langchain_core.messages import AIMessage
 from langchain_core.prompts import ChatPromptTemplate
 
-from rag import RAG, ConfigError, InputError, Resource, rag_chain_from_docs
+from rag import RAG, ConfigError, FilterError, InputError, Resource, rag_chain_from_docs
 
 YEARS = list(range(2018, 2028))
 
@@ -215,3 +215,30 @@ def test_rag_with_no_resources_answers_from_nothing():
     rag = RAG(resources=[], generation_chain=rag_chain_from_docs(fake_llm(text="I don't know")))
     out = rag.chain().invoke("q")
     assert out["context"] == [] and out["answer"] == "I don't know"
+
+
+def test_the_chain_declares_its_per_request_settings_for_langchain_tooling(rag):
+    chain = rag.chain()
+    assert {"k", "fetch_k", "filter", "max_tokens", "retrieval_chain"} <= {s.id for s in chain.config_specs}
+    assert {"k", "filter"} <= set(chain.config_schema().model_json_schema()["$defs"]["Configurable"]["properties"])
+    two = chain.with_config(configurable={"k": 2})
+    assert len(two.invoke("What happened?")["context"]) == 2
+
+
+def test_a_requests_filter_narrows_the_rags_own_and_bad_values_fail_before_searching(news, editos):
+    rag = RAG(resources=[news, editos], retrieval={"filter": {"year": {"$gte": 2019}}},
+              generation_chain=rag_chain_from_docs(fake_llm()))
+    ctx = rag.chain().invoke("q", config={"configurable": {"filter": {"year": {"$lte": 2020}}}})["context"]
+    assert sorted({d.metadata["year"] for d in ctx}) == [2019, 2020]     # both filters hold
+    for bad, message in (({"k": 0}, "k=0"), ({"max_tokens": "many"}, "max_tokens"), ({"filter": {"year": {"$gtt": 1}}},
+                                                                                     r"\$gtt")):
+        with pytest.raises((ConfigError, FilterError), match=message):
+            rag.chain().invoke("q", config={"configurable": bad})
+
+
+def test_a_plain_rag_takes_a_requests_k_and_filter_for_every_resource(news, editos):
+    plain = RAG(resources=[news, editos], retrieval="plain", generation_chain=rag_chain_from_docs(fake_llm()))
+    ctx = plain.chain().invoke("q", config={"configurable": {"k": 1, "filter": {"year": 2018}}})["context"]
+    assert sorted((d.metadata["resource"], d.metadata["year"]) for d in ctx) == [("editos", 2018), ("news", 2018)]
+    with pytest.raises(ConfigError, match="retrieval='plain'"):
+        plain.chain().invoke("q", config={"configurable": {"max_tokens": 100}})
