@@ -43,3 +43,17 @@ def minilm():
     from rag.models.embeddings import default_embeddings
 
     return default_embeddings()
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory):
+    """The SQLAlchemy URL of a running PostgreSQL with pgvector (one server for the session, started only
+    if a test needs it); the test FAILS if it cannot start."""
+    from rag.base.errors import MissingDependencyError, StoreError
+    from rag.testing.pg_server import pg_server
+
+    try:
+        with pg_server(tmp_path_factory.mktemp("pgdata")) as url:
+            yield url
+    except (MissingDependencyError, StoreError) as exc:
+        pytest.fail(f"the pgvector backend cannot run here: {exc}")

@@ -31,6 +31,7 @@ from rag.core.config_models import StrictModel, check_env_name
 from rag.core.knowledge_base import KnowledgeBase
 from rag.core.resource import Resource, validate_search_kwargs
 from rag.indexing.chunking import TokenChunker
+from rag.indexing.executors import executor_from
 from rag.models.embeddings import is_default_embeddings
 from rag.stores.chroma import (
     collection_name,
@@ -67,12 +68,24 @@ def store_path(raw: str) -> Path:
 
 
 class IndexConfig(StrictModel):
-    """Files to sync into the resource's knowledge base (txt, md, html, pdf); `chunk_size` in word pieces."""
+    """Files to sync into the resource's knowledge base (txt, md, html, pdf); `chunk_size` in word pieces.
+
+    `executor`: where the sync's loading, chunking and embedding run: `local` (default) or `ray`, or
+    a mapping such as `{kind: ray, address: "ray://head:10001", concurrency: 8, batch_size: 256}`
+    (docs/scale.md).
+    """
 
     paths: list[str] = Field(min_length=1)
     glob: str = "**/*"
     exclude: list[str] = Field(default_factory=list)
     chunk_size: int | None = Field(default=None, ge=8, le=254)
+    executor: str | dict[str, Any] | None = None
+
+    @field_validator("executor")
+    @classmethod
+    def _check_executor(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        executor_from(value)   # raises with what is wrong and what is valid
+        return value
 
 
 def kb_embedding(embedding: Any) -> Any:
@@ -84,7 +97,7 @@ def kb_embedding(embedding: Any) -> Any:
 def sync_files(kb: KnowledgeBase, spec: IndexConfig, *, resource: str) -> None:
     """Sync the files of an `index:` block into `kb` (skipped files are logged with the reason)."""
     report = kb.add_documents([str(Path(p).expanduser()) for p in spec.paths], include=spec.glob,
-                              exclude=spec.exclude, cleanup="incremental")
+                              exclude=spec.exclude, cleanup="incremental", executor=spec.executor)
     for skipped in report.skipped:
         logger.warning("resource %s: skipped %s: %s", resource, skipped.path, skipped.reason)
     if kb.count() == 0:

@@ -23,6 +23,7 @@ from rag.indexing.chunking import (
     DEFAULT_CHUNK_SIZE,
     TokenChunker,
 )
+from rag.indexing.executors import RayExecutor
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files, unsupported_reason
 from rag.indexing.tags import KeywordTagger
@@ -72,6 +73,7 @@ def run_index(args: argparse.Namespace) -> int:
     include = args.include or "**/*"
     follow = getattr(args, "follow_symlinks", False)
     _check_readable(args, include, follow)
+    executor = _executor(args)
     kb = _open(args)
     counts = {"pages": 0, "chunks": 0, "embeddings": 0}
     start = time.perf_counter()
@@ -96,7 +98,7 @@ def run_index(args: argparse.Namespace) -> int:
 
         report = kb.add_documents(args.paths, include=include, exclude=args.exclude,
                                   cleanup=None if args.cleanup == "none" else args.cleanup, progress=on_event,
-                                  follow_symlinks=follow)
+                                  follow_symlinks=follow, executor=executor)
     _print_report(console, report)
     unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
     # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
@@ -106,6 +108,19 @@ def run_index(args: argparse.Namespace) -> int:
     if report.skipped and not (report.added or report.updated or report.unchanged or total):
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
     return 0
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    """The executor `--executor` names; `--ray-*` options without `--executor ray` are a `ConfigError`."""
+    options = {"address": getattr(args, "ray_address", None), "concurrency": getattr(args, "ray_concurrency", None),
+               "batch_size": getattr(args, "ray_batch_size", None)}
+    given = {key: value for key, value in options.items() if value is not None}
+    if getattr(args, "executor", "local") != "ray":
+        if given:
+            flags = ", ".join("--ray-" + key.replace("_", "-") for key in given)
+            raise ConfigError(f"{flags} apply to --executor ray only; add --executor ray or leave them out")
+        return None
+    return RayExecutor(**given)
 
 
 def _check_readable(args: argparse.Namespace, include: str, follow: bool) -> None:

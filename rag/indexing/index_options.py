@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["EMBEDDING_OPTIONS", "add_index_arguments"]
+__all__ = ["EMBEDDING_OPTIONS", "EXECUTOR_OPTIONS", "add_index_arguments"]
 
 EMBEDDING_OPTIONS = ("default", "fake")
+EXECUTOR_OPTIONS = ("local", "ray")   # (rag.indexing.executors.EXECUTORS, without importing it)
 
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,3 +35,13 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MiniLM precision for a new knowledge base (default: RAG_EMBEDDING_PRECISION, else "
                              "auto = bf16 on CPUs with native bfloat16, else fp32); an existing one keeps the "
                              "precision it was built with")
+    parser.add_argument("--executor", choices=EXECUTOR_OPTIONS, default="local",
+                        help="where loading, chunking and embedding run: this process (local, default) or a Ray "
+                             "cluster (ray; pip install 'rag-runnables[ray]'; docs/scale.md)")
+    parser.add_argument("--ray-address", default=None,
+                        help="the Ray cluster for --executor ray (default: RAY_ADDRESS, else a local Ray started "
+                             "for the run with this machine's cores)")
+    parser.add_argument("--ray-concurrency", type=int, default=None,
+                        help="embedding actors for --executor ray (default: one per CPU of the cluster)")
+    parser.add_argument("--ray-batch-size", type=int, default=None,
+                        help="chunks per embedding call of an actor for --executor ray (default 256)")

@@ -16,11 +16,9 @@ A knowledge base lives in a directory (default `.rag/`, shared by several knowle
 Adding the same corpus again embeds and writes nothing; a changed file replaces exactly its
 chunks; `cleanup="incremental"` removes files that disappeared under the given folders and
 `cleanup="full"` everything not in this run (as LangChain's indexing API). A writer killed at
-any point leaves a store that the next run repairs (see docs/indexing.md).
-
-Opening is not creating: the first write (`add_documents`, `create`) creates the knowledge base;
-reading one never written is a `StoreError` listing those that exist. Symlinked store files, a
-manifest naming another knowledge base's collection, and failed writes are `StoreError`s.
+any point leaves a store that the next run repairs (see docs/indexing.md). Opening is not creating
+(see `KnowledgeStore`); symlinked store files, a manifest naming another knowledge base's collection
+and failed writes are `StoreError`s. `executor="ray"` runs the same sync on a Ray cluster (docs/scale.md).
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -53,6 +51,7 @@ from rag.base.tracing import index_span
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
+from rag.indexing.executors import executor_from
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.indexing.loaders import path_text
 from rag.indexing.locking import WriterLock
@@ -109,8 +108,8 @@ class KnowledgeStore:
             `InMemoryVectorStore`); the manifest records its backend, and the knowledge base must be
             opened with a store of that backend again (docs/stores.md, support matrix).
 
-    Construction writes nothing: the first write creates the knowledge base, and reading one
-    that was never written raises `StoreError` listing the existing ones.
+    Construction writes nothing: the first write creates the knowledge base; reading one never written
+    raises `StoreError` listing the existing ones.
 
     Raises:
         ConfigError: bad name, or settings that differ from the manifest (another embedding
@@ -146,7 +145,6 @@ class KnowledgeStore:
             existing.check_owner(self.name, self.backend, self._store_name, self.manifest_path, self.home)
         if embedding is None:
             embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
-
         model_id = embedding_id(embedding)
         if existing:
             existing.check_embedding(name, self.directory, model_id)
@@ -280,7 +278,7 @@ class KnowledgeStore:
     def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                       exclude: str | Sequence[str] = (), cleanup: str | None = None,
                       progress: Callable[[str, int], None] | None = None,
-                      follow_symlinks: bool = False) -> IndexReport:
+                      follow_symlinks: bool = False, executor: Any = None) -> IndexReport:
         """Index files, folders or Documents; unchanged ones are skipped without embedding.
 
         Creates the knowledge base on first use.
@@ -294,6 +292,7 @@ class KnowledgeStore:
             progress: called with (event, amount): "files_total", "file", "pages", "chunks", "embeddings".
             follow_symlinks: also index what symlinks under the folders lead to when that is
                 outside them (by default such links are skipped and listed in `skipped`).
+            executor: None / "local" (this process), "ray" or a `RayExecutor(...)` (docs/scale.md).
 
         Returns:
             What was added, updated, unchanged, deleted and skipped (with reasons).
@@ -304,16 +303,19 @@ class KnowledgeStore:
         """
         if cleanup not in CLEANUP_MODES:
             raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
+        runner = executor_from(executor)   # (a bad executor fails before the lock is taken)
         def run() -> IndexReport:
-            with index_span("rag.index", knowledge_base=self.name, cleanup=cleanup or "none") as span:
+            with index_span("rag.index", knowledge_base=self.name, cleanup=cleanup or "none",
+                            executor=runner.name) as span:
                 report = sync(self, sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress,
-                              follow_symlinks=follow_symlinks)
+                              follow_symlinks=follow_symlinks, executor=runner)
                 span.set_attributes({"rag.added": len(report.added), "rag.updated": len(report.updated),
                                      "rag.unchanged": len(report.unchanged), "rag.skipped": len(report.skipped),
                                      "rag.chunks_added": report.chunks_added, "rag.embedded": report.embedded})
                 return report
 
         return self._write(run)
+
     def _write(self, run: Callable[[], Any]) -> Any:
         """Run a write under the lock, creating the knowledge base first; store failures become `StoreError`."""
         with self.lock:
@@ -378,7 +380,6 @@ class KnowledgeStore:
 
     def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
         """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""
-
         return neighbours(self, doc_id, chunk_index, window=window)
 
     def get_chunks(self, doc_id: str) -> list[Document]:
@@ -388,7 +389,6 @@ class KnowledgeStore:
     def as_retriever(self, *, k: int = 4, filter: dict[str, Any] | None = None,
                      score_threshold: float | None = None) -> Any:
         """A `KnowledgeBaseRetriever` (takes `k` and portable `filter` per call)."""
-
         return KnowledgeBaseRetriever(chunks=self.chunks, embedding=self.embedding, k=k, filter=filter,
                                       score_threshold=score_threshold)
 

@@ -33,166 +33,101 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import math
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from langchain_core.documents import Document
 
-from rag.base.errors import LoaderError
-from rag.base.tracing import index_span
 from rag.indexing.chunking import document_id
-from rag.indexing.loaders import Skipped, clean_text, iter_files, load_file, path_text
+from rag.indexing.executors import LocalExecutor
+from rag.indexing.ingest import Item, chunk_id, docs_hash, file_hash, scalar_metadata
+from rag.indexing.loaders import Skipped, clean_text, iter_files, path_text
 from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
-from rag.indexing.writer import Writer
 
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from rag.indexing.knowledge_base import KnowledgeStore
 
-__all__ = ["CLEANUP_MODES", "IndexReport", "Source", "chunk_id", "scalar_metadata", "sync"]
+__all__ = ["CLEANUP_MODES", "IndexReport", "Plan", "Source", "chunk_id", "scalar_metadata", "sync"]
 
 Source = Union[str, Path, Document]  # noqa: UP007 - a runtime alias
 CLEANUP_MODES = (None, "incremental", "full")
-_GROUP_CHARS = 4_000_000  # text per processing group (~5,000 chunks): bounded memory, large writes
-_GROUP_DOCS = 5000
-_EMBED_BATCH = 512  # chunks per embedding call (and progress event)
-_WRITE_BATCH = 5000  # chunks per Chroma add (Chroma 1.5 accepts up to ~5.4k)
 
 
 @dataclass
-class _Prepared:
-    """A chunked group, ready for the writer: chunks, embedded texts, metadata and ids."""
+class Plan:
+    """What a sync must index, decided one file at a time on the driver (hash, compare, move).
 
-    items: list[_Item]
-    chunks: list[Document]
-    texts: list[str]
-    metas: list[dict[str, Any]]
-    ids: list[str]
-    summaries: dict[str, str]
-
-
-@dataclass
-class _Item:
-    key: str
-    display: str
-    doc_id: str
-    content_hash: str
-    size: int
-    mtime_ns: int
-    docs: list[Document]
-    status: str  # "added" or "updated"
-    known: bool = True  # the records file has an entry for it, so the store may hold chunks of it
-
-
-def chunk_id(doc_id: str, index: int, embedded_text: str, metadata: dict[str, Any]) -> str:
-    """A chunk's store id: a hash of its document, position, embedded text and metadata."""
-    payload = json.dumps([doc_id, index, embedded_text, metadata], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-#: integers every store keeps exactly (64-bit); Chroma turns larger ones into floats, pgvector's JSON keeps them
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def scalar_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata every store keeps as it is: None dropped, scalars kept, anything else as JSON text.
-
-    A number no store can keep exactly is kept as its text: NaN and infinities (Chroma dropped them,
-    Milvus read them back as None, PostgreSQL's JSON refuses them) become "nan", "inf", "-inf", and
-    an integer beyond 64 bits its digits (Chroma turned it into an inexact float).
+    An executor iterates `items()`: None for a file that needs nothing (unchanged, moved, unreadable:
+    recorded in `report`), else an `Item` to load (files) or prepare (Documents). `quiesce` waits for
+    the executor's store write in flight, so a move or a deletion never runs beside one.
     """
-    out: dict[str, Any] = {}
-    for key, value in metadata.items():
-        if value is None:
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            value = str(value)
-        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
-            value = str(value)
-        out[str(key)] = value if isinstance(value, str | int | float | bool) else json.dumps(value, default=str)
-    return out
 
+    kb: KnowledgeStore
+    files: list[Path]
+    grouped: dict[str, list[Document]]
+    records: dict[str, DocumentRecord]
+    force: bool
+    report: IndexReport
+    seen: set[str] = field(default_factory=set)
+    touched: list[DocumentRecord] = field(default_factory=list)
+    moves: dict[str, DocumentRecord] = field(default_factory=dict)
 
-def _file_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    def items(self, quiesce: Callable[[], None]) -> Iterator[Item | None]:
+        """The work of this sync, in file order (then the Documents given, by source)."""
+        report = self.report
+        for file in self.files:
+            key = path_text(file.resolve())
+            if key in self.seen:  # a symlink to a file indexed under its own name
+                continue
+            self.seen.add(key)
+            moved = len(report.moved)
+            item = _file_item(self, file, key, quiesce)
+            if len(report.moved) > moved:  # its old record now has this key: not stale
+                self.seen.add(report.moved[-1][0])
+            yield item
+        for key, docs in self.grouped.items():
+            self.seen.add(key)
+            yield _document_item(key, docs, self.records.get(key), self.force, report)
 
-
-def _docs_hash(docs: Sequence[Document]) -> str:
-    payload = json.dumps([[d.page_content, d.metadata] for d in docs], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    def failed(self, item: Item, reason: str, quiesce: Callable[[], None]) -> None:
+        """A file that could not be loaded: skipped with the reason; a half-written earlier attempt is removed."""
+        self.report.skipped.append(Skipped(item.display, reason))
+        rec = self.records.get(item.key)
+        if rec is not None and rec.state in WRITING:
+            quiesce()  # one store writer at a time
+            self.report.chunks_deleted += self.kb.delete_records([rec])
 
 
 def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
          exclude: str | Sequence[str] = (), cleanup: str | None = None,
          progress: Callable[[str, int], None] | None = None, force: bool = False,
-         follow_symlinks: bool = False) -> IndexReport:
-    """Bring the knowledge base in line with `sources` (the caller holds the writer lock)."""
+         follow_symlinks: bool = False, executor: Any = None) -> IndexReport:
+    """Bring the knowledge base in line with `sources` (the caller holds the writer lock).
+
+    `executor`: where loading, chunking, AutoContext and embedding run (`rag.indexing.executors`;
+    None: this process).
+    """
     start = time.perf_counter()
     emit = progress or (lambda event, amount: None)
     report = IndexReport()
     _recover(kb)
     records = kb.records.all()
-    moves = moved_candidates(records)
     files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
                                      report=report)
     emit("files_total", len(files) + len(grouped))
-    seen: set[str] = set()
-    touched: list[DocumentRecord] = []
-    group: list[_Item] = []
-    pending_chars, writer = [0], Writer()
-
-    def flush(force_write: bool = False) -> None:
-        size = sum(len(d.page_content) for d in group[-1].docs) if group else 0
-        pending_chars[0] += size
-        if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
-            prepared = _prepare(kb, list(group), emit)
-            writer.submit(_store, kb, prepared, report, emit)
-            group.clear()
-            pending_chars[0] = 0
-
-    def take(item: _Item | None) -> None:
-        if item is not None:
-            group.append(item)
-            emit("pages", len(item.docs))
-            flush()
-
-    try:
-        for file in files:
-            key = path_text(file.resolve())
-            if key in seen:  # a symlink to a file indexed under its own name
-                continue
-            seen.add(key)
-            moved = len(report.moved)
-            item = _file_item(kb, file, key, records.get(key), force, report, touched, writer, moves)
-            if len(report.moved) > moved:  # its old record now has this key: not stale
-                seen.add(report.moved[-1][0])
-            emit("file", 1)
-            take(item)
-        for key, docs in grouped.items():
-            seen.add(key)
-            emit("file", 1)
-            take(_document_item(key, docs, records.get(key), force, report))
-        flush(force_write=True)
-        writer.wait()
-    finally:
-        writer.close()
-    kb.records.put_many(touched)
-    if stale := _stale(records, seen, roots, cleanup):
+    plan = Plan(kb, files, grouped, records, force, report, moves=moved_candidates(records))
+    (executor or LocalExecutor()).run(kb, plan, report, emit)
+    kb.records.put_many(plan.touched)
+    if stale := _stale(records, plan.seen, roots, cleanup):
         report.chunks_deleted += kb.delete_records(stale)
         report.deleted += [r.source for r in stale]
     report.seconds = time.perf_counter() - start
@@ -209,7 +144,7 @@ def _collect(sources: Source | Sequence[Source], *, include: str | Sequence[str]
     for source in items:
         if isinstance(source, Document):
             key = clean_text(str(source.metadata.get("source") or source.metadata.get("doc_id") or ""))
-            grouped.setdefault(key or f"text:{_docs_hash([source])[:16]}", []).append(source)
+            grouped.setdefault(key or f"text:{docs_hash([source])[:16]}", []).append(source)
             continue
         roots.append(path_text(Path(source).resolve()))
         for file, supported in iter_files(source, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
@@ -219,15 +154,15 @@ def _collect(sources: Source | Sequence[Source], *, include: str | Sequence[str]
 
 
 def _document_item(key: str, docs: list[Document], rec: DocumentRecord | None, force: bool,
-                   report: IndexReport) -> _Item | None:
+                   report: IndexReport) -> Item | None:
     """The work item for Documents added under one source, or None when they are unchanged."""
-    content_hash = _docs_hash(docs)
+    content_hash = docs_hash(docs)
     if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
         report.unchanged.append(key)
         return None
     doc_id = rec.doc_id if rec else clean_text(str(docs[0].metadata.get("doc_id") or document_id(key)))
     status = "updated" if rec and rec.state in ("ok", "updating") else "added"
-    return _Item(key, key, doc_id, content_hash, -1, -1, list(docs), status, known=rec is not None)
+    return Item(key, key, doc_id, content_hash, -1, -1, list(docs), status, known=rec is not None)
 
 
 def _stale(records: dict[str, DocumentRecord], seen: set[str], roots: list[str],
@@ -241,10 +176,9 @@ def _stale(records: dict[str, DocumentRecord], seen: set[str], roots: list[str],
     return []
 
 
-def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | None, force: bool,
-               report: IndexReport, touched: list[DocumentRecord], writer: Writer,
-               moves: dict[str, DocumentRecord]) -> _Item | None:
-    """The work item for a file, or None when it is unchanged, moved or unreadable (recorded in `report`)."""
+def _file_item(plan: Plan, file: Path, key: str, quiesce: Callable[[], None]) -> Item | None:
+    """The work item for a file (not loaded yet), or None when it is unchanged, moved or unreadable."""
+    rec, report, force = plan.records.get(key), plan.report, plan.force
     ok = rec is not None and rec.state == "ok" and not force
     display = path_text(file)
     try:
@@ -252,113 +186,26 @@ def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | N
         if ok and rec.size == stat.st_size and rec.mtime_ns == stat.st_mtime_ns:
             report.unchanged.append(display)
             return None
-        content_hash = _file_hash(file)
+        content_hash = file_hash(file)
     except OSError as exc:
         report.skipped.append(Skipped(display, f"{display}: cannot read ({exc.strerror or exc})"))
         return None
     if ok and rec.content_hash == content_hash:  # touched, not changed
         rec.size, rec.mtime_ns = stat.st_size, stat.st_mtime_ns
-        touched.append(rec)
+        plan.touched.append(rec)
         report.unchanged.append(display)
         return None
     # a store that cannot update metadata in place (`can_update`) indexes a moved file anew
-    if rec is None and moves.get(content_hash) is not None and kb.chunks.can_update:
-        old = moves.pop(content_hash)
-        writer.wait()  # one store writer at a time
-        move_document(kb, old, key, display, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+    if rec is None and plan.moves.get(content_hash) is not None and plan.kb.chunks.can_update:
+        old = plan.moves.pop(content_hash)
+        quiesce()  # one store writer at a time
+        move_document(plan.kb, old, key, display, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
         report.moved.append((old.source, display))
         return None
-    try:
-        with index_span("rag.index.load", file_type=file.suffix.lower().lstrip(".")) as span:
-            docs = load_file(file)
-            span.set_attribute("rag.pages", len(docs))
-    except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
-        reason = str(exc) if isinstance(exc, LoaderError) else f"{display}: {type(exc).__name__}: {exc}"
-        report.skipped.append(Skipped(display, clean_text(reason)))
-        if rec is not None and rec.state in WRITING:  # a half-written earlier attempt: remove it
-            writer.wait()  # one store writer at a time
-            report.chunks_deleted += kb.delete_records([rec])
-        return None
     doc_id = rec.doc_id if rec else document_id(key)
-    return _Item(key, display, doc_id, content_hash, stat.st_size, stat.st_mtime_ns, docs,
-                 "updated" if rec is not None and rec.state in ("ok", "updating") else "added", known=rec is not None)
-
-
-def _prepare(kb: KnowledgeStore, items: list[_Item], emit: Callable[[str, int], None]) -> _Prepared:
-    """Chunk, tag and add AutoContext to one group (no store access; runs in the caller's thread)."""
-    docs = [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
-                                                                         "doc_id": i.doc_id})
-            for i in items for d in i.docs]
-    with index_span("rag.index.chunk", documents=len(items), pages=len(docs)) as span:
-        chunks = kb.chunker.split_documents(docs)
-        if kb.tagger is not None:
-            chunks = kb.tagger(chunks)
-        summaries = kb.autocontext.summaries(chunks)
-        texts = kb.autocontext.embedding_texts(chunks, summaries=summaries)
-        span.set_attribute("rag.chunks", len(chunks))
-    metas = [scalar_metadata(c.metadata) for c in chunks]
-    ids = [chunk_id(m["doc_id"], m["chunk_index"], t, m) for m, t in zip(metas, texts, strict=True)]
-    emit("chunks", len(chunks))
-    return _Prepared(items, chunks, texts, metas, ids, summaries)
-
-
-def _store(kb: KnowledgeStore, prepared: _Prepared, report: IndexReport, emit: Callable[[str, int], None]) -> None:
-    """Embed the new chunks of a prepared group and write them (steps 2-4 of the module docstring)."""
-    items, chunks, texts, metas, ids, summaries = (prepared.items, prepared.chunks, prepared.texts, prepared.metas,
-                                                   prepared.ids, prepared.summaries)
-    kb.records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
-                                        state="updating" if i.status == "updated" else "pending") for i in items])
-    # Chunks are written only after their document's record is marked pending, so a document without a
-    # record has nothing in the store: skip the metadata query (costly for large groups) for those.
-    doc_ids = [i.doc_id for i in items if i.known]
-    existing = set(kb.chunks.get_ids({"doc_id": {"$in": doc_ids}})) if doc_ids else set()
-    todo = [n for n, cid in enumerate(ids) if cid not in existing]
-    ready: list[tuple[int, list[float]]] = []
-    for begin in range(0, len(todo), _EMBED_BATCH):
-        batch = todo[begin:begin + _EMBED_BATCH]
-        misses = getattr(kb.embedding, "stats", {}).get("misses", 0)
-        model = str(getattr(kb.embedding, "model_id", type(kb.embedding).__name__))
-        with index_span("rag.index.embed", texts=len(batch), model=model) as span:
-            vectors = kb.embedding.embed_documents([texts[n] for n in batch])
-            embedded = getattr(kb.embedding, "stats", {}).get("misses", misses + len(batch)) - misses
-            span.set_attributes({"rag.embedded": embedded, "rag.cache_hits": len(batch) - embedded})
-        kb.record_dimension(len(vectors[0]))
-        report.embedded += embedded
-        ready += zip(batch, vectors, strict=True)
-        emit("embeddings", len(batch))
-        # Chroma's cost per call is high: write in large batches.
-        if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
-            # `todo` holds only ids the store does not have (known documents were looked up above, new ones
-            # have nothing stored), so `add` writes without an existence check.
-            with index_span("rag.index.write", chunks=len(ready)):
-                kb.chunks.add([ids[n] for n, _ in ready], [v for _, v in ready],
-                              [chunks[n].page_content for n, _ in ready], [metas[n] for n, _ in ready])
-            report.chunks_added += len(ready)
-            ready = []
-    stale = sorted(existing - set(ids))
-    kb.chunks.delete(stale)
-    report.chunks_deleted += len(stale)
-    by_doc: dict[str, list[str]] = {}
-    for meta, cid in zip(metas, ids, strict=True):
-        by_doc.setdefault(meta["doc_id"], []).append(cid)
-    titles: dict[str, str] = {}
-    for chunk in chunks:
-        titles.setdefault(chunk.metadata["doc_id"], str(chunk.metadata.get("title", "")))
-    done = []
-    for item in items:
-        title = titles.get(item.doc_id, "")
-        done.append(DocumentRecord(source=item.key, doc_id=item.doc_id, content_hash=item.content_hash,
-                                   size=item.size, mtime_ns=item.mtime_ns, chunk_ids=by_doc.get(item.doc_id, []),
-                                   pages=len(item.docs), title=title, summary=summaries.get(item.doc_id, "")))
-        (report.added if item.status == "added" else report.updated).append(item.display)
-        report.pages += len(item.docs)
-    kb.records.put_many(done)
-
-
-def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata with text keys and values safe to store (see `clean_text`)."""
-    return {clean_text(k) if isinstance(k, str) else k: clean_text(v) if isinstance(v, str) else v
-            for k, v in metadata.items()}
+    return Item(key, display, doc_id, content_hash, stat.st_size, stat.st_mtime_ns, None,
+                "updated" if rec is not None and rec.state in ("ok", "updating") else "added", known=rec is not None,
+                path=file)
 
 
 def _forget_lost_store(kb: KnowledgeStore) -> None:

@@ -39,7 +39,7 @@ from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
-__all__ = ["SEARCH", "PGVectorSearch", "can_update_metadata", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
+__all__ = ["SEARCH", "PGVectorSearch", "can_update_metadata", "connection_of", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
 
 BACKEND = "pgvector"
 _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -230,3 +230,10 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
                                          embedding_service=embedding)
     except Exception as exc:
         raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {exc}") from exc
+
+
+def connection_of(store: Any) -> dict[str, str]:
+    """What another process needs to open the same table: the URL (with its password), schema and table."""
+    vs = _inner(store)
+    return {"url": vs.engine.url.render_as_string(hide_password=False), "schema": vs.schema_name,
+            "table": vs.table_name}

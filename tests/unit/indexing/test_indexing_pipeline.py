@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from pydantic import Field
 
-import rag.indexing.sync as sync_module
+import rag.indexing.executors as executors_module
 from rag.core.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 
@@ -35,7 +35,7 @@ def _docs(n: int, poison_at: int | None = None) -> list[Document]:
 
 @pytest.fixture
 def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sync_module, "_GROUP_DOCS", 3)  # many groups, so several are in flight over the run
+    monkeypatch.setattr(executors_module, "_GROUP_DOCS", 3)  # many groups, so several are in flight over the run
 
 
 def test_many_groups_are_all_stored_and_recorded(tmp_path, small_groups) -> None:

@@ -1,0 +1,194 @@
+"""Where a sync's work runs: this process (`LocalExecutor`, the default) or a Ray cluster (`RayExecutor`).
+
+`rag.indexing.sync` decides what changed on the driver, then an executor loads, chunks, adds
+AutoContext and embeds the changed documents with the stages of `rag.indexing.ingest`, and the
+driver commits their records once the store has their chunks. Both executors give the same chunk
+ids, texts, metadata, vectors and report (docs/scale.md).
+
+- `LocalExecutor`: groups of documents (about 5,000 chunks each); each group is prepared in the
+  caller's thread while the previous one is embedded and written in one writer thread.
+- `RayExecutor`: Ray Data over the changed files: stateless `map_batches` tasks load, chunk and
+  add AutoContext, an actor pool embeds (the model loaded once per actor), and either the actors
+  write to a server store (PostgreSQL + pgvector, a Chroma server: each actor its own
+  connection) or the driver writes what they return (embedded stores). Needs
+  `pip install 'rag-runnables[ray]'`; `import rag` never imports Ray.
+
+Example:
+    >>> executor_from("local")
+    LocalExecutor()
+    >>> executor_from({"kind": "ray", "concurrency": 2, "batch_size": 128})
+    RayExecutor(address=None, concurrency=2, batch_size=128, files_per_task=1)
+    >>> executor_from("dask")
+    Traceback (most recent call last):
+    ...
+    rag.base.errors.ConfigError: executor 'dask' is not valid; valid: local, ray (or a mapping with kind: local | ray)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rag.base.errors import ConfigError, MissingDependencyError
+from rag.base.tracing import index_span
+from rag.indexing.ingest import Components, Item, Prepared, begin_items, done_of, embed_texts, finish_items, load_item, prepare
+from rag.indexing.report import IndexReport
+from rag.indexing.writer import Writer
+
+if TYPE_CHECKING:
+    from rag.indexing.knowledge_base import KnowledgeStore
+    from rag.indexing.sync import Plan
+
+__all__ = ["EXECUTORS", "LocalExecutor", "RayExecutor", "executor_from"]
+
+EXECUTORS = ("local", "ray")
+_GROUP_CHARS = 4_000_000  # text per processing group (~5,000 chunks): bounded memory, large writes
+_GROUP_DOCS = 5000
+_EMBED_BATCH = 512  # chunks per embedding call (and progress event)
+_WRITE_BATCH = 5000  # chunks per Chroma add (Chroma 1.5 accepts up to ~5.4k)
+
+Emit = Callable[[str, int], None]
+
+
+class LocalExecutor:
+    """Run the stages in this process (the default; no Ray needed)."""
+
+    name = "local"
+
+    def __repr__(self) -> str:
+        return "LocalExecutor()"
+
+    def run(self, kb: KnowledgeStore, plan: Plan, report: IndexReport, emit: Emit) -> None:
+        """Load each changed file, prepare groups in this thread, embed and write them in the writer thread."""
+        components = Components.of(kb)
+        group: list[Item] = []
+        pending_chars, writer = [0], Writer()
+
+        def flush(force_write: bool = False) -> None:
+            pending_chars[0] += sum(len(d.page_content) for d in group[-1].docs) if group else 0
+            if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
+                prepared = prepare(components, list(group))
+                emit("chunks", len(prepared.chunks))
+                writer.submit(_store, kb, prepared, report, emit)
+                group.clear()
+                pending_chars[0] = 0
+
+        try:
+            for item in plan.items(quiesce=writer.wait):
+                if item is not None and (reason := load_item(item)) is not None:
+                    plan.failed(item, reason, quiesce=writer.wait)
+                    item = None
+                emit("file", 1)
+                if item is not None:
+                    group.append(item)
+                    emit("pages", len(item.docs))
+                    flush()
+            flush(force_write=True)
+            writer.wait()
+        finally:
+            writer.close()
+
+
+def _store(kb: KnowledgeStore, prepared: Prepared, report: IndexReport, emit: Emit) -> None:
+    """Embed the new chunks of a prepared group and write them, then commit its records.
+
+    Records are marked pending first; chunks are written only after that, so a document without a
+    record has nothing in the store: the metadata query (costly for large groups) is skipped for those.
+    """
+    items, texts, ids = prepared.items, prepared.texts, prepared.ids
+    begin_items(kb, items)
+    doc_ids = [i.doc_id for i in items if i.known]
+    existing = set(kb.chunks.get_ids({"doc_id": {"$in": doc_ids}})) if doc_ids else set()
+    todo = [n for n, cid in enumerate(ids) if cid not in existing]
+    ready: list[tuple[int, list[float]]] = []
+    for begin in range(0, len(todo), _EMBED_BATCH):
+        batch = todo[begin:begin + _EMBED_BATCH]
+        vectors, embedded = embed_texts(kb.embedding, [texts[n] for n in batch])
+        kb.record_dimension(len(vectors[0]))
+        report.embedded += embedded
+        ready += zip(batch, vectors, strict=True)
+        emit("embeddings", len(batch))
+        # Chroma's cost per call is high: write in large batches. `todo` holds only ids the store does
+        # not have (known documents were looked up above, new ones have nothing stored): `add`, no check.
+        if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
+            with index_span("rag.index.write", chunks=len(ready)):
+                kb.chunks.add([ids[n] for n, _ in ready], [v for _, v in ready],
+                              [prepared.chunks[n].page_content for n, _ in ready], [prepared.metas[n] for n, _ in ready])
+            report.chunks_added += len(ready)
+            ready = []
+    stale = sorted(existing - set(ids))
+    kb.chunks.delete(stale)
+    report.chunks_deleted += len(stale)
+    finish_items(kb, done_of(prepared), report)
+
+
+class RayExecutor:
+    """Run loading, chunking, AutoContext and embedding on a Ray cluster (Ray Data); the driver commits.
+
+    Args:
+        address: the cluster (`ray://...` or `host:port`); None: `RAY_ADDRESS`, else a local Ray
+            started for the run with this machine's cores (and stopped after it).
+        concurrency: embedding actors (each loads the model once); None: one per CPU of the cluster.
+        batch_size: chunks per embedding call of an actor (and per store write of a worker).
+        files_per_task: files per load-and-chunk task.
+
+    Raises:
+        ConfigError: a value out of range (the message names it and what is valid).
+    """
+
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None, concurrency: int | None = None, batch_size: int = 256,
+                 files_per_task: int = 1) -> None:
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise ConfigError(f"address must be a Ray address such as 'ray://head:10001' or 'auto', got {address!r}")
+        for label, value, low in (("concurrency", concurrency, 1), ("batch_size", batch_size, 1),
+                                  ("files_per_task", files_per_task, 1)):
+            if value is None and label == "concurrency":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100_000:
+                raise ConfigError(f"{label} must be an integer from {low} to 100000, got {value!r}")
+        self.address, self.concurrency, self.batch_size, self.files_per_task = (address, concurrency, batch_size,
+                                                                                files_per_task)
+
+    def __repr__(self) -> str:
+        return (f"RayExecutor(address={self.address!r}, concurrency={self.concurrency!r}, "
+                f"batch_size={self.batch_size!r}, files_per_task={self.files_per_task!r})")
+
+    @property
+    def cluster_address(self) -> str | None:
+        """The address to connect to: the one given, else `RAY_ADDRESS`, else None (start a local Ray)."""
+        return self.address or os.environ.get("RAY_ADDRESS") or None
+
+    def run(self, kb: KnowledgeStore, plan: Plan, report: IndexReport, emit: Emit) -> None:
+        """Index the plan's changed documents on the cluster (`rag.indexing.ray_executor`)."""
+        try:
+            import ray  # noqa: F401 - only to say what to install
+        except ImportError as exc:
+            raise MissingDependencyError.for_extra("ray", "ray", "indexing with executor='ray'") from exc
+        from rag.indexing.ray_executor import run_on_ray
+
+        run_on_ray(self, kb, plan, report, emit)
+
+
+def executor_from(spec: Any) -> LocalExecutor | RayExecutor:
+    """An executor from None / "local" / "ray", a mapping `{kind: ray, address, concurrency, ...}` or an executor."""
+    if spec is None:
+        return LocalExecutor()
+    if isinstance(spec, LocalExecutor | RayExecutor):
+        return spec
+    kind, options = (spec, {}) if isinstance(spec, str) else (None, None)
+    if isinstance(spec, dict):
+        options = {k: v for k, v in spec.items() if k != "kind"}
+        kind = spec.get("kind")
+    if kind == "local" and not options:
+        return LocalExecutor()
+    if kind == "ray":
+        try:
+            return RayExecutor(**options)
+        except TypeError as exc:
+            raise ConfigError(f"executor: {exc}; valid keys: kind, address, concurrency, batch_size, "
+                              "files_per_task") from exc
+    raise ConfigError(f"executor {kind if kind is not None else spec!r} is not valid; valid: local, ray "
+                      "(or a mapping with kind: local | ray)")

@@ -1,0 +1,222 @@
+"""The stages of the one ingest path, as functions both executors run: load, prepare, embed, commit.
+
+`rag.indexing.sync` decides what changed (on the driver) and hands the changed documents to an
+executor (`rag.indexing.executors`): the local one runs these stages in this process, the Ray one
+(`rag.indexing.ray_executor`) runs `load_item` and `prepare` in Ray tasks and `embed_texts` in an
+actor pool, on as many machines as the cluster has. The stages know nothing of the store's records
+(`begin_items` and `finish_items` write those, always on the driver, which holds the writer lock).
+
+A prepared chunk's id is a hash of its document, position, embedded text and metadata
+(`chunk_id`), so every executor gives the same ids for the same input, and a store write of
+those ids is idempotent.
+
+Example:
+    >>> from langchain_core.documents import Document
+    >>> from rag.indexing.autocontext import AutoContext
+    >>> from rag.indexing.chunking import PassthroughChunker
+    >>> item = Item("k", "k", "d1", "h", -1, -1, [Document(page_content="Paris.", metadata={"source": "k"})], "added")
+    >>> prepared = prepare(Components(PassthroughChunker(), None, AutoContext(enabled=False)), [item])
+    >>> prepared.texts, len(prepared.ids[0])
+    (['Paris.'], 32)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.documents import Document
+
+from rag.base.errors import LoaderError
+from rag.base.tracing import index_span
+from rag.indexing.loaders import clean_text, load_file
+from rag.indexing.records import DocumentRecord
+from rag.indexing.report import IndexReport
+
+if TYPE_CHECKING:
+    from rag.indexing.knowledge_base import KnowledgeStore
+
+__all__ = ["Components", "Done", "Item", "Prepared", "begin_items", "chunk_id", "docs_hash", "done_of", "embed_texts",
+           "file_hash", "finish_items", "load_item", "prepare", "scalar_metadata"]
+
+
+@dataclass
+class Item:
+    """A document to index: its record key, how it is shown, ids, hash, and (once loaded) its pages."""
+
+    key: str
+    display: str
+    doc_id: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    docs: list[Document] | None   # None: a file not loaded yet (`path`)
+    status: str  # "added" or "updated"
+    known: bool = True  # the records file has an entry for it, so the store may hold chunks of it
+    path: Path | None = None
+
+
+@dataclass
+class Prepared:
+    """Chunked documents, ready to embed: chunks, embedded texts, metadata and ids."""
+
+    items: list[Item]
+    chunks: list[Document]
+    texts: list[str]
+    metas: list[dict[str, Any]]
+    ids: list[str]
+    summaries: dict[str, str]
+
+
+@dataclass
+class Components:
+    """What turns pages into chunks and embedded texts: the knowledge base's chunker, tagger, AutoContext."""
+
+    chunker: Any
+    tagger: Any
+    autocontext: Any
+
+    @classmethod
+    def of(cls, kb: KnowledgeStore) -> Components:
+        return cls(kb.chunker, kb.tagger, kb.autocontext)
+
+
+def chunk_id(doc_id: str, index: int, embedded_text: str, metadata: dict[str, Any]) -> str:
+    """A chunk's store id: a hash of its document, position, embedded text and metadata."""
+    payload = json.dumps([doc_id, index, embedded_text, metadata], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+#: integers every store keeps exactly (64-bit); Chroma turns larger ones into floats, pgvector's JSON keeps them
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def scalar_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata every store keeps as it is: None dropped, scalars kept, anything else as JSON text.
+
+    A number no store can keep exactly is kept as its text: NaN and infinities (Chroma dropped them,
+    Milvus read them back as None, PostgreSQL's JSON refuses them) become "nan", "inf", "-inf", and
+    an integer beyond 64 bits its digits (Chroma turned it into an inexact float).
+    """
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if value is None:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            value = str(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            value = str(value)
+        out[str(key)] = value if isinstance(value, str | int | float | bool) else json.dumps(value, default=str)
+    return out
+
+
+def file_hash(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def docs_hash(docs: Sequence[Document]) -> str:
+    """The SHA-256 of Documents' texts and metadata."""
+    payload = json.dumps([[d.page_content, d.metadata] for d in docs], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def load_item(item: Item) -> str | None:
+    """Load a file item's pages into `item.docs`; the reason it cannot be read, or None when it was loaded.
+
+    One bad file never stops a run: any error is returned as the reason (as `report.skipped` shows it).
+    """
+    if item.docs is not None:
+        return None
+    try:
+        with index_span("rag.index.load", file_type=item.path.suffix.lower().lstrip(".")) as span:
+            item.docs = load_file(item.path)
+            span.set_attribute("rag.pages", len(item.docs))
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
+        reason = str(exc) if isinstance(exc, LoaderError) else f"{item.display}: {type(exc).__name__}: {exc}"
+        return clean_text(reason)
+    return None
+
+
+def prepare(components: Components, items: list[Item]) -> Prepared:
+    """Chunk, tag and add AutoContext to loaded items (no store access): the chunks, texts and ids."""
+    docs = [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
+                                                                         "doc_id": i.doc_id})
+            for i in items for d in i.docs or ()]
+    with index_span("rag.index.chunk", documents=len(items), pages=len(docs)) as span:
+        chunks = components.chunker.split_documents(docs)
+        if components.tagger is not None:
+            chunks = components.tagger(chunks)
+        summaries = components.autocontext.summaries(chunks)
+        texts = components.autocontext.embedding_texts(chunks, summaries=summaries)
+        span.set_attribute("rag.chunks", len(chunks))
+    metas = [scalar_metadata(c.metadata) for c in chunks]
+    ids = [chunk_id(m["doc_id"], m["chunk_index"], t, m) for m, t in zip(metas, texts, strict=True)]
+    return Prepared(items, chunks, texts, metas, ids, summaries)
+
+
+def embed_texts(embedding: Any, texts: list[str]) -> tuple[list[list[float]], int]:
+    """Vectors for `texts`, and how many the model computed (a `CachedEmbeddings` counts its misses)."""
+    misses = getattr(embedding, "stats", {}).get("misses", 0)
+    model = str(getattr(embedding, "model_id", type(embedding).__name__))
+    with index_span("rag.index.embed", texts=len(texts), model=model) as span:
+        vectors = embedding.embed_documents(texts)
+        embedded = getattr(embedding, "stats", {}).get("misses", misses + len(texts)) - misses
+        span.set_attributes({"rag.embedded": embedded, "rag.cache_hits": len(texts) - embedded})
+    return vectors, embedded
+
+
+def begin_items(kb: KnowledgeStore, items: Sequence[Item]) -> None:
+    """Mark the items' records `pending` (new) or `updating` before any chunk of them is written."""
+    kb.records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
+                                        state="updating" if i.status == "updated" else "pending") for i in items])
+
+
+@dataclass
+class Done:
+    """A document whose chunks the store acknowledged: its chunk ids in order, title and summary."""
+
+    item: Item
+    chunk_ids: list[str]
+    title: str
+    summary: str
+    pages: int
+
+
+def finish_items(kb: KnowledgeStore, done: Sequence[Done], report: IndexReport) -> None:
+    """Commit the records of documents whose chunks are all stored (`ok`, with their chunk ids)."""
+    records = []
+    for d in done:
+        item = d.item
+        records.append(DocumentRecord(source=item.key, doc_id=item.doc_id, content_hash=item.content_hash,
+                                      size=item.size, mtime_ns=item.mtime_ns, chunk_ids=d.chunk_ids,
+                                      pages=d.pages, title=d.title, summary=d.summary))
+        (report.added if item.status == "added" else report.updated).append(item.display)
+        report.pages += d.pages
+    kb.records.put_many(records)
+
+
+def done_of(prepared: Prepared) -> list[Done]:
+    """Each prepared item as `Done` (its chunk ids in order, the title of its first chunk, its summary)."""
+    by_doc: dict[str, list[str]] = {}
+    titles: dict[str, str] = {}
+    for chunk, meta, cid in zip(prepared.chunks, prepared.metas, prepared.ids, strict=True):
+        by_doc.setdefault(meta["doc_id"], []).append(cid)
+        titles.setdefault(meta["doc_id"], str(chunk.metadata.get("title", "")))
+    return [Done(i, by_doc.get(i.doc_id, []), titles.get(i.doc_id, ""), prepared.summaries.get(i.doc_id, ""),
+                 len(i.docs or ())) for i in prepared.items]
+
+
+def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata with text keys and values safe to store (see `clean_text`)."""
+    return {clean_text(k) if isinstance(k, str) else k: clean_text(v) if isinstance(v, str) else v
+            for k, v in metadata.items()}

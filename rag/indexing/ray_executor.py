@@ -1,0 +1,377 @@
+"""A sync's work on a Ray cluster (`RayExecutor`): Ray Data over the changed files, the driver commits.
+
+The driver (the process that called `add_documents`, holding the writer lock) decides what changed
+exactly as a local sync does (`rag.indexing.sync.Plan`), marks those documents `pending` /
+`updating`, reads the chunk ids the store already holds for the known ones, and runs one Ray Data
+pipeline over them:
+
+1. `map_batches(chunk_files)`: stateless tasks load each file (`ingest.load_item`) and chunk it, tag
+   it and add AutoContext (`ingest.prepare`) with the knowledge base's components; one row per chunk
+   (id, embedded text, text, metadata as JSON, whether the store lacks it), plus the document's
+   facts (chunk ids in order, title, summary, pages) or why it could not be loaded;
+2. `map_batches(EmbedChunks)`: an actor pool (`concurrency` actors, each loading the embedding
+   model once) embeds the chunks the store lacks, `batch_size` at a time; for a server store
+   (`rag.stores.connections`: PostgreSQL + pgvector, a Chroma server) each actor opens its own
+   connection and writes them with an idempotent upsert by id, and returns only acknowledgements;
+   for an embedded store (Chroma on disk, FAISS, LanceDB, ...) it returns the vectors and the driver
+   writes them;
+3. the driver reads the results as they stream in; a document is committed (record `ok`, its
+   stale chunks deleted) only once every one of its chunk ids is acknowledged.
+
+A killed worker's task is retried by Ray (the ids are deterministic and the writes idempotent, so a
+retry writes nothing twice); a killed driver leaves records `pending`, and the next sync redoes
+those documents, embedding only chunks the store still lacks. Results are identical to a local
+run (tests/unit/indexing/test_indexing_ray.py): the stages are the same functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.documents import Document
+
+from rag.base.errors import ConfigError
+from rag.base.tracing import index_span
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.ingest import Components, Done, Item, begin_items, embed_texts, finish_items, load_item, prepare, scalar_metadata
+from rag.indexing.manifest import autocontext_kwargs, chunker_from
+from rag.indexing.tags import KeywordTagger
+from rag.stores.connections import connection_spec, open_connection, upsert_chunks
+
+if TYPE_CHECKING:
+    from rag.indexing.executors import RayExecutor
+    from rag.indexing.knowledge_base import KnowledgeStore
+    from rag.indexing.report import IndexReport
+    from rag.indexing.sync import Plan
+
+__all__ = ["EmbedChunks", "chunk_files", "run_on_ray"]
+
+logger = logging.getLogger(__name__)
+
+_LOOKUP_BATCH = 500  # documents per query for the chunk ids a store already holds
+_WRITE_BATCH = 5000  # chunks per driver write (Chroma's cost per call is high)
+
+
+def run_on_ray(settings: RayExecutor, kb: KnowledgeStore, plan: Plan, report: IndexReport, emit: Any) -> None:
+    """Index the plan's changed documents on the cluster (see the module docstring)."""
+    items: list[Item] = []
+    for item in plan.items(quiesce=lambda: None):   # (nothing is written while the plan is made)
+        if item is None:
+            emit("file", 1)
+        else:
+            items.append(item)
+    if not items:
+        return
+    settings_json = component_settings(kb)
+    begin_items(kb, items)
+    existing = _existing_ids(kb, items)
+    spec = connection_spec(kb.chunks)
+    with _cluster(settings) as cpus, index_span("rag.index.ray", documents=len(items), cpus=cpus,
+                                                writes="workers" if spec else "driver"):
+        results = _Results(kb, plan, items, existing, report, emit, driver_writes=spec is None)
+        for batch in _pipeline(settings, kb, items, existing, spec, cpus, settings_json).iter_batches(batch_size=None,
+                                                                                        batch_format="pandas"):
+            results.take(batch.to_dict("records"))
+        results.finish()
+
+
+def component_settings(kb: KnowledgeStore) -> str:
+    """The chunker, AutoContext and tagger as JSON data, from which each worker builds its own (`components`).
+
+    Raises:
+        ConfigError: a component that its settings do not rebuild exactly (an AutoContext summarising with an
+            LLM, a custom tokenizer), or a tagger whose tags depend on how documents are batched.
+    """
+    tagger = kb.tagger
+    if tagger is not None and getattr(tagger, "vocabulary", True) is None:
+        raise ConfigError("a KeywordTagger without a vocabulary scores words against the whole batch of chunks, so "
+                          "its tags depend on how documents are grouped; give it a vocabulary, or index with the "
+                          "local executor")
+    settings = json.dumps({"chunking": kb.chunker.settings(), "autocontext": kb.autocontext.settings(),
+                           "tagger": tagger.settings() if tagger is not None else None}, sort_keys=True)
+    built = components(settings)
+    rebuilt = {"chunking": built.chunker.settings(), "autocontext": built.autocontext.settings(),
+               "tagger": built.tagger.settings() if built.tagger is not None else None}
+    if json.dumps(rebuilt, sort_keys=True) != settings:
+        raise ConfigError("the Ray executor builds the chunker, AutoContext and tagger on each worker from their "
+                          f"settings, and {settings} does not rebuild as it is (an AutoContext summarising with an "
+                          "LLM, or a custom tokenizer); index with the local executor")
+    return settings
+
+
+@functools.lru_cache(maxsize=4)
+def components(settings: str) -> Components:
+    """The components that `component_settings` describes (built once per worker process)."""
+    data = json.loads(settings)
+    tagger = data["tagger"]
+    return Components(chunker_from(data["chunking"]),
+                      None if tagger is None else KeywordTagger(**{k: v for k, v in tagger.items() if k != "type"}),
+                      AutoContext(**autocontext_kwargs(data["autocontext"])))
+
+
+def _existing_ids(kb: KnowledgeStore, items: list[Item]) -> dict[str, set[str]]:
+    """The chunk ids the store holds for each known document (new ones have nothing stored)."""
+    known = [i.doc_id for i in items if i.known]
+    out: dict[str, set[str]] = {}
+    for start in range(0, len(known), _LOOKUP_BATCH):
+        ids, metas = kb.chunks.get_metadatas({"doc_id": {"$in": known[start:start + _LOOKUP_BATCH]}})
+        for cid, meta in zip(ids, metas, strict=True):
+            out.setdefault(str((meta or {}).get("doc_id")), set()).add(cid)
+    return out
+
+
+@contextlib.contextmanager
+def _cluster(settings: RayExecutor) -> Iterator[int]:
+    """Connected to the cluster for the run (one already connected is used and left running); yields its CPUs."""
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        address = settings.cluster_address
+        kwargs: dict[str, Any] = {"address": address} if address else {"num_cpus": os.cpu_count() or 1,
+                                                                         "include_dashboard": False}
+        ray.init(**kwargs, logging_level=logging.WARNING, configure_logging=False,
+                 runtime_env={"env_vars": {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}})
+        started = True
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    context.enable_progress_bars = context.print_on_execution_start = False   # (the caller shows its own progress)
+    try:
+        yield max(1, int(ray.cluster_resources().get("CPU", 1)))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+#: settings a worker must see as the driver does (offline model files, no telemetry)
+_FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ANONYMIZED_TELEMETRY", "RAG_EMBEDDING_PRECISION",
+                  "PYTHONPATH")
+
+
+def _pipeline(settings: RayExecutor, kb: KnowledgeStore, items: list[Item], existing: dict[str, set[str]],
+              spec: dict[str, Any] | None, cpus: int, settings_json: str) -> Any:
+    import ray
+
+    rows = [_input_row(n, item, existing.get(item.doc_id, set())) for n, item in enumerate(items)]
+    actors = settings.concurrency or cpus
+    ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // settings.files_per_task)))
+    # Loading and chunking ask for no CPU of their own: the embedding actors hold the cluster's CPUs, and a
+    # task that waits for one of them would never start; Ray Data bounds how many run at once.
+    ds = ds.map_batches(chunk_files, fn_kwargs={"settings": settings_json}, batch_size=settings.files_per_task,
+                        batch_format="pandas", num_cpus=0, compute=ray.data.TaskPoolStrategy(size=cpus))
+    return ds.map_batches(EmbedChunks, fn_constructor_kwargs={"embedding": worker_embedding(kb.embedding_model),
+                                                              "spec": spec},
+                          batch_size=settings.batch_size, batch_format="pandas", num_cpus=1,
+                          compute=ray.data.ActorPoolStrategy(size=actors))
+
+
+def _input_row(n: int, item: Item, existing: set[str]) -> dict[str, Any]:
+    pages = "" if item.docs is None else json.dumps(
+        [[d.page_content, scalar_metadata(d.metadata)] for d in item.docs], ensure_ascii=False)
+    return {"n": n, "key": item.key, "display": item.display, "doc_id": item.doc_id,
+            "path": "" if item.path is None else str(item.path), "pages": pages,
+            "existing": json.dumps(sorted(existing))}
+
+
+def chunk_files(batch: Any, *, settings: str) -> Any:
+    """Ray task: load and prepare each file of `batch` (a pandas frame of input rows); one row per chunk."""
+    import pandas as pd
+    from pathlib import Path
+
+    out: list[dict[str, Any]] = []
+    for row in batch.to_dict("records"):
+        item = Item(row["key"], row["display"], row["doc_id"], "", -1, -1, None, "added",
+                    path=Path(row["path"]) if row["path"] else None)
+        if row["pages"]:
+            item.docs = [Document(page_content=text, metadata=meta) for text, meta in json.loads(row["pages"])]
+        base = {"n": row["n"], "id": "", "text": "", "content": "", "metadata": "", "todo": False, "info": "",
+                "error": ""}
+        if (reason := load_item(item)) is not None:
+            out.append({**base, "error": reason})
+            continue
+        prepared = prepare(components(settings), [item])
+        existing = set(json.loads(row["existing"]))
+        info = json.dumps({"chunk_ids": prepared.ids, "pages": len(item.docs or ()),
+                           "title": str(prepared.chunks[0].metadata.get("title", "")) if prepared.chunks else "",
+                           "summary": prepared.summaries.get(item.doc_id, "")})
+        if not prepared.ids:
+            out.append({**base, "info": info})
+        for k, (cid, text, chunk, meta) in enumerate(zip(prepared.ids, prepared.texts, prepared.chunks,
+                                                          prepared.metas, strict=True)):
+            out.append({**base, "id": cid, "text": text, "content": chunk.page_content,
+                        "metadata": json.dumps(meta, ensure_ascii=False), "todo": cid not in existing,
+                        "info": info if k == 0 else ""})
+    return pd.DataFrame(out, columns=["n", "id", "text", "content", "metadata", "todo", "info", "error"])
+
+
+@dataclass(frozen=True)
+class _SameEmbedding:
+    """Gives a worker the driver's embedding object (sent as it is)."""
+
+    embedding: Any
+
+    def __call__(self) -> Any:
+        return self.embedding
+
+
+@dataclass(frozen=True)
+class _MiniLM:
+    """Rebuilds the default MiniLM on a worker from its settings (the model is loaded there, once per actor)."""
+
+    precision: str
+    batch_size: int
+
+    def __call__(self) -> Any:
+        from rag.models.embeddings import MiniLMEmbeddings
+
+        return MiniLMEmbeddings(precision=self.precision, batch_size=self.batch_size)
+
+
+def worker_embedding(embedding: Any) -> Any:
+    """A factory a worker calls to get the knowledge base's embedding model."""
+    from rag.models.embeddings import MiniLMEmbeddings
+
+    if isinstance(embedding, MiniLMEmbeddings):
+        return _MiniLM(embedding.precision, embedding.batch_size)
+    return _SameEmbedding(embedding)
+
+
+class EmbedChunks:
+    """Ray actor: embeds the chunks a store lacks; writes them to a server store itself, or returns the vectors."""
+
+    def __init__(self, embedding: Any, spec: dict[str, Any] | None) -> None:
+        self.embedding = embedding()
+        self.spec = spec
+        self.chunks: Any = None   # its own connection to the server store, opened on the first write
+
+    def __call__(self, batch: Any) -> Any:
+        import numpy as np
+
+        rows = batch.to_dict("records")
+        todo = [k for k, r in enumerate(rows) if r["todo"] and r["id"]]
+        vectors, _ = embed_texts(self.embedding, [rows[k]["text"] for k in todo]) if todo else ([], 0)
+        packed = [b""] * len(rows)
+        for k, vector in zip(todo, vectors, strict=True):   # float64 bytes: exact, and one column type
+            packed[k] = np.asarray(vector, dtype=np.float64).tobytes()
+        if self.spec is not None and todo:
+            if self.chunks is None:
+                self.chunks = open_connection(self.spec, self.embedding)
+            with index_span("rag.index.write", chunks=len(todo)):
+                upsert_chunks(self.chunks, [rows[k]["id"] for k in todo], vectors, [rows[k]["content"] for k in todo],
+                              [json.loads(rows[k]["metadata"]) for k in todo])
+        for row, vector in zip(rows, packed, strict=True):
+            del row["text"]
+            row["dim"] = len(vectors[0]) if vectors else 0
+            if self.spec is None:
+                row["vector"] = vector
+            else:   # written: only the acknowledgement goes back
+                row["content"] = row["metadata"] = ""
+        return _frame(rows)
+
+
+def _frame(rows: list[dict[str, Any]]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class _Doc:
+    acked: set[str] = field(default_factory=set)
+    info: dict[str, Any] | None = None
+
+
+class _Results:
+    """The driver's side: writes (embedded stores), acknowledgements, commits, progress."""
+
+    def __init__(self, kb: KnowledgeStore, plan: Plan, items: list[Item], existing: dict[str, set[str]],
+                 report: IndexReport, emit: Any, *, driver_writes: bool) -> None:
+        self.kb, self.plan, self.items, self.existing, self.report, self.emit = kb, plan, items, existing, report, emit
+        self.driver_writes = driver_writes
+        self.docs: dict[int, _Doc] = {}
+        self.buffer: list[dict[str, Any]] = []
+        self.closed: set[int] = set()
+
+    def take(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            n = int(row["n"])
+            if n in self.closed:
+                continue   # (a retried task's rows for a document already committed)
+            if row["error"]:
+                self._failed(n, row["error"])
+                continue
+            doc = self.docs.setdefault(n, _Doc())
+            if row["info"] and doc.info is None:
+                doc.info = json.loads(row["info"])
+                self.emit("pages", doc.info["pages"])
+                self.emit("chunks", len(doc.info["chunk_ids"]))
+            if int(row.get("dim") or 0):
+                self.kb.record_dimension(int(row["dim"]))
+            if row["id"]:
+                self.buffer.append(row)
+        if not self.driver_writes or sum(1 for r in self.buffer if r["todo"]) >= _WRITE_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        import numpy as np
+
+        rows, self.buffer = self.buffer, []
+        fresh = [r for r in rows if r["todo"] and r["id"] not in self.docs[int(r["n"])].acked]
+        fresh = list({r["id"]: r for r in fresh}.values())   # (a retried task's rows come again)
+        if self.driver_writes and fresh:
+            with index_span("rag.index.write", chunks=len(fresh)):
+                self.kb.chunks.add([r["id"] for r in fresh], [np.frombuffer(r["vector"], dtype=np.float64).tolist()
+                                                              for r in fresh],
+                                   [r["content"] for r in fresh], [json.loads(r["metadata"]) for r in fresh])
+        self.report.chunks_added += len(fresh)
+        self.report.embedded += len(fresh)
+        self.emit("embeddings", len(fresh))
+        for r in rows:
+            self.docs[int(r["n"])].acked.add(r["id"])
+        self._commit()
+
+    def _commit(self) -> None:
+        """Commit every document whose chunk ids are all acknowledged."""
+        done = []
+        for n, doc in list(self.docs.items()):
+            if doc.info is None or not doc.acked.issuperset(doc.info["chunk_ids"]):
+                continue
+            item = self.items[n]
+            stale = sorted(self.existing.get(item.doc_id, set()) - set(doc.info["chunk_ids"]))
+            self.kb.chunks.delete(stale)
+            self.report.chunks_deleted += len(stale)
+            done.append(Done(item, doc.info["chunk_ids"], doc.info["title"], doc.info["summary"], doc.info["pages"]))
+            del self.docs[n]
+            self.closed.add(n)
+        if done:
+            finish_items(self.kb, done, self.report)
+            self.emit("file", len(done))
+
+    def _failed(self, n: int, reason: str) -> None:
+        """A file that could not be loaded: its record as it was before this run, then as a local run does."""
+        item = self.items[n]
+        self.closed.add(n)
+        self.docs.pop(n, None)
+        before = self.plan.records.get(item.key)
+        if before is None:
+            self.kb.records.delete(item.key)
+        else:
+            self.kb.records.put_many([replace(before)])
+        self.plan.failed(item, reason, quiesce=lambda: None)
+        self.emit("file", 1)
+
+    def finish(self) -> None:
+        """Write what is buffered; every document must be committed or reported as skipped."""
+        self._flush()
+        missing = [self.items[n].display for n in range(len(self.items)) if n not in self.closed]
+        if missing:
+            raise ConfigError(f"the Ray pipeline returned no result for {len(missing)} document(s), e.g. "
+                              f"{missing[0]!r}; they stay pending and the next sync indexes them again")
