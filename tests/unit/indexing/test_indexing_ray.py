@@ -7,8 +7,10 @@ reference: same chunk ids, texts, metadata, vectors (1e-5), records and report.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -32,20 +34,32 @@ from rag.stores.connections import connection_spec
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 PYTHONPATH = os.pathsep.join([str(ROOT), str(HERE)])
-_ENV = {**os.environ, "PYTHONPATH": PYTHONPATH, "ANONYMIZED_TELEMETRY": "False"}
+
+
+def _env() -> dict[str, str]:
+    """The environment of a subprocess: this one (with the cluster's token), and the helpers on the path."""
+    return {**os.environ, "PYTHONPATH": PYTHONPATH, "ANONYMIZED_TELEMETRY": "False"}
 
 
 @pytest.fixture(scope="module")
 def ray_address() -> Any:
-    """One local Ray cluster for the module: 2 CPUs, no dashboard, a 100 MiB object store."""
-    os.environ.pop("RAY_ADDRESS", None)
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, logging_level="WARNING",
-             runtime_env={"env_vars": {"PYTHONPATH": PYTHONPATH, "ANONYMIZED_TELEMETRY": "False",
-                                       "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
+    """One local Ray cluster for the module: 2 CPUs, no dashboard, a 100 MiB object store.
+
+    Its authentication token is in the environment (subprocess drivers inherit it), not in ~/.ray.
+    """
+    mode = os.environ.get("RAY_AUTH_MODE")
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("RAY_ADDRESS", raising=False)
+        env.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))   # (ray.init turns token authentication on)
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, logging_level="WARNING",
+                 runtime_env={"env_vars": {"PYTHONPATH": PYTHONPATH, "ANONYMIZED_TELEMETRY": "False",
+                                           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
+        try:
+            yield ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+            if mode is None:
+                os.environ.pop("RAY_AUTH_MODE", None)
 
 
 @pytest.fixture
@@ -111,7 +125,12 @@ def assert_same(kb: KnowledgeBase, reference: KnowledgeBase, pg_url: str | None 
 def _pg_kb(name: str, directory: Path, pg_url: str, embedding: Any = None) -> KnowledgeBase:
     embedding = embedding or _emb()
     return KnowledgeBase(name, directory, embedding=embedding,
-                         store=pgvector.open_store(pg_url, f"{name}_{directory.name}", embedding, create=True))
+                         store=pgvector.open_store(pg_url, _table(directory), embedding, create=True))
+
+
+def _table(directory: Path) -> str:
+    """A table of its own per knowledge base directory (the PostgreSQL server is shared by the session)."""
+    return "t" + hashlib.sha256(str(directory).encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------- the same result as a local run
@@ -216,9 +235,9 @@ _DRIVER = textwrap.dedent("""
     from rag.indexing.executors import RayExecutor
     from rag.stores import pgvector
 
-    directory, corpus, url, address, flag = sys.argv[1:6]
+    directory, corpus, url, address, flag, table = sys.argv[1:7]
     emb = StallingEmbedding(16, flag, stall_at=2)
-    store = pgvector.open_store(url, "kb_ray", emb, create=True)
+    store = pgvector.open_store(url, table, emb, create=True)
     kb = KnowledgeBase("kb", directory, embedding=emb, store=store)
     kb.add_documents(corpus, executor=RayExecutor(address=address, batch_size=8))
 """)
@@ -231,7 +250,7 @@ def test_a_driver_killed_mid_run_leaves_nothing_a_rerun_does_not_repair(ray_addr
     flag, script = tmp_path / "stalled", tmp_path / "driver.py"
     script.write_text(_DRIVER)
     driver = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ray"), str(corpus), pg_url, ray_address,
-                               str(flag)], env=_ENV, cwd=ROOT, stderr=subprocess.PIPE)
+                               str(flag), _table(tmp_path / "ray")], env=_env(), cwd=ROOT, stderr=subprocess.PIPE)
     try:
         worker = wait_for_pid(flag, alive=lambda: driver.poll() is None)
     except AssertionError:
@@ -242,7 +261,7 @@ def test_a_driver_killed_mid_run_leaves_nothing_a_rerun_does_not_repair(ray_addr
     _wait_gone(worker)   # Ray ends a dead driver's workers
     emb = StallingEmbedding(16, str(flag))
     remote = KnowledgeBase("kb", tmp_path / "ray", embedding=emb,
-                           store=pgvector.open_store(pg_url, "kb_ray", emb))
+                           store=pgvector.open_store(pg_url, _table(tmp_path / "ray"), emb))
     states = {r.state for r in remote.records.all().values()}
     assert "pending" in states   # interrupted documents are marked, so the rerun redoes them
     report = remote.add_documents(str(corpus), executor="ray")
@@ -266,7 +285,7 @@ def _wait_gone(pid: int, timeout: float = 120.0) -> None:
 def test_rag_index_executor_ray_from_the_command_line(ray_address, tmp_path, corpus):
     cmd = [sys.executable, "-m", "rag.cli", "index", str(corpus), "--store", str(tmp_path / "ray"),
            "--embedding", "fake", "--executor", "ray", "--ray-address", ray_address, "--ray-batch-size", "32"]
-    run = subprocess.run(cmd, env=_ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "added 12, updated 0, unchanged 0, moved 0, deleted 0, skipped 2" in run.stderr
     local = KnowledgeBase("docs", tmp_path / "local", embedding=DeterministicFakeEmbedding(size=384))
@@ -276,7 +295,7 @@ def test_rag_index_executor_ray_from_the_command_line(ray_address, tmp_path, cor
 
 def test_ray_options_without_the_ray_executor_are_refused(tmp_path, corpus):
     run = subprocess.run([sys.executable, "-m", "rag.cli", "index", str(corpus), "--store", str(tmp_path / "s"),
-                          "--embedding", "fake", "--ray-batch-size", "8"], env=_ENV, cwd=ROOT, capture_output=True,
+                          "--embedding", "fake", "--ray-batch-size", "8"], env=_env(), cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 2 and "--ray-batch-size apply to --executor ray only" in run.stderr
 
@@ -317,6 +336,6 @@ def test_import_rag_and_a_local_sync_never_import_ray(tmp_path):
             f".add_documents({str(tmp_path / 'a.md')!r})\n"
             "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
     (tmp_path / "a.md").write_text("# A\n\nSome text.\n")
-    run = subprocess.run([sys.executable, "-c", code], env=_ENV, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "[]"
