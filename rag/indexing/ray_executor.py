@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 _LOOKUP_BATCH = 500  # documents per query for the chunk ids a store already holds
 _WRITE_BATCH = 5000  # chunks per driver write (Chroma's cost per call is high)
+_BLOCK_BYTES = 1 << 20  # about 256 chunk rows (embedded text, text and metadata)
 
 
 def run_on_ray(settings: RayExecutor, kb: KnowledgeStore, plan: Plan, report: IndexReport, emit: Any) -> None:
@@ -143,10 +144,14 @@ def _cluster(settings: RayExecutor) -> Iterator[int]:
     from ray.data import DataContext
 
     context = DataContext.get_current()
+    saved = context.enable_progress_bars, context.print_on_execution_start, context.target_max_block_size
     context.enable_progress_bars = context.print_on_execution_start = False   # (the caller shows its own progress)
+    # Blocks of about one embedding batch: a block goes to one actor, so a large file's chunks spread over all
+    context.target_max_block_size = _BLOCK_BYTES
     try:
         yield max(1, int(ray.cluster_resources().get("CPU", 1)))
     finally:
+        context.enable_progress_bars, context.print_on_execution_start, context.target_max_block_size = saved
         if started:
             ray.shutdown()
 
