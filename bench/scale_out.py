@@ -14,6 +14,7 @@ Usage:
     python bench/scale_out.py                                   # docs/, MiniLM, 200 tiny files
     python bench/scale_out.py --folder ../shared/data/financebench/pdfs --limit 3 --json out.json
     python bench/scale_out.py --rounds 2                          # alternate the configurations twice
+    python bench/scale_out.py --store pgvector --fake             # the store's ingest: driver vs 2 workers writing
 """
 
 from __future__ import annotations
@@ -76,12 +77,18 @@ class WorkerMemory:
         return out
 
 
-def _index(folder: Path, executor: Any, embedding: Any, limit: int | None) -> dict[str, Any]:
+_TABLES = iter(range(1_000_000))
+
+
+def _index(folder: Path, executor: Any, embedding: Any, limit: int | None, pg_url: str | None = None) -> dict[str, Any]:
     from rag.core.knowledge_base import KnowledgeBase
+    from rag.stores import pgvector
 
     files = sorted(p for p in folder.rglob("*") if p.is_file())[:limit] if limit else [str(folder)]
     with tempfile.TemporaryDirectory(prefix="rag-scale-") as store:
-        kb = KnowledgeBase("bench", store, embedding=embedding, cache=False)
+        chunks_in = pgvector.open_store(pg_url, f"scale_{os.getpid()}_{next(_TABLES)}", embedding,
+                                        create=True) if pg_url else None
+        kb = KnowledgeBase("bench", store, embedding=embedding, cache=False, store=chunks_in)
         with WorkerMemory() as memory:
             start = time.perf_counter()
             report = kb.add_documents([str(f) for f in files], executor=executor)
@@ -108,8 +115,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="alternate the three configurations this often")
     parser.add_argument("--batch-size", type=int, default=256, help="RayExecutor batch_size")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--store", choices=("chroma", "pgvector"), default="chroma",
+                        help="chroma: Chroma on disk (the driver writes); pgvector: a throwaway PostgreSQL "
+                             "(rag.testing.pg_server), written by the Ray workers themselves")
+    parser.add_argument("--fake", action="store_true", help="fake embeddings: time everything but the model")
     args = parser.parse_args()
+    if args.store == "pgvector":
+        from rag.testing.pg_server import pg_server
 
+        with tempfile.TemporaryDirectory(prefix="rag-scale-pg-") as data, pg_server(data) as url:
+            _run(args, url)
+    else:
+        _run(args, None)
+
+
+def _run(args: argparse.Namespace, pg_url: str | None) -> None:
     import ray
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
@@ -126,7 +146,8 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     for _ in range(args.rounds):
         for name, executor in configs.items():
-            runs[name].append(_index(args.folder, executor, default_embeddings(), args.limit))
+            embedding = DeterministicFakeEmbedding(size=384) if args.fake else default_embeddings()
+            runs[name].append(_index(args.folder, executor, embedding, args.limit, pg_url))
             print(f"{name}: {json.dumps(runs[name][-1])}", flush=True)
     best = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items()}
     overhead: dict[str, Any] = {}
@@ -135,14 +156,15 @@ def main() -> None:
             folder = _tiny_corpus(Path(tmp) / "notes", args.tiny_files)
             fake = DeterministicFakeEmbedding(size=384)
             one = _tiny_corpus(Path(tmp) / "one", 1)
-            overhead = {"local": _index(folder, None, fake, None), "ray": _index(folder, configs["ray, 2 workers"],
-                                                                                 fake, None),
-                        "local_1": _index(one, None, fake, None), "ray_1": _index(one, configs["ray, 2 workers"],
-                                                                                  fake, None)}
+            overhead = {"local": _index(folder, None, fake, None, pg_url),
+                        "ray": _index(folder, configs["ray, 2 workers"], fake, None, pg_url),
+                        "local_1": _index(one, None, fake, None, pg_url),
+                        "ray_1": _index(one, configs["ray, 2 workers"], fake, None, pg_url)}
     ray.shutdown()
     _print(best, overhead, args, ray_start, load, cpus)
     if args.json:
-        args.json.write_text(json.dumps({"runs": runs, "overhead": overhead, "ray_start_s": ray_start,
+        args.json.write_text(json.dumps({"store": args.store, "fake": args.fake, "folder": str(args.folder),
+                                         "runs": runs, "overhead": overhead, "ray_start_s": ray_start,
                                          "load_before": load, "load_after": os.getloadavg(), "cpus": cpus},
                                         indent=2))
 
@@ -150,7 +172,8 @@ def main() -> None:
 def _print(best: dict[str, dict[str, Any]], overhead: dict[str, Any], args: argparse.Namespace, ray_start: float,
            load: tuple[float, ...], cpus: int) -> None:
     local = best["local"]
-    print(f"\n{args.folder} ({local['files']} files, {local['chunks']} chunks), {cpus} CPUs, load average "
+    print(f"\n{args.folder} ({local['files']} files, {local['chunks']} chunks) into {args.store}"
+          f"{' (fake embeddings)' if args.fake else ''}, {cpus} CPUs, load average "
           f"{load[0]:.1f} before and {os.getloadavg()[0]:.1f} after; ray.init {ray_start:.1f} s (not counted)")
     print("| executor | wall s | chunks/s | embeddings/s | embeddings/s per worker | vs local | peak MiB per worker |")
     print("|---|---:|---:|---:|---:|---:|---|")
