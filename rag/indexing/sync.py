@@ -10,11 +10,15 @@ content hash decides. New and changed documents are processed in groups:
    ids of the document that are no longer produced are deleted;
 4. their records are marked `ok` with the new hash and chunk ids.
 
-Steps 2-4 of a group run in one writer thread while the caller loads and chunks the next group
-(at most one group in flight), so groups still reach the store one at a time and in order. pdfium,
-the Rust tokenizer and torch release the GIL, so loading and chunking overlap with embedding;
-chromadb 1.5's add/upsert holds the GIL (measured), so they do not overlap with the store write.
-`sync` returns only after the writer has finished, i.e. while the caller still holds the writer lock.
+The decisions (hash, compare, move: `Plan`) are made here, on the caller's side; loading, chunking,
+AutoContext and embedding run in an executor (`rag.indexing.executors`) with the stages of
+`rag.indexing.ingest`. The local executor (the default) runs steps 2-4 of a group in one writer
+thread while the caller loads and chunks the next group (at most one group in flight), so groups
+still reach the store one at a time and in order. pdfium, the Rust tokenizer and torch release the
+GIL, so loading and chunking overlap with embedding; chromadb 1.5's add/upsert holds the GIL
+(measured), so they do not overlap with the store write. The Ray executor runs the same stages on a
+cluster and commits each document once the store has all of its chunks (docs/scale.md). `sync`
+returns only after every write has finished, i.e. while the caller still holds the writer lock.
 
 Every step is idempotent, so re-running after a crash converges to exactly the right chunks; a
 document whose update was interrupted is marked `updating` (not `pending`), so the re-run reports
