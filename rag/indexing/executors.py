@@ -32,7 +32,17 @@ from typing import TYPE_CHECKING, Any
 
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.tracing import index_span
-from rag.indexing.ingest import Components, Item, Prepared, begin_items, done_of, embed_texts, finish_items, load_item, prepare
+from rag.indexing.ingest import (
+    Components,
+    Item,
+    Prepared,
+    begin_items,
+    done_of,
+    embed_texts,
+    finish_items,
+    load_item,
+    prepare,
+)
 from rag.indexing.report import IndexReport
 from rag.indexing.writer import Writer
 

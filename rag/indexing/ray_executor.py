@@ -33,6 +33,7 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
@@ -40,7 +41,17 @@ from langchain_core.documents import Document
 from rag.base.errors import ConfigError
 from rag.base.tracing import index_span
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.ingest import Components, Done, Item, begin_items, embed_texts, finish_items, load_item, prepare, scalar_metadata
+from rag.indexing.ingest import (
+    Components,
+    Done,
+    Item,
+    begin_items,
+    embed_texts,
+    finish_items,
+    load_item,
+    prepare,
+    scalar_metadata,
+)
 from rag.indexing.manifest import autocontext_kwargs, chunker_from
 from rag.indexing.tags import KeywordTagger
 from rag.stores.connections import connection_spec, open_connection, upsert_chunks
@@ -189,7 +200,6 @@ def _input_row(n: int, item: Item, existing: set[str]) -> dict[str, Any]:
 def chunk_files(batch: Any, *, settings: str) -> Any:
     """Ray task: load and prepare each file of `batch` (a pandas frame of input rows); one row per chunk."""
     import pandas as pd
-    from pathlib import Path
 
     out: list[dict[str, Any]] = []
     for row in batch.to_dict("records"):
