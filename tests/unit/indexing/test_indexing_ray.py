@@ -152,10 +152,12 @@ def test_ray_run_on_chroma_equals_local_run_and_a_rerun_is_a_no_op(ray_address, 
     (corpus / "new.md").write_text("# New\n\nA new unit opened.\n")
     (corpus / "doc2.md").rename(corpus / "renamed.md")
     (corpus / "doc3.md").unlink()
+    (corpus / "filing.pdf").write_bytes(b"%PDF-1.4 damaged since")   # skipped; its indexed chunks are kept
     expected = local.add_documents(str(corpus), cleanup="incremental")
     report = remote.add_documents(str(corpus), cleanup="incremental", executor="ray")
     assert _facts(report) == _facts(expected)
     assert [Path(p).name for p in report.updated] == ["doc1.md"] and len(report.moved) == 1
+    assert "filing.pdf" in {Path(s.path).name for s in report.skipped}
     assert_same(remote, local)
 
 
