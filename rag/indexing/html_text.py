@@ -165,8 +165,8 @@ class _TextTarget:
             self._cell.append(" " if text == "\n" else text)
         elif self._heading is not None:
             self._heading[1].append(text)
-        elif self._row is None:  # text between a table's rows (not in a cell) is layout whitespace
-            self._emit(text)
+        elif self._row is None and not (self._count["table"] and text.isspace()):
+            self._emit(text)  # (blanks between a table's rows are layout, not text)
 
     def _emit(self, text: str) -> None:
         self._add(False, text)

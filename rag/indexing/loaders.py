@@ -326,9 +326,9 @@ def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
         notes: list[str] = []
         try:
             report.documents.extend(load_file(file, max_bytes=max_bytes, limits=limits, notes=notes))
+            report.notes += [Note(path_text(file), note) for note in notes]  # a skipped file's reason says it all
         except LoaderError as exc:
             report.skipped.append(Skipped(path_text(file), str(exc)))
         except Exception as exc:  # noqa: BLE001 - one bad file must not stop the walk; reported below
             report.skipped.append(Skipped(path_text(file), f"{path_text(file)}: {type(exc).__name__}: {exc}"))
-        report.notes += [Note(path_text(file), note) for note in notes]
     return report

@@ -49,7 +49,7 @@ from langchain_core.documents import Document
 from rag.base.errors import LoaderError
 from rag.base.tracing import index_span
 from rag.indexing.chunking import document_id
-from rag.indexing.loaders import Skipped, clean_text, iter_files, load_file, path_text
+from rag.indexing.loaders import Note, Skipped, clean_text, iter_files, load_file, path_text
 from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
@@ -270,7 +270,9 @@ def _file_item(kb: KnowledgeStore, file: Path, key: str, rec: DocumentRecord | N
         return None
     try:
         with index_span("rag.index.load", file_type=file.suffix.lower().lstrip(".")) as span:
-            docs = load_file(file)
+            notes: list[str] = []
+            docs = load_file(file, notes=notes)
+            report.notes += [Note(display, clean_text(note)) for note in notes]
             span.set_attribute("rag.pages", len(docs))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
         reason = str(exc) if isinstance(exc, LoaderError) else f"{display}: {type(exc).__name__}: {exc}"
