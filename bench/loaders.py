@@ -67,7 +67,7 @@ def _code_comments(raw: bytes) -> set[str]:
 
 
 def html_set(spec: str) -> dict:
-    name, root, files = _pages(spec)
+    name, _, files = _pages(spec)
     chunker = TokenChunker()
     docs = {f: load_file(f) for f in files}
     lines_on = Counter()

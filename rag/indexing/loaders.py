@@ -42,8 +42,8 @@ __all__ = [
     "iter_files",
     "load_directory",
     "load_file",
-    "unsupported_reason",
     "path_text",
+    "unsupported_reason",
 ]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", *IMAGE_SUFFIXES)

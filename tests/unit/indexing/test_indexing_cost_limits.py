@@ -25,8 +25,8 @@ def test_a_small_pdf_inflating_to_a_megabyte_page_is_read_as_text_without_table_
     [doc] = load_file(path, notes=notes)
     assert doc.page_content.count("Net sales 1,234 5,678") == 40_000
     assert "chunk_type" not in doc.metadata
-    assert notes == ["page 1: tables not detected (919,998 characters, 40,000 objects; limits 20,000 / 20,000); "
-                     "read as text"]
+    assert notes == [("page 1: tables not detected (919,998 characters, 40,000 objects; limits 20,000 / 20,000); "
+                      "read as text")]
 
 
 def test_the_notes_reach_the_index_report(tmp_path):

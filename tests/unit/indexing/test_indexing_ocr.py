@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from rag.base.errors import ConfigError, LoaderError
 from rag.indexing.loaders import LoadLimits, load_directory, load_file
 from rag.indexing.ocr import ocr_engine
+from rag.testing.financebench import write_pdf
 from rag.testing.scans import scanned_copy
 
 PAGE_ONE = "Quarterly Report\nNet revenue increased to 4,250 million dollars.\nThe board approved a dividend."
@@ -45,16 +46,6 @@ def no_engine(monkeypatch, tmp_path):
     ocr_engine.cache_clear()
 
 
-def _write_pdf():
-    """The test folder's PDF writer (its conftest is not importable as a module)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("indexing_conftest", Path(__file__).with_name("conftest.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_pdf
-
-
 def _png(pixels: bytes, width: int, height: int) -> bytes:
     """An 8-bit grey PNG (written here: the test needs no imaging library)."""
     raw = b"".join(b"\x00" + pixels[row * width:(row + 1) * width] for row in range(height))
@@ -72,7 +63,6 @@ def scans(tmp_path_factory) -> Path:
     import pypdfium2 as pdfium
 
     folder = tmp_path_factory.mktemp("scans")
-    write_pdf = _write_pdf()
     write_pdf(folder / "text.pdf", [PAGE_ONE, PAGE_TWO])
     scanned_copy(folder / "text.pdf", folder / "scan.pdf", dpi=200)
     mixed = pdfium.PdfDocument(str(folder / "text.pdf"))
