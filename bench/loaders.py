@@ -10,7 +10,7 @@ Three parts, each run on its own (`python bench/loaders.py PART ...`):
   `KnowledgeBase` (its defaults: MiniLM, AutoContext, hybrid search) and every question retrieved
   as `rag ask` does (`--budget` tokens of context); a hit when the context holds a chunk of the
   gold page containing the evidence phrase.
-- `limits DIR`: time and peak memory (a child process each) of the inflating PDF
+- `limits DIR`: time (imports excluded) and peak memory (a child process each) of the inflating PDF
   (`rag.testing.hostile_files.inflating_pdf`, 40,000 rows, ~3.6 KB) read by `load_file`, and of a
   5 MB and a 50 MB text file (distinct paragraphs) indexed by `rag index --embedding fake`.
 - `tables --pages N`: `load_file` pages/s on a sample of FinanceBench filings with the default
@@ -115,14 +115,14 @@ def html_hits(spec: str, questions: list[list[str]], budget: int, store: Path) -
     return out
 
 
-def _child(code: str) -> tuple[float, float]:
-    """Wall seconds and peak resident memory (MB) of a child Python process running `code`."""
-    start = time.perf_counter()
-    run = subprocess.run([sys.executable, "-c", "import resource, sys\n" + code +
-                          "\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
-                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(
-                             Path(__file__).resolve().parents[1])})
-    return time.perf_counter() - start, int(run.stdout.split()[-1]) / 1024
+def _child(setup: str, code: str) -> tuple[float, float]:
+    """Seconds of `code` (after `setup`: imports) and peak resident memory (MB) of a child Python process."""
+    script = (f"import resource, sys, time\n{setup}\nstart = time.perf_counter()\n{code}\n"
+              "print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    seconds, peak = run.stdout.split()[-2:]
+    return float(seconds), int(peak) / 1024
 
 
 def _text_file(path: Path, size: int, seed: int) -> None:
@@ -141,7 +141,7 @@ def limits(folder: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     seconds, peak = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders import "
-                           f"load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)\n"
+                           f"load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)",
                            f"load_file({str(folder / 'bomb.pdf')!r})")
     out["inflating_pdf"] = {"bytes": (folder / "bomb.pdf").stat().st_size, "seconds": round(seconds, 2),
                             "peak_mb": round(peak)}
@@ -150,9 +150,10 @@ def limits(folder: Path) -> dict:
         path = folder / f"text{mb}.txt"
         _text_file(path, mb * 1_000_000, seed=mb)
         store = folder / f"store{mb}"
-        seconds, peak = _child("from rag.cli import main\nsys.argv = ['rag', 'index', " + repr(str(path)) +
-                               ", '--store', " + repr(str(store)) + ", '--collection', 't', '--embedding', 'fake']\n"
-                               "main()")
+        seconds, peak = _child("from rag.cli import main\nimport rag.indexing.index_command, chromadb\n"
+                               "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
+                               ", '--collection', 't', '--embedding', 'fake']",
+                               "try:\n    main()\nexcept SystemExit:\n    pass")
         out[f"text_{mb}mb"] = {"seconds": round(seconds, 1), "peak_mb": round(peak)}
         print(json.dumps({f"text_{mb}mb": out[f"text_{mb}mb"]}), flush=True)
     out["ratio_50_to_5"] = round(out["text_50mb"]["seconds"] / out["text_5mb"]["seconds"], 2)
