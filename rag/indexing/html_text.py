@@ -8,8 +8,8 @@ attributes that never end, 100,000 nested tags).
 What is kept, and how:
 
 - the main content only: when the page marks it (`<main>`, `role="main"`, `<article>`, Sphinx's
-  `div.body`), the text inside it; everywhere, page furniture is dropped: `<nav>`, `<header>`,
-  `<footer>`, `<aside>`, landmark roles (navigation, banner, contentinfo, complementary, search)
+  `div.body`), the text inside it; everywhere, page furniture is dropped: `<nav>`, the page's
+  `<header>` and `<footer>` (not those inside the main content), `<aside>`, landmark roles (navigation, banner, contentinfo, complementary, search)
   and blocks whose class or id names navigation (`sphinxsidebar`, `related`, `navheader`,
   `navfooter`, `toc`, `breadcrumbs`, ...; `_FURNITURE`), `<script>`, `<style>`, `<template>`, `<head>`
   (except the `<title>`), and permalink marks (`a.headerlink`, a trailing "¶" in headings);
@@ -37,6 +37,7 @@ __all__ = ["html_to_text"]
 
 _DROPPED = frozenset({"script", "style", "head", "template", "noscript", "nav", "header", "footer", "aside",
                       "button", "form", "select"})
+_SECTION_HEADS = frozenset({"header", "footer"})
 _LANDMARKS = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
 _FURNITURE = frozenset({
     "sphinxsidebar", "sphinxsidebarwrapper", "related", "headerlink", "navheader", "navfooter", "toc", "breadcrumb",
@@ -71,8 +72,8 @@ class _TextTarget:
         self._pre: list[str] | None = None
 
     def _kind(self, tag: str, attrib: Any) -> str:
-        if tag in _DROPPED:
-            return "drop"
+        if tag in _DROPPED and not (tag in _SECTION_HEADS and self._count["main"]):
+            return "drop"  # (an <article>'s own <header> holds its title: kept)
         names = set(str(attrib.get("class", "")).split()) | {str(attrib.get("id", ""))}
         role = str(attrib.get("role", "")).lower()
         if role in _LANDMARKS or names & _FURNITURE:

@@ -88,6 +88,12 @@ def test_without_a_marked_main_region_the_whole_page_is_read_less_its_furniture(
     assert text == "Plain page text here."
 
 
+def test_an_articles_own_header_is_kept_and_the_pages_header_is_not():
+    text, _ = html_to_text("<header>Site Logo Menu</header><main><article><header><h1>Post Title</h1>"
+                           "<p>By Ann</p></header><p>The post body is here.</p></article></main><footer>Legal</footer>")
+    assert text == "# Post Title\n\nBy Ann\nThe post body is here."
+
+
 _CODE_LINE = st.from_regex(r"[ ]{0,8}(# )?[a-z_]{1,8}( = [0-9]{1,3})?", fullmatch=True)
 
 
