@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import PurePath
@@ -74,6 +74,8 @@ CHARS_PER_TOKEN = 8  # the default character bound: English word pieces average 
 _HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ENCODE_BATCH = 512  # sections per tokenizer call
+_ENCODE_CHARS = 1_000_000  # text per tokenizer call: its spans (~120 bytes a token) are held until cut
+_MAX_PIECE_CHARS = 65_536  # a longer section is cut at a paragraph, line or word first (bounded memory)
 
 
 def document_id(source: str) -> str:
@@ -110,6 +112,30 @@ def split_sections(text: str) -> list[tuple[str | None, int, int]]:
     if pos > start or not sections:
         sections.append((heading, start, pos))
     return sections
+
+
+def _spans_within(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """`[start, end)` in stretches of at most `_MAX_PIECE_CHARS`, cut at a blank line, line break or space.
+
+    A whole file without headings is one section: cut into pieces, it is tokenized and chunked
+    in bounded memory (the tokenizer holds every token of its input). The cut falls in the last
+    quarter of a stretch, at its best boundary, so chunks end there as they would anyway.
+
+    Example:
+        >>> list(_spans_within("a" * 10, 0, 10))
+        [(0, 10)]
+    """
+    while end - start > _MAX_PIECE_CHARS:
+        limit = start + _MAX_PIECE_CHARS
+        floor = limit - _MAX_PIECE_CHARS // 4
+        for mark in ("\n\n", "\n", " "):
+            at = text.rfind(mark, floor, limit)
+            if at >= 0:
+                limit = at + len(mark)
+                break
+        yield start, limit
+        start = limit
+    yield start, end
 
 
 def _title(metadata: dict[str, Any]) -> str:
@@ -214,9 +240,10 @@ class TokenChunker:
                                          table=True))
                 continue
             for heading, start, end, headings in self._sections(doc, text):
-                if text[start:end].strip():
-                    pieces.append(_Piece(number, text[start:end], start, heading,
-                                         [(s - start, e - start) for s, e in headings]))
+                for first, last in _spans_within(text, start, end):
+                    if text[first:last].strip():
+                        pieces.append(_Piece(number, text[first:last], first, heading,
+                                             [(s - first, e - first) for s, e in headings if first <= s < last]))
         return pieces
 
     def _cuts(self, piece: _Piece, spans: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
@@ -242,16 +269,24 @@ class TokenChunker:
                 out += [(text, offsets[first] + a, n) for text, a, n in self._cuts(row, row_spans)]
         return [(text.strip("\n"), a, n) for text, a, n in out]
 
+    def _tokenized(self, pieces: list[_Piece]) -> Iterator[tuple[_Piece, list[tuple[int, int]]]]:
+        """Each piece with its token spans, tokenized in batches of bounded size and released after use."""
+        batch: list[_Piece] = []
+        chars = 0
+        for number, piece in enumerate(pieces):
+            batch.append(piece)
+            chars += len(piece.text)
+            if len(batch) >= _ENCODE_BATCH or chars >= _ENCODE_CHARS or number == len(pieces) - 1:
+                yield from zip(batch, self.tokenizer.offsets([p.text for p in batch]), strict=True)
+                batch, chars = [], 0
+
     def split_documents(self, docs: Sequence[Document]) -> list[Document]:
         """Chunks of `docs` in order, numbered per document (pages of a file continue the count)."""
         pieces = self._pieces(docs)
-        offsets: list[list[tuple[int, int]]] = []
-        for start in range(0, len(pieces), _ENCODE_BATCH):
-            offsets += self.tokenizer.offsets([p.text for p in pieces[start:start + _ENCODE_BATCH]])
         pdf_sections = _pdf_sections(docs) if self.headers is not False else {}
         counters: dict[str, int] = {}
         chunks: list[Document] = []
-        for piece, spans in zip(pieces, offsets, strict=True):
+        for piece, spans in self._tokenized(pieces):
             if not spans:
                 continue
             meta = docs[piece.number].metadata
@@ -318,6 +353,17 @@ class PassthroughChunker:
     def settings(self) -> dict[str, Any]:
         """The settings as data, for a knowledge base manifest."""
         return {"type": "passthrough"}
+
+    def _tokenized(self, pieces: list[_Piece]) -> Iterator[tuple[_Piece, list[tuple[int, int]]]]:
+        """Each piece with its token spans, tokenized in batches of bounded size and released after use."""
+        batch: list[_Piece] = []
+        chars = 0
+        for number, piece in enumerate(pieces):
+            batch.append(piece)
+            chars += len(piece.text)
+            if len(batch) >= _ENCODE_BATCH or chars >= _ENCODE_CHARS or number == len(pieces) - 1:
+                yield from zip(batch, self.tokenizer.offsets([p.text for p in batch]), strict=True)
+                batch, chars = [], 0
 
     def split_documents(self, docs: Sequence[Document]) -> list[Document]:
         """One chunk per non-blank document, numbered per `doc_id`."""

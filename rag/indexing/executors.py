@@ -89,6 +89,8 @@ class LocalExecutor:
                 if item is not None and (reason := load_item(item)) is not None:
                     plan.failed(item, reason, quiesce=writer.wait)
                     item = None
+                elif item is not None:
+                    plan.noted(item)
                 emit("file", 1)
                 if item is not None:
                     group.append(item)

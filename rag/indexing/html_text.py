@@ -1,15 +1,29 @@
-"""HTML to text for indexing: visible text, headings as markdown `#` lines, in linear time.
+"""HTML to text for indexing: the page's main content as a reader sees it, in linear time.
 
 The page is read by libxml2's HTML parser (through lxml) in streaming mode: the parser calls
 `_TextTarget` for each start tag, end tag and run of text, and nothing else is built, so the
 time and memory grow linearly with the file whatever it holds (200,000 `<`, unclosed comments,
-attributes that never end, 100,000 nested tags). `<script>`, `<style>`, `<template>` and
-`<head>` content is dropped, except the `<title>`.
+attributes that never end, 100,000 nested tags).
+
+What is kept, and how:
+
+- the main content only: when the page marks it (`<main>`, `role="main"`, `<article>`, Sphinx's
+  `div.body`), the text inside it; everywhere, page furniture is dropped: `<nav>`, the page's
+  `<header>` and `<footer>` (not those inside the main content), `<aside>`, landmark roles (navigation, banner, contentinfo, complementary, search)
+  and blocks whose class or id names navigation (`sphinxsidebar`, `related`, `navheader`,
+  `navfooter`, `toc`, `breadcrumbs`, ...; `_FURNITURE`), `<script>`, `<style>`, `<template>`, `<head>`
+  (except the `<title>`), and permalink marks (`a.headerlink`, a trailing "¶" in headings);
+- headings `<h1>`-`<h6>` as markdown `#` lines;
+- `<pre>` blocks whole, as fenced code with their line breaks and indentation (a `#` comment in
+  code is never a heading for the chunker);
+- tables as tables: one line per row, cells joined with " | ".
 
 Example:
-    >>> text, title = html_to_text("<title>Guide</title><h2>Install</h2><p>Run <b>pip</b>.</p>")
+    >>> page = ('<title>Guide</title><nav>Home | Next</nav><h2>Install<a class="headerlink">¶</a></h2>'
+    ...         '<p>Run <b>pip</b>:</p><pre># comment\\n  pip install x</pre>')
+    >>> text, title = html_to_text(page)
     >>> text.splitlines(), title
-    (['## Install', '', 'Run pip.'], 'Guide')
+    (['## Install', '', 'Run pip:', '', '```', '# comment', '  pip install x', '```'], 'Guide')
 """
 
 from __future__ import annotations
@@ -21,30 +35,77 @@ from lxml import etree
 
 __all__ = ["html_to_text"]
 
-_DROPPED = frozenset({"script", "style", "head", "template", "noscript"})
+_DROPPED = frozenset({"script", "style", "head", "template", "noscript", "nav", "header", "footer", "aside",
+                      "button", "form", "select"})
+_SECTION_HEADS = frozenset({"header", "footer"})
+_LANDMARKS = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
+_FURNITURE = frozenset({
+    "sphinxsidebar", "sphinxsidebarwrapper", "related", "headerlink", "navheader", "navfooter", "toc", "breadcrumb",
+    "breadcrumbs", "navbar", "sidebar", "footer", "header", "skip-link", "searchbox", "wy-nav-side", "rst-footer-buttons",
+    "bd-sidebar", "bd-sidebar-primary", "bd-sidebar-secondary", "bd-header", "bd-footer", "prev-next-area", "bd-toc",
+    "copybtn", "edit-this-page", "navigation", "menu", "nav", "this-page-menu", "toc-drawer", "sidebar-drawer",
+})
+_MAIN_CLASSES = frozenset({"body", "main-content", "bd-article"})
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_CELLS = frozenset({"td", "th"})
 _BREAKS = frozenset({"br", "p", "div", "li", "tr", "table", "ul", "ol", "pre", "blockquote", "section",
-                     "article", "dd", "dt", "hr"})
+                     "article", "dd", "dt", "hr", "dl", "caption", "figure", "main"})
+_PERMALINK = "¶\uf0c1🔗"
+_MIN_MAIN_CHARS = 20  # a main region with less text is a marker, not the page: the whole page is kept
 
 
 class _TextTarget:
-    """Parser target that collects visible text, the `<title>` and the first `<h1>`."""
+    """Parser target that collects the visible text (all of it, and the main region's), title and first `<h1>`."""
 
     def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.title: list[str] | None = None  # text of the first <title>, once it opened
-        self.h1: list[str] | None = None  # text of the first <h1>
-        self._dropping = 0  # depth inside dropped elements
+        self.parts: list[tuple[bool, str]] = []       # (preformatted, text) of the whole page
+        self.main: list[tuple[bool, str]] = []        # the same, inside main-content elements
+        self.title: list[str] | None = None
+        self.h1: list[str] | None = None
+        self._stack: list[tuple[str, str]] = []       # (tag, role in the reading: "", drop, main, pre, ...)
+        self._open: dict[str, int] = {}               # open elements per tag: O(1) "is it open?"
+        self._count = {"drop": 0, "main": 0, "pre": 0, "table": 0}
         self._in_title = False
-        self._heading: tuple[int, list[str]] | None = None  # level, text so far
+        self._heading: tuple[int, list[str]] | None = None
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+        self._pre: list[str] | None = None
+
+    def _kind(self, tag: str, attrib: Any) -> str:
+        if tag in _DROPPED and not (tag in _SECTION_HEADS and self._count["main"]):
+            return "drop"  # (an <article>'s own <header> holds its title: kept)
+        names = set(str(attrib.get("class", "")).split()) | {str(attrib.get("id", ""))}
+        role = str(attrib.get("role", "")).lower()
+        if role in _LANDMARKS or names & _FURNITURE:
+            return "drop"
+        if tag in ("main", "article") or role == "main" or (tag == "div" and names & _MAIN_CLASSES):
+            return "main"
+        if tag == "pre":
+            return "pre"
+        if tag == "table":
+            return "table"
+        return ""
 
     def start(self, tag: Any, attrib: Any) -> None:
         tag = str(tag).lower()
         if tag == "title" and self.title is None:
             self.title, self._in_title = [], True
-        elif tag in _DROPPED:
-            self._dropping += 1
-        elif tag in _HEADINGS and self._heading is None and not self._dropping:
+        kind = self._kind(tag, attrib)
+        self._stack.append((tag, kind))
+        self._open[tag] = self._open.get(tag, 0) + 1
+        if kind:
+            self._count[kind] += 1
+        if self._count["drop"]:
+            return
+        if kind == "pre" and self._count["pre"] == 1 and self._cell is None:
+            self._pre = []
+        elif kind == "table" and self._count["table"] == 1:
+            self._emit("\n\n")
+        elif self._count["table"] == 1 and tag == "tr":
+            self._row = []
+        elif self._count["table"] == 1 and tag in _CELLS and self._row is not None:
+            self._cell = []
+        elif tag in _HEADINGS and self._heading is None and self._cell is None and self._pre is None:
             self._heading = (_HEADINGS[tag], [])
         elif tag == "br":
             self._text("\n")
@@ -53,52 +114,124 @@ class _TextTarget:
         tag = str(tag).lower()
         if tag == "title":
             self._in_title = False
-        elif tag in _DROPPED:
-            self._dropping = max(0, self._dropping - 1)
+        if not self._open.get(tag):
+            return  # an end tag without its start: libxml2 already ignored it
+        while self._stack:
+            top, kind = self._stack.pop()
+            self._open[top] -= 1
+            self._close(top, kind)
+            if kind:
+                self._count[kind] -= 1
+            if top == tag:
+                break
+
+    def _close(self, tag: str, kind: str) -> None:
+        if self._count["drop"]:  # inside a dropped element, or closing one
+            return
+        if kind == "pre" and self._count["pre"] == 1 and self._pre is not None:
+            code, self._pre = "".join(self._pre), None
+            self._add(True, code)
+        elif kind == "table" and self._count["table"] == 1:
+            self._row = self._cell = None
+            self._emit("\n\n")
+        elif tag in _CELLS and self._cell is not None and self._count["table"] == 1:
+            text = " ".join("".join(self._cell).split()).replace("|", "/")
+            self._cell = None
+            if text and self._row is not None:
+                self._row.append(text)
+        elif tag == "tr" and self._row is not None and self._count["table"] == 1:
+            row, self._row = self._row, None
+            if row:
+                self._emit(" | ".join(row) + "\n")
         elif tag in _HEADINGS and self._heading is not None and _HEADINGS[tag] == self._heading[0]:
             level, words = self._heading
             self._heading = None
-            line = " ".join("".join(words).split())
+            line = " ".join("".join(words).split()).rstrip(_PERMALINK).rstrip()
             if level == 1 and self.h1 is None:
                 self.h1 = [line]
-            self.parts.append("\n\n" + "#" * level + " " + line + "\n\n")
+            self._emit("\n\n" + "#" * level + " " + line + "\n\n")
         elif tag in _BREAKS and tag != "br":
             self._text("\n")
 
     def data(self, text: str) -> None:
         if self._in_title and self.title is not None:
             self.title.append(text)
-        elif not self._dropping:
+        elif not self._count["drop"]:
             self._text(text)
 
     def _text(self, text: str) -> None:
-        (self._heading[1] if self._heading is not None else self.parts).append(text)
+        if self._pre is not None:
+            self._pre.append(text)
+        elif self._cell is not None:
+            self._cell.append(" " if text == "\n" else text)
+        elif self._heading is not None:
+            self._heading[1].append(text)
+        elif self._row is None and not (self._count["table"] and text.isspace()):
+            self._emit(text)  # (blanks between a table's rows are layout, not text)
+
+    def _emit(self, text: str) -> None:
+        self._add(False, text)
+
+    def _add(self, pre: bool, text: str) -> None:
+        self.parts.append((pre, text))
+        if self._count["main"]:
+            self.main.append((pre, text))
 
     def comment(self, text: str) -> None:  # comments are not visible text
         return None
 
     def close(self) -> _TextTarget:
         if self._heading is not None:  # a heading never closed: keep its text as text
-            self.parts.append("".join(self._heading[1]))
-            self._heading = None
+            words, self._heading = self._heading[1], None
+            self._emit("".join(words))
+        if self._pre is not None:
+            code, self._pre = "".join(self._pre), None
+            self._add(True, code)
         return self
 
 
+def _normal(text: str) -> str:
+    text = re.sub(r"[ \t\r\f\v]+", " ", text)  # runs of blanks first: then " *\n *" is linear
+    text = re.sub(r" *\n *", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n ")
+
+
+def _fenced(code: str) -> str:
+    code = code.replace("\r\n", "\n").strip("\n")
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{code.rstrip()}\n{fence}" if code.strip() else ""
+
+
+def _assemble(parts: list[tuple[bool, str]]) -> str:
+    """Text runs normalised (blank runs collapsed), code blocks as they were, fenced."""
+    blocks: list[str] = []
+    run: list[str] = []
+    for pre, text in parts:
+        if not pre:
+            run.append(text)
+            continue
+        blocks.append(_normal("".join(run)))
+        run = []
+        blocks.append(_fenced(text))
+    blocks.append(_normal("".join(run)))
+    return "\n\n".join(block for block in blocks if block)
+
+
 def html_to_text(raw: str) -> tuple[str, str | None]:
-    """Visible text of an HTML page with headings turned into markdown `#` lines, and its title.
+    """The main content of an HTML page as text (headings as `#` lines, code fenced, tables as rows), and its title.
 
     Args:
         raw: the page as text (NUL bytes and lone surrogates already removed).
 
     Returns:
-        The text (blank runs collapsed) and the `<title>`, else the first `<h1>`, else None.
+        The text (blank runs collapsed outside code) and the `<title>`, else the first `<h1>`, else None.
     """
     target = _TextTarget()
     parser = etree.HTMLParser(target=target, recover=True, no_network=True, huge_tree=True, remove_comments=True)
     parser.feed(raw)
     parser.close()
-    title = " ".join("".join(target.title or target.h1 or []).split()) or None
-    text = "".join(target.parts)
-    text = re.sub(r"[ \t\r\f\v]+", " ", text)  # runs of blanks first: then " *\n *" is linear
-    text = re.sub(r" *\n *", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text).strip(), title
+    title = " ".join("".join(target.title or target.h1 or []).split()).rstrip(_PERMALINK).rstrip() or None
+    main = _assemble(target.main)
+    text = main if len(main) >= _MIN_MAIN_CHARS else _assemble(target.parts)
+    return text, title

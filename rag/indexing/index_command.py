@@ -141,6 +141,9 @@ def _print_report(console: Any, report: Any) -> None:
     """One line per skipped, unsupported, moved and deleted file (no markup: paths may hold "[...]")."""
     for skipped in report.skipped:
         console.print("skipped", skipped.reason, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    for note in report.notes:
+        console.print("note", f"{note.path}: {note.note}", style="yellow", markup=False, highlight=False,
+                      soft_wrap=True)
     for path in report.unsupported:
         console.print("skipped", unsupported_reason(path), style="yellow", markup=False, highlight=False,
                       soft_wrap=True)

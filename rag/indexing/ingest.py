@@ -26,7 +26,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,7 @@ class Item:
     status: str  # "added" or "updated"
     known: bool = True  # the records file has an entry for it, so the store may hold chunks of it
     path: Path | None = None
+    notes: list[str] = field(default_factory=list)   # what loading read more cheaply or left out
 
 
 @dataclass
@@ -139,7 +140,7 @@ def load_item(item: Item) -> str | None:
         return None
     try:
         with index_span("rag.index.load", file_type=item.path.suffix.lower().lstrip(".")) as span:
-            item.docs = load_file(item.path)
+            item.docs = load_file(item.path, notes=item.notes)
             span.set_attribute("rag.pages", len(item.docs))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
         reason = str(exc) if isinstance(exc, LoaderError) else f"{item.display}: {type(exc).__name__}: {exc}"

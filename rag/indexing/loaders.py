@@ -18,39 +18,39 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Any
 
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
 from rag.indexing.html_text import html_to_text
+from rag.indexing.pdf import IMAGE_SUFFIXES, LoadLimits, load_image, load_pdf
 from rag.indexing.rst import rst_to_markdown
-from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
+from rag.indexing.text_safety import clean_text, path_text
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "SUPPORTED_SUFFIXES",
+    "LoadLimits",
     "LoadReport",
+    "Note",
     "Skipped",
     "clean_text",
     "iter_files",
     "load_directory",
     "load_file",
-    "unsupported_reason",
     "path_text",
+    "unsupported_reason",
 ]
 
-SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf")
+SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", *IMAGE_SUFFIXES)
 _COMPRESSED = frozenset([".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz", ".7z", ".rar", ".tar"])
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # larger files are skipped, not read into memory
 _BINARY_SHARE = 0.10  # share of control bytes in the first 8 KiB above which a text file is binary
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,14 @@ class Skipped:
 
     path: str
     reason: str
+
+
+@dataclass(frozen=True)
+class Note:
+    """Part of a loaded file that was read more cheaply or left out, and why (a limit, no OCR engine)."""
+
+    path: str
+    note: str
 
 
 @dataclass
@@ -70,12 +78,14 @@ class LoadReport:
         skipped: unreadable files with the reason.
         files: supported files seen (loaded or skipped).
         unsupported: files under the directory whose type is not supported (not read).
+        notes: parts of loaded files read more cheaply or left out (see `LoadLimits`).
     """
 
     documents: list[Document] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     files: int = 0
     unsupported: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
     def extend(self, other: LoadReport) -> None:
         """Append another report's results to this one."""
@@ -83,22 +93,7 @@ class LoadReport:
         self.skipped += other.skipped
         self.files += other.files
         self.unsupported += other.unsupported
-
-
-def clean_text(text: str) -> str:
-    """Make text safe to store and embed: drop NUL bytes, replace lone surrogates with U+FFFD.
-
-    Example:
-        >>> clean_text("a\\x00b \\ud800c")
-        'ab \\ufffdc'
-    """
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _SURROGATE.sub("\ufffd", text)
-    return text
+        self.notes += other.notes
 
 
 def _decode(path: Path, data: bytes) -> str:
@@ -126,92 +121,20 @@ def _markdown_title(text: str) -> str | None:
     return None
 
 
-def path_text(path: str | Path) -> str:
-    """A path as text that can be stored and printed.
-
-    Bytes of a file name that are not UTF-8 (which Python turns into lone surrogates) are
-    written as `\\xNN`, so the same file gets the same text on every run.
-
-    Example:
-        >>> path_text("/data/caf\\udce9.txt")
-        '/data/caf\\\\xe9.txt'
-    """
-    text = str(path)
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # surrogates that did not come from undecodable bytes
-        return clean_text(text)
-
-
-def _load_pdf(path: Path, *, tables: bool = True) -> list[Document]:
-    import pypdfium2 as pdfium
-
-    try:
-        # pdfium takes the name as UTF-8: a name that is not (undecodable bytes) is opened here instead
-        pdf = pdfium.PdfDocument(str(path) if path_text(path) == str(path) else path.read_bytes())
-    except pdfium.PdfiumError as exc:
-        if "password" in str(exc).lower():
-            raise LoaderError(f"{path_text(path)}: the PDF is encrypted (password-protected); "
-                              "remove the password to index it") from exc
-        raise LoaderError(f"{path_text(path)}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
-    try:
-        texts = []
-        for index in range(len(pdf)):
-            page = pdf[index]
-            try:
-                textpage = page.get_textpage()
-                texts.append(textpage.get_text_range())
-                textpage.close()
-            finally:
-                page.close()
-        # Only pages whose text looks tabular go to pdfplumber, which is ~50x slower than pdfium.
-        found = find_tables(path, [i for i, text in enumerate(texts) if looks_tabular(text)]) if tables else {}
-        docs = []
-        for index, text in enumerate(texts):
-            meta = {"source": path_text(path), "page": index, "title": path_text(path.stem), "file_type": "pdf"}
-            docs += _page_documents(pdf, index, text, found.get(index, []), meta)
-        return docs
-    finally:
-        pdf.close()
-
-
-def _page_documents(pdf: Any, index: int, text: str, tables: list[PageTable], meta: dict[str, Any]) -> list[Document]:
-    """A page's documents: its text, or its text and tables in reading order (`chunk_type="table"`)."""
-    segments: list[str | PageTable] = [text]
-    if tables:
-        page = pdf[index]
-        try:
-            textpage = page.get_textpage()
-            segments = page_segments(textpage, page.get_size()[1], tables)
-            textpage.close()
-        finally:
-            page.close()
-    docs = []
-    for segment in segments:
-        if isinstance(segment, PageTable):
-            extra = {"section": segment.caption} if segment.caption else {}
-            docs.append(Document(page_content=clean_text("\n".join(segment.lines)), metadata={
-                **meta, **extra, "chunk_type": "table", "table_header_lines": segment.header_lines}))
-            continue
-        segment = clean_text(segment.replace("\r\n", "\n").replace("\r", "\n"))
-        if segment.strip():
-            docs.append(Document(page_content=segment, metadata=dict(meta)))
-    return docs
-
-
-def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: bool = True) -> list[Document]:
+def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: bool = True,
+              limits: LoadLimits | None = None, notes: list[str] | None = None) -> list[Document]:
     """Load one file into Documents (one per PDF page with text, one for other formats).
 
     Args:
-        path: a .txt, .md, .markdown, .rst, .html, .htm or .pdf file (rst titles become `#` headings).
+        path: a .txt, .md, .markdown, .rst, .html, .htm, .pdf or image (.png, .jpg, .jpeg, .tif,
+            .tiff) file; rst titles become `#` headings, images and PDF pages without text are
+            read by OCR (`rag.indexing.pdf`).
         max_bytes: larger files are refused without being read.
         tables: read the tables of PDF pages that look tabular with pdfplumber, as documents of
             their own (`chunk_type="table"`, see `rag.indexing.tables`); False keeps pages as text.
+        limits: the per-file cost limits and OCR settings (default `LoadLimits(tables=tables)`).
+        notes: receives one line per part of the file read more cheaply or left out (a limit hit,
+            pages without text and no OCR engine).
 
     Raises:
         LoaderError: unsupported type, too large, binary, empty, encrypted or corrupt file.
@@ -222,6 +145,8 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
         'rag'
     """
     path = Path(path)
+    limits = limits if limits is not None else LoadLimits(tables=tables)
+    notes = notes if notes is not None else []
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise LoaderError(unsupported_reason(path))
@@ -234,26 +159,36 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
     if size > max_bytes:
         raise LoaderError(f"{path_text(path)}: {size:,} bytes is more than max_bytes={max_bytes:,}")
     if suffix == ".pdf":
-        docs = _load_pdf(path, tables=tables)
+        docs = load_pdf(path, limits=limits, notes=notes)
     else:
         try:
-            text = clean_text(_decode(path, path.read_bytes()))
+            data = path.read_bytes()
         except OSError as exc:
             raise LoaderError(f"{path_text(path)}: cannot read ({exc.strerror or exc})") from exc
-        title = None
-        file_type = "html" if suffix in (".html", ".htm") else suffix.lstrip(".").replace("markdown", "md")
-        if file_type == "html":
-            text, title = html_to_text(text)
-        elif file_type == "md":
-            title = _markdown_title(text)
-        elif file_type == "rst":
-            text, title = rst_to_markdown(text)
-        text = clean_text(text)
-        docs = [Document(page_content=text, metadata={"source": path_text(path),
-                                                      "title": title or path_text(path.stem), "file_type": file_type})]
+        docs = load_image(path, data, limits=limits) if suffix in IMAGE_SUFFIXES else _load_text(path, data)
     if not any(d.page_content.strip() for d in docs):
-        raise LoaderError(f"{path_text(path)}: no text found (blank file, or a scanned PDF without a text layer)")
+        unread = next((n for n in notes if "OCR" in n), None)
+        raise LoaderError(f"{path_text(path)}: no text found (" + (
+            f"a scanned PDF without a text layer; {unread.split(': ', 1)[1]}" if unread
+            else "blank file, or a scanned PDF without a text layer") + ")")
     return docs
+
+
+def _load_text(path: Path, data: bytes) -> list[Document]:
+    """A text, markdown, rst or html file as one document."""
+    text = clean_text(_decode(path, data))
+    title = None
+    suffix = path.suffix.lower()
+    file_type = "html" if suffix in (".html", ".htm") else suffix.lstrip(".").replace("markdown", "md")
+    if file_type == "html":
+        text, title = html_to_text(text)
+    elif file_type == "md":
+        title = _markdown_title(text)
+    elif file_type == "rst":
+        text, title = rst_to_markdown(text)
+    text = clean_text(text)
+    return [Document(page_content=text, metadata={"source": path_text(path),
+                                                  "title": title or path_text(path.stem), "file_type": file_type})]
 
 
 def unsupported_reason(path: str | Path) -> str:
@@ -261,7 +196,7 @@ def unsupported_reason(path: str | Path) -> str:
 
     Example:
         >>> unsupported_reason("notes/a.csv.gz")
-        'notes/a.csv.gz: unsupported file type .gz (compressed files are not opened); supported: .txt, .md, .markdown, .rst, .html, .htm, .pdf'
+        'notes/a.csv.gz: unsupported file type .gz (compressed files are not opened); supported: .txt, .md, .markdown, .rst, .html, .htm, .pdf, .png, .jpg, .jpeg, .tif, .tiff'
     """
     suffix = Path(path).suffix.lower()
     why = " (compressed files are not opened)" if suffix in _COMPRESSED else ""
@@ -356,7 +291,8 @@ def _walk(root: Path, follow_symlinks: bool, skipped: list[Skipped]) -> Iterator
 
 def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
                    exclude: str | Sequence[str] = (), glob: str | None = None,
-                   max_bytes: int = DEFAULT_MAX_BYTES, follow_symlinks: bool = False) -> LoadReport:
+                   max_bytes: int = DEFAULT_MAX_BYTES, follow_symlinks: bool = False,
+                   limits: LoadLimits | None = None) -> LoadReport:
     """Load every supported file under `path` (or `path` itself when it is a file).
 
     Args:
@@ -367,6 +303,7 @@ def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
         max_bytes: larger files are skipped with a reason.
         follow_symlinks: also load what symlinks pointing outside `path` lead to (by default
             they are skipped with a reason).
+        limits: per-file cost limits and OCR settings (`LoadLimits`); what hits one is in `notes`.
 
     Returns:
         The documents, the skipped files with reasons, and counts.
@@ -386,8 +323,10 @@ def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
             report.unsupported.append(path_text(file))
             continue
         report.files += 1
+        notes: list[str] = []
         try:
-            report.documents.extend(load_file(file, max_bytes=max_bytes))
+            report.documents.extend(load_file(file, max_bytes=max_bytes, limits=limits, notes=notes))
+            report.notes += [Note(path_text(file), note) for note in notes]  # a skipped file's reason says it all
         except LoaderError as exc:
             report.skipped.append(Skipped(path_text(file), str(exc)))
         except Exception as exc:  # noqa: BLE001 - one bad file must not stop the walk; reported below

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rag.indexing.loaders import Skipped
+from rag.indexing.loaders import Note, Skipped
 
 __all__ = ["IndexReport"]
 
@@ -18,6 +18,8 @@ class IndexReport:
         moved: (old source, new path) of documents found at a new place (re-pointed, not re-indexed).
         skipped: unreadable files with the reason (their previous chunks, if any, are kept).
         unsupported: files of types the loaders do not read.
+        notes: parts of indexed files read more cheaply or left out, and why (a cost limit of
+            `rag.indexing.pdf.LoadLimits`, PDF pages without text and no OCR engine).
         pages, chunks_added, chunks_deleted, embedded: counts (`embedded` = vectors computed
             by the model, cache misses only).
         seconds: wall time.
@@ -30,6 +32,7 @@ class IndexReport:
     moved: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     pages: int = 0
     chunks_added: int = 0
     chunks_deleted: int = 0

@@ -50,7 +50,7 @@ from langchain_core.documents import Document
 from rag.indexing.chunking import document_id
 from rag.indexing.executors import LocalExecutor
 from rag.indexing.ingest import Item, chunk_id, docs_hash, file_hash, scalar_metadata
-from rag.indexing.loaders import Skipped, clean_text, iter_files, path_text
+from rag.indexing.loaders import Note, Skipped, clean_text, iter_files, path_text
 from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
@@ -101,6 +101,10 @@ class Plan:
         for key, docs in self.grouped.items():
             self.seen.add(key)
             yield _document_item(key, docs, self.records.get(key), self.force, report)
+
+    def noted(self, item: Item) -> None:
+        """Report what loading the item's file read more cheaply or left out (its notes: cost limits, OCR)."""
+        self.report.notes += [Note(item.display, clean_text(note)) for note in item.notes]
 
     def failed(self, item: Item, reason: str, quiesce: Callable[[], None]) -> None:
         """A file that could not be loaded: skipped with the reason; a half-written earlier attempt is removed."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,23 +249,28 @@ def _page_tables(page: Any) -> list[PageTable]:
     return found
 
 
-def find_tables(path: str | Path, pages: Sequence[int]) -> dict[int, list[PageTable]]:
-    """Tables of the given zero-based `pages` of a PDF, read with pdfplumber.
+def find_tables(path: str | Path, pages: Sequence[int], *,
+                deadline: float | None = None) -> tuple[dict[int, list[PageTable]], list[int]]:
+    """Tables of the given zero-based `pages` of a PDF, read with pdfplumber, and the pages left unread.
 
-    A page pdfplumber fails on is left without tables (and logged); without pdfplumber installed
-    no page has tables.
+    Pages are read in order until `deadline` (a `time.monotonic()` value) has passed; the pages
+    after it are returned as unread (one page in progress finishes: the per-page character and
+    object limits of `rag.indexing.pdf.LoadLimits` bound it). A page pdfplumber fails on is left
+    without tables (and logged); without pdfplumber installed no page has tables.
     """
     if not pages:
-        return {}
+        return {}, []
     try:
         import pdfplumber
     except ImportError:
         logger.warning("pdfplumber is not installed: PDF tables are indexed as plain text "
                        "(pip install pdfplumber)")
-        return {}
+        return {}, []
     out: dict[int, list[PageTable]] = {}
     with pdfplumber.open(str(path), pages=[n + 1 for n in pages]) as pdf:
-        for page in pdf.pages:
+        for done, page in enumerate(pdf.pages):
+            if deadline is not None and time.monotonic() > deadline:
+                return out, list(pages[done:])
             try:
                 tables = _page_tables(page)
             except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
@@ -273,7 +279,7 @@ def find_tables(path: str | Path, pages: Sequence[int]) -> dict[int, list[PageTa
             if tables:
                 out[page.page_number - 1] = tables
             page.close()
-    return out
+    return out, []
 
 
 def _digits(text: str) -> int:

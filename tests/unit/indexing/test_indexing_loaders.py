@@ -160,7 +160,7 @@ def test_directory_walk_skips_bad_files_with_reasons_and_loads_the_rest(tmp_path
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "bin.txt").write_bytes(bytes(range(32)) * 100)
     (tmp_path / "bad.pdf").write_bytes(b"%PDF-1.7 broken")
-    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / "sheet.xlsx").write_bytes(b"PK")
     make_pdf(tmp_path / "ok.pdf", ["page zero", "page one"])
     report = load_directory(tmp_path)
     assert sorted(d.metadata["source"].rsplit("/", 1)[-1] for d in report.documents) == [
@@ -168,7 +168,7 @@ def test_directory_walk_skips_bad_files_with_reasons_and_loads_the_rest(tmp_path
     reasons = {s.path.rsplit("/", 1)[-1]: s.reason for s in report.skipped}
     assert set(reasons) == {"empty.txt", "bin.txt", "bad.pdf"}
     assert "empty" in reasons["empty.txt"] and "binary" in reasons["bin.txt"]
-    assert report.files == 5 and report.unsupported == [str(tmp_path / "photo.jpg")]
+    assert report.files == 5 and report.unsupported == [str(tmp_path / "sheet.xlsx")]
 
 
 def test_include_and_exclude_globs_select_files(tmp_path):

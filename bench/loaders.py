@@ -1,0 +1,220 @@
+"""What the loaders cost and what they keep: web-page boilerplate, cost bounds, PDF pages/s with and without tables.
+
+Three parts, each run on its own (`python bench/loaders.py PART ...`):
+
+- `html SET_NAME=DIR[:GLOB,...] ...`: for each documentation set, every page read by `load_file` and
+  chunked by the default `TokenChunker`; printed: chunks, the share of boilerplate chunks (half or
+  more of their lines are lines found on 20% or more of the set's pages: navigation, sidebars,
+  footers repeat on every page), chunks and section names holding a permalink mark "¶", sections
+  named after a `#` comment of a code block; then with `--questions FILE` each set is indexed in a
+  `KnowledgeBase` (its defaults: MiniLM, AutoContext, hybrid search) and every question retrieved
+  as `rag ask` does (`--budget` tokens of context); a hit when the context holds a chunk of the
+  gold page containing the evidence phrase.
+- `limits DIR`: time (imports excluded) and peak memory (a child process each) of the inflating PDF
+  (`rag.testing.hostile_files.inflating_pdf`, 40,000 rows, ~3.6 KB) read by `load_file`, and of a
+  5 MB and a 50 MB text file (distinct paragraphs) indexed by `rag index --embedding fake`.
+- `tables --pages N`: `load_file` pages/s on a sample of FinanceBench filings with the default
+  table detection and with `tables=False` (see `bench/pdf_tables.py` for the full run).
+
+Usage:
+    python bench/loaders.py html sphinx=/usr/share/doc/sphinx-doc/html \
+        postgresql=/usr/share/doc/postgresql-doc-15/html:ddl*.html,datatype*.html --questions bench/loaders_questions.json
+    python bench/loaders.py limits /tmp/loaders-bench
+    python bench/loaders.py tables --files 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rag.indexing.chunking import TokenChunker  # noqa: E402
+from rag.indexing.loaders import load_file  # noqa: E402
+
+_SKIP = re.compile(r"(^|/)(_modules|_static|_sources|_images|_downloads)/|(^|/)(genindex|search|py-modindex|changes)"
+                   r"[^/]*\.html$")
+
+
+def _pages(spec: str) -> tuple[str, Path, list[Path]]:
+    name, _, rest = spec.partition("=")
+    folder, _, globs = rest.partition(":")
+    root = Path(folder)
+    files = sorted({f for g in (globs.split(",") if globs else ["**/*.html"]) for f in root.glob(g)})
+    return name, root, [f for f in files if not _SKIP.search(f.relative_to(root).as_posix())]
+
+
+def _code_comments(raw: bytes) -> set[str]:
+    from lxml import html
+
+    tree = html.fromstring(raw)
+    out = set()
+    for pre in tree.iter("pre"):
+        for line in pre.text_content().splitlines():
+            if line.strip().startswith("#"):
+                out.add(" ".join(line.strip().lstrip("#").split()))
+    return out - {""}
+
+
+def html_set(spec: str) -> dict:
+    name, _, files = _pages(spec)
+    chunker = TokenChunker()
+    docs = {f: load_file(f) for f in files}
+    lines_on = Counter()
+    for doc in docs.values():
+        lines_on.update({" ".join(line.split()) for line in doc[0].page_content.splitlines() if line.strip()})
+    common = {line for line, n in lines_on.items() if n >= max(2, 0.2 * len(files))}
+    chunks = chunker.split_documents([d for doc in docs.values() for d in doc])
+    boiler = 0
+    for chunk in chunks:
+        lines = [" ".join(line.split()) for line in chunk.page_content.splitlines() if line.strip()]
+        boiler += bool(lines) and sum(line in common for line in lines) >= len(lines) / 2
+    comments = set().union(*(_code_comments(f.read_bytes()) for f in files))
+    sections = [str(c.metadata.get("section") or "") for c in chunks]
+    out = {"set": name, "pages": len(files), "chunks": len(chunks), "boilerplate_chunks": boiler,
+           "boilerplate_share": round(boiler / max(len(chunks), 1), 4),
+           "chunks_with_pilcrow": sum("¶" in c.page_content for c in chunks),
+           "sections_with_pilcrow": sum("¶" in s for s in sections),
+           "sections_from_code_comments": sum(s.split(" / ")[-1] in comments for s in sections if s)}
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def html_hits(spec: str, questions: list[list[str]], budget: int, store: Path) -> dict:
+    from rag.core.defaults import RECOMMENDED
+    from rag.core.knowledge_base import KnowledgeBase
+    from rag.core.retrieve import retrieve
+    from rag.retrieval.budget import CharTokenCounter
+
+    name, root, files = _pages(spec)
+    kb = KnowledgeBase(name, store)
+    start = time.perf_counter()
+    kb.add_documents([str(f) for f in files])
+    seconds = time.perf_counter() - start
+    resource = kb.as_resource()
+    hits = []
+    for question, page, evidence in questions:
+        result = retrieve(question, resource, **{**RECOMMENDED, "max_tokens": budget,
+                                                 "token_counter": CharTokenCounter()})
+        gold = str((root / page).resolve())
+        want = " ".join(evidence.split()).lower()
+        hits.append(any(str(Path(str(d.metadata.get("source", ""))).resolve()) == gold
+                        and want in " ".join(d.page_content.split()).lower() for d in result.context))
+    out = {"set": name, "questions": len(hits), "hits": sum(hits), "budget": budget, "index_seconds": round(seconds, 1)}
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def _child(setup: str, code: str) -> tuple[float, float, float]:
+    """Wall and CPU seconds of `code` (after `setup`: imports) and peak resident memory (MB) of a child process.
+
+    CPU seconds (all threads of the process) are the steadier figure on a shared machine.
+    """
+    script = (f"import resource, sys, time\n{setup}\nstart, cpu = time.perf_counter(), time.process_time()\n"
+              f"{code}\nprint(time.perf_counter() - start, time.process_time() - cpu, "
+              "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    seconds, cpu, peak = run.stdout.split()[-3:]
+    return float(seconds), float(cpu), int(peak) / 1024
+
+
+def _text_file(path: Path, size: int, seed: int) -> None:
+    rng = random.Random(seed)
+    words = [f"{a}{b}" for a in ("re", "con", "pro", "tra", "de", "in", "ex", "sub") for b in (
+        "venue", "tract", "cess", "nsfer", "mand", "come", "port", "stance", "sign", "ject")]
+    with path.open("w") as out:
+        written = 0
+        while written < size:
+            paragraph = " ".join(rng.choice(words) for _ in range(rng.randint(40, 120))) + f" {written}.\n\n"
+            out.write(paragraph)
+            written += len(paragraph)
+
+
+def limits(folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    seconds, cpu, peak = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders import "
+                           f"load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)",
+                           f"load_file({str(folder / 'bomb.pdf')!r})")
+    out["inflating_pdf"] = {"bytes": (folder / "bomb.pdf").stat().st_size, "seconds": round(seconds, 2),
+                            "cpu_seconds": round(cpu, 2), "peak_mb": round(peak)}
+    print(json.dumps(out["inflating_pdf"]), flush=True)
+    for mb in (5, 50):
+        path = folder / f"text{mb}.txt"
+        _text_file(path, mb * 1_000_000, seed=mb)
+        store = folder / f"store{mb}"
+        seconds, cpu, peak = _child("from rag.cli import main\nimport rag.indexing.index_command, chromadb\n"
+                               "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
+                               ", '--collection', 't', '--embedding', 'fake']",
+                               "try:\n    main()\nexcept SystemExit:\n    pass")
+        out[f"text_{mb}mb"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "peak_mb": round(peak)}
+        print(json.dumps({f"text_{mb}mb": out[f"text_{mb}mb"]}), flush=True)
+    out["ratio_50_to_5"] = round(out["text_50mb"]["seconds"] / out["text_5mb"]["seconds"], 2)
+    out["cpu_ratio_50_to_5"] = round(out["text_50mb"]["cpu_seconds"] / out["text_5mb"]["cpu_seconds"], 2)
+    print(json.dumps({"ratio_50_to_5": out["ratio_50_to_5"], "cpu_ratio_50_to_5": out["cpu_ratio_50_to_5"]}),
+          flush=True)
+    return out
+
+
+def tables(files: int, data: str | None) -> dict:
+    from rag.evaluation.financebench import resolve_data_dir
+
+    pdfs = sorted((resolve_data_dir(data) / "pdfs").glob("*.pdf"))
+    sample = pdfs[::max(1, len(pdfs) // files)][:files]
+    out = {"filings": [p.stem for p in sample]}
+    for label, tables_on in (("without_tables", False), ("with_tables", True)):
+        start = time.perf_counter()
+        pages = sum(len({d.metadata["page"] for d in load_file(p, tables=tables_on)}) for p in sample)
+        seconds = time.perf_counter() - start
+        out[label] = {"pages": pages, "seconds": round(seconds, 1), "pages_per_s": round(pages / seconds, 1)}
+        print(json.dumps({label: out[label]}), flush=True)
+    out["ratio"] = round(out["with_tables"]["seconds"] / out["without_tables"]["seconds"], 2)
+    print(json.dumps({"with/without": out["ratio"]}), flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="part", required=True)
+    html = sub.add_parser("html")
+    html.add_argument("sets", nargs="+", help="NAME=DIR[:GLOB,GLOB]")
+    html.add_argument("--questions", default=None)
+    html.add_argument("--budget", type=int, default=1000, help="context tokens (characters / 4)")
+    html.add_argument("--store", default=None)
+    lim = sub.add_parser("limits")
+    lim.add_argument("folder")
+    tab = sub.add_parser("tables")
+    tab.add_argument("--files", type=int, default=4)
+    tab.add_argument("--data", default=None)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    results: dict = {}
+    if args.part == "html":
+        results["sets"] = [html_set(spec) for spec in args.sets]
+        if args.questions:
+            questions = json.loads(Path(args.questions).read_text())
+            store = Path(args.store or tempfile.mkdtemp(prefix="bench-loaders-"))
+            results["hits"] = [html_hits(spec, questions[spec.partition("=")[0]], args.budget, store)
+                               for spec in args.sets]
+    elif args.part == "limits":
+        results = limits(Path(args.folder))
+    else:
+        results = tables(args.files, args.data)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""PDF pages and image files to Documents: the text layer, tables where a page looks tabular, OCR where
+there is no text, each within a stated cost.
+
+A PDF is read with pypdfium2, one `Document` per page with a zero-based `page` (about 400 pages
+a second). Then:
+
+- a page whose text looks tabular (`rag.indexing.tables.looks_tabular`, a scan of its lines) goes
+  to pdfplumber for its tables, unless it holds more than `LoadLimits.table_max_chars` characters
+  or `table_max_objects` drawing objects (pdfplumber's time and memory grow with them: a 3.7 KB
+  PDF whose page inflates to 1 MB of rows took 232 s and 1.7 GB), or the file has already spent
+  `table_seconds` in table detection. Such a page is read as text, and the note says why.
+- a page with almost no text (under `OCR_MIN_CHARS` letters or digits) that draws something is
+  rendered and read by OCR (`rag.indexing.ocr`): `ocr=True`, `ocr_engine`, `ocr_confidence` in
+  its metadata. Without an OCR engine such a page is left out and the note says what to install.
+
+Notes (one line each, prefixed with the page) go to the caller's `notes` list; `rag index`
+prints them with the file.
+
+Example:
+    >>> notes = []
+    >>> docs = load_pdf(Path("scan.pdf"), limits=LoadLimits(), notes=notes)   # doctest: +SKIP
+    >>> docs[0].metadata["ocr"], notes                                        # doctest: +SKIP
+    (True, [])
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.base.errors import ConfigError, LoaderError
+from rag.indexing.ocr import (
+    DEFAULT_OCR_DPI,
+    ENGINE,
+    OCR_MISSING,
+    image_size_ok,
+    ocr_engine,
+    ocr_image,
+    render_page,
+)
+from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
+from rag.indexing.text_safety import clean_text, path_text
+
+__all__ = ["IMAGE_SUFFIXES", "OCR_MIN_CHARS", "LoadLimits", "load_image", "load_pdf"]
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
+OCR_MIN_CHARS = 16  # a page with fewer letters and digits (a page number, a stamp) is read by OCR
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """What reading one file may cost; what hits a limit is read more cheaply and noted.
+
+    Attributes:
+        tables: read tables of pages that look tabular with pdfplumber (False: all pages as text).
+        table_max_chars: a page with more characters is not given to pdfplumber (a dense filing
+            page holds 3,000-8,000).
+        table_max_objects: likewise for the page's drawing objects (text runs, paths, images).
+        table_seconds: table detection time per file; pages after it is spent are read as text.
+        ocr: read pages without text and image files by OCR when an engine is installed.
+        ocr_dpi: resolution pages are rendered at for OCR.
+        ocr_max_pages: pages per file read by OCR (about 1-2 s each); the rest are left out, noted.
+
+    Example:
+        >>> LoadLimits(table_seconds=30).table_max_chars
+        20000
+    """
+
+    tables: bool = True
+    table_max_chars: int = 20_000
+    table_max_objects: int = 20_000
+    table_seconds: float = 120.0
+    ocr: bool = True
+    ocr_dpi: int = DEFAULT_OCR_DPI
+    ocr_max_pages: int = 2_000
+
+    def __post_init__(self) -> None:
+        for name in ("table_max_chars", "table_max_objects", "ocr_max_pages"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is negative; valid: 0 or more")
+        if not self.table_seconds >= 0:
+            raise ConfigError(f"table_seconds={self.table_seconds!r}; valid: 0 or more seconds")
+        if not 50 <= self.ocr_dpi <= 600:
+            raise ConfigError(f"ocr_dpi={self.ocr_dpi!r}; valid: 50 to 600")
+
+
+def _open(path: Path) -> Any:
+    import pypdfium2 as pdfium
+
+    try:
+        # pdfium takes the name as UTF-8: a name that is not (undecodable bytes) is opened here instead
+        return pdfium.PdfDocument(str(path) if path_text(path) == str(path) else path.read_bytes())
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise LoaderError(f"{path_text(path)}: the PDF is encrypted (password-protected); "
+                              "remove the password to index it") from exc
+        raise LoaderError(f"{path_text(path)}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
+
+
+def _read_pages(pdf: Any) -> tuple[list[str], list[int]]:
+    """Each page's text layer and its count of drawing objects."""
+    import pypdfium2.raw as pdfium_c
+
+    texts, objects = [], []
+    for index in range(len(pdf)):
+        page = pdf[index]
+        try:
+            textpage = page.get_textpage()
+            texts.append(textpage.get_text_range())
+            textpage.close()
+            objects.append(int(pdfium_c.FPDFPage_CountObjects(page.raw)))
+        finally:
+            page.close()
+    return texts, objects
+
+
+def _table_pages(texts: list[str], objects: list[int], limits: LoadLimits, notes: list[str]) -> list[int]:
+    """Pages worth a table detector: tabular-looking text within the per-page budget."""
+    pages = []
+    for index, text in enumerate(texts):
+        if not looks_tabular(text):
+            continue
+        if len(text) > limits.table_max_chars or objects[index] > limits.table_max_objects:
+            notes.append(f"page {index + 1}: tables not detected ({len(text):,} characters, {objects[index]:,} "
+                         f"objects; limits {limits.table_max_chars:,} / {limits.table_max_objects:,}); read as text")
+            continue
+        pages.append(index)
+    return pages
+
+
+def _needs_ocr(text: str, objects: int) -> bool:
+    return objects > 0 and sum(ch.isalnum() for ch in text) < OCR_MIN_CHARS
+
+
+def _ocr_pages(path: Path, pdf: Any, texts: list[str], objects: list[int], limits: LoadLimits,
+               notes: list[str]) -> dict[int, tuple[str, float]]:
+    """OCR text and confidence of the pages without a text layer (none without an engine, noted)."""
+    pages = [i for i, text in enumerate(texts) if _needs_ocr(text, objects[i])]
+    if not pages or not limits.ocr:
+        return {}
+    if ocr_engine() is None:
+        notes.append(f"{_pages_text(pages)}: no text layer, not read: {OCR_MISSING}")
+        return {}
+    if len(pages) > limits.ocr_max_pages:
+        notes.append(f"{_pages_text(pages[limits.ocr_max_pages:])}: not read by OCR "
+                     f"(ocr_max_pages={limits.ocr_max_pages:,})")
+        pages = pages[:limits.ocr_max_pages]
+    out = {}
+    for index in pages:
+        page = pdf[index]
+        try:
+            result = ocr_image(render_page(page, dpi=limits.ocr_dpi), name=f"{path_text(path)} page {index + 1}")
+        except LoaderError as exc:
+            notes.append(f"page {index + 1}: {exc}")
+            continue
+        finally:
+            page.close()
+        if result.text.strip():
+            out[index] = (result.text, result.confidence)
+    return out
+
+
+def _pages_text(pages: list[int]) -> str:
+    shown = ", ".join(str(p + 1) for p in pages[:10])
+    return f"page{'s' if len(pages) > 1 else ''} {shown}{', ...' if len(pages) > 10 else ''}"
+
+
+def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Document]:
+    """One document per page with text (tables as documents of their own), OCR for pages without.
+
+    Raises:
+        LoaderError: encrypted or damaged PDF.
+    """
+    pdf = _open(path)
+    try:
+        texts, objects = _read_pages(pdf)
+        found: dict[int, list[PageTable]] = {}
+        if limits.tables:
+            pages = _table_pages(texts, objects, limits, notes)
+            found, unread = find_tables(path, pages, deadline=time.monotonic() + limits.table_seconds)
+            if unread:
+                notes.append(f"{_pages_text(unread)}: tables not detected (table_seconds={limits.table_seconds:g} "
+                             "spent on this file); read as text")
+        scanned = _ocr_pages(path, pdf, texts, objects, limits, notes)
+        docs = []
+        for index, text in enumerate(texts):
+            meta: dict[str, Any] = {"source": path_text(path), "page": index, "title": path_text(path.stem),
+                                    "file_type": "pdf"}
+            if index in scanned:
+                text, confidence = scanned[index]
+                meta.update(ocr=True, ocr_engine=ENGINE, ocr_confidence=confidence)
+            docs += _page_documents(pdf, index, text, found.get(index, []), meta)
+        return docs
+    finally:
+        pdf.close()
+
+
+def _page_documents(pdf: Any, index: int, text: str, tables: list[PageTable], meta: dict[str, Any]) -> list[Document]:
+    """A page's documents: its text, or its text and tables in reading order (`chunk_type="table"`)."""
+    segments: list[str | PageTable] = [text]
+    if tables:
+        page = pdf[index]
+        try:
+            textpage = page.get_textpage()
+            segments = page_segments(textpage, page.get_size()[1], tables)
+            textpage.close()
+        finally:
+            page.close()
+    docs = []
+    for segment in segments:
+        if isinstance(segment, PageTable):
+            extra = {"section": segment.caption} if segment.caption else {}
+            docs.append(Document(page_content=clean_text("\n".join(segment.lines)), metadata={
+                **meta, **extra, "chunk_type": "table", "table_header_lines": segment.header_lines}))
+            continue
+        segment = clean_text(segment.replace("\r\n", "\n").replace("\r", "\n"))
+        if segment.strip():
+            docs.append(Document(page_content=segment, metadata=dict(meta)))
+    return docs
+
+
+def load_image(path: Path, data: bytes, *, limits: LoadLimits) -> list[Document]:
+    """An image file (png, jpg, tiff) read by OCR: one document, `ocr=True` with the engine and confidence.
+
+    Raises:
+        LoaderError: no OCR engine (the message says what to install), OCR turned off, a bad image.
+    """
+    if not limits.ocr:
+        raise LoaderError(f"{path_text(path)}: an image is read only by OCR, which is turned off (ocr=False)")
+    image_size_ok(path, data)
+    result = ocr_image(data, name=path_text(path))
+    file_type = {".jpeg": "jpg", ".tif": "tiff"}.get(path.suffix.lower(), path.suffix.lower().lstrip("."))
+    meta = {"source": path_text(path), "title": path_text(path.stem), "file_type": file_type,
+            "ocr": True, "ocr_engine": ENGINE, "ocr_confidence": result.confidence}
+    return [Document(page_content=clean_text(result.text), metadata=meta)]
