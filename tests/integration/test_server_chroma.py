@@ -92,7 +92,12 @@ def test_http_api_serves_the_store_with_a_tenant_filter(resource_spec):
     app = create_app(_rag(resource_spec), settings=ServerConfig(tenant_filter={"title": {"$ne": "Tides"}},
                                                                 support_scoring="lexical"))
     with TestClient(app) as client:
-        body = client.post("/invoke", json={"question": "What causes ocean tides?", "k": 3}).json()
+        # the request's k is the context's size; the resource's own k (2 in its config) caps its chunks,
+        # and a request raises that cap per resource under retrieval_chain
+        capped = client.post("/invoke", json={"question": "What causes ocean tides?", "k": 3}).json()
+        body = client.post("/invoke", json={"question": "What causes ocean tides?", "k": 3, "retrieval_chain": {
+            "notes": {"search_kwargs": {"k": 3}}}}).json()
+    assert len(capped["sources"]) == 2
     names = [Path(s["source"]).stem for s in body["sources"]]
     assert len(names) == 3 and "tides" not in names
     assert body["sources"][0]["label"] == f"{names[0]}.md"
