@@ -196,9 +196,13 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     """Route boost, rerank, diversify, sections, select, budget."""
     question, counter = result.question, token_counter(settings.token_counter)
     routed = [b for b in branches if b.route is not None]
-    flt = branches[0].filter if branches else settings.filter
+    # one filter every branch's filter implies: what a stage after the search adds must match all of them
+    distinct = {repr(b.filter): b.filter for b in branches}
+    flt = and_filters(*distinct.values()) if branches else settings.filter
     if routed:
         route = routed[0].route
+        if _caller_filtered(routed[0]):   # report only documents the filtered search could return
+            route = route.within(d.metadata.get(routed[0].router.key) for d, _ in fused)
         result.extras["route"] = {"values": route.values, "confident": route.confident,
                                   "scores": dict(list(route.scores.items())[:10])}
         if settings.routing in ("boost", "both"):   # on min-max normalised fused scores
@@ -226,7 +230,7 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     if caps:   # a resource's own k: at most that many of its chunks, its best ones
         scored = _capped(scored, caps)
     with _timed(result.timings, "select"):
-        context = _select(result, resources, scored, settings)
+        context = _select(result, resources, scored, settings, {b.resource: b.filter for b in branches})
     with _timed(result.timings, "budget", max_tokens=settings.max_tokens) as current:
         result.context = apply_budget(context, settings.max_tokens, counter=counter)
         current.attributes["documents"] = len(result.context)
@@ -249,6 +253,13 @@ def _capped(scored: list[tuple[Document, float]], caps: Mapping[str, int]) -> li
         if resource not in caps or taken[resource] <= caps[resource]:
             kept.append((doc, score))
     return kept
+
+
+def _caller_filtered(branch: Branch) -> bool:
+    """Whether a branch searched with a filter of the caller's (not only its route's `$in`)."""
+    route_only = branch.route is not None and branch.route.values and \
+        branch.filter == and_filters({branch.router.key: {"$in": branch.route.values}})
+    return branch.filter is not None and not route_only
 
 
 def _rerank(reranker: Any, question: str, fused: list[tuple[Document, float]],
@@ -320,8 +331,12 @@ def _rephraser(settings: RetrievalSettings, resource: Resource) -> Any:
 
 
 def _select(result: RAGResult, resources: list[Resource], scored: list[tuple[Document, float]],
-            settings: RetrievalSettings) -> list[Document]:
-    """RSE segments, expanded neighbours, or the top k, per the settings."""
+            settings: RetrievalSettings, filters: Mapping[str, dict[str, Any] | None]) -> list[Document]:
+    """RSE segments, expanded neighbours, or the top k, per the settings.
+
+    RSE and expansion read chunks back with each resource's search filter (`filters`, by resource
+    name), so they never add a chunk its search could not have returned.
+    """
     if settings.rse is None and not settings.expand:
         return [d for d, _ in scored[: settings.k]]
     by_resource: dict[str, list[tuple[Document, float]]] = {}
@@ -335,20 +350,21 @@ def _select(result: RAGResult, resources: list[Resource], scored: list[tuple[Doc
     if settings.rse is not None:
         segments = []
         for name, hits in by_resource.items():
-            for seg in relevant_segments([hits], sources[name], preset=settings.rse, **settings.rse_overrides):
+            for seg in relevant_segments([hits], sources[name], preset=settings.rse, filter=filters.get(name),
+                                         **settings.rse_overrides):
                 seg.metadata["resource"] = name
                 segments.append(seg)
         result.segments = sorted(segments, key=lambda s: -s.score)
         return segment_documents(result.segments)
-    return _expanded(scored[: settings.k], by_resource, sources, resources[0].name, settings.expand)
+    return _expanded(scored[: settings.k], by_resource, sources, resources[0].name, settings.expand, filters)
 
 
 def _expanded(ranked: list[tuple[Document, float]], by_resource: Mapping[str, Any], sources: Mapping[str, Any],
-              first: str, window: int) -> list[Document]:
+              first: str, window: int, filters: Mapping[str, dict[str, Any] | None]) -> list[Document]:
     expanded: list[Document] = []
     for name in by_resource:
         top = [d for d, _ in ranked if d.metadata.get("resource", first) == name]
-        for doc in expand_neighbours(top, sources[name], window=window):
+        for doc in expand_neighbours(top, sources[name], window=window, filter=filters.get(name)):
             doc.metadata["resource"] = name
             expanded.append(doc)
     if len(by_resource) > 1:

@@ -33,6 +33,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
+from rag.base.filters import matches_canonical, validate_filter
 from rag.indexing.neighbours import chunk_range
 
 __all__ = ["expand_neighbours", "merge_chunk_texts", "merge_windows"]
@@ -96,16 +97,22 @@ def window_document(chunks: Sequence[Document], *, hits: Sequence[Document] = ()
     return Document(page_content=merge_chunk_texts(chunks), metadata=metadata)
 
 
-def expand_neighbours(hits: Sequence[Document], source: Any, *, window: int = 2) -> list[Document]:
+def expand_neighbours(hits: Sequence[Document], source: Any, *, window: int = 2,
+                      filter: dict[str, Any] | None = None) -> list[Document]:
     """Widen every hit to +-`window` neighbouring chunks, merging overlapping windows per document.
 
     Args:
         hits: retrieved chunks, best first (with ``doc_id`` and ``chunk_index`` metadata).
         source: where to read neighbours: Chroma, PartitionedChroma or BM25Index.
         window: neighbours on each side.
+        filter: the search's portable filter: only neighbours matching it are read (hits that do
+            not match it are dropped), so expansion never widens what the search was allowed to see.
     """
     if isinstance(window, bool) or not isinstance(window, int) or window < 0:
         raise ConfigError(f"window must be a non-negative integer, got {window!r}")
+    canon = validate_filter(filter)
+    if canon is not None:
+        hits = [h for h in hits if matches_canonical(h.metadata, canon)]
     rank_of = {id(h): i for i, h in reversed(list(enumerate(hits)))}
     by_doc: dict[str, list[Document]] = {}
     order: list[tuple[str, Any]] = []   # ("doc", doc_id) or ("raw", document), in best-hit order
@@ -122,7 +129,7 @@ def expand_neighbours(hits: Sequence[Document], source: Any, *, window: int = 2)
         spans = merge_windows([(max(0, h.metadata["chunk_index"] - window), h.metadata["chunk_index"] + window + 1)
                                for h in doc_hits])
         for start, end in spans:
-            chunks = chunk_range(source, doc_id, start, end)
+            chunks = chunk_range(source, doc_id, start, end, filter=canon)
             inside = [h for h in doc_hits if start <= h.metadata["chunk_index"] < end]
             if not chunks:
                 chunks = sorted(inside, key=lambda h: h.metadata["chunk_index"])

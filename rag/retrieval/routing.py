@@ -41,7 +41,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +131,25 @@ class Route:
     values: list[Any]
     scores: dict[Any, float] = field(default_factory=dict)
     confident: bool = True
+
+    def within(self, allowed: Iterable[Any]) -> Route:
+        """This route told only about the documents in `allowed` (the key values a filtered search returned).
+
+        The router scores every card of the store; a filtered (tenant) request must not learn the
+        names of documents its filter excludes, so what is reported is cut to the documents the
+        search itself could return.
+
+        Example:
+            >>> Route(values=["a", "b"], scores={"a": 2.0, "b": 1.0, "c": 0.5}).within({"a", "c"}).values
+            ['a']
+        """
+        keep = {_key(v) for v in allowed}
+        return Route(values=[v for v in self.values if _key(v) in keep],
+                     scores={v: s for v, s in self.scores.items() if _key(v) in keep}, confident=self.confident)
+
+
+def _key(value: Any) -> Any:
+    return value if isinstance(value, Hashable) else str(value)
 
 
 class DocumentRouter:

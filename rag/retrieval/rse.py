@@ -46,6 +46,7 @@ from langchain_core.documents import Document
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.base.errors import ConfigError, removed_names
+from rag.base.filters import matches_canonical, validate_filter
 from rag.base.result import Segment
 from rag.indexing.neighbours import chunk_range
 from rag.retrieval.expansion import window_document
@@ -172,7 +173,8 @@ def _regions(lists: list[Scored], per_query: list[dict[tuple[str, int], float]],
 
 
 def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], source: Any, *,
-                      preset: str | RSEConfig = "balanced", **overrides: Any) -> list[Segment]:
+                      preset: str | RSEConfig = "balanced", filter: dict[str, Any] | None = None,
+                      **overrides: Any) -> list[Segment]:
     """Pick the best segments for one or more queries' candidate lists, across documents.
 
     Args:
@@ -180,6 +182,8 @@ def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], so
             and ``chunk_index`` metadata); or a mapping query -> list.
         source: the chunk source for segment text (Chroma, PartitionedChroma, BM25Index).
         preset: "balanced", "precision", "find_all", or an `RSEConfig`.
+        filter: the search's portable filter: candidates that do not match it are dropped and only
+            chunks matching it are read into a segment, so RSE never widens what search could see.
         **overrides: `RSEConfig` fields that replace the preset's.
 
     Returns:
@@ -187,7 +191,10 @@ def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], so
         (``pages``, ``chunk_indices``, ``hits``, the first chunk's metadata).
     """
     config = _config(preset, overrides)
+    canon = validate_filter(filter)
     lists = list(query_results.values()) if isinstance(query_results, Mapping) else list(query_results)
+    if canon is not None:
+        lists = [[(d, s) for d, s in results if matches_canonical(d.metadata, canon)] for results in lists]
     per_query = [_chunk_values(results, config) for results in lists]
     regions = _regions(lists, per_query, config)
     if regions is None:
@@ -216,11 +223,12 @@ def relevant_segments(query_results: Sequence[Scored] | Mapping[str, Scored], so
                 del cache[key]
             used += end - start
             chosen.append((d, start + offsets[d], end + offsets[d], float(total)))
-    return [_segment(source, d, start, end, score, lists) for d, start, end, score in chosen]
+    return [_segment(source, d, start, end, score, lists, canon) for d, start, end, score in chosen]
 
 
-def _segment(source: Any, doc_id: str, start: int, end: int, score: float, lists: list[Scored]) -> Segment:
-    chunks = chunk_range(source, doc_id, start, end)
+def _segment(source: Any, doc_id: str, start: int, end: int, score: float, lists: list[Scored],
+             canon: dict[str, Any] | None) -> Segment:
+    chunks = chunk_range(source, doc_id, start, end, filter=canon)
     hits = [doc for results in lists for doc, _ in results
             if doc.metadata.get("doc_id") == doc_id and start <= doc.metadata.get("chunk_index", -1) < end]
     if not chunks:

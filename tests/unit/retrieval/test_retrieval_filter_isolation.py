@@ -1,0 +1,162 @@
+"""Tenant isolation is a property of the whole pipeline, not of the search alone.
+
+For generated corpora (documents whose chunks carry different values of the filtered keys, as a
+knowledge base's do when documents share a `source` or a PDF has pages), generated portable
+filters and every retrieval setting (neighbour expansion, RSE, named sections, routing, page
+diversity, several resources with a filter each), every piece of text that reaches the context
+comes from a chunk that matches its resource's filter, and a route reports only such documents.
+The pipeline is driven through its public entries only: `rag.retrieve` and `RAG(...).chain()`.
+
+Every chunk's text holds a marker (``zq<doc>x<index>``), so text merged from neighbours or
+segments is traced back to the chunks it came from.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import chromadb
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_chroma import Chroma
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from rag import retrieve
+from rag.base.filters import matches
+from rag.core.generator import RAG
+from rag.core.resource import Resource
+from rag.retrieval.hybrid import HybridRetriever
+from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.routing import DocumentRouter
+from rag.retrieval.sections import SectionRouter
+
+MARKER = re.compile(r"zq(\d+)x(\d+)")
+WORDS = ["revenue", "costs", "growth", "risk", "tenant", "margin", "cash", "debt"]
+SECTIONS = ["Revenue", "Costs", "Risk"]
+TENANTS = ["acme", "globex"]
+_CLIENT = chromadb.EphemeralClient()
+_EMBEDDING = DeterministicFakeEmbedding(size=16)
+
+
+@st.composite
+def corpora(draw: st.DrawFn) -> list[Document]:
+    """Documents of 1-8 chunks; page, tenant and section vary from chunk to chunk within a document."""
+    chunks = []
+    for d in range(draw(st.integers(1, 4))):
+        source = f"file{draw(st.integers(0, 2))}.md"   # documents may share a source
+        for i in range(draw(st.integers(1, 8))):
+            section = draw(st.sampled_from(SECTIONS))
+            body = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6)))
+            chunks.append(Document(
+                page_content=f"{section}\nzq{d}x{i} {body}",
+                metadata={"doc_id": f"d{d}", "chunk_index": i, "source": source, "title": f"Report {source}",
+                          "page": draw(st.integers(0, 2)), "tenant": draw(st.sampled_from(TENANTS)),
+                          "section": section}))
+    return chunks
+
+
+_conditions = st.one_of(
+    st.builds(lambda v: {"page": v}, st.integers(0, 2)),
+    st.builds(lambda v: {"tenant": v}, st.sampled_from(TENANTS)),
+    st.builds(lambda v: {"section": {"$in": v}}, st.lists(st.sampled_from(SECTIONS), min_size=1, max_size=2)),
+    st.builds(lambda v: {"page": {"$gte": v}}, st.integers(0, 2)),
+    st.builds(lambda v: {"page": {"$ne": v}}, st.integers(0, 2)),
+    st.builds(lambda v: {"tenant": {"$nin": [v]}}, st.sampled_from(TENANTS)),
+)
+filters = st.recursive(_conditions, lambda inner: st.one_of(
+    st.builds(lambda a, b: {"$and": [a, b]}, inner, inner),
+    st.builds(lambda a, b: {"$or": [a, b]}, inner, inner),
+    st.builds(lambda a: {"$not": a}, inner)), max_leaves=3)
+
+
+@st.composite
+def pipeline_settings(draw: st.DrawFn, chunks: list[Document]) -> dict[str, Any]:
+    chosen: dict[str, Any] = {"k": draw(st.integers(1, 6)), "fetch_k": draw(st.integers(1, 20)),
+                              "max_tokens": None, "token_counter": "approx"}
+    select = draw(st.sampled_from(["top_k", "expand", "rse"]))
+    if select == "expand":
+        chosen["expand"] = draw(st.integers(1, 3))
+    elif select == "rse":
+        chosen["rse"] = draw(st.sampled_from(["balanced", "precision", "find_all"]))
+    if draw(st.booleans()):
+        chosen["sections"] = SectionRouter(chunks, min_score=0.1)
+        chosen["section_at"] = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        chosen["router"] = DocumentRouter.from_documents(chunks, key="source", fields=["source", "title"])
+        chosen["routing"] = draw(st.sampled_from(["filter", "boost", "both"]))
+    if draw(st.booleans()):
+        chosen["page_diversity"] = 0.3
+    return chosen
+
+
+def _resource(kind: str, name: str, chunks: list[Document]) -> Resource:
+    if kind == "bm25":
+        return Resource.from_retriever(name, BM25Retriever.from_documents(chunks))
+    store = Chroma(client=_CLIENT, collection_name=f"iso-{uuid.uuid4().hex}", embedding_function=_EMBEDDING,
+                   collection_metadata={"hnsw:space": "cosine"})
+    store.add_documents(chunks, ids=[f"{c.metadata['doc_id']}-{c.metadata['chunk_index']}" for c in chunks])
+    if kind == "chroma":
+        return Resource.from_retriever(name, store.as_retriever())
+    return Resource.from_retriever(name, HybridRetriever(vectorstore=store, bm25=BM25Index.from_documents(chunks)))
+
+
+def _assert_isolated(context: list[Document], chunks: list[Document], allowed: dict[str, dict[str, Any]]) -> None:
+    """Every marker in the context names a chunk matching the filter of the resource it came from."""
+    by_marker = {f"zq{c.metadata['doc_id'][1:]}x{c.metadata['chunk_index']}": c for c in chunks}
+    for doc in context:
+        # a chunk promoted by a section router carries no resource tag: it must match every filter
+        flts = [allowed[doc.metadata["resource"]]] if "resource" in doc.metadata else list(allowed.values())
+        found = MARKER.findall(doc.page_content)
+        assert found, doc.page_content
+        for d, i in found:
+            chunk = by_marker[f"zq{d}x{i}"]
+            assert all(matches(chunk.metadata, flt) for flt in flts), (flts, chunk.metadata, doc.metadata)
+
+
+_slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
+@given(data=st.data(), chunks=corpora(), flt=filters, kind=st.sampled_from(["bm25", "chroma", "hybrid"]),
+       question=st.lists(st.sampled_from(WORDS + SECTIONS), min_size=1, max_size=4).map(" ".join))
+def test_retrieve_returns_only_chunks_matching_the_filter(data, chunks, flt, kind, question):
+    options = data.draw(pipeline_settings(chunks))
+    resource = _resource(kind, "docs", chunks)
+    result = retrieve(question, resource, filter=flt, **options)
+    _assert_isolated(result.context, chunks, {"docs": flt})
+    for segment in result.segments or []:
+        assert all(matches(c.metadata, flt) for c in chunks if c.metadata["doc_id"] == segment.doc_id
+                   and c.metadata["chunk_index"] in segment.metadata["chunk_indices"])
+    route = result.extras.get("route")
+    if route is not None:
+        visible = {c.metadata["source"] for c in chunks if matches(c.metadata, flt)}
+        assert set(route["values"]) <= visible and set(route["scores"]) <= visible, (route, visible)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=_slow_ok)
+@given(data=st.data(), chunks=corpora(), first=filters, second=filters,
+       question=st.lists(st.sampled_from(WORDS + SECTIONS), min_size=1, max_size=4).map(" ".join))
+def test_a_chain_over_several_resources_keeps_each_resource_filter(data, chunks, first, second, question):
+    """Two resources over the same chunks, a per-request filter each, through `RAG(...).chain()`."""
+    options = data.draw(pipeline_settings(chunks))
+    options.pop("router", None), options.pop("routing", None)
+    resources = [_resource("bm25", "a", chunks), _resource("chroma", "b", chunks)]
+    chain = RAG(resources=resources, retrieval=options).chain()
+    request = {"a": {"search_kwargs": {"filter": first}}, "b": {"search_kwargs": {"filter": second}}}
+    out = chain.invoke(question, config={"configurable": {"retrieval_chain": request}})
+    _assert_isolated(out["context"], chunks, {"a": first, "b": second})
+
+
+def test_the_reported_case_expand_two_with_a_page_filter_returns_page_zero_only():
+    """`expand: 2`, `filter: {"page": 0}` on a document whose pages alternate returned page-1 text."""
+    chunks = [Document(page_content=f"zq0x{i} revenue growth", metadata={"doc_id": "d0", "chunk_index": i,
+                                                                          "source": "a.pdf", "page": i % 2})
+              for i in range(6)]
+    for kind in ("bm25", "chroma", "hybrid"):
+        result = retrieve("revenue", _resource(kind, "docs", chunks), filter={"page": 0}, expand=2, k=3,
+                          max_tokens=None, token_counter="approx")
+        assert result.context
+        _assert_isolated(result.context, chunks, {"docs": {"page": 0}})
