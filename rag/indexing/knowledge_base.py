@@ -72,7 +72,7 @@ from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import collection_name, open_client, open_collection
+from rag.stores.chroma import collection_name, open_client, open_collection, store_files as chroma_store_files
 from rag.stores.chunk_store import ChromaChunkStore, ChunkStore, VectorStoreChunks
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
@@ -242,8 +242,7 @@ class KnowledgeStore:
         if self._collection is None:
             if not self.exists:
                 raise missing_knowledge_base(self.name, self.directory)
-            refuse_symlinks([self.directory / name for name in ("chroma.sqlite3", "chroma.sqlite3-wal",
-                                                                   "chroma.sqlite3-shm", "chroma.sqlite3-journal")])
+            refuse_symlinks(chroma_store_files(self.directory))   # database and segment folders
             self._collection = open_collection(self.client, self.manifest.store.collection)
         return self._collection
 

@@ -8,7 +8,10 @@ it is trusted to be what its name says:
 - `refuse_symlinks` raises `StoreError` for store files (records, caches, Chroma's database)
   that are symlinks, before SQLite or Chroma open them and follow the link;
 - `write_atomic` writes a file through a temporary file opened without following links and
-  renames it into place;
+  renames it into place (and fsyncs it);
+- `store_child` checks a name read from a store's own file (a pointer such as `bm25.json`'s
+  `directory`) before joining it: one plain path component of an expected form, naming an
+  entry directly inside the store that is not a symlink, so nothing a store says leads outside it;
 - `store_write_error` turns an `OSError`, a `sqlite3.Error` or a Chroma error raised while
   writing into a `StoreError` that names the cause (full disk, damaged file) and the fix.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -33,7 +37,7 @@ from pathlib import Path
 
 from rag.base.errors import StoreError
 
-__all__ = ["DISK_FULL_ERRNOS", "open_nofollow", "refuse_symlinks", "store_write_error", "write_atomic"]
+__all__ = ["DISK_FULL_ERRNOS", "open_nofollow", "refuse_symlinks", "store_child", "store_write_error", "write_atomic"]
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _SQLITE_FULL = ("database or disk is full", "disk i/o error", "no space left")
@@ -51,6 +55,44 @@ def refuse_symlinks(paths: Iterable[str | Path]) -> None:
             raise StoreError(f"{path} is a symlink (to {os.readlink(path)!r}); rag does not follow symlinks inside a "
                              "store, so that a store copied from elsewhere cannot make it write other files. "
                              "Remove the link (rm it) and run again")
+
+
+def store_child(home: str | Path, name: object, *, pattern: str, what: str) -> Path:
+    """`home / name` for a `name` read from one of the store's own files, checked to stay inside `home`.
+
+    `name` must be a string matching `pattern` in full (one path component: no separator, no
+    ``..``, not absolute), and the entry it names must not be a symlink; the path is also checked
+    after resolving, so no spelling reaches outside `home`.
+
+    Example:
+        >>> import tempfile
+        >>> home = Path(tempfile.mkdtemp())
+        >>> store_child(home, "bm25-x1", pattern=r"bm25-[A-Za-z0-9_]+", what="BM25 folder").name
+        'bm25-x1'
+        >>> try:
+        ...     store_child(home, "../other/bm25-x1", pattern=r"bm25-[A-Za-z0-9_]+", what="BM25 folder")
+        ... except StoreError as err:
+        ...     print("is not a name of the form" in str(err))
+        True
+
+    Raises:
+        StoreError: the name is not of the expected form, or names a symlink or a path outside `home`.
+    """
+    home = Path(home)
+    text = name if isinstance(name, str) else None
+    if text is None or not re.fullmatch(pattern, text) or text in (".", "..") or "/" in text or "\\" in text \
+            or "\0" in text:
+        raise StoreError(f"the {what} named in the store ({str(name)[:80]!r}) is not a name of the form {pattern} "
+                         f"inside {home}: the store file naming it was edited or damaged")
+    path = home / text
+    refuse_symlinks([path])
+    try:
+        inside = path.resolve().parent == home.resolve()
+    except (OSError, RuntimeError) as exc:
+        raise StoreError(f"the {what} {path} cannot be resolved ({type(exc).__name__})") from exc
+    if not inside:
+        raise StoreError(f"the {what} {path} is not inside {home}: the store file naming it was edited or damaged")
+    return path
 
 
 def open_nofollow(path: str | Path, flags: int, mode: int = 0o644) -> int:
@@ -88,6 +130,8 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -11,7 +11,8 @@ ids) and of the BM25 settings: any indexing run that changes a chunk changes it,
 index is then built again on first use. An index is saved only when the records did not change
 while its chunks were read (a writer may run meanwhile), and a knowledge base that cannot be
 written (a read-only copy) is searched with an index built in memory. A saved index that cannot
-be read is built again.
+be read is built again, and so is one whose pointer names anything but a `bm25-*` folder of this
+knowledge base (an absolute path, ``../``, a symlink): a store file never leads outside its store.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -38,6 +39,7 @@ from typing import Any
 
 from rag.base.errors import StoreError
 from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.store_files import refuse_symlinks, store_child
 from rag.retrieval.lexical import BM25Index
 
 __all__ = ["BM25_POINTER", "knowledge_base_bm25", "records_fingerprint"]
@@ -46,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 #: the file under the knowledge base's folder naming the saved index and the state it was built from
 BM25_POINTER = "bm25.json"
+#: a pointer is a fingerprint and a folder name: anything larger is not one
+MAX_POINTER_BYTES = 4096
+_FOLDER = r"bm25-[A-Za-z0-9_]{1,64}"
 
 
 def records_fingerprint(kb: KnowledgeStore, settings: Mapping[str, Any]) -> str:
@@ -70,16 +75,29 @@ def knowledge_base_bm25(kb: KnowledgeStore, settings: Mapping[str, Any]) -> BM25
 
 
 def _load(kb: KnowledgeStore, fingerprint: str) -> BM25Index | None:
+    """The saved index when `bm25.json` is current and names a folder of this knowledge base; else None.
+
+    `bm25.json` is data from the store: its `directory` must be one `bm25-*` name directly inside
+    the knowledge base's folder, not a symlink (`store_child`); anything else, like a damaged or
+    inconsistent index, is a cache miss and the index is built again (and saved over it).
+    """
     pointer = kb.home / BM25_POINTER
     try:
-        saved = json.loads(pointer.read_text(encoding="utf-8"))
-        if saved.get("fingerprint") != fingerprint:
+        refuse_symlinks([pointer])
+        with pointer.open("rb") as fh:
+            raw = fh.read(MAX_POINTER_BYTES + 1)
+        if len(raw) > MAX_POINTER_BYTES:
+            raise StoreError(f"{pointer} is larger than {MAX_POINTER_BYTES:,} bytes")
+        saved = json.loads(raw.decode("utf-8"))
+        if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint:
             return None
-        return BM25Index.load(kb.home / str(saved["directory"]))
+        folder = store_child(kb.home, saved.get("directory"), pattern=_FOLDER, what="saved BM25 index folder")
+        return BM25Index.load(folder)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, StoreError) as exc:
-        logger.warning("the saved BM25 index of %r cannot be read (%s): building it again", kb.name, exc)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, StoreError) as exc:
+        logger.warning("the saved BM25 index of %r cannot be read (%s): building it again", kb.name,
+                       str(exc)[:300])
         return None
 
 

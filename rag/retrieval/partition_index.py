@@ -57,6 +57,8 @@ class PartitionIndex:
         if cache_bytes < 0:
             raise ConfigError(f"cache_bytes must be >= 0, got {cache_bytes}")
         self.directory = Path(directory) if directory is not None else None
+        if self.directory is not None:   # a linked partitions folder would read and write another store's files
+            refuse_symlinks([self.directory.parent, self.directory])
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[str, Partition] = OrderedDict()
         self._cached_bytes = 0

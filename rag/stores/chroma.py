@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -71,6 +72,25 @@ def content_id(doc: Document) -> str:
     """A stable id from a document's text and metadata (re-adding the same chunk never duplicates it)."""
     payload = json.dumps([doc.page_content, doc.metadata], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+_SEGMENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def store_files(directory: str | Path) -> list[Path]:
+    """The paths Chroma reads in a persistent store directory: its database and every segment folder
+    (named by a UUID) with the files in it, for `refuse_symlinks` before a client opens them."""
+    root = Path(directory)
+    paths = [root / f"chroma.sqlite3{end}" for end in ("", "-wal", "-shm", "-journal")]
+    try:
+        segments = [p for p in root.iterdir() if _SEGMENT.fullmatch(p.name)]
+    except OSError:
+        return paths
+    for segment in segments:
+        paths.append(segment)
+        if segment.is_dir() and not segment.is_symlink():
+            paths.extend(segment.iterdir())
+    return paths
 
 
 def open_client(path: str | Path | None = None) -> Any:

@@ -78,6 +78,27 @@ def test_store_files_that_are_symlinks_are_refused_naming_the_file(tmp_path, rel
     assert victim.read_bytes() == b"precious"
 
 
+@pytest.mark.parametrize("what", ["segment folder", "segment file"])
+def test_a_chroma_segment_that_is_a_symlink_is_refused(tmp_path, what):
+    """A segment folder (or a file in it) linked to another store's would search that store's vectors."""
+    store, other = tmp_path / "store", tmp_path / "other"
+    _filled(store).close()
+    _filled(other, text="Rome is in Italy.").close()
+    (segment,) = [p for p in store.iterdir() if p.is_dir() and p.name != "kb"]
+    (foreign,) = [p for p in other.iterdir() if p.is_dir() and p.name != "kb"]
+    if what == "segment folder":
+        os.rename(segment, tmp_path / "moved")
+        segment.symlink_to(foreign, target_is_directory=True)
+        name = segment.name
+    else:
+        victim = segment / "header.bin"
+        victim.unlink()
+        victim.symlink_to(foreign / "header.bin")
+        name = victim.name
+    with pytest.raises(StoreError, match=f"{name} is a symlink"):
+        _kb(store).get_documents()
+
+
 def test_planted_temporary_manifest_link_is_not_written_through(tmp_path):
     store = tmp_path / "store"
     kb = _filled(store)
