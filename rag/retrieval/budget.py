@@ -17,6 +17,13 @@ Token counting (`TokenCounter`) uses the same tokenizers as chunking (`rag.index
 - ``"chars"``: one token per 4 characters (`CharTokenCounter`), the usual rule of thumb for
   English and the protocol of benchmarks that fix the context in characters (FinanceBench).
 
+Whatever the counter, a budget also bounds characters: `apply_budget` counts at least one token
+per `MAX_CHARS_PER_TOKEN` characters (`CharBounded`). A word-piece tokenizer maps a word over 100
+characters to one ``[UNK]``, so base64, minified code, long URLs or a chunk without spaces would
+otherwise count as a token or two; with the bound, ``max_tokens`` holds at most
+``MAX_CHARS_PER_TOKEN * max_tokens`` characters of any text (32,000 for the default 4,000), while
+ordinary text (about 4-5 characters per token) is counted exactly as before.
+
 Any object with ``count(text) -> int``, ``truncate(text, max_tokens) -> str`` and a ``name`` is a
 token counter too (`TokenCount`), e.g. one wrapping the tokenizer of the model that reads the
 context; `token_counter(value)` turns a name or such an object into the counter to use.
@@ -45,9 +52,12 @@ from rag.indexing.tokens import (
     default_tokenizer,
 )
 
-__all__ = ["TOKEN_COUNTERS", "CharTokenCounter", "TokenCount", "TokenCounter", "apply_budget", "token_counter"]
+__all__ = ["MAX_CHARS_PER_TOKEN", "TOKEN_COUNTERS", "CharBounded", "CharTokenCounter", "TokenCount", "TokenCounter",
+           "apply_budget", "token_counter"]
 
 TOKEN_COUNTERS = ("auto", "minilm", "approx", "chars")
+#: the most characters a budget lets one token stand for (English runs at 4-5 per MiniLM token)
+MAX_CHARS_PER_TOKEN = 8
 
 
 @runtime_checkable
@@ -86,6 +96,43 @@ class CharTokenCounter:
             return text
         cut = text[: max(0, 4 * max_tokens)]
         return cut.rsplit(" ", 1)[0] if " " in cut else cut
+
+
+class CharBounded:
+    """A token counter that counts at least one token per `chars_per_token` characters.
+
+    Example:
+        >>> bounded = CharBounded(TokenCounter("approx"))
+        >>> bounded.count("a" * 1600) >= 200, len(bounded.truncate("b" * 1600, 10)) <= 80
+        (True, True)
+    """
+
+    def __init__(self, inner: TokenCount, chars_per_token: int = MAX_CHARS_PER_TOKEN) -> None:
+        self.inner, self.chars_per_token = inner, chars_per_token
+        self.name = inner.name
+
+    def count(self, text: str) -> int:
+        """The inner count, or ``ceil(len(text) / chars_per_token)`` when that is more."""
+        return max(self.inner.count(text), -(-len(text) // self.chars_per_token))
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The inner counter's truncation of `text` cut to ``chars_per_token * max_tokens`` characters
+        (at a space when one is in the second half); a prefix cut inside a word when no whole word fits."""
+        if self.count(text) <= max_tokens:
+            return text
+        limit = max(0, max_tokens * self.chars_per_token)
+        if len(text) > limit:
+            cut = text[:limit]
+            space = cut.rfind(" ")
+            text = cut[:space] if space > limit // 2 else cut
+        kept = self.inner.truncate(text, max_tokens)
+        if kept or not text:
+            return kept if self.count(kept) <= max_tokens else ""
+        lo, hi = 0, len(text)   # one word longer than the budget: the longest prefix that fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.count(text[:mid]) <= max_tokens else (lo, mid - 1)
+        return text[:lo]
 
 
 def token_counter(value: str | Any = "auto") -> TokenCount:
@@ -151,10 +198,12 @@ def apply_budget(docs: Sequence[Document], max_tokens: int | None, *, counter: T
     """Keep documents in order within `max_tokens` (None: no limit); see the module docstring.
 
     Returns copies with ``metadata["tokens"]``; a cut document also gets ``metadata["truncated"] = True``.
+    Tokens are counted by `counter` bounded by characters (`CharBounded`), so the documents kept
+    hold at most ``MAX_CHARS_PER_TOKEN * max_tokens`` characters, whatever their words.
     """
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise ConfigError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
-    counter = counter or TokenCounter()
+    counter = CharBounded(counter or TokenCounter())
     out: list[Document] = []
     used = 0
     for doc in docs:

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
-from rag.retrieval.budget import TokenCounter, apply_budget
+from rag.retrieval.budget import MAX_CHARS_PER_TOKEN, TokenCounter, apply_budget, token_counter
 
 PROSE = ("In fiscal 2023 Acme's total revenue was $4.9 billion, up 17% from 2022. Gross margin fell to 38% "
          "because steel prices rose sharply. Capital expenditure was $520 million, including a plant in Mexico.")
@@ -56,3 +58,55 @@ def test_bad_budget_and_counter_are_rejected():
         apply_budget([], 0)
     with pytest.raises(ConfigError, match="valid: auto, minilm, approx"):
         TokenCounter("tiktoken")
+
+
+# ---------------------------------------------------------------- characters are bounded too (long words)
+_ALPHABETS = {"base64": "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=",
+              "code": "abcdefghijklmnopqrstuvwxyz(){};=.,+-*/<>!&|'\"",
+              "url": "abcdefghijklmnopqrstuvwxyz0123456789/:?&=%.-_#",
+              "unicode": "αβγδεζηθλμνξπρστφχψωабвгдеёжзийклмн漢字仮名"}
+
+
+@st.composite
+def _long_word_texts(draw: st.DrawFn) -> str:
+    """Text made of generated long words (base64, minified code, URLs, other scripts) and some prose."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        alphabet = _ALPHABETS[draw(st.sampled_from(sorted(_ALPHABETS)))]
+        parts.append(draw(st.text(alphabet=alphabet, min_size=1, max_size=3000)))
+        if draw(st.booleans()):
+            parts.append(PROSE[: draw(st.integers(0, len(PROSE)))])
+    return draw(st.sampled_from([" ", "", "\n"])).join(parts)
+
+
+@settings(max_examples=120, deadline=None)
+@given(texts=st.lists(_long_word_texts(), min_size=1, max_size=12), max_tokens=st.integers(1, 600),
+       method=st.sampled_from(["approx", "chars"]))
+def test_a_budget_bounds_the_characters_of_any_words(texts, max_tokens, method):
+    docs = [Document(page_content=t) for t in texts]
+    out = apply_budget(docs, max_tokens, counter=token_counter(method), min_tokens=1)
+    assert sum(len(d.page_content) for d in out) <= MAX_CHARS_PER_TOKEN * max_tokens
+    assert sum(d.metadata["tokens"] for d in out) <= max_tokens
+    assert all(d.page_content for d in out)
+
+
+@pytest.mark.integration
+@settings(max_examples=25, deadline=None)
+@given(texts=st.lists(_long_word_texts(), min_size=1, max_size=8), max_tokens=st.integers(1, 600))
+def test_a_minilm_budget_bounds_the_characters_of_long_words(texts, max_tokens):
+    """MiniLM counts a word over 100 characters as one [UNK]: the reported case (64 chunks under 4,000)."""
+    out = apply_budget([Document(page_content=t) for t in texts], max_tokens, counter=TokenCounter("minilm"),
+                       min_tokens=1)
+    assert sum(len(d.page_content) for d in out) <= MAX_CHARS_PER_TOKEN * max_tokens
+
+
+def test_the_reported_case_64_chunks_of_1600_characters_do_not_fit_in_4000_tokens():
+    docs = [Document(page_content="x" * 1600, metadata={"n": i}) for i in range(64)]
+    out = apply_budget(docs, 4000, counter=TokenCounter("auto"))
+    assert sum(len(d.page_content) for d in out) <= 32_000 and len(out) <= 20
+
+
+def test_ordinary_prose_is_counted_by_the_tokenizer_alone():
+    counter = TokenCounter("approx")
+    (doc,) = apply_budget([Document(page_content=PROSE)], 4000, counter=counter)
+    assert doc.metadata["tokens"] == counter.count(PROSE)
