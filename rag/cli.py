@@ -278,6 +278,18 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
 
+def _allow_bound_host(server: Any, host: str) -> None:
+    """Answer the address the server is bound to; say so when clients' names must be configured."""
+    allowed = server.allowed_hosts
+    if "*" in allowed:
+        return
+    if host in ("0.0.0.0", "::", ""):
+        print(f"rag serve: note: only requests addressed to {', '.join(allowed)} are answered (DNS rebinding "
+              "protection); list the names clients use in server.allowed_hosts", file=sys.stderr)
+    elif host.lower().strip("[]") not in allowed:
+        allowed.append(host.lower().strip("[]"))
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import os
 
@@ -298,6 +310,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.host not in _LOOPBACK and not os.environ.get(config.server.auth_token_env):
         print(f"rag serve: warning: listening on {args.host} without a token; set {config.server.auth_token_env} "
               "to require 'Authorization: Bearer <token>'", file=sys.stderr)
+    _allow_bound_host(config.server, args.host)
     print(f"rag serve: building {args.config} ...", file=sys.stderr)
     app = create_app(RAG.from_config(config), settings=config.server, title=f"rag: {Path(args.config).stem}",
                      source_roots=source_roots(config))

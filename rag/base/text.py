@@ -18,7 +18,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-__all__ = ["STOP_WORDS", "idf_weights", "lexical_overlap", "split_sentences", "tokenize"]
+from rag.base.errors import InputError
+
+__all__ = ["STOP_WORDS", "check_unicode", "idf_weights", "lexical_overlap", "split_sentences", "tokenize"]
 
 STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -34,6 +36,23 @@ _WORD = re.compile(r"[^\W_]+(?:[.,'][^\W_]+)*", re.UNICODE)
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$€£])")
+
+
+def check_unicode(text: str, what: str) -> str:
+    """`text` if it is valid Unicode (encodable as UTF-8); else an `InputError` naming `what` and the position.
+
+    JSON may carry a lone surrogate (``"\\ud800"``) that no encoder can write back out.
+
+    Example:
+        >>> check_unicode("ok", "question")
+        'ok'
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{what} is not valid Unicode (a lone surrogate at position {exc.start}); "
+                         "send UTF-8 text") from None
+    return text
 
 
 @lru_cache(maxsize=1)

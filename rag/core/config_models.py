@@ -142,6 +142,11 @@ class GenerationConfig(StrictModel):
                 if v is not None}
 
 
+#: the names a local server answers to by default (`ServerConfig.allowed_hosts`)
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+_HOST_NAME = re.compile(r"\[?[A-Za-z0-9_.:-]{1,253}\]?")
+
+
 class ServerConfig(StrictModel):
     """Settings of `rag serve`.
 
@@ -154,8 +159,15 @@ class ServerConfig(StrictModel):
         max_batch: the most questions in one `/batch` call.
         max_request_bytes: the largest request body accepted.
         max_question_chars: the longest question accepted.
+        max_conversation_chars: the most characters a `/v1/chat/completions` conversation may hold
+            in all its messages (the question is also held to `max_question_chars`).
         support_scoring: how `/stream` scores each answer sentence's support: `semantic`
             (lexical overlap plus MiniLM similarity) or `lexical` (no embedding model).
+        allowed_hosts: the host names requests may address (their `Host` header, without the
+            port); others get 400, so a web page cannot reach a local server through a DNS
+            rebinding domain. Loopback names by default; `"*"` allows any (behind a proxy that checks).
+        public_docs: serve `/openapi.json` and `/docs` without the token (with a token set they
+            need it by default; without a token they are open like every route).
     """
 
     auth_token_env: str = "RAG_API_TOKEN"
@@ -165,7 +177,19 @@ class ServerConfig(StrictModel):
     max_batch: int = Field(default=16, ge=1, le=1000)
     max_request_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     max_question_chars: int = Field(default=2000, ge=1, le=100_000)
+    max_conversation_chars: int = Field(default=16_000, ge=1, le=1_000_000)
     support_scoring: Literal["semantic", "lexical"] = "semantic"
+    allowed_hosts: list[str] = Field(default_factory=lambda: list(LOOPBACK_HOSTS), min_length=1)
+    public_docs: bool = False
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, hosts: list[str]) -> list[str]:
+        bad = [h for h in hosts if h != "*" and not _HOST_NAME.fullmatch(h)]
+        if bad:
+            raise ValueError(f"{bad} are not host names (write names or addresses without scheme or port, "
+                             "e.g. 'localhost', 'rag.example.com', '10.0.0.5', '::1'; '*' allows any)")
+        return [h.lower().strip("[]") for h in hosts]
 
     @field_validator("auth_token_env")
     @classmethod

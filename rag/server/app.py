@@ -32,7 +32,7 @@ from rag.base.errors import MissingDependencyError
 from rag.base.version import __version__
 
 try:
-    from fastapi import FastAPI
+    from fastapi import Depends, FastAPI
     from fastapi.responses import JSONResponse
 except ImportError as _exc:  # the server is an optional extra
     raise MissingDependencyError.for_extra("fastapi", "server", "rag serve") from _exc
@@ -41,9 +41,7 @@ from rag.core.config import load_config
 from rag.core.config_models import ServerConfig
 from rag.core.generator import RAG
 from rag.server.events import error_body
-from rag.server.guard import (
-    InternalErrorMiddleware,
-)
+from rag.server.guard import HostCheckMiddleware, InternalErrorMiddleware
 from rag.server.openai_compat import openai_router
 from rag.server.routes import (
     STATIC_DIR,
@@ -121,19 +119,20 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
             default `k` is over `max_k`.
     """
     server = Served.build(rag, settings or ServerConfig(), source_roots)
-    app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None,
+    app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
                   description="Retrieval-augmented generation over the configured resources.")
-    _add_offline_docs(app)
+    _add_offline_docs(app, [] if server.settings.public_docs else [Depends(server.check_token)])
     app.state.rag = rag
     app.state.settings = server.settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.settings.max_request_bytes)
-    app.add_middleware(InternalErrorMiddleware)  # outermost of ours: nothing escapes to poison the connection
-    add_error_handlers(app)
+    app.add_middleware(InternalErrorMiddleware)  # nothing escapes to poison the connection
+    app.add_middleware(HostCheckMiddleware, allowed=server.settings.allowed_hosts)   # outermost: DNS rebinding
+    add_error_handlers(app, server.paths)
     add_page_and_meta_routes(app, server)
     add_query_routes(app, server)
     add_stream_route(app, server)
     app.include_router(openai_router(models or {"rag": rag}, settings=server.settings, auth=server.check_token,
-                                     support_embedding=server.support_embedding))
+                                     support_embedding=server.support_embedding, paths=server.paths))
     return app
 
 
@@ -150,8 +149,9 @@ def source_roots(config: Any) -> dict[str, list[str]]:
     return {spec.name: list(spec.index.paths) for spec in config.resources if getattr(spec, "index", None)}
 
 
-def _add_offline_docs(app: FastAPI) -> None:
-    """Serve the Swagger UI at /docs from the swagger-ui-bundle wheel, so it works without internet.
+def _add_offline_docs(app: FastAPI, auth: list[Any]) -> None:
+    """Serve `/openapi.json` and the Swagger UI at /docs (from the swagger-ui-bundle wheel, so it works
+    without internet), behind `auth` (the token, unless `server.public_docs`).
 
     FastAPI's default page loads its scripts from a CDN; without the wheel we fall back to it.
     """
@@ -167,7 +167,11 @@ def _add_offline_docs(app: FastAPI) -> None:
         app.mount("/docs-static", StaticFiles(directory=str(swagger_ui_path)), name="docs-static")
         js, css = "/docs-static/swagger-ui-bundle.js", "/docs-static/swagger-ui.css"
 
-    @app.get("/docs", include_in_schema=False)
+    @app.get("/openapi.json", include_in_schema=False, dependencies=auth)
+    async def openapi() -> Any:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=auth)
     async def swagger_ui() -> Any:
-        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - API",
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - API",
                                    swagger_js_url=js, swagger_css_url=css, swagger_favicon_url="data:,")

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi.responses import JSONResponse
 
+from rag.base.errors import short_repr
 from rag.server.events import error_body
 
-__all__ = ["INTERNAL_ERROR_MESSAGE", "MAX_LOG_CHARS", "InternalErrorMiddleware", "bounded_traceback", "log_failure"]
+__all__ = ["INTERNAL_ERROR_MESSAGE", "MAX_LOG_CHARS", "HostCheckMiddleware", "InternalErrorMiddleware",
+           "bounded_traceback", "host_name", "log_failure"]
 
 logger = logging.getLogger("rag.server.app")
 #: The longest log record one failed request adds.
@@ -72,3 +75,46 @@ class InternalErrorMiddleware:
             if not started:  # once a response has begun, the server can only end the connection
                 response = JSONResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), status_code=500)
                 await response(scope, receive, send)
+
+
+def host_name(header: str) -> str:
+    """The host name of a `Host` header: lowercased, without the port or IPv6 brackets.
+
+    Example:
+        >>> host_name("LocalHost:8000"), host_name("[::1]:8000"), host_name("127.0.0.1")
+        ('localhost', '::1', '127.0.0.1')
+    """
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header if header.count(":") > 1 else header.split(":", 1)[0]
+
+
+class HostCheckMiddleware:
+    """Refuse requests whose `Host` is not an allowed name (ASGI): no DNS rebinding to a local server.
+
+    A web page the operator opens can make the browser send requests to ``evil.example``, which
+    its DNS then points at 127.0.0.1; the browser treats the answers as the page's own. The page
+    cannot choose the `Host` header, so a server that answers only its own names is out of reach.
+    """
+
+    def __init__(self, app: Any, allowed: Sequence[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(allowed)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or "*" in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        raw = dict(scope.get("headers") or []).get(b"host", b"")
+        host = host_name(raw.decode("latin-1"))
+        if host in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        shown = short_repr(host) if host else "(none)"
+        message = (f"the host {shown} is not served here; allowed: {', '.join(sorted(self.allowed))} "
+                   "(server.allowed_hosts in the config)")
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await JSONResponse(error_body("host_not_allowed", message), status_code=400)(scope, receive, send)

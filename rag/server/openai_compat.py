@@ -26,11 +26,10 @@ Example:
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -38,9 +37,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import get_callback_manager_for_config
+from pydantic import Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.base.errors import ConfigError, FilterError, InputError, RagError
+from rag.base.errors import ConfigError, InputError
 from rag.base.tracing import tracing_callbacks
 from rag.core.config_models import ServerConfig
 from rag.generation.chat import ConversationalRAG
@@ -53,22 +53,15 @@ from rag.server.openai_schemas import (
     question_and_history,
     rag_extension,
 )
+from rag.server.errors import classify
+from rag.server.paths import SourcePaths
 from rag.server.schemas import QueryRequest, request_configurable
 
 __all__ = ["OpenAIRoute", "openai_router"]
 
-logger = logging.getLogger(__name__)
 _OWNER = "rag"
 _HTTP_KINDS = {401: ("authentication_error", "unauthorized"), 404: ("not_found_error", "not_found"),
                405: ("invalid_request_error", "method_not_allowed")}
-
-
-def _rag_error_status(exc: RagError) -> tuple[int, str, str]:
-    """(status, OpenAI error type, code) of a library error."""
-    for cls, code in ((FilterError, "filter_error"), (ConfigError, "invalid_setting"), (InputError, "invalid_input")):
-        if isinstance(exc, cls):
-            return 422, "invalid_request_error", code
-    return 500, "server_error", "rag_error"
 
 
 def _validation_error(exc: RequestValidationError) -> JSONResponse:
@@ -88,8 +81,9 @@ def _validation_error(exc: RequestValidationError) -> JSONResponse:
                                      param=param), status_code=422)
 
 
-def error_response(exc: Exception) -> JSONResponse:
-    """OpenAI's error shape for anything a route raised (see the module docstring)."""
+def error_response(exc: Exception, paths: SourcePaths | None = None) -> JSONResponse:
+    """OpenAI's error shape for anything a route raised; status, code and message as on every route
+    (`rag.server.errors.classify`: a 5xx says nothing but `internal error; see the server log`)."""
     if isinstance(exc, RequestValidationError):
         return _validation_error(exc)
     if isinstance(exc, StarletteHTTPException):
@@ -97,18 +91,15 @@ def error_response(exc: Exception) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
         return JSONResponse(openai_error(str(exc.detail), kind=kind, code=code), status_code=exc.status_code,
                             headers=headers)
-    if isinstance(exc, RagError):
-        status, kind, code = _rag_error_status(exc)
-        if status >= 500:
-            logger.exception("request failed", exc_info=exc)
-        return JSONResponse(openai_error(str(exc), kind=kind, code=code), status_code=status)
-    logger.exception("unhandled error in an OpenAI-compatible route", exc_info=exc)
-    return JSONResponse(openai_error("internal error; see the server log", kind="server_error", code="internal_error"),
-                        status_code=500)
+    failure = classify(exc, where="OpenAI-compatible request failed", paths=paths)
+    kind = "invalid_request_error" if failure.status < 500 else "server_error"
+    return JSONResponse(openai_error(failure.message, kind=kind, code=failure.kind), status_code=failure.status)
 
 
 class OpenAIRoute(APIRoute):
     """A route whose errors (auth, validation, library, crash) get OpenAI's error shape."""
+
+    paths: ClassVar[SourcePaths | None] = None   # how paths in messages are shown (set per router)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -117,7 +108,7 @@ class OpenAIRoute(APIRoute):
             try:
                 return await handler(request)
             except Exception as exc:  # every failure becomes an OpenAI-shaped response
-                return error_response(exc)
+                return error_response(exc, self.paths)
 
         return handle
 
@@ -132,7 +123,7 @@ class _Pipeline:
 
 
 def openai_router(pipelines: Mapping[str, Any], *, settings: ServerConfig, auth: Callable[..., Any],
-                  support_embedding: Any = None) -> APIRouter:
+                  support_embedding: Any = None, paths: SourcePaths | None = None) -> APIRouter:
     """The `/v1` routes over named pipelines (`{model id: RAG}`).
 
     Args:
@@ -140,12 +131,16 @@ def openai_router(pipelines: Mapping[str, Any], *, settings: ServerConfig, auth:
         settings: the server's limits and tenant filter (the same as the rest of the API).
         auth: the API's bearer-token dependency.
         support_embedding: the embedding for the support checks (None: lexical only).
+        paths: how source paths are shown (the rest of the API's `SourcePaths`; default: relative to
+            the working directory, else the file name).
     """
     if not pipelines:
         raise ConfigError("openai_router needs at least one pipeline ({model id: RAG})")
     served = {name: _Pipeline(rag) for name, rag in pipelines.items()}
     created = int(time.time())
-    router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, dependencies=[Depends(auth)])
+    paths = paths or SourcePaths()
+    route_class = type("OpenAIRoute", (OpenAIRoute,), {"paths": paths})
+    router = APIRouter(prefix="/v1", tags=["openai"], route_class=route_class, dependencies=[Depends(auth)])
 
     @router.get("/models")
     async def models() -> dict[str, Any]:
@@ -153,22 +148,27 @@ def openai_router(pipelines: Mapping[str, Any], *, settings: ServerConfig, auth:
         return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": _OWNER}
                                            for name in served]}
 
-    @router.post("/chat/completions", responses={200: {"content": {"text/event-stream": {}}}})
     async def chat_completions(body: ChatCompletionRequest) -> Any:
         """OpenAI chat completions answered by the RAG, with sources in `message.rag` (see the module docstring)."""
-        return await _complete(served, body, settings=settings, support_embedding=support_embedding)
+        return await _complete(served, body, settings=settings, support_embedding=support_embedding, paths=paths)
+
+    # the schema names the served model ids (an unknown one is still the 404 OpenAI's clients expect)
+    chat_completions.__annotations__["body"] = create_model(
+        "ChatCompletionRequest", __base__=ChatCompletionRequest,
+        model=(str, Field(examples=list(served)[:1], json_schema_extra={"enum": list(served)})))
+    router.post("/chat/completions", responses={200: {"content": {"text/event-stream": {}}}})(chat_completions)
 
     return router
 
 
 async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest, *, settings: ServerConfig,
-                    support_embedding: Any) -> Any:
+                    support_embedding: Any, paths: SourcePaths) -> Any:
     pipeline = served.get(body.model)
     if pipeline is None:
         return JSONResponse(openai_error(f"the model {body.model!r} does not exist; valid: {', '.join(served)}",
                                          kind="invalid_request_error", code="model_not_found", param="model"),
                             status_code=404)
-    question, history = question_and_history(body.messages)
+    question, history = question_and_history(body.messages, max_chars=settings.max_conversation_chars)
     # Validated before anything runs or streams, so a bad setting gets a status code.
     # Fields validated by RagOptions; request_configurable checks the question (blank, too long).
     query = QueryRequest.model_construct(question=question, k=body.rag.k, filter=body.rag.filter,
@@ -176,7 +176,7 @@ async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest
     config: RunnableConfig = {"configurable": request_configurable(query, pipeline.defaults, settings),
                               "callbacks": tracing_callbacks()}
     answer = _Answer(pipeline.chain, {"question": question, "history": history}, config, support_embedding,
-                     model=body.model, stream=body.stream)
+                     model=body.model, stream=body.stream, paths=paths)
     if body.stream:
         return StreamingResponse(answer.sse(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
@@ -187,8 +187,9 @@ class _Answer:
     """One completion: runs the event stream under a `chat.completions` run and shapes its output."""
 
     def __init__(self, chain: Runnable, payload: dict[str, Any], config: RunnableConfig, embedding: Any, *,
-                 model: str, stream: bool) -> None:
+                 model: str, stream: bool, paths: SourcePaths) -> None:
         self.chain, self.payload, self.config, self.embedding = chain, payload, config, embedding
+        self.paths = paths
         self.model, self.stream = model, stream
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
@@ -206,6 +207,8 @@ class _Answer:
                 if event["type"] == "token":
                     yield event["text"]
                 else:
+                    if isinstance(event.get("sources"), list):   # shown as on every route: no server paths
+                        self.paths.rewrite(event["sources"])
                     self.events[event["type"]] = event
         except BaseException as exc:
             if run is not None:
@@ -273,6 +276,6 @@ class _Answer:
             extension = {**self.extension(), "answer": self.events["done"]["answer"]}
             yield self._chunk({"rag": extension}, "stop", usage=self._openai_usage())
         except Exception as exc:  # the status line is sent: report in the stream, as OpenAI does
-            response = error_response(exc)
+            response = error_response(exc, self.paths)
             yield f"data: {response.body.decode()}\n\n"
         yield "data: [DONE]\n\n"

@@ -34,7 +34,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.base.errors import InputError
+from rag.base.errors import InputError, short_repr
+from rag.base.text import check_unicode
 from rag.server.schemas import ResourceSettings
 
 __all__ = ["ROLES", "ChatCompletionRequest", "ChatMessage", "RagOptions", "openai_error", "question_and_history",
@@ -65,20 +66,20 @@ class ChatMessage(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    role: str
+    role: str = Field(json_schema_extra={"enum": list(ROLES)})   # documented; checked with a clear message
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
 
     def text(self, index: int) -> str:
-        """The message's text; non-text parts (images, audio) are refused."""
+        """The message's text; non-text parts (images, audio) and text that is not valid Unicode are refused."""
         if self.content is None or isinstance(self.content, str):
-            return self.content or ""
+            return check_unicode(self.content or "", f"messages[{index}].content")
         pieces = []
         for part in self.content:
             if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise InputError(f"messages[{index}]: content part of type {part.get('type')!r} is not supported; "
-                                 "valid: text")
-            pieces.append(part["text"])
+                raise InputError(f"messages[{index}]: content part of type {short_repr(part.get('type'))} is not "
+                                 "supported; valid: text")
+            pieces.append(check_unicode(part["text"], f"messages[{index}].content"))
         return "\n".join(pieces)
 
 
@@ -94,23 +95,35 @@ class ChatCompletionRequest(BaseModel):
     rag: RagOptions = Field(default_factory=RagOptions)
 
 
-def question_and_history(messages: Sequence[ChatMessage]) -> tuple[str, list[tuple[str, str]]]:
+def question_and_history(messages: Sequence[ChatMessage], *,
+                         max_chars: int | None = None) -> tuple[str, list[tuple[str, str]]]:
     """The last user message, and the user / assistant turns before it as `(role, text)` pairs.
 
     System and developer messages are accepted but not passed on: the RAG's own prompt governs
     the answer, and the condensing step must not take orders from the conversation.
 
+    Args:
+        messages: the request's messages.
+        max_chars: the most characters the whole conversation may hold (every message's text,
+            whatever its role), so a long history cannot carry what the question limit refuses.
+
     Raises:
-        InputError: an unsupported role, or the last message is not the user's.
+        InputError: an unsupported role, text that is not valid Unicode, a conversation over
+            `max_chars`, or the last message is not the user's.
     """
     for i, message in enumerate(messages):
         if message.role not in ROLES:
             raise InputError(f"messages[{i}].role {message.role!r} is not supported; valid: {', '.join(ROLES)}")
+    texts = [m.text(i) for i, m in enumerate(messages)]
+    total = sum(len(t) for t in texts)
+    if max_chars is not None and total > max_chars:
+        raise InputError(f"the conversation has {total:,} characters in {len(messages)} messages; the limit is "
+                         f"{max_chars:,} (server.max_conversation_chars): send fewer or shorter messages")
     if messages[-1].role != "user":
         raise InputError(f"the last message must be the user's (role 'user'); got {messages[-1].role!r}")
-    history = [("human" if m.role == "user" else "ai", m.text(i)) for i, m in enumerate(messages[:-1])
+    history = [("human" if m.role == "user" else "ai", texts[i]) for i, m in enumerate(messages[:-1])
                if m.role in ("user", "assistant")]
-    return messages[-1].text(len(messages) - 1), history
+    return texts[-1], history
 
 
 def openai_error(message: str, *, kind: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:

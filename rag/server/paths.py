@@ -17,11 +17,15 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 __all__ = ["SourcePaths"]
+
+# an absolute path of two components or more inside a message (POSIX, or a Windows drive)
+_ABSOLUTE = re.compile(r"(?<![\w.:/\\~-])(?:/|[A-Za-z]:\\)(?:[^\s'\"<>|:*?/\\]+[/\\])+[^\s'\",;)<>]*")
 
 
 class SourcePaths:
@@ -51,6 +55,15 @@ class SourcePaths:
                 continue
             return relative.as_posix() if relative.parts else Path(source).name
         return windows.name if windows.is_absolute() and not posix.is_absolute() else posix.name
+
+    def scrub(self, text: str) -> str:
+        """`text` with every absolute path in it shown as `display` shows a source (an error message).
+
+        Example:
+            >>> SourcePaths({}, cwd="/home/me").scrub("cannot read '/srv/acme/.rag/kb/x/records.sqlite' (locked)")
+            "cannot read 'records.sqlite' (locked)"
+        """
+        return _ABSOLUTE.sub(lambda match: str(self.display(match.group(0))), text)
 
     def rewrite(self, entries: Iterable[dict[str, Any]]) -> None:
         """Rewrite `source` (and `metadata["source"]`) of each entry in place."""

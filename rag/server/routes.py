@@ -21,19 +21,13 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.base.errors import (
-    ConfigError,
-    FilterError,
-    InputError,
-    MissingDependencyError,
-    RagError,
-)
+from rag.base.errors import ConfigError, InputError, RagError
 from rag.base.tracing import tracing_callbacks
 from rag.base.version import __version__
 from rag.core.config_models import ServerConfig
 from rag.generation.streaming import stream_events
+from rag.server.errors import classify
 from rag.server.events import checks_body, error_body, invoke_body, sse
-from rag.server.guard import INTERNAL_ERROR_MESSAGE, log_failure
 from rag.server.paths import SourcePaths
 from rag.server.schemas import (
     BatchRequest,
@@ -93,8 +87,8 @@ class Served:
                 "run_name": "rag-serve", "callbacks": tracing_callbacks()}
 
 
-def add_error_handlers(app: FastAPI) -> None:
-    """HTTP errors, request validation errors and `RagError`s as JSON error bodies."""
+def add_error_handlers(app: FastAPI, paths: SourcePaths | None = None) -> None:
+    """HTTP errors, request validation errors and `RagError`s as JSON error bodies (`rag.server.errors`)."""
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
@@ -111,10 +105,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RagError)
     async def _rag_error(request: Request, exc: RagError) -> JSONResponse:
-        status, kind = _status_for(exc)
-        if status >= 500:
-            log_failure(f"request failed on {request.url.path}", exc)
-        return JSONResponse(error_body(kind, str(exc) if status < 500 else INTERNAL_ERROR_MESSAGE), status_code=status)
+        failure = classify(exc, where=f"request failed on {request.url.path}", paths=paths)
+        return JSONResponse(error_body(failure.kind, failure.message), status_code=failure.status)
 
 
 def add_page_and_meta_routes(app: FastAPI, server: Served) -> None:
@@ -183,7 +175,8 @@ def add_query_routes(app: FastAPI, server: Served) -> None:
                 message = _validation_message(exc.errors(include_url=False), lambda loc: list(QueryRequest.model_fields))
                 results[i] = error_body("invalid_request", message)
             except RagError as exc:
-                results[i] = error_body(_status_for(exc)[1], str(exc))
+                failure = classify(exc, where="batch item failed", paths=paths)
+                results[i] = error_body(failure.kind, failure.message)
         outs = await chain.abatch([{"question": item.question} for _, item, _ in runnable],
                                   [config for _, _, config in runnable], return_exceptions=True)
         for (i, _, _), out in zip(runnable, outs, strict=True):
@@ -210,35 +203,18 @@ def add_stream_route(app: FastAPI, server: Served) -> None:
                         paths.rewrite(event["sources"])
                     yield sse(event)
             except Exception as exc:  # noqa: BLE001 - a stream ends with an error event, whatever failed
-                if isinstance(exc, RagError) and _status_for(exc)[0] < 500:
-                    yield sse({"type": "error", **error_body(_status_for(exc)[1], str(exc))})
-                else:
-                    log_failure("stream failed", exc)
-                    yield sse({"type": "error", **error_body("internal_error", INTERNAL_ERROR_MESSAGE)})
+                failure = classify(exc, where="stream failed", paths=paths)
+                yield sse({"type": "error", **error_body(failure.kind, failure.message)})
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
-def _status_for(exc: RagError) -> tuple[int, str]:
-    if isinstance(exc, FilterError):
-        return 422, "filter_error"
-    if isinstance(exc, ConfigError):
-        return 422, "invalid_setting"
-    if isinstance(exc, InputError):
-        return 422, "invalid_input"
-    if isinstance(exc, MissingDependencyError):
-        return 500, "missing_dependency"
-    return 500, "rag_error"
-
-
 def _batch_result(out: Any, paths: SourcePaths) -> dict[str, Any]:
     """One `/batch` result: the answer, or the error in its place (internal details only in the log)."""
-    if isinstance(out, RagError) and _status_for(out)[0] < 500:
-        return error_body(_status_for(out)[1], str(out))
     if isinstance(out, Exception):
-        log_failure("batch item failed", out)
-        return error_body("internal_error", INTERNAL_ERROR_MESSAGE)
+        failure = classify(out, where="batch item failed", paths=paths)
+        return error_body(failure.kind, failure.message)
     response = invoke_body(out)
     paths.rewrite(response["sources"])
     return response

@@ -91,7 +91,7 @@ def test_http_api_serves_the_store_with_a_tenant_filter(resource_spec):
 
     app = create_app(_rag(resource_spec), settings=ServerConfig(tenant_filter={"title": {"$ne": "Tides"}},
                                                                 support_scoring="lexical"))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         # the request's k is the context's size; the resource's own k (2 in its config) caps its chunks,
         # and a request raises that cap per resource under retrieval_chain
         capped = client.post("/invoke", json={"question": "What causes ocean tides?", "k": 3}).json()

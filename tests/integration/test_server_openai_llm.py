@@ -75,7 +75,7 @@ def test_rag_llm_openai_answers_through_the_api(llama_base_url, tmp_path, monkey
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     rag = from_config(RAG, _config(tmp_path, {"kind": "default"}))
     assert type(rag.generation_chain.llm).__name__ == "ChatOpenAI"
-    with TestClient(create_app(rag)) as client:
+    with TestClient(create_app(rag), base_url="http://localhost") as client:
         r = client.post("/invoke", json={"question": "Where is the Eiffel Tower?"})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -93,7 +93,7 @@ def test_openai_kind_streams_tokens_from_the_server(llama_base_url, tmp_path, mo
     monkeypatch.setenv("LOCAL_LLM_URL", llama_base_url)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     rag = from_config(RAG, _config(tmp_path, {"kind": "openai", "base_url_env": "LOCAL_LLM_URL", "timeout": 300}))
-    with TestClient(create_app(rag)) as client:
+    with TestClient(create_app(rag), base_url="http://localhost") as client:
         text = client.post("/stream", json={"question": "Where is the Colosseum?"}).text
     events = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
     types = [e["type"] for e in events]

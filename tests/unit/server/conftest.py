@@ -42,7 +42,7 @@ def make_client() -> Callable[..., object]:
     def make(rag: RAG | None = None, **settings) -> TestClient:
         settings.setdefault("support_scoring", "lexical")  # no embedding model in unit tests
         client = TestClient(create_app(rag or build_rag(), settings=ServerConfig(**settings)),
-                            raise_server_exceptions=False)
+                            raise_server_exceptions=False, base_url="http://localhost")
         clients.append(client)
         return client
 

@@ -277,7 +277,7 @@ async def test_concurrent_requests_keep_their_own_settings(make_rag):
 
     app = create_app(make_rag())
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         async def ask(i: int) -> tuple[int, dict]:
             year, k = (2023, 1) if i % 2 else (2024, 2)
             r = await http.post("/invoke", json={"question": f"q{i}", "k": k, "filter": {"year": year}})

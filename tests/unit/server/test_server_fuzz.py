@@ -7,6 +7,9 @@ server with no header. No generated request may get a 500, a traceback or a serv
 Size: at most `FUZZ_EXAMPLES` examples per route, mode and set-up (5 routes positive + 3 POST
 routes negative = 8, x 3 set-ups = 24 tests; GET routes have one distinct input each);
 derandomized, so CI runs the same 636 requests every time. See docs/development.md for the run time.
+The `/v1` routes (`/v1/models`, `/v1/chat/completions`, streaming or not) are fuzzed like the
+others, with and without the token, and no response (JSON body or event stream) may carry an
+absolute path anywhere but in text the request itself sent (the question, echoed back).
 
 The strategies come from Schemathesis and run under plain Hypothesis (Schemathesis' own pytest
 integration does not support pytest 9 yet).
@@ -15,7 +18,9 @@ integration does not support pytest 9 yet).
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -40,6 +45,34 @@ SCENARIOS = ("open", "with-token", "without-token")
 ROUTES = ("GET /health", "GET /resources", "POST /invoke", "POST /batch", "POST /stream", "GET /v1/models",
           "POST /v1/chat/completions")
 _LEAKS = ("Traceback", "site-packages", "/srv/private", str(Path(sys.prefix)))
+_ABSOLUTE = re.compile(r"(?<![\w:/.~-])/(?:[^\s/'\"]+/)+[^\s/'\"]+")
+_ECHOED = {"question", "standalone_question"}   # the request's own text, sent back
+
+
+def _strings(value, key=None):
+    """Every string of a JSON value, except those under keys that echo the request."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v, key)
+    elif isinstance(value, str) and key not in _ECHOED:
+        yield value
+
+
+def _payloads(text: str) -> list:
+    """The JSON body, or the JSON of each `data:` line of an event stream."""
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        return [json.loads(line[len("data: "):]) for line in text.splitlines()
+                if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+def _absolute_paths(text: str, sent: str) -> list[str]:
+    found = [m for payload in _payloads(text) for s in _strings(payload) for m in _ABSOLUTE.findall(s)]
+    return [m for m in found if m not in sent]   # a value the request carried may be quoted back
 
 
 def _app(served_root: Path, token: str):
@@ -54,7 +87,9 @@ def _app(served_root: Path, token: str):
     previous = os.environ.get("RAG_API_TOKEN")
     os.environ["RAG_API_TOKEN"] = token
     try:  # the token is read once, when the app is built
-        return create_app(rag, settings=ServerConfig(support_scoring="lexical", max_k=5, max_batch=4),
+        # Schemathesis' ASGI client sends `Host: testserver`: the one name this server is configured to answer
+        return create_app(rag, settings=ServerConfig(support_scoring="lexical", max_k=5, max_batch=4,
+                                                     allowed_hosts=["testserver"]),
                           source_roots={"reports": [served_root]})
     finally:
         os.environ.pop("RAG_API_TOKEN") if previous is None else os.environ.update(RAG_API_TOKEN=previous)
@@ -69,7 +104,8 @@ def served_root(tmp_path_factory) -> Path:
 def schemas(served_root: Path) -> dict[str, object]:
     """One schema per set-up: the open server, and the server with a token (used with and without it)."""
     return {"open": schemathesis.openapi.from_asgi("/openapi.json", _app(served_root, "")),
-            "token": schemathesis.openapi.from_asgi("/openapi.json", _app(served_root, TOKEN))}
+            "token": schemathesis.openapi.from_asgi("/openapi.json", _app(served_root, TOKEN),
+                                                    headers={"Authorization": f"Bearer {TOKEN}"})}
 
 
 def test_the_fuzzed_routes_are_every_route_of_the_schema(schemas):
@@ -94,6 +130,8 @@ def test_no_generated_request_gets_a_500_a_traceback_or_a_server_path(schemas, s
         assert response.status_code < 500, response.text
         for leak in (*_LEAKS, str(served_root)):
             assert leak not in response.text, f"{leak!r} in the response to {route}"
+        sent = json.dumps(case.body, ensure_ascii=False, default=str) if isinstance(case.body, dict | list | str) else ""
+        assert not _absolute_paths(response.text, sent), (route, _absolute_paths(response.text, sent))
         if scenario == "without-token" and path != "/health":  # only a body that is not JSON is judged first
             error = response.json()["error"] if response.status_code in (400, 413) else {}
             judged_first = {"malformed_json", "http_error", "request_too_large"} & {error.get("type"), error.get("code")}

@@ -130,7 +130,7 @@ def test_sources_are_relative_to_the_folder_a_config_resource_indexes(tmp_path, 
     from fastapi.testclient import TestClient
 
     llm = GenericFakeChatModel(messages=iter(["Run rag serve [1]."] * 4))
-    with TestClient(app_from_config(config, llm=llm)) as client:
+    with TestClient(app_from_config(config, llm=llm), base_url="http://localhost") as client:
         body = client.post("/invoke", json={"question": "How do I start the HTTP API?", "k": 4}).json()
         assert {s["source"] for s in body["sources"]} == {"guides/serving.md", "filters.md"}
         assert {s["metadata"]["source"] for s in body["sources"]} == {"guides/serving.md", "filters.md"}

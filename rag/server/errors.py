@@ -1,0 +1,62 @@
+"""One error contract for every route of `rag serve`: status, kind and message of any failure.
+
+Every route (`/invoke`, `/batch`, `/stream`, `/v1/chat/completions`, `/v1/models`) turns what it
+raised into a response through `classify`, so the same failure gets the same status and code
+everywhere (only the body's shape differs: ours, or OpenAI's on `/v1`):
+
+| raised | status | kind |
+|---|---|---|
+| `FilterError` | 422 | `filter_error` |
+| `ConfigError` | 422 | `invalid_setting` |
+| `InputError` | 422 | `invalid_input` |
+| `MissingDependencyError` | 500 | `missing_dependency` |
+| another `RagError` (`StoreError`, ...) | 500 | `rag_error` |
+| any other error | 500 | `internal_error` |
+
+A 4xx message says what was wrong, with any absolute server path in it shown as the source
+paths are (`SourcePaths.scrub`); a 5xx message is only `internal error; see the server log`, and
+the log gets one bounded record (`rag.server.guard.log_failure`, at most 4,000 characters).
+
+Example:
+    >>> from rag.base.errors import FilterError
+    >>> failure = classify(FilterError("unknown operator '$gtt'"))
+    >>> failure.status, failure.kind
+    (422, 'filter_error')
+    >>> classify(RuntimeError("/srv/secret/db.sqlite is locked"), log=False).message
+    'internal error; see the server log'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rag.base.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
+from rag.server.guard import INTERNAL_ERROR_MESSAGE, log_failure
+from rag.server.paths import SourcePaths
+
+__all__ = ["Failure", "classify"]
+
+_CLIENT_ERRORS = ((FilterError, "filter_error"), (ConfigError, "invalid_setting"), (InputError, "invalid_input"))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How a failure is answered: HTTP status, error kind and the message the client sees."""
+
+    status: int
+    kind: str
+    message: str
+
+
+def classify(exc: BaseException, *, where: str = "request failed", paths: SourcePaths | None = None,
+             log: bool = True) -> Failure:
+    """The status, kind and client message for `exc`; a 5xx is logged once, bounded (`log_failure`)."""
+    if isinstance(exc, RagError):
+        for cls, kind in _CLIENT_ERRORS:
+            if isinstance(exc, cls):
+                return Failure(422, kind, (paths or SourcePaths()).scrub(str(exc)))
+    kind = "missing_dependency" if isinstance(exc, MissingDependencyError) else \
+        "rag_error" if isinstance(exc, RagError) else "internal_error"
+    if log:
+        log_failure(where, exc)
+    return Failure(500, kind, INTERNAL_ERROR_MESSAGE)
