@@ -27,6 +27,7 @@ from typing import Any
 
 from rag.base.errors import ConfigError, FilterError, RagError, StoreError, short_repr
 from rag.base.filters import MAX_FILTER_DEPTH
+from rag.base.text import terminal_safe
 
 __all__ = ["main"]
 
@@ -146,18 +147,19 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     out = RAG(resources=[resource]).chain().invoke(args.question, config={"configurable": overrides})
     empty = _nothing_found(args) if not out["context"] else None
     if empty:
-        print(f"rag ask: {empty}", file=sys.stderr)
+        print(f"rag ask: {terminal_safe(empty)}", file=sys.stderr)
+    # file names and document text may hold escape codes and newlines: nothing reaches the terminal raw
     if args.json:
         payload = {**out, "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
-        print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+        print(terminal_safe(json.dumps(payload, indent=2, ensure_ascii=False, default=str), json_text=True))
         return 0
-    print(out["answer"])
+    print(terminal_safe(out["answer"], newlines=True))
     if empty:
-        print(f"\nSources: none ({empty})")
+        print(f"\nSources: none ({terminal_safe(empty)})")
         return 0
     print("\nSources:")
     for i, doc in enumerate(out["context"], start=1):
-        print(f"  [{i}] {source_label(doc)}")
+        print(f"  [{i}] {terminal_safe(source_label(doc))}")
     return 0
 
 
@@ -243,8 +245,8 @@ def _cmd_eval_financebench(args: argparse.Namespace) -> int:
         settings=[s.strip() for s in args.settings.split(",") if s.strip()],
         configs=[c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None,
         limit=args.limit, budget=args.budget, chunk_size=args.chunk_size, chart=not args.no_chart,
-        progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print("wrote " + ", ".join(str(p) for p in paths))
+        progress=lambda line: print(terminal_safe(line), file=sys.stderr, flush=True))
+    print("wrote " + terminal_safe(", ".join(str(p) for p in paths)))
     return 0
 
 
@@ -341,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command][1](args)
     except RagError as exc:
-        print(f"rag {args.command}: error: {exc}", file=sys.stderr)
+        print(f"rag {args.command}: error: {terminal_safe(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"rag {args.command}: interrupted", file=sys.stderr)

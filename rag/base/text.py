@@ -20,7 +20,8 @@ from functools import lru_cache
 
 from rag.base.errors import InputError
 
-__all__ = ["STOP_WORDS", "check_unicode", "idf_weights", "lexical_overlap", "split_sentences", "tokenize"]
+__all__ = ["STOP_WORDS", "check_unicode", "idf_weights", "lexical_overlap", "split_sentences", "terminal_safe",
+           "tokenize"]
 
 STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -36,6 +37,47 @@ _WORD = re.compile(r"[^\W_]+(?:[.,'][^\W_]+)*", re.UNICODE)
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$€£])")
+
+
+# C0 and C1 controls, DEL, and the Unicode controls that reorder or hide text (bidi overrides, isolates)
+_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+_FORGED_LINE = re.compile(r"\n(?=\s*(?:\[\d+\]|Sources:))")
+
+
+def terminal_safe(text: object, *, newlines: bool = False, json_text: bool = False) -> str:
+    r"""`text` with every control character written as a visible escape (``\x1b``, ``\n``, ``\u202e``).
+
+    For anything printed to a terminal that came from a file name or a document: an ANSI or OSC
+    escape sequence would recolour, retitle or clear the terminal (or write a link or the
+    clipboard), and a newline or carriage return would forge extra lines (a fake source). With
+    `newlines`, newlines and tabs are kept (an answer's own paragraphs), except a newline starting a
+    line that would read as a source entry (``[2] ...``) or the ``Sources:`` header; everything
+    else is escaped.
+    With `json_text` (text that `json.dumps` wrote) every escape is ``\uXXXX`` and newlines are
+    kept, so the text is still the same JSON.
+
+    Example:
+        >>> print(terminal_safe("report\x1b[2J.pdf\n  [2] forged.pdf"))
+        report\x1b[2J.pdf\n  [2] forged.pdf
+        >>> terminal_safe("line one\nline two\r", newlines=True)
+        'line one\nline two\\r'
+    """
+    text = str(text)
+    keep = "\n\t" if newlines or json_text else ""
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group(0)
+        if char in keep:
+            return char
+        if json_text:
+            return f"\\u{ord(char):04x}"
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or \
+            (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+    safe = _TERMINAL_UNSAFE.sub(escape, text)
+    return _FORGED_LINE.sub("\\\\n", safe) if newlines and not json_text else safe
 
 
 def check_unicode(text: str, what: str) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from rag.base.errors import ConfigError, StoreError
+from rag.base.text import terminal_safe
 from rag.core.config_models import StrictModel, check_env_name
 from rag.core.knowledge_base import KnowledgeBase
 from rag.core.resource import Resource, validate_search_kwargs
@@ -99,7 +100,8 @@ def sync_files(kb: KnowledgeBase, spec: IndexConfig, *, resource: str) -> None:
     report = kb.add_documents([str(Path(p).expanduser()) for p in spec.paths], include=spec.glob,
                               exclude=spec.exclude, cleanup="incremental", executor=spec.executor)
     for skipped in report.skipped:
-        logger.warning("resource %s: skipped %s: %s", resource, skipped.path, skipped.reason)
+        logger.warning("resource %s: skipped %s: %s", resource, terminal_safe(skipped.path),
+                       terminal_safe(skipped.reason))
     if kb.count() == 0:
         raise ConfigError(f"resource {resource!r}: no readable documents in {spec.paths} matching {spec.glob!r}")
     logger.info("resource %s: %s", resource, report.summary())

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rag.base.errors import ConfigError, from_validation
 from rag.base.filters import and_filters, chroma_where_from_canonical, validate_filter
+from rag.base.text import terminal_safe
 from rag.base.tracing import set_run_attributes
 from rag.core.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
 from rag.indexing.chunking import TokenChunker
@@ -266,7 +267,7 @@ class Resource(BaseModel):
                             chunker=TokenChunker.sized(chunk_size), description=description)
         report = kb.add_documents([path], include=glob, exclude=exclude)
         for skipped in report.skipped:
-            logger.warning("skipped %s: %s", skipped.path, skipped.reason)
+            logger.warning("skipped %s: %s", terminal_safe(skipped.path), terminal_safe(skipped.reason))
         if kb.count() == 0:
             raise ConfigError(f"no readable documents under {path} matching {glob!r}")
         return cls(name=name, retriever=knowledge_base_retriever(kb, search=search), description=description,

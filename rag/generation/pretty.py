@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from rag.base.errors import InputError
 from rag.base.result import RAGResult
+from rag.base.text import terminal_safe
 from rag.generation.citations import source_map
 
 __all__ = ["ANSI", "as_result", "pprint", "to_html", "to_text"]
@@ -90,16 +91,18 @@ def to_text(result: RAGResult | Mapping[str, Any], *, color: bool = True) -> str
     def paint(text: str, style: str) -> str:
         return f"{ANSI[style]}{text}{ANSI['reset']}" if color and style in ANSI else text
 
-    lines = [f"{paint('Question:', 'bold')} {result.question}"]
+    safe = terminal_safe   # text from documents and file names: no escape codes or forged lines reach the terminal
+    lines = [f"{paint('Question:', 'bold')} {safe(result.question)}"]
     if result.standalone_question and result.standalone_question != result.question:
-        lines.append(f"{paint('Standalone question:', 'bold')} {result.standalone_question}")
-    parts = [f"{paint(sentence, label)} {paint(marker, 'dim')}".rstrip() for label, sentence, marker in _answer_parts(result)]
+        lines.append(f"{paint('Standalone question:', 'bold')} {safe(result.standalone_question)}")
+    parts = [f"{paint(safe(sentence, newlines=True), label)} {paint(marker, 'dim')}".rstrip()
+             for label, sentence, marker in _answer_parts(result)]
     lines.append(f"{paint('Answer:', 'bold')} {' '.join(parts)}")
     if result.flags:
         lines.append(f"{paint('Flags:', 'bold')} {paint(', '.join(result.flags), 'unsupported')}")
     if result.sources:
         lines.append(paint("Sources:", "bold"))
-        lines.extend(f"  [{s['n']}] {s.get('label') or s.get('source') or '?'}" for s in result.sources)
+        lines.extend(f"  [{s['n']}] {safe(s.get('label') or s.get('source') or '?')}" for s in result.sources)
     return "\n".join(lines)
 
 

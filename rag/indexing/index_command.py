@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from rag.base.errors import ConfigError
+from rag.base.text import terminal_safe
 from rag.base.tracing_export import configure_otlp_export
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import (
@@ -103,8 +104,8 @@ def run_index(args: argparse.Namespace) -> int:
     unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
     # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
     total = kb.count() if report.changed else sum(len(r.chunk_ids) for r in kb.list_documents())
-    console.print(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; {total:,} chunk(s) in total",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.print(terminal_safe(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; "
+                                f"{total:,} chunk(s) in total"), markup=False, highlight=False, soft_wrap=True)
     if report.skipped and not (report.added or report.updated or report.unchanged or total):
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
     return 0
@@ -138,16 +139,18 @@ def _check_readable(args: argparse.Namespace, include: str, follow: bool) -> Non
 
 
 def _print_report(console: Any, report: Any) -> None:
-    """One line per skipped, unsupported, moved and deleted file (no markup: paths may hold "[...]")."""
+    """One line per skipped, unsupported, moved and deleted file (no markup: paths may hold "[...]"; control
+    characters escaped: a file name may hold escape codes or newlines that would forge lines)."""
+    def line(*parts: Any, style: str | None = None) -> None:
+        console.print(*(terminal_safe(p) for p in parts), style=style, markup=False, highlight=False, soft_wrap=True)
+
     for skipped in report.skipped:
-        console.print("skipped", skipped.reason, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        line("skipped", skipped.reason, style="yellow")
     for note in report.notes:
-        console.print("note", f"{note.path}: {note.note}", style="yellow", markup=False, highlight=False,
-                      soft_wrap=True)
+        line("note", f"{note.path}: {note.note}", style="yellow")
     for path in report.unsupported:
-        console.print("skipped", unsupported_reason(path), style="yellow", markup=False, highlight=False,
-                      soft_wrap=True)
+        line("skipped", unsupported_reason(path), style="yellow")
     for old, new in report.moved:
-        console.print("moved", old, "->", new, markup=False, highlight=False, soft_wrap=True)
+        line("moved", old, "->", new)
     for path in report.deleted:
-        console.print("deleted", path, style="red", markup=False, highlight=False, soft_wrap=True)
+        line("deleted", path, style="red")
