@@ -372,8 +372,18 @@ def index_span(name: str, *, parent: Any = None, **attributes: Any) -> Iterator[
 
     context = trace.set_span_in_context(parent) if parent is not None and parent is not _NO_SPAN else None
     start = _clean({f"rag.{k}": v for k, v in attributes.items()})
-    with _tracer().start_as_current_span(name, context=context, attributes=start) as span:
-        yield span
+    # OpenTelemetry would record the exception's message and stack trace (file paths, document text):
+    # as for every other span, an error records its type only
+    from opentelemetry.trace import Status, StatusCode
+
+    with _tracer().start_as_current_span(name, context=context, attributes=start, record_exception=False,
+                                         set_status_on_exception=False) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__name__)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
 
 
 register_configure_hook(_HOOK_VAR, True, OpenTelemetryCallbackHandler, TRACING_ENV)

@@ -23,11 +23,14 @@ Example:
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator, model_validator
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, RagError, StoreError
 from rag.core.config_models import check_env_name
 from rag.core.config_resources import ResourceBase, store_path
 from rag.core.resource import Resource
@@ -46,17 +49,58 @@ def _env(name: str, resource: str, what: str) -> str:
     return value
 
 
+_ENV_FIELDS = ("url_env", "uri_env", "api_key_env", "token_env")
+_SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
 class _StoreBase(ResourceBase):
     create: bool = False
 
-    @field_validator("url_env", "uri_env", "api_key_env", "token_env", mode="after", check_fields=False)
+    @field_validator(*_ENV_FIELDS, mode="after", check_fields=False)
     @classmethod
     def _check_env_names(cls, value: str | None) -> str | None:
         return check_env_name(value)
 
     def open(self, embedding: Any) -> Any:
-        """The vector store this entry names (`create: true`: made empty when missing)."""
+        """The vector store this entry names (`create: true`: made empty when missing).
+
+        Raises:
+            StoreError: the store cannot be opened: one line naming the resource, where (an
+                environment variable by its NAME, never its value) and the cause's type and first line.
+        """
+        with self._opening():
+            return self._open(embedding)
+
+    def _open(self, embedding: Any) -> Any:
         raise NotImplementedError
+
+    @contextmanager
+    def _opening(self) -> Iterator[None]:
+        """Turn whatever a client raises while opening into one `StoreError` that holds no secret.
+
+        A connection string or token read from the environment is a secret (a password in a URL),
+        and a client's message may quote it, or the SQL it sent: every such value is replaced by
+        ``$NAME`` of its variable, and only the first line of a client's message is kept.
+        """
+        secrets = {os.environ[name]: f"${name}" for field in _ENV_FIELDS
+                   if (name := getattr(self, field, None)) and os.environ.get(name)}
+
+        def hide(text: str) -> str:
+            for value, shown in sorted(secrets.items(), key=lambda item: -len(item[0])):
+                text = text.replace(value, shown)
+            return re.sub(r"://[^/\s:@]+:[^/\s@]+@", "://***:***@", text)   # any other credentials in a URL
+
+        try:
+            yield
+        except ConfigError as exc:
+            raise ConfigError(hide(str(exc))) from None
+        except RagError as exc:
+            raise StoreError(hide(str(exc))) from None
+        except Exception as exc:  # noqa: BLE001 - a client's error (bad URL, refused connection, SQL): one line
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise StoreError(f"resource {self.name!r}: cannot open its {self.kind} store "
+                             f"({type(exc).__name__}: {hide(first)}); check the address and that the server "
+                             "runs") from None
 
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         return Resource.from_vectorstore(self.name, self.open(embedding), self.merged_search_kwargs(default_search_kwargs),
@@ -87,7 +131,15 @@ class PGVectorResourceConfig(_StoreBase):
     schema_name: str = "public"
 
 
-    def open(self, embedding: Any) -> Any:
+    @field_validator("table", "schema_name")
+    @classmethod
+    def _sql_name(cls, value: str | None) -> str | None:
+        if value is not None and not _SQL_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a table or schema name: use 1-63 letters, digits and '_', "
+                             "not starting with a digit")
+        return value
+
+    def _open(self, embedding: Any) -> Any:
         url = _env(self.url_env, self.name, "PostgreSQL URL")
         return pgvector.open_store(url, self.table or self.name, embedding, schema=self.schema_name, create=self.create)
 
@@ -106,7 +158,7 @@ class QdrantResourceConfig(_PathOrEnv):
     def collection_name(self) -> str:
         return self.collection or self.name
 
-    def open(self, embedding: Any) -> Any:
+    def _open(self, embedding: Any) -> Any:
         url = _env(self.url_env, self.name, "Qdrant URL") if self.url_env else None
         key = _env(self.api_key_env, self.name, "Qdrant API key") if self.api_key_env else None
         path = str(store_path(self.path)) if self.path else None
@@ -123,7 +175,7 @@ class MilvusResourceConfig(_PathOrEnv):
     env_key: ClassVar[str] = "uri_env"
 
 
-    def open(self, embedding: Any) -> Any:
+    def _open(self, embedding: Any) -> Any:
         uri = _env(self.uri_env, self.name, "Milvus URI") if self.uri_env else str(store_path(self.path))
         token = _env(self.token_env, self.name, "Milvus token") if self.token_env else None
         return milvus.open_store(self.collection or self.name, embedding, uri=uri, token=token, create=self.create)
@@ -138,7 +190,7 @@ class LanceDBResourceConfig(_PathOrEnv):
     env_key: ClassVar[str] = "uri_env"
 
 
-    def open(self, embedding: Any) -> Any:
+    def _open(self, embedding: Any) -> Any:
         uri = _env(self.uri_env, self.name, "LanceDB URI") if self.uri_env else str(store_path(self.path))
         store = LanceStore(embedding, uri=uri, table=self.table or self.name)
         if store.table() is None and not self.create:
@@ -153,7 +205,7 @@ class FaissResourceConfig(_StoreBase):
     kind: Literal["faiss"]
     path: str
 
-    def open(self, embedding: Any) -> Any:
+    def _open(self, embedding: Any) -> Any:
         path = store_path(self.path)
         if self.create:   # saved there by a knowledge base after each write (`FaissStore.open`)
             return FaissStore.open(path, embedding)

@@ -31,17 +31,19 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.base.errors import MissingDependencyError, StoreError
+from rag.base.errors import ConfigError, MissingDependencyError, StoreError, short_repr
 from rag.base.filters import Comparison, normal_form
 from rag.stores.native import unsupported
 
 __all__ = ["SEARCH", "PGVectorSearch", "can_update_metadata", "connection_of", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
 
 BACKEND = "pgvector"
+_SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
@@ -211,6 +213,14 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
     Raises:
         StoreError: the database cannot be reached, or the table is missing and not `create`.
     """
+    for what, name in (("table", table), ("schema", schema)):   # quoted into SQL by the client: names only
+        if not isinstance(name, str) or not _SQL_NAME.fullmatch(name):
+            raise ConfigError(f"pgvector: {short_repr(name)} is not a {what} name: use 1-63 letters, digits and "
+                              "'_', not starting with a digit")
+    scheme = url.split("://", 1)[0] if isinstance(url, str) and "://" in url else ""
+    if not scheme.startswith("postgresql"):   # (the URL itself may hold a password: never quoted)
+        raise ConfigError(f"pgvector needs a PostgreSQL URL (postgresql+psycopg://HOST:PORT/DB, with the user and password); "
+                          f"got {'scheme ' + short_repr(scheme) if scheme else 'no scheme'}")
     try:
         from langchain_postgres import PGEngine, PGVectorStore
     except ImportError as exc:
@@ -221,15 +231,20 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
                                          embedding_service=embedding)
     except Exception as exc:
         if not create:
-            raise StoreError(f"pgvector: cannot open the table {schema}.{table}: {exc}; create it with "
-                             "create: true (or PGEngine.init_vectorstore_table)") from exc
+            raise StoreError(f"pgvector: cannot open the table {schema}.{table}: {_first_line(exc)}; create it "
+                             "with create: true (or PGEngine.init_vectorstore_table)") from exc
     try:   # `create`: the table is missing (an existing one is opened above, never overwritten)
         engine.init_vectorstore_table(table, len(embedding.embed_query("dimension")), schema_name=schema,
                                       overwrite_existing=False)
         return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
                                          embedding_service=embedding)
     except Exception as exc:
-        raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {exc}") from exc
+        raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    """A client error's type and first line (psycopg appends the SQL and its parameters: chunk text)."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
 
 
 def connection_of(store: Any) -> dict[str, str]:

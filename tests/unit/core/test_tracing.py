@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -115,6 +116,25 @@ def test_indexing_run_has_load_chunk_embed_write_spans(exporter, tmp_path):
     (docs / "c.txt").write_text("Madrid is in Spain.\n")
     kb.add_documents(docs)
     assert [name for _, name in span_tree(exporter)].count("rag.index.load") == 1     # unchanged files are not loaded
+    kb.close()
+
+
+def test_a_failing_indexing_step_records_the_error_type_only(exporter, tmp_path):
+    """No exception message, stack trace or file path in an indexing span (the type only)."""
+    enable_tracing(tracer_provider=exporter.provider)
+    docs = tmp_path / "secret-folder"
+    docs.mkdir()
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    (docs / "ok.txt").write_text("Rome is in Italy.\n")
+    kb = KnowledgeBase("kb", tmp_path / "kbs", embedding=DeterministicFakeEmbedding(size=16))
+    report = kb.add_documents(docs)
+    assert [Path(s.path).name for s in report.skipped] == ["broken.pdf"]
+    failed = [s for s in exporter.get_finished_spans() if s.status.status_code.name == "ERROR"]
+    assert failed and all(s.attributes["error.type"] for s in failed)
+    for span in exporter.get_finished_spans():
+        assert not span.events, [e.name for e in span.events]          # no recorded exception, no stack trace
+        text = f"{span.status.description} {dict(span.attributes)}"
+        assert "secret-folder" not in text and "Traceback" not in text
     kb.close()
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models import FakeListChatModel
 
 from rag.base.errors import ConfigError, StoreError
@@ -146,3 +148,52 @@ def test_a_bad_backend_option_is_one_clear_line(tmp_path, capsys, backend, messa
 
     assert cli.main(["ask", "q", "--store", str(tmp_path), "--backend", backend]) == 2
     assert pytest.importorskip("re").search(message, capsys.readouterr().err)
+
+
+# ---------------------------------------------------------------- bad addresses and secrets
+SECRET = "hunter2secret"
+_BAD_ADDRESSES = [("pgvector", "url_env", "notaport"), ("pgvector", "url_env", f"mysql://u:{SECRET}@h/db"),
+                  ("pgvector", "url_env", f"postgresql+psycopg://u:{SECRET}@127.0.0.1:1/db"),
+                  ("pgvector", "url_env", f"postgresql+psycopg://u:{SECRET}@127.0.0.1:notaport/db"),
+                  ("qdrant", "url_env", f"http://u:{SECRET}@127.0.0.1:1"), ("qdrant", "url_env", "notaport"),
+                  ("milvus", "uri_env", f"notaport{SECRET}"), ("milvus", "uri_env", f"http://u:{SECRET}@127.0.0.1:1"),
+                  ("lancedb", "uri_env", f"notaport://{SECRET}"), ("lancedb", "uri_env", f"/nonexistent/{SECRET}")]
+
+
+def _open_error(monkeypatch, kind: str, field: str, value: str) -> str:
+    from rag.core.config_stores import STORE_KINDS
+
+    monkeypatch.setenv("X_STORE_ADDRESS", value)
+    with pytest.raises((StoreError, ConfigError)) as info:
+        STORE_KINDS[kind](kind=kind, name="docs", **{field: "X_STORE_ADDRESS"}).open(EMB)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 700, message
+    return message
+
+
+@pytest.mark.parametrize(("kind", "field", "value"), _BAD_ADDRESSES)
+def test_a_bad_address_is_one_line_without_the_variable_value(monkeypatch, kind, field, value):
+    message = _open_error(monkeypatch, kind, field, value)
+    assert SECRET not in message and value not in message, message
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(st.text(alphabet=st.characters(codec="ascii", exclude_characters="\x00"), min_size=1,
+                               max_size=40),
+                       st.builds(lambda s, h, p: f"{s}://u:{SECRET}@{h}:{p}/db",
+                                 st.sampled_from(["postgresql+psycopg", "postgresql", "mysql", "sqlite", "x"]),
+                                 st.sampled_from(["127.0.0.1", "[::1]", "", "a b"]),
+                                 st.one_of(st.integers(0, 2), st.text(max_size=5)))))
+def test_generated_pgvector_urls_are_one_line_errors_without_secrets(monkeypatch, value):
+    message = _open_error(monkeypatch, "pgvector", "url_env", value)
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize("table", ['docs"; DROP TABLE x; --', "a b", "1docs", "x" * 64, "docs\u00e9", ""])
+def test_a_pgvector_table_that_is_not_a_plain_name_is_refused_before_any_sql(table):
+    from rag.stores.pgvector import open_store
+
+    with pytest.raises(ConfigError, match="is not a table name"):
+        open_store("postgresql+psycopg://u@127.0.0.1:1/db", table, EMB)
+    with pytest.raises(ConfigError, match="not a table or schema name"):
+        parse_config({"resources": [{"name": "d", "kind": "pgvector", "url_env": "X", "table": table}]})
