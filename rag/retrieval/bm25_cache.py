@@ -110,8 +110,10 @@ def _save(kb: KnowledgeStore, index: BM25Index, fingerprint: str) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".bm25-", suffix=".json", dir=kb.home)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump({"fingerprint": fingerprint, "directory": os.path.basename(folder)}, out)
+            out.flush()
+            os.fsync(out.fileno())   # the pointer never names a folder whose files are not on disk yet
         os.replace(tmp, kb.home / BM25_POINTER)
-    except OSError as exc:   # a read-only knowledge base: search with the index built in memory
+    except (OSError, StoreError) as exc:   # a read-only knowledge base: search with the index built in memory
         logger.info("cannot save the BM25 index of %r (%s): it is rebuilt on each search", kb.name, exc)
         for leftover in (folder, tmp):
             if leftover and os.path.isdir(leftover):

@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
@@ -46,10 +45,11 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from pydantic import ConfigDict, Field
 
-from rag.base.errors import ConfigError, StoreError
+from rag.base.errors import ConfigError, StoreError, short_repr
 from rag.base.filters import and_filters, matches_canonical, validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever
 from rag.base.text import tokenize
+from rag.retrieval.bm25_files import read_arrays, read_meta, write_index_files
 from rag.stores.value_index import ValueIndex
 
 __all__ = ["BM25Index", "BM25Retriever"]
@@ -202,38 +202,43 @@ class BM25Index:
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
-        """Write ``index.json`` and ``arrays.npz`` into `directory` (created if needed)."""
+        """Write ``index.json`` and ``arrays.npz`` into `directory` (created if needed), each through an
+        fsynced temporary file renamed into place (`rag.retrieval.bm25_files`)."""
         path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
         vocab = [""] * len(self._vocab)
         for term, t in self._vocab.items():
             vocab[t] = term
         meta = {"format": _FORMAT, "k1": self.k1, "b": self.b, "stem": self.stem, "stop_words": self.stop_words,
                 "metadata_fields": list(self.metadata_fields), "vocab": vocab, "texts": self.texts,
                 "metadatas": self.metadatas, "ids": self.ids}
-        (path / "index.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        np.savez(path / "arrays.npz", ptr=self._ptr, docs=self._docs, weights=self._weights, idf=self._idf)
+        write_index_files(path, meta, {"ptr": self._ptr, "docs": self._docs, "weights": self._weights,
+                                       "idf": self._idf})
         return path
 
     @classmethod
     def load(cls, directory: str | Path) -> BM25Index:
-        """Load an index written by `save`."""
+        """Load an index written by `save`; a damaged or inconsistent one is a `StoreError` naming the file
+        (sizes and shapes are checked before anything is allocated: `rag.retrieval.bm25_files`)."""
         path = Path(directory)
         if not (path / "index.json").exists() or not (path / "arrays.npz").exists():
             raise StoreError(f"no BM25 index in {path}: expected index.json and arrays.npz (written by BM25Index.save)")
-        meta = json.loads((path / "index.json").read_text(encoding="utf-8"))
+        meta = read_meta(path)
         if meta.get("format") != _FORMAT:
-            raise StoreError(f"{path}/index.json has format {meta.get('format')!r}; this version reads {_FORMAT!r}")
-        index = cls(k1=meta["k1"], b=meta["b"], stem=meta["stem"], stop_words=meta["stop_words"],
-                    metadata_fields=meta["metadata_fields"])
+            raise StoreError(f"{path}/index.json has format {short_repr(meta.get('format'))}; this version reads "
+                             f"{_FORMAT!r}")
+        try:
+            index = cls(k1=meta["k1"], b=meta["b"], stem=meta["stem"], stop_words=meta["stop_words"],
+                        metadata_fields=[str(f) for f in meta["metadata_fields"]])
+        except ConfigError as exc:
+            raise StoreError(f"{path}/index.json: {exc}") from None
+        arrays = read_arrays(path, meta)
         index.texts, index.metadatas, index.ids = meta["texts"], meta["metadatas"], meta["ids"]
         index._vocab = {term: t for t, term in enumerate(meta["vocab"])}
-        with np.load(path / "arrays.npz", allow_pickle=False) as arrays:
-            index._ptr, index._docs = arrays["ptr"], arrays["docs"]
-            index._weights, index._idf = arrays["weights"], arrays["idf"]
+        if len(index._vocab) != len(meta["vocab"]):
+            raise StoreError(f"{path}/index.json: the vocabulary repeats a term")
+        index._ptr, index._docs = arrays["ptr"], arrays["docs"]
+        index._weights, index._idf = arrays["weights"], arrays["idf"]
         index._token_lists = None
-        if len(index._ptr) - 1 != len(index._vocab):
-            raise StoreError(f"{path}: arrays.npz does not match index.json (vocabulary size differs)")
         return index
 
 
