@@ -250,7 +250,7 @@ class KnowledgeStore:
     def chunks(self) -> ChunkStore:
         """The store of the chunks (`rag.stores.chunk_store`): the Chroma collection, or the `store` given."""
         if self._chunks is None:
-            self._chunks = ChromaChunkStore(self.collection, client=self.client)
+            self._chunks = ChromaChunkStore(self.collection, client=self.client, where=f"knowledge base {self.name!r}")
         elif not self.exists:
             raise missing_knowledge_base(self.name, self.directory)
         return self._chunks

@@ -54,6 +54,7 @@ from rag.indexing.loaders import Note, Skipped, clean_text, iter_files, path_tex
 from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
+from rag.stores.chroma import DamagedStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -228,8 +229,23 @@ def _forget_lost_store(kb: KnowledgeStore) -> None:
         kb.records.delete(*records)
 
 
+def _repair_damaged(kb: KnowledgeStore) -> None:
+    """A Chroma collection Chroma cannot read (a damaged segment, an interrupted write) is replaced by an
+    empty one and its records dropped, so this run indexes the documents again (cached embeddings)."""
+    if kb.backend != "chroma" or kb.remote_store or not kb.exists:
+        return
+    try:
+        kb.chunks.check()
+    except DamagedStoreError as exc:
+        logger.warning("%s; rebuilding it from the documents of this run", str(exc).split("; it is damaged")[0])
+        kb.chunks.rebuild()
+        kb.records.delete(*kb.records.all())
+
+
 def _recover(kb: KnowledgeStore) -> None:
-    """Finish deletions a killed writer left half done; forget what a remote collection lost."""
+    """Repair a damaged Chroma collection; finish deletions a killed writer left half done; forget what a
+    remote collection lost."""
+    _repair_damaged(kb)
     _forget_lost_store(kb)
     interrupted = [r for r in kb.records.all().values() if r.state == "deleting"]
     if interrupted:

@@ -24,7 +24,8 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,15 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from rag.base.errors import StoreError
 from rag.base.filters import to_chroma_where, validate_filter
 
 __all__ = [
     "COSINE",
     "ChromaChunks",
+    "DamagedStoreError",
+    "check_collection",
+    "readable",
     "collection_name",
     "collection_of",
     "content_id",
@@ -91,6 +96,38 @@ def store_files(directory: str | Path) -> list[Path]:
         if segment.is_dir() and not segment.is_symlink():
             paths.extend(segment.iterdir())
     return paths
+
+
+class DamagedStoreError(StoreError):
+    """Chroma cannot read or write a collection: a damaged segment, or state an interrupted write left."""
+
+
+@contextmanager
+def readable(collection: Any, where: str) -> Iterator[None]:
+    """Turn a Chroma error on `collection` into a `DamagedStoreError` that says which store and what to do."""
+    try:
+        yield
+    except Exception as exc:
+        from chromadb.errors import ChromaError
+
+        if not isinstance(exc, ChromaError):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise DamagedStoreError(
+            f"{where}: Chroma cannot use the collection {getattr(collection, 'name', '?')!r} "
+            f"({type(exc).__name__}: {first}); it is damaged (an interrupted write?). Repair it by indexing "
+            "the knowledge base's folders again (rag index PATH ... --store DIR --collection NAME): its chunks "
+            "are rebuilt from the documents, the embedding cache keeps that cheap") from None
+
+
+def check_collection(collection: Any, where: str) -> None:
+    """Read `collection` as a search would (count, one chunk, one query); `DamagedStoreError` if it cannot."""
+    with readable(collection, where):
+        if collection.count():
+            first = collection.get(limit=1, include=["embeddings"])
+            vectors = first.get("embeddings")
+            if vectors is not None and len(vectors):
+                collection.query(query_embeddings=np.asarray(vectors[:1], dtype=np.float32), n_results=1)
 
 
 def open_client(path: str | Path | None = None) -> Any:

@@ -104,37 +104,47 @@ class ChunkStore(Protocol):
 
 
 class ChromaChunkStore:
-    """A Chroma collection (cosine space) as a knowledge base's chunk store."""
+    """A Chroma collection (cosine space) as a knowledge base's chunk store.
+
+    Every read that Chroma fails (a damaged segment, state an interrupted write left) raises
+    `rag.stores.chroma.DamagedStoreError` naming `where` and the fix; `check` reads the collection
+    as a search does and `rebuild` replaces it with an empty one (the knowledge base then indexes
+    its documents again).
+    """
 
     backend = "chroma"
     can_update = True
 
-    def __init__(self, collection: Any, *, client: Any = None) -> None:
-        self.collection, self.client = collection, client
+    def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store") -> None:
+        self.collection, self.client, self.where = collection, client, where
 
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
-        chroma.add_chunks(self.collection, ids, vectors, texts, metadatas)
+        chroma.add_chunks(self.collection, ids, vectors, texts, metadatas)   # (write errors: store_write_error)
 
     def delete(self, ids: Sequence[str]) -> None:
         chroma.delete_ids(self.collection, ids)
 
     def get_ids(self, filter: dict[str, Any]) -> list[str]:
-        return chroma.get_ids(self.collection, where=to_chroma_where(validate_filter(filter)))
+        with chroma.readable(self.collection, self.where):
+            return chroma.get_ids(self.collection, where=to_chroma_where(validate_filter(filter)))
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
-        return chroma.ChromaChunks(self.collection).get_documents(filter)
+        with chroma.readable(self.collection, self.where):
+            return chroma.ChromaChunks(self.collection).get_documents(filter)
 
     def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
         """Ids and metadata of the chunks matching a portable filter."""
-        return chroma.get_metadatas(self.collection, where=to_chroma_where(validate_filter(filter)))
+        with chroma.readable(self.collection, self.where):
+            return chroma.get_metadatas(self.collection, where=to_chroma_where(validate_filter(filter)))
 
     def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
         """Replace the metadata of chunks by id."""
         chroma.update_metadatas(self.collection, ids, metadatas, batch=5000)
 
     def count(self) -> int:
-        return chroma.count(self.collection)
+        with chroma.readable(self.collection, self.where):
+            return chroma.count(self.collection)
 
     def search(self, vector: Sequence[float], *, k: int,
                filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
@@ -142,9 +152,30 @@ class ChromaChunkStore:
         total = self.count()   # (Chroma warns when asked for more results than it holds)
         if total == 0:
             return []
-        hits = chroma.query_collection(self.collection, vector, k=min(k, total),
-                                       where=to_chroma_where(flt) if flt else None)
+        with chroma.readable(self.collection, self.where):
+            hits = chroma.query_collection(self.collection, vector, k=min(k, total),
+                                           where=to_chroma_where(flt) if flt else None)
         return [(doc, 1.0 - distance) for doc, distance in hits]
+
+    def check(self) -> None:
+        """Read the collection as a search does; `DamagedStoreError` when Chroma cannot."""
+        chroma.check_collection(self.collection, self.where)
+
+    def rebuild(self) -> None:
+        """Replace the collection by an empty one of the same name (its chunks are indexed again).
+
+        Raises:
+            StoreError: Chroma cannot even drop it (its database file is damaged): what to delete.
+        """
+        name = self.collection.name
+        try:
+            with chroma.readable(self.collection, self.where):
+                self.client.delete_collection(name)
+            self.collection = chroma.open_collection(self.client, name)
+        except Exception as exc:
+            raise StoreError(f"{self.where}: the damaged Chroma collection {name!r} cannot be replaced "
+                             f"({type(exc).__name__}); move the store directory's chroma.sqlite3 and its "
+                             "segment folders aside and run rag index again") from None
 
     def vectorstore(self, embedding: Embeddings) -> VectorStore:
         return chroma.new_chroma(self.collection.name, embedding, client=self.client)
