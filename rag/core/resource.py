@@ -375,8 +375,9 @@ def _is_plain_chroma_similarity(retriever: BaseRetriever) -> bool:
 
 def _scored(found: list[tuple[Document, float]], store: VectorStore) -> list[Document]:
     relevance = store._select_relevance_score_fn()  # cosine space: 1 - distance
+    # a record another process deleted can still come back from this process's index, empty: no source
     return [Document(page_content=d.page_content, metadata={**d.metadata, "score": float(relevance(s))}, id=d.id)
-            for d, s in found]
+            for d, s in found if d.page_content or d.metadata]
 
 
 def _is_chroma(store: VectorStore) -> bool:

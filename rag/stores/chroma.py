@@ -280,18 +280,28 @@ def get_vectors(collection: Any, ids: Sequence[str]) -> dict[str, Any]:
 
 def query_collection(collection: Any, vector: Sequence[float] | np.ndarray, *, k: int,
                      where: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
-    """One ``collection.query`` as (document, cosine distance) pairs, closest first."""
+    """One ``collection.query`` as (document, cosine distance) pairs, closest first.
+
+    A record deleted by another process can still be in this process's vector index, and comes
+    back without text or metadata: such a phantom is dropped (a source of nothing is no source).
+    """
     res = collection.query(query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1), n_results=k,
                            where=where, include=["documents", "metadatas", "distances"])
     return [(Document(page_content=text or "", metadata=dict(md or {}), id=id_), float(dist))
             for id_, text, md, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
-                                           res["distances"][0], strict=True)]
+                                           res["distances"][0], strict=True) if not _phantom(text, md)]
+
+
+def _phantom(text: Any, metadata: Any) -> bool:
+    """A record that is gone: no text and no metadata (what Chroma returns for an id it no longer holds)."""
+    return text is None and not metadata
 
 
 def documents_from_get(res: Mapping[str, Any]) -> list[Document]:
-    """Documents from a ``collection.get(..., include=["documents", "metadatas"])`` result."""
+    """Documents from a ``collection.get(..., include=["documents", "metadatas"])`` result (phantoms dropped)."""
     return [Document(page_content=text or "", metadata=dict(md or {}), id=id_)
-            for id_, text, md in zip(res["ids"], res["documents"], res["metadatas"], strict=True)]
+            for id_, text, md in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
+            if not _phantom(text, md)]
 
 
 def fetch_in_order(collection: Any, hits: Sequence[tuple[str, float]]) -> list[tuple[Document, float]]:
