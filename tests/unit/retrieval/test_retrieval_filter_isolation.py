@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 import chromadb
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_chroma import Chroma
@@ -160,3 +161,40 @@ def test_the_reported_case_expand_two_with_a_page_filter_returns_page_zero_only(
                           max_tokens=None, token_counter="approx")
         assert result.context
         _assert_isolated(result.context, chunks, {"docs": {"page": 0}})
+
+
+@pytest.fixture(scope="module")
+def knowledge_base(tmp_path_factory):
+    """A real knowledge base: markdown files whose chunks carry different `section` values."""
+    from rag.core.knowledge_base import KnowledgeBase
+    from rag.indexing.chunking import TokenChunker
+
+    root = tmp_path_factory.mktemp("kbiso")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for f in range(3):
+        body = "\n\n".join(f"# {s}\n\n" + " ".join(f"{s.lower()} {w} file{f}" for w in WORDS) * 3 for s in SECTIONS)
+        (corpus / f"report{f}.md").write_text(body)
+    kb = KnowledgeBase("iso", root / "store", embedding=_EMBEDDING, chunker=TokenChunker.sized(40))
+    kb.add_documents(corpus)
+    return kb
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[*_slow_ok, HealthCheck.function_scoped_fixture])
+@given(data=st.data(), section=st.lists(st.sampled_from(SECTIONS), min_size=1, max_size=2),
+       search=st.sampled_from(["hybrid", "dense", "bm25"]),
+       question=st.lists(st.sampled_from(WORDS + SECTIONS), min_size=1, max_size=4).map(" ".join))
+def test_a_knowledge_base_keeps_a_section_filter_in_every_stage(knowledge_base, data, section, search, question):
+    chunks = knowledge_base.get_documents()
+    assert len({c.metadata.get("section") for c in chunks}) > 1
+    flt = {"section": {"$in": section}}
+    options = data.draw(pipeline_settings(chunks))
+    options.pop("router", None), options.pop("routing", None)
+    result = retrieve(question, knowledge_base.as_resource(search=search), filter=flt, **options)
+    by_id = {c.id: c for c in chunks}
+    for doc in result.context:
+        indices = doc.metadata.get("chunk_indices") or [doc.metadata.get("chunk_index")]
+        members = [c for c in chunks if c.metadata.get("doc_id") == doc.metadata.get("doc_id")
+                   and c.metadata.get("chunk_index") in indices]
+        assert members and all(matches(c.metadata, flt) for c in members), (flt, doc.metadata)
+        assert all(matches(by_id[d.id].metadata, flt) for d in [doc] if d.id in by_id)
