@@ -72,7 +72,7 @@ from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import collection_name, open_client, open_collection, store_files as chroma_store_files
+from rag.stores.chroma import DAMAGED_MARKER, collection_name, open_client, open_collection, store_files as chroma_files
 from rag.stores.chunk_store import ChromaChunkStore, ChunkStore, VectorStoreChunks
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
@@ -242,7 +242,7 @@ class KnowledgeStore:
         if self._collection is None:
             if not self.exists:
                 raise missing_knowledge_base(self.name, self.directory)
-            refuse_symlinks(chroma_store_files(self.directory))   # database and segment folders
+            refuse_symlinks(chroma_files(self.directory))   # database and segment folders
             self._collection = open_collection(self.client, self.manifest.store.collection)
         return self._collection
 
@@ -250,7 +250,8 @@ class KnowledgeStore:
     def chunks(self) -> ChunkStore:
         """The store of the chunks (`rag.stores.chunk_store`): the Chroma collection, or the `store` given."""
         if self._chunks is None:
-            self._chunks = ChromaChunkStore(self.collection, client=self.client, where=f"knowledge base {self.name!r}")
+            self._chunks = ChromaChunkStore(self.collection, client=self.client, where=f"knowledge base {self.name!r}",
+                                            marker=self.home / DAMAGED_MARKER)   # rag index repairs it
         elif not self.exists:
             raise missing_knowledge_base(self.name, self.directory)
         return self._chunks

@@ -54,7 +54,7 @@ from rag.indexing.loaders import Note, Skipped, clean_text, iter_files, path_tex
 from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
-from rag.stores.chroma import DamagedStoreError
+from rag.stores.chroma import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -230,9 +230,11 @@ def _forget_lost_store(kb: KnowledgeStore) -> None:
 
 
 def _repair_damaged(kb: KnowledgeStore) -> None:
-    """A Chroma collection Chroma cannot read (a damaged segment, an interrupted write) is replaced by an
-    empty one and its records dropped, so this run indexes the documents again (cached embeddings)."""
-    if kb.backend != "chroma" or kb.remote_store or not kb.exists:
+    """After a read found the Chroma collection damaged (its marker file), check it as a search would; if
+    Chroma still cannot read it, replace it by an empty one and drop the records, so this run indexes the
+    documents again (from the embedding cache). Without the marker nothing is opened (a no-op stays cheap)."""
+    marker = kb.home / DAMAGED_MARKER
+    if kb.backend != "chroma" or kb.remote_store or not (marker.exists() or marker.is_symlink()):
         return
     try:
         kb.chunks.check()
@@ -240,6 +242,7 @@ def _repair_damaged(kb: KnowledgeStore) -> None:
         logger.warning("%s; rebuilding it from the documents of this run", str(exc).split("; it is damaged")[0])
         kb.chunks.rebuild()
         kb.records.delete(*kb.records.all())
+    marker.unlink(missing_ok=True)
 
 
 def _recover(kb: KnowledgeStore) -> None:

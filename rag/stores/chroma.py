@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from rag.base.filters import to_chroma_where, validate_filter
 __all__ = [
     "COSINE",
     "ChromaChunks",
+    "DAMAGED_MARKER",
     "DamagedStoreError",
     "check_collection",
     "readable",
@@ -98,13 +100,18 @@ def store_files(directory: str | Path) -> list[Path]:
     return paths
 
 
+#: the file a knowledge base's folder gets when a read found its Chroma collection damaged (`rag index` repairs)
+DAMAGED_MARKER = "chroma-damaged"
+
+
 class DamagedStoreError(StoreError):
     """Chroma cannot read or write a collection: a damaged segment, or state an interrupted write left."""
 
 
 @contextmanager
-def readable(collection: Any, where: str) -> Iterator[None]:
-    """Turn a Chroma error on `collection` into a `DamagedStoreError` that says which store and what to do."""
+def readable(collection: Any, where: str, marker: Path | None = None) -> Iterator[None]:
+    """Turn a Chroma error on `collection` into a `DamagedStoreError` that says which store and what to do;
+    create `marker` (never through a link) so that the next indexing run checks and repairs the store."""
     try:
         yield
     except Exception as exc:
@@ -112,6 +119,9 @@ def readable(collection: Any, where: str) -> Iterator[None]:
 
         if not isinstance(exc, ChromaError):
             raise
+        if marker is not None:
+            with suppress(OSError):
+                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise DamagedStoreError(
             f"{where}: Chroma cannot use the collection {getattr(collection, 'name', '?')!r} "

@@ -36,6 +36,7 @@ from __future__ import annotations
 import importlib
 import math
 import uuid
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -115,8 +116,12 @@ class ChromaChunkStore:
     backend = "chroma"
     can_update = True
 
-    def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store") -> None:
-        self.collection, self.client, self.where = collection, client, where
+    def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
+                 marker: Path | None = None) -> None:
+        self.collection, self.client, self.where, self.marker = collection, client, where, marker
+
+    def _reading(self) -> Any:
+        return chroma.readable(self.collection, self.where, self.marker)
 
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
@@ -126,16 +131,16 @@ class ChromaChunkStore:
         chroma.delete_ids(self.collection, ids)
 
     def get_ids(self, filter: dict[str, Any]) -> list[str]:
-        with chroma.readable(self.collection, self.where):
+        with self._reading():
             return chroma.get_ids(self.collection, where=to_chroma_where(validate_filter(filter)))
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
-        with chroma.readable(self.collection, self.where):
+        with self._reading():
             return chroma.ChromaChunks(self.collection).get_documents(filter)
 
     def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
         """Ids and metadata of the chunks matching a portable filter."""
-        with chroma.readable(self.collection, self.where):
+        with self._reading():
             return chroma.get_metadatas(self.collection, where=to_chroma_where(validate_filter(filter)))
 
     def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
@@ -143,7 +148,7 @@ class ChromaChunkStore:
         chroma.update_metadatas(self.collection, ids, metadatas, batch=5000)
 
     def count(self) -> int:
-        with chroma.readable(self.collection, self.where):
+        with self._reading():
             return chroma.count(self.collection)
 
     def search(self, vector: Sequence[float], *, k: int,
@@ -152,7 +157,7 @@ class ChromaChunkStore:
         total = self.count()   # (Chroma warns when asked for more results than it holds)
         if total == 0:
             return []
-        with chroma.readable(self.collection, self.where):
+        with self._reading():
             hits = chroma.query_collection(self.collection, vector, k=min(k, total),
                                            where=to_chroma_where(flt) if flt else None)
         return [(doc, 1.0 - distance) for doc, distance in hits]
@@ -169,7 +174,7 @@ class ChromaChunkStore:
         """
         name = self.collection.name
         try:
-            with chroma.readable(self.collection, self.where):
+            with self._reading():
                 self.client.delete_collection(name)
             self.collection = chroma.open_collection(self.client, name)
         except Exception as exc:
