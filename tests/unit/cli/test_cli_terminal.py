@@ -60,11 +60,12 @@ def test_the_index_report_prints_one_line_per_file_whatever_the_names(names):
     out = io.StringIO()
     console = Console(file=out, force_terminal=False, width=10_000, color_system=None)
     report = SimpleNamespace(skipped=[SimpleNamespace(reason=f"{n}: unreadable") for n in names], unsupported=[],
-                             moved=[(n, n + "2") for n in names], deleted=list(names))
+                             moved=[(n, n + "2") for n in names], deleted=list(names),
+                             notes=[SimpleNamespace(path=n, note="read by OCR") for n in names])
     _print_report(console, report)
     printed = out.getvalue()
     assert not RAW.search(printed)
-    assert printed.count("\n") == 3 * len(names)
+    assert printed.count("\n") == 4 * len(names)
 
 
 @pytest.mark.integration
