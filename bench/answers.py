@@ -1,30 +1,40 @@
-"""Answer accuracy of the offline answerer on FinanceBench questions with a number for an answer.
+"""Answer quality of the default chain on three corpora: right answers, refusals, and the trade-off curve.
 
-The questions are those of `bench/answer_questions.json` (see `bench/answer_questions.py`): the
-gold answer holds a number (two or more digits, not a year) found verbatim in the evidence. An
-answer is right when it contains that number verbatim. Two set-ups, on one knowledge base holding
-only the filings these questions need (built with `rag index`, cached under --cache):
+Corpora (questions and gold answers committed in `bench/answer_corpora/`):
 
-- `rag ask`: the library's default path, run through `rag.cli.main(["ask", ..., "--json"])`, so
-  it is exactly what the command does (default retrieval and k, the default answerer);
-- baseline: the knowledge base's dense retriever, top 16, answered by the answerer as it was
-  before issue 12 (its source is taken from git, `git show BASELINE_COMMIT:rag/generation/extractive.py`;
-  it is not part of the library).
+- `financebench`: the FinanceBench development questions whose gold number is quotable
+  (`bench/answer_questions.json`, see `bench/answer_questions.py`) plus real FinanceBench questions
+  about companies whose filings are not in the store (right answer: "I don't know"); one knowledge
+  base holding the filings the answerable questions need;
+- `diffutils`: the GNU diffutils manual from Debian's `diffutils-doc` package;
+- `git`: 32 git manual pages from Debian's `git-doc` package (many documents of one shape).
 
-Both answerers are also run on the other's context, which separates the answerer from retrieval.
+Every question is asked through the public door, `rag ask QUESTION --json` (run in this process
+through `rag.cli.main`, the same code as the command): default retrieval, default answerer. Per
+corpus the report gives the context hit (a gold source in the context), the answer right (a gold
+string stated; a number as a whole number), refusals of not-in-corpus questions, answered-and-wrong,
+and the answerer's own time (median, the answerer re-run on the returned context).
 
-    python bench/answers.py                    # RAG_FINANCEBENCH_DIR or ../shared/data/financebench
+The refusal curve: the answerer's confidence (`ExtractiveAnswerer.answer_confidence`) of every
+question, and for each threshold how many questions would be answered right, answered wrong and
+refused. The default threshold was chosen on one corpus and is checked on the others (the docs say
+which, `docs/generation.md`).
+
+    apt-get install diffutils-doc git-doc             # the two documentation corpora
+    python bench/answers.py                           # all corpora; --corpora git,diffutils for some
+    python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import json
 import os
-import subprocess
+import re
+import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -35,23 +45,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from answer_questions import DEFAULT_DATA, contains_number, selected_questions
 
-BASELINE_COMMIT = "b0ff682"   # main when issue 12 was filed: the answerer before it
-COLLECTION = "fb_answers"
-BASELINE_K = 16
-
-
-def old_answerer(cache: Path):
-    """The pre-issue-12 ExtractiveAnswerer, loaded from git into the cache (not the library)."""
-    path = cache / f"extractive_{BASELINE_COMMIT}.py"
-    if not path.exists():
-        source = subprocess.run(["git", "show", f"{BASELINE_COMMIT}:rag/generation/extractive.py"], cwd=ROOT,
-                                check=True, capture_output=True, text=True).stdout
-        # the modules it imports from have moved since (rag.core.text is rag.base.text now)
-        path.write_text(source.replace("from rag.core.text import", "from rag.base.text import"), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("_baseline_extractive", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ExtractiveAnswerer(embedding="default")   # as `default_llm()` built it
+CORPORA = ROOT / "bench/answer_corpora"
+DIFFUTILS_DIR = Path("/usr/share/doc/diffutils")
+GIT_DIR = Path("/usr/share/doc/git-doc")
+# diffutils pages that only redirect ("The node you are looking for is at ..."), the index and the licence
+_DIFFUTILS_SKIP = {"Index.html", "index.html", "Copying-This-Manual.html"}
+THRESHOLDS = [round(0.05 * i, 2) for i in range(0, 19)]
 
 
 def rag_cli(*argv: str) -> str:
@@ -66,54 +65,190 @@ def rag_cli(*argv: str) -> str:
     return out.getvalue()
 
 
+# ---------------------------------------------------------------------------------------------- corpora
+def _docs_corpus(name: str, cache: Path) -> tuple[list[str], list[dict]]:
+    spec = json.loads((CORPORA / f"{name}.json").read_text(encoding="utf-8"))
+    folder = cache / "corpora" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if name == "diffutils":
+        pages = [p for p in sorted(DIFFUTILS_DIR.glob("*.html")) if p.name not in _DIFFUTILS_SKIP
+                 and "The node you are looking for" not in p.read_text(encoding="utf-8", errors="replace")]
+    else:
+        pages = [GIT_DIR / f"{stem}.html" for stem in spec["files"]]
+    missing = [str(p) for p in pages if not p.exists()]
+    if not pages or missing:
+        raise SystemExit(f"{name}: pages missing ({missing[:3] or 'none found'}); apt-get install {name}-doc")
+    for page in pages:
+        target = folder / page.name
+        if not target.exists():
+            shutil.copyfile(page, target)
+    questions = [{**q, "id": f"{name}-{i:02d}"} for i, q in enumerate(spec["questions"], start=1)]
+    return [str(folder / p.name) for p in pages], questions
+
+
+def _financebench_corpus(data: str) -> tuple[list[str], list[dict]]:
+    spec = json.loads((CORPORA / "financebench.json").read_text(encoding="utf-8"))
+    rows = {}
+    with open(Path(data) / "questions.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            rows[row["financebench_id"]] = row
+    questions = []
+    for row, number in selected_questions(data):
+        pages = sorted({(e.get("doc_name", row["doc_name"]), int(e["evidence_page_num"])) for e in row["evidence"]})
+        questions.append({"id": row["financebench_id"], "question": row["question"], "answers": [number],
+                          "number": True, "pages": pages})
+    for fid in spec["not_in_corpus"]:
+        questions.append({"id": fid, "question": rows[fid]["question"], "answers": [], "pages": [],
+                          "company_filing": rows[fid]["doc_name"]})
+    pdfs = sorted({str(Path(data) / "pdfs" / f"{d}.pdf") for q in questions for d, _ in q["pages"]})
+    return pdfs, questions
+
+
+# ---------------------------------------------------------------------------------------------- judging
+def states(answer: str, gold: str, *, number: bool = False) -> bool:
+    """Whether the answer states the gold string: a number as a whole number, an option as a whole word."""
+    if number:
+        return contains_number(answer, gold)
+    left = "" if gold[:1] in ".~" else r"(?<![\w-])"   # an extension may follow a name: "f.rej"
+    return re.search(left + re.escape(gold.lower()) + r"(?![\w-])", answer.lower()) is not None
+
+
+def right(question: dict, answer: str) -> bool:
+    return any(states(answer, g, number=question.get("number", False)) for g in question["answers"])
+
+
+def context_hit(question: dict, context: list[dict]) -> bool:
+    if question.get("pages"):
+        found = {(Path(str(d["metadata"].get("source", ""))).stem, d["metadata"].get("page")) for d in context}
+        return any((doc, page) in found for doc, page in question["pages"])   # both zero-based
+    names = {Path(str(d["metadata"].get("source", ""))).name for d in context}
+    return any(s in names for s in question.get("sources", []))
+
+
+# ---------------------------------------------------------------------------------------------- running
+def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, reuse: bool) -> list[dict]:
+    """Each question through `rag ask --json` (cached per corpus; `reuse` reads the cache)."""
+    store = str(cache / "store")
+    cached_file = cache / f"asked_{name}.json"
+    cached = json.loads(cached_file.read_text(encoding="utf-8")) if reuse and cached_file.exists() else {}
+    if not all(q["question"] in cached for q in questions):
+        started = time.perf_counter()
+        rag_cli("index", *files, "--store", store, "--collection", name)
+        print(f"{name}: indexed {len(files)} files in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    out = []
+    for q in questions:
+        if q["question"] not in cached:
+            started = time.perf_counter()
+            asked = json.loads(rag_cli("ask", q["question"], "--store", store, "--collection", name, "--json"))
+            cached[q["question"]] = {"answer": asked["answer"], "context": asked["context"],
+                                     "seconds": time.perf_counter() - started}
+        out.append(cached[q["question"]])
+    cached_file.write_text(json.dumps(cached, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
+    """Re-run the default answerer on each context (timed, with its confidence) and score everything."""
+    from langchain_core.documents import Document
+
+    from rag.generation.answerer import default_llm
+    from rag.generation.extractive import NO_ANSWER
+
+    answerer = default_llm()
+    rows, seconds = [], []
+    for q, a in zip(questions, asked):
+        context = [Document(page_content=d["page_content"], metadata=d["metadata"]) for d in a["context"]]
+        answerer.invoke({"question": "warm-up", "context": context[:1]}) if not seconds else None
+        started = time.perf_counter()
+        decision = answerer.decide(q["question"], context)
+        seconds.append(time.perf_counter() - started)
+        unrefused = decision.text
+        answer = NO_ANSWER if decision.refused else unrefused   # what invoke() returns, without a second run
+        rows.append({"id": q["id"], "question": q["question"], "gold": q["answers"],
+                     "in_corpus": bool(q["answers"]), "hit": context_hit(q, a["context"]) if q["answers"] else None,
+                     "answer": answer, "chain_answer": a["answer"], "refused": decision.refused,
+                     "confidence": round(decision.confidence, 4), "qtype": decision.qtype,
+                     "right": bool(q["answers"]) and right(q, unrefused), "unrefused": unrefused})
+    return {"corpus": name, "rows": rows, "answerer_seconds_median": statistics.median(seconds),
+            "ask_seconds_median": statistics.median(a["seconds"] for a in asked)}
+
+
+def summary(result: dict, threshold: float | None = None) -> dict:
+    """Counts for one corpus at the answerer's own refusal rule (or at `threshold` on its confidence)."""
+    rows = result["rows"]
+    answerable = [r for r in rows if r["in_corpus"]]
+    absent = [r for r in rows if not r["in_corpus"]]
+
+    def answered(r: dict) -> bool:
+        return not r["refused"] if threshold is None else (r["confidence"] >= threshold and bool(r["unrefused"]))
+
+    hits = [r for r in answerable if r["hit"]]
+    return {"questions": len(rows), "answerable": len(answerable), "not_in_corpus": len(absent),
+            "context_hit": sum(r["hit"] for r in answerable),
+            "right": sum(answered(r) and r["right"] for r in answerable),
+            "right_given_hit": sum(answered(r) and r["right"] for r in hits), "hits": len(hits),
+            "answered_wrong": sum(answered(r) and not r["right"] for r in rows),
+            "refused_absent": sum(not answered(r) for r in absent),
+            "refused_answerable": sum(not answered(r) for r in answerable)}
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({a / b:.0%})" if b else "-"
+
+
+def markdown(results: list[dict]) -> str:
+    lines = ["| corpus | questions (answerable + not in corpus) | context hit | answer right | right, given a hit "
+             "| not-in-corpus refused | answered and wrong | answerable refused | answerer time (median) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        s = summary(res)
+        lines.append(f"| {res['corpus']} | {s['questions']} ({s['answerable']} + {s['not_in_corpus']}) "
+                     f"| {_pct(s['context_hit'], s['answerable'])} | {_pct(s['right'], s['answerable'])} "
+                     f"| {_pct(s['right_given_hit'], s['hits'])} | {_pct(s['refused_absent'], s['not_in_corpus'])} "
+                     f"| {_pct(s['answered_wrong'], s['questions'])} | {_pct(s['refused_answerable'], s['answerable'])} "
+                     f"| {res['answerer_seconds_median'] * 1000:.0f} ms |")
+    lines += ["", "Refusal trade-off (a threshold on the answerer's confidence; right / wrong / refused, all questions):",
+              "", "| threshold | " + " | ".join(r["corpus"] for r in results) + " |",
+              "|---|" + "---|" * len(results)]
+    for t in THRESHOLDS:
+        cells = []
+        for res in results:
+            s = summary(res, t)
+            refused = s["refused_absent"] + s["refused_answerable"]
+            cells.append(f"{s['right']} / {s['answered_wrong']} / {refused}")
+        lines.append(f"| {t:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=DEFAULT_DATA, help="FinanceBench data (default: %(default)s)")
+    parser.add_argument("--corpora", default="financebench,diffutils,git")
     parser.add_argument("--cache", default=os.environ.get("RAG_BENCH_CACHE", "/work/cache/answers"),
-                        help="where the knowledge base and the baseline's source go (default: %(default)s)")
-    parser.add_argument("--out", default=None, help="write the per-question results as JSON here")
+                        help="where the stores, corpus copies and asked contexts go (default: %(default)s)")
+    parser.add_argument("--reuse", action="store_true", help="answer the cached contexts again (no retrieval)")
+    parser.add_argument("--out", default=str(ROOT / "bench/results/answers"),
+                        help="writes OUT.md and OUT.json (default: %(default)s)")
     args = parser.parse_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    store = str(cache / "store")
-    questions = selected_questions(args.data)
-    pdfs = sorted({str(Path(args.data) / "pdfs" / f"{q['doc_name']}.pdf") for q, _ in questions})
-
-    started = time.perf_counter()
-    rag_cli("index", *pdfs, "--store", store, "--collection", COLLECTION)
-    print(f"indexed {len(pdfs)} filings in {time.perf_counter() - started:.0f} s (cached in {store})", file=sys.stderr)
-
-    from langchain_core.documents import Document
-
-    from rag.core.knowledge_base import KnowledgeBase
-    from rag.generation.extractive import ExtractiveAnswerer
-
-
-    baseline = old_answerer(cache)
-    new = ExtractiveAnswerer(embedding="default")
-    dense = KnowledgeBase.open(COLLECTION, store).as_retriever(k=BASELINE_K)
-    rows = []
-    for question, number in questions:
-        text = question["question"]
-        asked = json.loads(rag_cli("ask", text, "--store", store, "--collection", COLLECTION, "--json"))
-        ask_context = [Document(**d) for d in asked["context"]]
-        dense_context = dense.invoke(text)
-        answers = {"rag ask": asked["answer"],
-                   "rag ask context, old answerer": baseline.invoke({"question": text, "context": ask_context}),
-                   f"dense top-{BASELINE_K}, old answerer": baseline.invoke({"question": text, "context": dense_context}),
-                   f"dense top-{BASELINE_K}, new answerer": new.invoke({"question": text, "context": dense_context})}
-        rows.append({"id": question["financebench_id"], "number": number, "question": text,
-                     "right": {name: contains_number(a, number) for name, a in answers.items()}, "answers": answers})
-        marks = " ".join("x" if ok else "." for ok in rows[-1]["right"].values())
-        print(f"{marks}  {question['financebench_id']}  {number:>8}  {text[:60]}", file=sys.stderr)
-
-    n = len(rows)
-    print(f"\nanswer contains the gold number, {n} FinanceBench questions ({len(pdfs)} filings, one knowledge base):")
-    for name in rows[0]["right"]:
-        hits = sum(r["right"][name] for r in rows)
-        print(f"  {name:36s} {hits:2d}/{n} = {hits / n:.0%}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")
+    results = []
+    for name in args.corpora.split(","):
+        files, questions = _financebench_corpus(args.data) if name == "financebench" else _docs_corpus(name, cache)
+        asked = ask_all(name, files, questions, cache, reuse=args.reuse)
+        res = judge(name, questions, asked)
+        results.append(res)
+        for r in res["rows"]:
+            mark = ("hit " if r["hit"] else "miss") if r["in_corpus"] else "none"
+            verdict = "refused" if r["refused"] else ("RIGHT" if r["right"] else "wrong")
+            print(f"{name:12s} {mark} {verdict:7s} {r['confidence']:.2f} {r['qtype']:8s} {r['question'][:60]}"
+                  f"  ->  {r['answer'][:90]}", file=sys.stderr)
+    table = markdown(results)
+    print(table)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out + ".md").write_text(table + "\n", encoding="utf-8")
+    Path(args.out + ".json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
     return 0
 
 

@@ -158,7 +158,8 @@ class CheckAnswer:
 
     def __call__(self, result: RAGResult, config: RunnableConfig) -> None:
         checks = check_answer(result.final_answer or result.answer or "", result.context,
-                              embedding=self.embedding, threshold=self.threshold)
+                              embedding=self.embedding, threshold=self.threshold,
+                              question=result.standalone_question or result.question)
         result.final_answer = checks.final_answer
         result.sources = checks.sources
         result.citations = checks.citations_dict()

@@ -53,6 +53,7 @@ _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of tw
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
+_TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ class _Splitter:
         self.starts_cut = False
         self.bullet = False  # the paragraph is a list item
         self.after_code = False  # the paragraph follows a code block
+        self.terms: list[str] = []  # option names of a definition list, waiting for their description
 
     def add(self, text: str, kind: str, terms: str = "") -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
@@ -181,6 +183,10 @@ class _Splitter:
         if not self.paragraph:
             return
         bullet, self.bullet = self.bullet, False
+        if len(self.paragraph) == 1 and _TERM.match(self.paragraph[0]) and not cut_end:
+            self.terms.append(self.paragraph.pop())   # "--new-file" above "If one file is missing, ..."
+            return
+        terms, self.terms = self.terms, []
         if before_row and not _END.search(self.paragraph[-1]):
             self.paragraph.clear()  # a table's title or column headers, not a statement
             self.first_paragraph = False
@@ -196,11 +202,13 @@ class _Splitter:
         self.first_paragraph = False
         if cut_end and sentences and not _END.search(sentences[-1]):
             sentences = sentences[:-1]
-        for sentence in sentences:
+        for i, sentence in enumerate(sentences):
             words = len(sentence.split())
             if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
                     and not is_code_like(sentence) and not _INTRO.search(sentence):
-                self.add(sentence, "row" if _mostly_numbers(sentence) else "sentence")
+                # the description's first sentence is quoted with its option names ("-N, --new-file: If ...")
+                label = f"{', '.join(terms)}: " if terms and i == 0 else ""
+                self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence")
 
     def markdown_row(self, line: str) -> None:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
@@ -47,11 +48,14 @@ from langchain_core.runnables.config import (
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
+from rag.generation.question_types import has_answer_of_type, missing_names, name_match, question_type
 from rag.models.embeddings import scoring_embeddings
 
-__all__ = ["NO_ANSWER", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
+__all__ = ["DEFAULT_MIN_CONFIDENCE", "NO_ANSWER", "Decision", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
 
 NO_ANSWER = "I don't know: the retrieved context does not answer this question."
+#: The refusal threshold on `Decision.confidence` (chosen on the git corpus of bench/answers.py).
+DEFAULT_MIN_CONFIDENCE = 0.0
 
 # Question words that carry no topic: "What happened?" asks about whatever the context is about.
 _GENERIC_TERMS = frozenset(tokenize("happen happened happening tell say said describe explain know new news "
@@ -108,6 +112,39 @@ class ScoredSentence(tuple):
     sources = property(lambda self: self[3])
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What `ExtractiveAnswerer.decide` chose: the units, the question type, the confidence (the
+    chosen unit's key-term share and similarity to the question, 0..1) and whether it refuses, with why."""
+
+    qtype: str
+    chosen: tuple[ScoredSentence, ...]
+    confidence: float
+    refused: bool
+    reason: str = ""
+
+    @property
+    def parts(self) -> list[str]:
+        """The cited sentences of the answer, refusal or not (what it would say)."""
+        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in self.chosen]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.parts)
+
+
+def _context_text(docs: Sequence[Any]) -> str:
+    """Everything the context says, with its documents' titles and file names (for `missing_names`)."""
+    parts = []
+    for doc in docs:
+        if isinstance(doc, str):
+            parts.append(doc)
+        else:
+            meta = doc.metadata or {}
+            parts += [doc.page_content, str(meta.get("title") or ""), str(meta.get("source") or "")]
+    return "\n".join(parts)
+
+
 class ExtractiveAnswerer(Runnable[dict, str]):
     """Answer with the context sentences that best answer the question, each cited as `[n]`.
 
@@ -120,16 +157,23 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         min_similarity: with an embedding, a sentence without a question term answers when its
             cosine similarity to the question reaches this.
         relative_cutoff: sentences after the first must score at least this share of the best.
+        min_confidence: refuse ("I don't know") when the chosen unit's confidence is below this.
+        type_weight: the score added to a unit holding the kind of answer the question asks for.
+        max_embedded: with an embedding, only this many units (the best by key terms) are scored by
+            similarity and may answer; the answerer's time is mostly their embedding.
     """
 
     name = "ExtractiveAnswerer"
 
-    def __init__(self, *, embedding: Embeddings | str | None = None, max_sentences: int = 3,
-                 min_score: float = 0.2, min_similarity: float = 0.5, relative_cutoff: float = 0.8) -> None:
-        if max_sentences < 1:
-            raise ConfigError(f"max_sentences must be >= 1, got {max_sentences}")
+    def __init__(self, *, embedding: Embeddings | str | None = None, max_sentences: int = 2,
+                 min_score: float = 0.2, min_similarity: float = 0.5, relative_cutoff: float = 0.8,
+                 min_confidence: float = DEFAULT_MIN_CONFIDENCE, type_weight: float = 0.15,
+                 max_embedded: int = 32) -> None:
+        if max_sentences < 1 or max_embedded < 1:
+            raise ConfigError(f"max_sentences and max_embedded must be >= 1, got {max_sentences} and {max_embedded}")
         for label, value in (("min_score", min_score), ("min_similarity", min_similarity),
-                             ("relative_cutoff", relative_cutoff)):
+                             ("relative_cutoff", relative_cutoff), ("min_confidence", min_confidence),
+                             ("type_weight", type_weight)):
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{label} must be in [0, 1], got {value}")
         self._embedding_spec = embedding
@@ -138,6 +182,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         self.min_score = min_score
         self.min_similarity = min_similarity
         self.relative_cutoff = relative_cutoff
+        self.min_confidence = min_confidence
+        self.type_weight = type_weight
+        self.max_embedded = max_embedded
 
     def __repr__(self) -> str:
         return f"ExtractiveAnswerer(max_sentences={self.max_sentences}, min_score={self.min_score})"
@@ -175,44 +222,77 @@ class ExtractiveAnswerer(Runnable[dict, str]):
                            / total for toks, u in zip(tokens, units)])
         return in_unit, in_unit + in_doc
 
-    def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
-        """The context units that answer the question, scored, best first."""
-        value = asks_for_value(question)
+    def _scored(self, question: str, docs: Sequence[Document]) -> tuple[str, list[ScoredSentence], list[float]]:
+        """(question type, the units that answer best first, each one's confidence)."""
+        qtype = question_type(question)
+        value = asks_for_value(question) or qtype == "number"
         units = drop_near_duplicates([u for u in context_units(docs) if value or u.kind == "sentence"])
         if not units:
-            return []
+            return qtype, [], []
         key = [t for t in tokenize(question) if t not in _GENERIC_TERMS]
+        if key:   # only the best `max_embedded` units by key terms are embedded (the answerer's time is there)
+            in_unit, lexical = self._term_scores(key, units)
+            keep = np.sort(np.argsort(-lexical, kind="stable")[:self.max_embedded])
+            units, in_unit, lexical = [units[j] for j in keep], in_unit[keep], lexical[keep]
+        else:
+            units = units[:self.max_embedded]
         cosine = self._similarities(question, units)
         if not key:  # nothing to match: the closest in meaning answers (context order without a model)
             score = np.clip(cosine, 0, 1) if cosine is not None else np.full(len(units), 0.5)
             score = score + 0.2 * np.array([bool(_DATE.search(u.text)) for u in units])   # events are dated
-            answers = np.ones(len(units), dtype=bool)
+            answers, confidence = np.ones(len(units), dtype=bool), np.ones(len(units))
         else:
-            in_unit, lexical = self._term_scores(key, units)
-            score = lexical if cosine is None else 0.5 * lexical + 0.5 * np.clip(cosine, 0, 1)
+            semantic = np.zeros(len(units)) if cosine is None else np.clip(cosine, 0, 1)
+            score = lexical if cosine is None else 0.5 * lexical + 0.5 * semantic
+            confidence = in_unit if cosine is None else 0.5 * in_unit + 0.5 * semantic
             answers = in_unit > 0
             if cosine is not None:
                 answers |= cosine >= self.min_similarity
+            asked = set(tokenize(question))   # a unit adding (almost) nothing to the question only echoes it
+            answers &= np.array([len(set(tokenize(u.text)) - asked) >= 1 for u in units])
+        if qtype != "open":  # the unit holding the kind of answer asked for (an option, a number) comes first
+            wanted = np.array([has_answer_of_type(u.text, qtype, question) for u in units])
+            score = score + self.type_weight * wanted
+        if qtype in ("identifier", "procedure"):  # an option named after what the question asks ("--ignore-all-space")
+            score = score + self.type_weight * np.array([name_match(u.text, question) for u in units])
         if value:
             score = score + 0.1 * np.array([_has_value(u.text) for u in units])
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
-        return [ScoredSentence(float(score[j]), units[j].source, units[j].text) for j in order]
+        return (qtype, [ScoredSentence(float(score[j]), units[j].source, units[j].text) for j in order],
+                [float(confidence[j]) for j in order])
 
-    def select(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
-        """The sentences the answer is made of (at most `max_sentences`, near the best score)."""
-        ranked = self.rank(question, docs)
+    def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
+        """The context units that answer the question, scored, best first."""
+        return self._scored(question, docs)[1]
+
+    def decide(self, question: str, docs: Sequence[Document]) -> Decision:
+        """What the answer is made of, how confident the answerer is, and whether it refuses (and why)."""
+        missing = missing_names(question, _context_text(docs))
+        qtype, ranked, confidence = self._scored(question, docs)
+        if missing:
+            return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True,
+                            reason=f"the context never mentions {', '.join(missing)}")
         generic = not [t for t in tokenize(question) if t not in _GENERIC_TERMS]
         if not ranked or (ranked[0].score < self.min_score and not generic):
-            return []
+            return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True, reason="no unit answers")
+        limit = self.max_sentences if qtype in ("open", "procedure") else 1   # one value, not three contradicting ones
         floor = max(ranked[0].score * self.relative_cutoff, 0.0 if generic else self.min_score)
         chosen: dict[str, ScoredSentence] = {}
         for item in ranked:
             if item.text in chosen:  # the same sentence in another document: cite both
                 first = chosen[item.text]
                 chosen[item.text] = ScoredSentence(first.score, first.source, first.text, (*first.sources, item.source))
-            elif item.score >= floor and len(chosen) < self.max_sentences:
+            elif item.score >= floor and len(chosen) < limit:
                 chosen[item.text] = item
-        return list(chosen.values())
+        best = 1.0 if generic else confidence[0]
+        low = best < self.min_confidence
+        return Decision(qtype=qtype, chosen=tuple(chosen.values()), confidence=best, refused=low,
+                        reason=f"confidence {best:.2f} < {self.min_confidence}" if low else "")
+
+    def select(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
+        """The sentences the answer is made of (none when the answerer refuses)."""
+        decision = self.decide(question, docs)
+        return [] if decision.refused else list(decision.chosen)
 
     # ------------------------------------------------------------------ Runnable
     def _parts(self, input: Mapping[str, Any]) -> list[str]:
@@ -221,10 +301,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         docs = input.get("context") or []
         if isinstance(docs, str):
             docs = [Document(page_content=docs)]
-        chosen = self.select(str(input["question"]), docs)
-        if not chosen:
-            return [NO_ANSWER]
-        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in chosen]
+        decision = self.decide(str(input["question"]), docs)
+        return [NO_ANSWER] if decision.refused else decision.parts
 
     def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> str:
         return self._call_with_config(lambda x: " ".join(self._parts(x)), input, config, run_type="llm")

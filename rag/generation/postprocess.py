@@ -8,6 +8,9 @@ the cited sources, citation precision / recall, per-sentence support and flags:
 - `unsupported_sentences`: at least one claim is not supported by the context;
 - `uncited_sentences`: at least one claim cites nothing;
 - `no_answer`: the answer says it does not know;
+- `does_not_answer`: the question was given, and no claim of the answer answers it (the sentences
+  may still be quoted verbatim: "quoted" and "answers the question" are separate signals, see
+  `rag.generation.relevance`);
 - `suspected_injection`: a retrieved chunk contains instructions aimed at the model ("ignore
   previous instructions", "you are now", ...). Such chunks never count as support, so an answer
   that parrots them is flagged unsupported as well.
@@ -47,7 +50,8 @@ from rag.generation.support import (
 
 __all__ = ["FLAGS", "AnswerChecks", "answer_checks", "check_answer", "suspicious_chunks"]
 
-FLAGS = ("invalid_citations", "unsupported_sentences", "uncited_sentences", "no_answer", "suspected_injection")
+FLAGS = ("invalid_citations", "unsupported_sentences", "uncited_sentences", "no_answer", "suspected_injection",
+         "does_not_answer")
 
 _INJECTION = re.compile(
     r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?"
@@ -89,16 +93,17 @@ class AnswerChecks(BaseModel):
 
 
 def check_answer(answer: str, context: Sequence[Document], *, embedding: Embeddings | str | None = "default",
-                 threshold: float = 0.6, partial_threshold: float = 0.3) -> AnswerChecks:
-    """Run all post-checks on an answer (see the module docstring)."""
+                 threshold: float = 0.6, partial_threshold: float = 0.3, question: str | None = None) -> AnswerChecks:
+    """Run all post-checks on an answer (see the module docstring); with `question`, also whether it answers it."""
     resolved = resolve_citations(answer or "", context)
     suspicious = suspicious_chunks(context)
     # A chunk that gives the model orders is not evidence: it is scored as empty.
     texts = ["" if n in suspicious else d.page_content for n, d in enumerate(context, start=1)]
     scorer = SupportScorer(texts, embedding=embedding)
     report = check_citations(answer or "", texts, threshold=threshold, scorer=scorer)
-    support = annotate_support(resolved.answer, texts, threshold=threshold,
-                               partial_threshold=partial_threshold, scorer=scorer)
+    support = annotate_support(resolved.answer, texts, threshold=threshold, partial_threshold=partial_threshold,
+                               scorer=scorer, question=question if isinstance(question, str) else None,
+                               context_text=_context_text(context))
     flags = []
     if resolved.invalid:
         flags.append("invalid_citations")
@@ -111,9 +116,20 @@ def check_answer(answer: str, context: Sequence[Document], *, embedding: Embeddi
         flags.append("no_answer")
     if suspicious:
         flags.append("suspected_injection")
+    if claims and all(s.answers is False for s in claims):
+        flags.append("does_not_answer")
     return AnswerChecks(final_answer=resolved.answer, sources=source_map(context), cited=resolved.cited,
                         invalid=resolved.invalid, suspicious=suspicious, citations=report, support=support,
                         summary=support_summary(support), flags=flags)
+
+
+def _context_text(context: Sequence[Document]) -> str:
+    """The context's text with its documents' titles and file names (where a question's names are found)."""
+    parts = []
+    for doc in context:
+        meta = getattr(doc, "metadata", None) or {}
+        parts += [getattr(doc, "page_content", str(doc)), str(meta.get("title") or ""), str(meta.get("source") or "")]
+    return "\n".join(parts)
 
 
 def answer_checks(*, embedding: Embeddings | str | None = "default",
@@ -126,8 +142,10 @@ def answer_checks(*, embedding: Embeddings | str | None = "default",
         ['no_answer']
     """
     def run(output: dict[str, Any]) -> dict[str, Any]:
+        question = output.get("question")
+        question = question.get("question") if isinstance(question, dict) else question   # a chat chain's input
         checks = check_answer(output.get("answer") or "", output.get("context") or [], embedding=embedding,
-                              threshold=threshold)
+                              threshold=threshold, question=question)
         return {"final_answer": checks.final_answer, "flags": checks.flags, "summary": checks.summary,
                 "citations": checks.citations_dict(), "support": [s.model_dump() for s in checks.support]}
 

@@ -119,7 +119,8 @@ async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, co
     answer = "".join(pieces)
     checks_start = time.perf_counter()
     with stage("checks", run_config, sentences=0) as current:  # a child run: tracers see the checks
-        checks = await asyncio.to_thread(check_answer, answer, context, embedding=embedding, threshold=threshold)
+        checks = await asyncio.to_thread(check_answer, answer, context, embedding=embedding, threshold=threshold,
+                                         question=standalone or text)
         current.attributes.update(sentences=len(checks.support), flags=len(checks.flags),
                                   citation_precision=checks.citations.precision)
     timings["checks"] = round(time.perf_counter() - checks_start, 4)

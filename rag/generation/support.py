@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from rag.base.errors import ConfigError
 from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
+from rag.generation.relevance import answer_relevance
 from rag.generation.sentences import is_abstention, parse_answer
 from rag.models.embeddings import default_embeddings
 
@@ -53,6 +54,9 @@ class SentenceSupport(BaseModel):
     lexical: float = 0.0
     semantic: float | None = None
     label: Label = "unsupported"
+    quoted: bool = False                 # found verbatim in a chunk (then supported by construction)
+    answers: bool | None = None          # answers the question asked (None: not checked, no question)
+    relevance: float | None = None       # the relevance score behind `answers`
 
     @property
     def supported(self) -> bool:
@@ -99,6 +103,7 @@ class SupportScorer:
         self._idf = idf_weights(self._tokens) if self.chunks else {}
         self._sentence_vectors: list[np.ndarray] | None = None
         self._cache: dict[str, list[tuple[float, float, float | None]]] = {}
+        self._quoted: dict[str, bool] = {}
         self._queries: dict[str, np.ndarray] = {}
 
     @property
@@ -146,11 +151,14 @@ class SupportScorer:
         needle = _normalise(sentence)
         semantic = self.semantic(sentence) if self.uses_embedding else None
         out = []
+        self._quoted[sentence] = False
         for i in range(len(self.chunks)):
             lex = self.lexical(sentence, i)
             sem = None if semantic is None else float(np.clip(semantic[i], 0.0, 1.0))
-            if needle and (needle in self._normalised[i] or needle in self._units[i]):
+            if needle and (needle in self._normalised[i] or needle in self._units[i] or
+                           _labelled_quote(needle, self._normalised[i])):
                 score = 1.0                     # quoted verbatim
+                self._quoted[sentence] = True
             elif sem is None:
                 score = lex
             else:
@@ -159,9 +167,26 @@ class SupportScorer:
         self._cache[sentence] = out
         return out
 
+    def quoted(self, sentence: str) -> bool:
+        """Whether the sentence is found verbatim in a chunk."""
+        self.scores(sentence)
+        return self._quoted.get(sentence, False)
+
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length embeddings of the texts (cached with the sentences'), one row each."""
+        self.warm(texts)
+        return np.stack([self._queries[t] for t in texts])
+
     def score(self, sentence: str, index: int) -> float:
         """Support of the sentence by one chunk (0-based index)."""
         return self.scores(sentence)[index][0]
+
+
+def _labelled_quote(needle: str, chunk: str) -> bool:
+    """A quote with its label ("-n, --new-file: if one file is missing, ...", as the extractive answerer
+    quotes a definition list): the sentence and every label part are in the chunk."""
+    label, sep, quote = needle.partition(": ")
+    return bool(sep and quote and label) and quote in chunk and all(part in chunk for part in label.split(", "))
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:
@@ -184,7 +209,8 @@ def _texts(context: Sequence[Document | str] | str) -> list[str]:
 def annotate_support(answer: str, context: Sequence[Document | str] | str, *,
                      embedding: Embeddings | str | None = "default", threshold: float = 0.6,
                      partial_threshold: float = 0.3, lexical_weight: float = 0.5,
-                     scorer: SupportScorer | None = None) -> list[SentenceSupport]:
+                     scorer: SupportScorer | None = None, question: str | None = None,
+                     context_text: str = "") -> list[SentenceSupport]:
     """Per answer sentence: the best-supporting chunk, its support score and a label.
 
     Args:
@@ -195,6 +221,9 @@ def annotate_support(answer: str, context: Sequence[Document | str] | str, *,
         partial_threshold: minimum score of a `partial` one.
         lexical_weight: weight of lexical overlap in the combined score.
         scorer: a prepared `SupportScorer` over the same context (reused to save work).
+        question: the question asked; when given, each claim also gets `answers` and `relevance`
+            (`rag.generation.relevance`), a signal separate from support.
+        context_text: the context with its titles, where the question's names are looked for.
 
     Returns:
         One `SentenceSupport` per sentence, in answer order.
@@ -217,9 +246,19 @@ def annotate_support(answer: str, context: Sequence[Document | str] | str, *,
         best = max(range(len(scores)), key=lambda i: (scores[i][0], -i))
         score, lex, sem = scores[best]
         out.append(SentenceSupport(sentence=sentence.text, citations=sentence.citations, chunk=best + 1,
-                                   score=score, lexical=lex, semantic=sem,
+                                   score=score, lexical=lex, semantic=sem, quoted=scorer.quoted(sentence.text),
                                    label=_label(score, threshold, partial_threshold)))
+    if question:
+        _add_relevance(out, question, scorer, context_text or "\n".join(scorer.chunks))
     return out
+
+
+def _add_relevance(items: list[SentenceSupport], question: str, scorer: SupportScorer, context_text: str) -> None:
+    claims = [i for i, item in enumerate(items) if item.label != "no_answer"]
+    found = answer_relevance(question, [items[i].sentence for i in claims], context_text=context_text,
+                             vectors=scorer.vectors if scorer.uses_embedding and scorer.chunks else None)
+    for i, rel in zip(claims, found):
+        items[i] = items[i].model_copy(update={"answers": rel.answers(), "relevance": round(rel.relevance, 4)})
 
 
 def support_summary(annotations: Sequence[SentenceSupport | dict[str, Any]]) -> dict[str, Any]:
@@ -234,4 +273,7 @@ def support_summary(annotations: Sequence[SentenceSupport | dict[str, Any]]) -> 
     claims = [a for a in items if a.label != "no_answer"]
     counts = {label: sum(a.label == label for a in items) for label in SUPPORT_LABELS}
     score = round(sum(a.score for a in claims) / len(claims), 4) if claims else None
-    return {"score": score, "sentences": len(items), **counts}
+    out = {"score": score, "sentences": len(items), **counts}
+    if any(a.answers is not None for a in claims):   # checked against the question
+        out["answering"] = sum(bool(a.answers) for a in claims)
+    return out

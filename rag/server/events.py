@@ -72,8 +72,10 @@ async def checks_body(output: Mapping[str, Any], *, embedding: Any) -> dict[str,
     The checks embed the answer sentences, so they run in a worker thread, off the event loop.
     """
 
+    question = output.get("question")
+    question = question.get("question") if isinstance(question, Mapping) else question   # a chat chain's input
     checks = await asyncio.to_thread(check_answer, str(output.get("answer") or ""), list(output.get("context") or []),
-                                     embedding=embedding)
+                                     embedding=embedding, question=question if isinstance(question, str) else None)
     citations = {k: v for k, v in checks.citations_dict().items() if k != "sources"}
     return {"citations": citations, "support": [s.model_dump() for s in checks.support],
             "summary": checks.summary, "flags": checks.flags}

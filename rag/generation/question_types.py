@@ -1,0 +1,184 @@
+"""What kind of answer a question asks for, and whether a context unit has that kind of answer.
+
+The offline answerer (`rag.generation.extractive`) quotes the unit that answers the question, not
+the one sharing the most words with it. A question's type says what the answer must hold:
+
+- `identifier`: "Which option / command / function / exception / variable ...": an option
+  (`--amend`, `-i`), a call (`loads()`), a command (`git stash`, "the sdiff command"), an
+  exception name (`JSONDecodeError`), an environment variable (`SIMPLE_BACKUP_SUFFIX`), a code span;
+- `number`: "How many / how much / what is the default / which port / what exit status ...": a number
+  or a number word;
+- `extension`: "What extension / suffix ...", "Where does it put / store / write ... files": a file
+  extension (`.orig`) or a path;
+- `reason`: "Why ...": a cause ("because", "since", "so that", "to avoid");
+- `procedure`: "How do I / can I ...": an identifier to use (an option, a command) is likely part
+  of the answer (the same check as `identifier`, but the answer may have more than one sentence);
+- `open`: anything else ("How do I ...", "What is ...").
+
+An identifier the question itself names is not an answer to it ("Which git clone option ..." is not
+answered by "git clone"). `names_in` finds the names a question mentions (a capitalised word inside
+the sentence, a word mixing letters and digits, an acronym): a context that mentions none of them
+is about something else, so the answerer says "I don't know".
+
+Example:
+    >>> question_type("Which option makes diff ignore case?"), question_type("How many lines of context?")
+    ('identifier', 'number')
+    >>> has_answer_of_type("Use the -i or --ignore-case option.", "identifier", "Which option ignores case?")
+    True
+    >>> names_in("What port does PostgreSQL use by default?")
+    ['PostgreSQL']
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["QUESTION_TYPES", "has_answer_of_type", "identifiers_in", "names_in", "question_type"]
+
+QUESTION_TYPES = ("identifier", "number", "extension", "reason", "procedure", "open")
+
+_IDENTIFIER_NOUNS = (r"options?|flags?|switch(?:es)?|commands?|programs?|functions?|methods?|class(?:es)?|"
+                     r"exceptions?|errors?|modules?|(?:environment )?variables?|settings?|keys?|decorators?|"
+                     r"tools?|utilit(?:y|ies)|arguments?|parameters?|modes?|subcommands?|calls?|types?")
+_IDENTIFIER_Q = re.compile(rf"\b(?:which|what)\b(?:\s+\S+){{0,3}}?\s+(?:{_IDENTIFIER_NOUNS})\b"
+                           rf"|\b(?:which|what)\s+(?:{_IDENTIFIER_NOUNS})\b|\bwhat (?:do|should) i (?:call|use|run)\b",
+                           re.IGNORECASE)
+_NUMBER_Q = re.compile(r"\bhow (?:many|much|long|often|big|large|wide)\b|\bwhat (?:is|was|are|were) the (?:default|"
+                       r"maximum|minimum|number|size|width|length|value|amount|total|percentage|rate)\b|"
+                       r"\b(?:which|what) port\b|\bexit status\b|\bdefault (?:value|number|size|width|level)\b|"
+                       r"\bin (?:columns|bytes|seconds|lines|percent|usd|millions?|billions?)\b", re.IGNORECASE)
+_EXTENSION_Q = re.compile(r"\b(?:extension|suffix)\b", re.IGNORECASE)
+_WHERE_Q = re.compile(r"^\s*where\b.*\b(?:put|puts|store[sd]?|save[sd]?|write|writes|written|keeps?|kept|files?|"
+                      r"director(?:y|ies)|folders?)\b", re.IGNORECASE)   # a file's place: a path or extension
+_HOW_TO_Q = re.compile(r"^\s*how (?:do|can|should|would) (?:i|you|we|one)\b", re.IGNORECASE)
+_REASON_Q = re.compile(r"^\s*why\b|\bfor what reason\b", re.IGNORECASE)
+
+_OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+_CALL = re.compile(r"\b[A-Za-z_][\w.]*\(\)")
+_DOTTED = re.compile(r"\b[a-z_]\w*\.[a-z_]\w*\b")
+_CAMEL = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]*)+\b")
+_CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
+_CODE_SPAN = re.compile(r"`[^`]+`")
+_COMMAND = re.compile(r"\b(?:the\s+)?([a-z][\w-]*\d*)\s+(?:command|program|utility|subcommand)\b|"
+                      r"\bgit[ -][a-z][a-z-]+\b|\b[a-z]+\d\b")
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?\b|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
+                     r"twelve|hundred|thousand)\b", re.IGNORECASE)
+_EXTENSION = re.compile(r"(?<![\w/])\.[A-Za-z~]{1,6}\b|‘\s*~\s*’|'~'")
+_PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*")
+_REASON = re.compile(r"\b(?:because|since|so that|in order to|to avoid|to prevent|due to|as a result|the reason)\b",
+                     re.IGNORECASE)
+_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][\w&]*[A-Za-z0-9]\b|\b[A-Za-z]+\d[\w]*\b|\b\d+[A-Za-z]\w*\b")
+_NOT_NAMES = frozenset({"I", "FY", "Q1", "Q2", "Q3", "Q4", "USD", "EUR", "GAAP", "EPS", "EBITDA", "CEO", "CFO"})
+
+
+def question_type(question: str) -> str:
+    """The kind of answer the question asks for (one of `QUESTION_TYPES`)."""
+    if _REASON_Q.search(question):
+        return "reason"
+    if _IDENTIFIER_Q.search(question):
+        return "identifier"
+    if _EXTENSION_Q.search(question) or _WHERE_Q.search(question):
+        return "extension"
+    if _NUMBER_Q.search(question):
+        return "number"
+    if _HOW_TO_Q.search(question):
+        return "procedure"
+    return "open"
+
+
+def identifiers_in(text: str) -> set[str]:
+    """The identifiers a text names: options, calls, dotted names, CamelCase and CONSTANT names, code
+    spans and commands ("the sdiff command", "git stash", "diff3").
+
+    Example:
+        >>> sorted(identifiers_in("The sdiff command merges files; use -o or --output."))
+        ['--output', '-o', 'sdiff']
+    """
+    found = set()
+    for pattern in (_OPTION, _CALL, _DOTTED, _CAMEL, _CONSTANT, _CODE_SPAN):
+        found.update(m.group().strip("`").lower() for m in pattern.finditer(text))
+    for match in _COMMAND.finditer(text):
+        found.add((match.group(1) or match.group()).lower().replace("git-", "git "))
+    return found
+
+
+def has_answer_of_type(text: str, qtype: str, question: str = "") -> bool:
+    """Whether the unit holds the kind of answer `qtype` asks for (and not only what the question names)."""
+    if qtype in ("identifier", "procedure"):
+        named = {i.replace("git-", "git ") for i in identifiers_in(question)} | set(question.lower().split())
+        return bool(identifiers_in(text) - named)
+    if qtype == "number":
+        asked = set(_NUMBER.findall(question.lower()))
+        return any(n.lower() not in asked for n in _NUMBER.findall(text))
+    if qtype == "extension":
+        return bool(_EXTENSION.search(text) or _PATH.search(text))
+    if qtype == "reason":
+        return bool(_REASON.search(text))
+    return True
+
+
+def names_in(question: str) -> list[str]:
+    """The names a question mentions: capitalised words inside the sentence, words mixing letters and
+    digits (FAT32, 3M), acronyms; not fiscal-period words (FY, Q2) or the pronoun I."""
+    names = []
+    for match in _NAME.finditer(question.strip()):
+        word = match.group()
+        if word in _NOT_NAMES or re.fullmatch(r"(?:FY|Q[1-4])?'?\d+(?:Q[1-4])?", word, re.IGNORECASE) \
+                or re.fullmatch(r"\d+(?:st|nd|rd|th|s|m|bn|k|mn)?", word, re.IGNORECASE):
+            continue
+        names.append(word)
+    return list(dict.fromkeys(names))
+
+
+def _initials(text: str) -> set[str]:
+    words = re.findall(r"[A-Za-z]+", text)
+    return {"".join(w[0] for w in words[i:i + n]).lower() for n in (2, 3, 4) for i in range(len(words) - n + 1)}
+
+
+def missing_names(question: str, context_text: str) -> list[str]:
+    """The names of the question the context never mentions (as a word, a prefix of a longer word,
+    or, for an acronym like JnJ, the initials of consecutive words).
+
+    Example:
+        >>> missing_names("What was JnJ's revenue? And Netflix's?", "Johnson & Johnson reported revenue.")
+        ['Netflix']
+    """
+    lowered = context_text.lower()
+    squashed = re.sub(r"[^a-z0-9]", "", lowered)
+    initials: set[str] | None = None
+    missing = []
+    for name in names_in(question):
+        key = name.lower()
+        if key in lowered or re.sub(r"[^a-z0-9]", "", key) in squashed:
+            continue
+        capitals = "".join(c for c in name if c.isupper())
+        if len(capitals) >= 2:
+            initials = _initials(context_text) if initials is None else initials
+            if capitals.lower() in initials:
+                continue
+        missing.append(name)
+    return missing
+
+
+def _name_words(identifier: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", identifier.lower()) if w}
+
+
+def name_match(text: str, question: str) -> float:
+    """How well an identifier of the text spells the question: the best share of an identifier's words
+    (``--ignore-all-space``: ignore, all, space) that the question uses, stop words included.
+
+    Example:
+        >>> name_match("-w, --ignore-all-space: Ignore white space.", "Which option ignores all white space?")
+        1.0
+    """
+    from rag.base.text import tokenize
+
+    asked = set(tokenize(question, stop_words=False))
+    named = {i.replace("git-", "git ") for i in identifiers_in(question)}
+    best = 0.0
+    for identifier in identifiers_in(text) - named:
+        words = {w for w in (tokenize(" ".join(_name_words(identifier)), stop_words=False)) if len(w) > 1}
+        if words:
+            best = max(best, len(words & asked) / len(words))
+    return best
