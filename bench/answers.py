@@ -50,7 +50,7 @@ DIFFUTILS_DIR = Path("/usr/share/doc/diffutils")
 GIT_DIR = Path("/usr/share/doc/git-doc")
 # diffutils pages that only redirect ("The node you are looking for is at ..."), the index and the licence
 _DIFFUTILS_SKIP = {"Index.html", "index.html", "Copying-This-Manual.html"}
-THRESHOLDS = [round(0.05 * i, 2) for i in range(0, 19)]
+THRESHOLDS = [round(0.05 * i, 2) for i in range(19)]
 
 
 def rag_cli(*argv: str) -> str:
@@ -154,6 +154,8 @@ def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
 
     from rag.generation.answerer import default_llm
     from rag.generation.extractive import NO_ANSWER
+    from rag.generation.relevance import answer_relevance, context_text
+    from rag.generation.sentences import parse_answer
 
     answerer = default_llm()
     rows, seconds = [], []
@@ -165,7 +167,10 @@ def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
         seconds.append(time.perf_counter() - started)
         unrefused = decision.text
         answer = NO_ANSWER if decision.refused else unrefused   # what invoke() returns, without a second run
-        rows.append({"id": q["id"], "question": q["question"], "gold": q["answers"],
+        sentences = [p.text for p in parse_answer(unrefused)]
+        signals = answer_relevance(q["question"], sentences, context_text=context_text(context),
+                                   embedding=answerer.embedding) if sentences else []
+        rows.append({"answers_signal": any(r.answers() for r in signals), "id": q["id"], "question": q["question"], "gold": q["answers"],
                      "in_corpus": bool(q["answers"]), "hit": context_hit(q, a["context"]) if q["answers"] else None,
                      "answer": answer, "chain_answer": a["answer"], "refused": decision.refused,
                      "confidence": round(decision.confidence, 4), "qtype": decision.qtype,
@@ -190,7 +195,12 @@ def summary(result: dict, threshold: float | None = None) -> dict:
             "right_given_hit": sum(answered(r) and r["right"] for r in hits), "hits": len(hits),
             "answered_wrong": sum(answered(r) and not r["right"] for r in rows),
             "refused_absent": sum(not answered(r) for r in absent),
-            "refused_answerable": sum(not answered(r) for r in answerable)}
+            "refused_answerable": sum(not answered(r) for r in answerable),
+            # the "answers the question" signal of the checks, on the answers given (right or not)
+            "signal_right": sum(answered(r) and r["right"] and r["answers_signal"] for r in rows),
+            "signal_wrong": sum(answered(r) and not r["right"] and not r["answers_signal"] for r in rows),
+            "answered_rightly": sum(answered(r) and r["right"] for r in rows),
+            "answered_wrongly": sum(answered(r) and not r["right"] for r in rows)}
 
 
 def _pct(a: int, b: int) -> str:
@@ -198,8 +208,8 @@ def _pct(a: int, b: int) -> str:
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| corpus | questions (answerable + not in corpus) | context hit | answer right | right, given a hit "
-             "| not-in-corpus refused | answered and wrong | answerable refused | answerer time (median) |",
+    lines = [("| corpus | questions (answerable + not in corpus) | context hit | answer right | right, given a hit "
+              "| not-in-corpus refused | answered and wrong | answerable refused | answerer time (median) |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         s = summary(res)
@@ -208,6 +218,12 @@ def markdown(results: list[dict]) -> str:
                      f"| {_pct(s['right_given_hit'], s['hits'])} | {_pct(s['refused_absent'], s['not_in_corpus'])} "
                      f"| {_pct(s['answered_wrong'], s['questions'])} | {_pct(s['refused_answerable'], s['answerable'])} "
                      f"| {res['answerer_seconds_median'] * 1000:.0f} ms |")
+    lines += ["", "The checks' \"answers the question\" signal on the answers given (separate from \"quoted\"):", "",
+              "| corpus | right answers marked as answering | wrong answers marked as not answering |", "|---|---|---|"]
+    for res in results:
+        s = summary(res)
+        lines.append(f"| {res['corpus']} | {_pct(s['signal_right'], s['answered_rightly'])} "
+                     f"| {_pct(s['signal_wrong'], s['answered_wrongly'])} |")
     lines += ["", "Refusal trade-off (a threshold on the answerer's confidence; right / wrong / refused, all questions):",
               "", "| threshold | " + " | ".join(r["corpus"] for r in results) + " |",
               "|---|" + "---|" * len(results)]

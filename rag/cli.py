@@ -125,6 +125,7 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
 def _cmd_ask(args: argparse.Namespace) -> int:
     from rag.base.filters import validate_filter
     from rag.core.generator import RAG
+    from rag.generation.citations import resolve_citations
     from rag.generation.prompts import source_label
 
     for flag, value in (("--k", args.k), ("--max-tokens", args.max_tokens)):
@@ -157,9 +158,15 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if empty:
         print(f"\nSources: none ({terminal_safe(empty)})")
         return 0
-    print("\nSources:")
-    for i, doc in enumerate(out["context"], start=1):
-        print(f"  [{i}] {terminal_safe(source_label(doc))}")
+    cited = set(resolve_citations(out["answer"], out["context"]).cited)
+    labels = {i: terminal_safe(source_label(doc)) for i, doc in enumerate(out["context"], start=1)}
+    if cited:
+        print("\nSources cited:")
+        print("\n".join(f"  [{n}] {labels[n]}" for n in sorted(cited)))
+    rest = [n for n in labels if n not in cited]
+    if rest:
+        print("\nRetrieved, not used:" if cited else "\nRetrieved (none cited):")
+        print("\n".join(f"  [{n}] {labels[n]}" for n in rest))
     return 0
 
 

@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -39,7 +39,7 @@ from rag.generation.prompts import source_label
 from rag.generation.sentences import CITATION_PATTERN, is_abstention, parse_answer
 from rag.generation.support import SupportScorer, _texts
 
-__all__ = ["CitationCheck", "CitationReport", "ResolvedCitations", "check_citations", "resolve_citations",
+__all__ = ["CitationCheck", "CitationReport", "ResolvedCitations", "check_citations", "cited_first", "resolve_citations",
            "source_map"]
 
 
@@ -51,6 +51,19 @@ def source_map(context: Sequence[Document]) -> list[dict[str, Any]]:
         out.append({"n": n, "source": md.get("source"), "page": md.get("page"), "resource": md.get("resource"),
                     "doc_id": md.get("doc_id"), "chunk_index": md.get("chunk_index"), "label": source_label(doc)})
     return out
+
+
+def cited_first(sources: Sequence[dict[str, Any]], cited: Iterable[int]) -> list[dict[str, Any]]:
+    """The sources with a `cited` flag, those the answer cites first (by number), then the ones
+    retrieved but not used; each keeps its number `n`, so `[n]` in the answer still finds it.
+
+    Example:
+        >>> [(s["n"], s["cited"]) for s in cited_first([{"n": 1}, {"n": 2}, {"n": 3}], [3])]
+        [(3, True), (1, False), (2, False)]
+    """
+    used = set(cited)
+    marked = [{**s, "cited": s.get("n") in used} for s in sources]
+    return sorted(marked, key=lambda s: not s["cited"])
 
 
 class ResolvedCitations(BaseModel):

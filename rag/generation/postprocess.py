@@ -41,6 +41,7 @@ from rag.generation.citations import (
     resolve_citations,
     source_map,
 )
+from rag.generation.relevance import context_text
 from rag.generation.support import (
     SentenceSupport,
     SupportScorer,
@@ -99,11 +100,12 @@ def check_answer(answer: str, context: Sequence[Document], *, embedding: Embeddi
     suspicious = suspicious_chunks(context)
     # A chunk that gives the model orders is not evidence: it is scored as empty.
     texts = ["" if n in suspicious else d.page_content for n, d in enumerate(context, start=1)]
-    scorer = SupportScorer(texts, embedding=embedding)
+    scorer = SupportScorer(texts, embedding=embedding,
+                           titles=[str((getattr(d, "metadata", None) or {}).get("title") or "") for d in context])
     report = check_citations(answer or "", texts, threshold=threshold, scorer=scorer)
     support = annotate_support(resolved.answer, texts, threshold=threshold, partial_threshold=partial_threshold,
                                scorer=scorer, question=question if isinstance(question, str) else None,
-                               context_text=_context_text(context))
+                               context_text=context_text(context))
     flags = []
     if resolved.invalid:
         flags.append("invalid_citations")
@@ -121,15 +123,6 @@ def check_answer(answer: str, context: Sequence[Document], *, embedding: Embeddi
     return AnswerChecks(final_answer=resolved.answer, sources=source_map(context), cited=resolved.cited,
                         invalid=resolved.invalid, suspicious=suspicious, citations=report, support=support,
                         summary=support_summary(support), flags=flags)
-
-
-def _context_text(context: Sequence[Document]) -> str:
-    """The context's text with its documents' titles and file names (where a question's names are found)."""
-    parts = []
-    for doc in context:
-        meta = getattr(doc, "metadata", None) or {}
-        parts += [getattr(doc, "page_content", str(doc)), str(meta.get("title") or ""), str(meta.get("source") or "")]
-    return "\n".join(parts)
 
 
 def answer_checks(*, embedding: Embeddings | str | None = "default",

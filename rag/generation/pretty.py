@@ -6,7 +6,13 @@ its answer is shown as it is, with the numbered sources.
 
 Both show the question, the answer sentence by sentence coloured by support (green: supported,
 yellow: partly supported, red: unsupported, grey: "I don't know"), a `[chunk, score]` marker
-after each sentence naming the best-supporting source and its score, the flags, and the source list.
+after each sentence naming the best-supporting source and its score, the flags, and the sources:
+those the answer cites first, then those retrieved but not used.
+
+"Quoted from the source" and "answers the question" are two signals: a sentence the checks found
+not to answer the question (`answers` false, `rag.generation.relevance`) is never shown as
+supported, whatever its support score: it is shown in magenta (`rag-not-answering`) and its
+marker says "does not answer".
 
 Colours are ANSI escape codes: `color=None` colours only when the output is a terminal.
 HTML uses CSS classes (`rag-supported`, `rag-partial`, `rag-unsupported`, `rag-no-answer`,
@@ -19,7 +25,7 @@ Example:
     >>> print(to_text(r, color=False))
     Question: Where is Rome?
     Answer: Rome is in Italy. [1, 0.93]
-    Sources:
+    Sources cited:
       [1] italy.txt
 """
 
@@ -34,16 +40,17 @@ from rag.base.errors import InputError
 from rag.base.result import RAGResult
 from rag.base.text import terminal_safe
 from rag.generation.citations import source_map
+from rag.generation.sentences import parse_answer
 
 __all__ = ["ANSI", "as_result", "pprint", "to_html", "to_text"]
 
-ANSI = {"supported": "\033[32m", "partial": "\033[33m", "unsupported": "\033[31m", "no_answer": "\033[90m",
+ANSI = {"not_answering": "\033[35m", "supported": "\033[32m", "partial": "\033[33m", "unsupported": "\033[31m", "no_answer": "\033[90m",
         "bold": "\033[1m", "dim": "\033[2m", "reset": "\033[0m"}
 
 _CSS = """<style>
 .rag-result{font-family:system-ui,sans-serif;line-height:1.5}
 .rag-supported{color:#1a7f37}.rag-partial{color:#9a6700}.rag-unsupported{color:#cf222e}
-.rag-no-answer{color:#6e7781}.rag-marker{font-size:.8em;color:#6e7781}.rag-flags{color:#cf222e}
+.rag-no-answer{color:#6e7781}.rag-not-answering{color:#8250df}.rag-marker{font-size:.8em;color:#6e7781}.rag-flags{color:#cf222e}
 </style>"""
 
 
@@ -74,13 +81,21 @@ def as_result(result: RAGResult | Mapping[str, Any]) -> RAGResult:
 def _marker(item: dict[str, Any]) -> str:
     if item.get("chunk") is None:
         return "[-, 0.00]"
-    return f"[{item['chunk']}, {float(item.get('score', 0.0)):.2f}]"
+    off = ", does not answer" if item.get("answers") is False else ""
+    return f"[{item['chunk']}, {float(item.get('score', 0.0)):.2f}{off}]"
+
+
+def _style(item: dict[str, Any]) -> str:
+    """The sentence's display label: its support label, unless it does not answer the question."""
+    if item.get("answers") is False and item.get("label") != "no_answer":
+        return "not_answering"
+    return item.get("label", "unsupported")
 
 
 def _answer_parts(result: RAGResult) -> list[tuple[str, str, str]]:
     """(label, sentence, marker) per sentence; falls back to the bare answer without annotations."""
     if result.support:
-        return [(s.get("label", "unsupported"), s.get("sentence", ""), _marker(s)) for s in result.support]
+        return [(_style(s), s.get("sentence", ""), _marker(s)) for s in result.support]
     answer = result.final_answer or result.answer or ""
     return [("plain", answer, "")] if answer else []
 
@@ -100,10 +115,20 @@ def to_text(result: RAGResult | Mapping[str, Any], *, color: bool = True) -> str
     lines.append(f"{paint('Answer:', 'bold')} {' '.join(parts)}")
     if result.flags:
         lines.append(f"{paint('Flags:', 'bold')} {paint(', '.join(result.flags), 'unsupported')}")
-    if result.sources:
-        lines.append(paint("Sources:", "bold"))
-        lines.extend(f"  [{s['n']}] {safe(s.get('label') or s.get('source') or '?')}" for s in result.sources)
+    cited, rest = _split_sources(result)
+    for title, group in (("Sources cited:", cited), ("Retrieved, not used:" if cited else "Sources:", rest)):
+        if group:
+            lines.append(paint(title, "bold"))
+            lines.extend(f"  [{s['n']}] {safe(s.get('label') or s.get('source') or '?')}" for s in group)
     return "\n".join(lines)
+
+
+def _split_sources(result: RAGResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(sources the answer cites, sources retrieved but not used), each in number order."""
+    cited = set((result.citations or {}).get("cited") or [])
+    if not cited:
+        cited = {n for part in parse_answer(result.final_answer or result.answer or "") for n in part.citations}
+    return [s for s in result.sources if s["n"] in cited], [s for s in result.sources if s["n"] not in cited]
 
 
 def pprint(result: RAGResult | Mapping[str, Any], *, file: TextIO | None = None, color: bool | None = None) -> None:
@@ -138,9 +163,12 @@ def to_html(result: RAGResult | Mapping[str, Any], *, css: bool = True) -> str:
     out.append(f'<p class="rag-answer"><b>Answer:</b> {" ".join(spans)}</p>')
     if result.flags:
         out.append(f'<p class="rag-flags"><b>Flags:</b> {e(", ".join(result.flags))}</p>')
-    if result.sources:
-        items = "".join(f'<li value="{int(s["n"])}">{e(str(s.get("label") or s.get("source") or "?"))}</li>'
-                        for s in result.sources)
-        out.append(f'<ol class="rag-sources">{items}</ol>')
+    cited, rest = _split_sources(result)
+    for title, css_class, group in (("Sources cited", "rag-sources", cited),
+                                    ("Retrieved, not used" if cited else "Sources", "rag-sources rag-unused", rest)):
+        if group:
+            items = "".join(f'<li value="{int(s["n"])}">{e(str(s.get("label") or s.get("source") or "?"))}</li>'
+                            for s in group)
+            out.append(f'<p><b>{title}:</b></p><ol class="{css_class}">{items}</ol>')
     out.append("</div>")
     return "\n".join(out)

@@ -59,11 +59,15 @@ _DOTTED = re.compile(r"\b[a-z_]\w*\.[a-z_]\w*\b")
 _CAMEL = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]*)+\b")
 _CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
 _CODE_SPAN = re.compile(r"`[^`]+`")
-_COMMAND = re.compile(r"\b(?:the\s+)?([a-z][\w-]*\d*)\s+(?:command|program|utility|subcommand)\b|"
-                      r"\bgit[ -][a-z][a-z-]+\b|\b[a-z]+\d\b")
+_COMMAND = re.compile(r"\b(?:the\s+)?([a-z][\w-]*\d*)\s+(?:command|program|utility|subcommand)\b|\b[a-z]+\d\b|"
+                      r"\b[a-z][\w.-]*\(\d\w*\)|^[a-z][\w.-]+(?= - )")
+# "the sdiff command", "diff3", a manual page "git-stash(1)", a manual page's NAME line "git-stash - Stash ..."
+_TITLE_NAME = re.compile(r"^\s*`?([A-Za-z_][\w.-]*(?:\(\d\w*\))?)`?\s*(?:$|[—–:]|-\s|\()")   # "json — JSON ..."
+_OPTION_NOUNS = re.compile(r"\b(?:options?|flags?|switch(?:es)?|modes?|arguments?|parameters?)\b", re.IGNORECASE)
+_COMMAND_NOUNS = re.compile(r"\b(?:commands?|programs?|tools?|utilit(?:y|ies)|subcommands?)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?\b|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
                      r"twelve|hundred|thousand)\b", re.IGNORECASE)
-_EXTENSION = re.compile(r"(?<![\w/])\.[A-Za-z~]{1,6}\b|‘\s*~\s*’|'~'")
+_EXTENSION = re.compile(r"(?<![\w/])\.[A-Za-z~]{1,6}\b|‘\s*~\s*’|'~'|[‘'\"`]\s*[\w-]*\.[A-Za-z~]{1,6}\s*[’'\"`]")
 _PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*")
 _REASON = re.compile(r"\b(?:because|since|so that|in order to|to avoid|to prevent|due to|as a result|the reason)\b",
                      re.IGNORECASE)
@@ -94,19 +98,59 @@ def identifiers_in(text: str) -> set[str]:
         >>> sorted(identifiers_in("The sdiff command merges files; use -o or --output."))
         ['--output', '-o', 'sdiff']
     """
-    found = set()
-    for pattern in (_OPTION, _CALL, _DOTTED, _CAMEL, _CONSTANT, _CODE_SPAN):
-        found.update(m.group().strip("`").lower() for m in pattern.finditer(text))
-    for match in _COMMAND.finditer(text):
-        found.add((match.group(1) or match.group()).lower().replace("git-", "git "))
-    return found
+    return _options(text) | _code_names(text) | _commands(text)
 
 
-def has_answer_of_type(text: str, qtype: str, question: str = "") -> bool:
-    """Whether the unit holds the kind of answer `qtype` asks for (and not only what the question names)."""
+def _options(text: str) -> set[str]:
+    return {m.group().lower() for m in _OPTION.finditer(text)}
+
+
+def _code_names(text: str) -> set[str]:
+    return {m.group().strip("`").lower() for p in (_CALL, _DOTTED, _CAMEL, _CONSTANT, _CODE_SPAN) for m in p.finditer(text)}
+
+
+def _commands(text: str) -> set[str]:
+    return {_plain(m.group(1) or m.group()) for m in _COMMAND.finditer(text)}
+
+
+def _plain(name: str) -> str:
+    """A command's name as a question writes it: "git-stash(1)" -> "git stash"."""
+    return re.sub(r"\(\d\w*\)$", "", name.lower()).replace("-", " ")
+
+
+def title_name(title: str) -> str:
+    """The name a document is about, when its title starts with one: "git-stash(1)", "json — JSON
+    encoder and decoder"; "" for a title that is a phrase ("Comparing Three Files").
+
+    Example:
+        >>> title_name("git-stash(1)"), title_name("json — JSON encoder and decoder"), title_name("Comparing Files")
+        ('git-stash(1)', 'json', '')
+    """
+    match = _TITLE_NAME.match(title or "")
+    return match.group(1) if match else ""
+
+
+def identifier_kind(question: str) -> str:
+    """What an identifier question asks for: an "option", a "command" or a "code" name."""
+    if _OPTION_NOUNS.search(question):
+        return "option"
+    return "command" if _COMMAND_NOUNS.search(question) else "code"
+
+
+def has_answer_of_type(text: str, qtype: str, question: str = "", title: str = "") -> bool:
+    """Whether the unit holds the kind of answer `qtype` asks for (and not only what the question names).
+
+    For a question asking for a command or a code name, the name the unit's document is about
+    (`title_name(title)`) counts: every sentence of the git-stash(1) page is about `git stash`.
+    """
     if qtype in ("identifier", "procedure"):
-        named = {i.replace("git-", "git ") for i in identifiers_in(question)} | set(question.lower().split())
-        return bool(identifiers_in(text) - named)
+        lowered = question.lower()
+        named = identifiers_in(question) | {_plain(w) for w in lowered.split()}
+        kind = identifier_kind(question) if qtype == "identifier" else "any"
+        found = {"option": _options, "command": _commands, "code": _code_names}.get(kind, identifiers_in)(text)
+        if kind in ("command", "code") and title_name(title):
+            found.add(_plain(title_name(title)))
+        return any(f not in named and f not in lowered for f in found)
     if qtype == "number":
         asked = set(_NUMBER.findall(question.lower()))
         return any(n.lower() not in asked for n in _NUMBER.findall(text))

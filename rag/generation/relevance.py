@@ -26,17 +26,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from rag.base.text import tokenize
-from rag.generation.question_types import has_answer_of_type, missing_names, question_type
+from rag.generation.question_types import (
+    has_answer_of_type,
+    missing_names,
+    question_type,
+)
 
-__all__ = ["RELEVANCE_THRESHOLD", "Relevance", "answer_relevance"]
+__all__ = ["RELEVANCE_THRESHOLD", "Relevance", "answer_relevance", "context_text"]
 
 RELEVANCE_THRESHOLD = 0.45
 _GENERIC = frozenset(tokenize("happen happened tell say describe explain know thing things information detail details "
                               "summary overview", stop_words=False))
+
+
+def context_text(docs: Sequence[Any]) -> str:
+    """Everything the context says, with its documents' titles and file names (where a question's
+    names are looked for)."""
+    parts = []
+    for doc in docs:
+        meta = getattr(doc, "metadata", None) or {}
+        parts += [getattr(doc, "page_content", str(doc)), str(meta.get("title") or ""), str(meta.get("source") or "")]
+    return "\n".join(parts)
 
 
 @dataclass(frozen=True)

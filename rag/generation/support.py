@@ -90,13 +90,14 @@ class SupportScorer:
     """
 
     def __init__(self, chunks: Sequence[str], *, embedding: Embeddings | str | None = "default",
-                 lexical_weight: float = 0.5) -> None:
+                 lexical_weight: float = 0.5, titles: Sequence[str] | None = None) -> None:
         if not 0.0 <= lexical_weight <= 1.0:
             raise ConfigError(f"lexical_weight must be in [0, 1], got {lexical_weight}")
         self.chunks = [str(c) for c in chunks]
         self.lexical_weight = lexical_weight
         self._embedding_spec = embedding
         self._normalised = [_normalise(c) for c in self.chunks]
+        self._titles = [_normalise(t) for t in (titles or [""] * len(self.chunks))]
         # split_sentences rewrites some units (table rows, bullets), so quotes are also matched per unit.
         self._units = [{_normalise(u) for u in split_sentences(c)} for c in self.chunks]
         self._tokens = [tokenize(c) for c in self.chunks]
@@ -156,7 +157,7 @@ class SupportScorer:
             lex = self.lexical(sentence, i)
             sem = None if semantic is None else float(np.clip(semantic[i], 0.0, 1.0))
             if needle and (needle in self._normalised[i] or needle in self._units[i] or
-                           _labelled_quote(needle, self._normalised[i])):
+                           _labelled_quote(needle, self._normalised[i], self._titles[i])):
                 score = 1.0                     # quoted verbatim
                 self._quoted[sentence] = True
             elif sem is None:
@@ -182,11 +183,14 @@ class SupportScorer:
         return self.scores(sentence)[index][0]
 
 
-def _labelled_quote(needle: str, chunk: str) -> bool:
+def _labelled_quote(needle: str, chunk: str, title: str = "") -> bool:
     """A quote with its label ("-n, --new-file: if one file is missing, ...", as the extractive answerer
-    quotes a definition list): the sentence and every label part are in the chunk."""
+    quotes a definition list, or "git-stash(1): the command saves ..." naming the chunk's document):
+    the sentence is in the chunk, and every label part is in the chunk or starts its document's title."""
     label, sep, quote = needle.partition(": ")
-    return bool(sep and quote and label) and quote in chunk and all(part in chunk for part in label.split(", "))
+    if not (sep and quote and label) or quote not in chunk:
+        return False
+    return (bool(title) and title.startswith(label)) or all(part in chunk for part in label.split(", "))
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.generation.citations import resolve_citations, source_map
+from rag.generation.citations import cited_first, resolve_citations, source_map
 from rag.generation.postprocess import check_answer
 
 __all__ = ["checks_body", "error_body", "invoke_body", "sources_with_content", "sse"]
@@ -61,7 +61,8 @@ def invoke_body(output: Mapping[str, Any]) -> dict[str, Any]:
     context = list(output.get("context") or [])
     resolved = resolve_citations(str(output.get("answer") or ""), context)
     extras = {k: v for k, v in output.items() if k not in _OUTPUT_KEYS}
-    return {"question": output.get("question"), "answer": resolved.answer, "sources": sources_with_content(context),
+    sources = cited_first(sources_with_content(context), resolved.cited)   # cited first, then retrieved but unused
+    return {"question": output.get("question"), "answer": resolved.answer, "sources": sources,
             "cited": resolved.cited, "invalid": resolved.invalid,
             "extras": json.loads(json.dumps(extras, default=str))}
 

@@ -150,6 +150,7 @@ def rag_extension(events: Mapping[str, Mapping[str, Any]], usage: Mapping[str, A
                         "content": source.get("content"), "cited": n in cited,
                         "citation_checks": [c for c in checks if n in (c.get("citations") or [])],
                         "support": [s for s in support["sentences"] if s.get("chunk") == n]})
+    sources.sort(key=lambda s: not s["cited"])   # the cited sources first, then those retrieved but not used
     return {"standalone_question": sources_event.get("standalone_question"), "sources": sources,
             "cited": sorted(cited), "invalid": citations.get("invalid") or [],
             "citations": {"precision": citations.get("precision"), "recall": citations.get("recall"),

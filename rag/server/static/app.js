@@ -65,8 +65,11 @@ function withCitations(text) {
 
 const sourceId = (s) => Number(s.n ?? s.id);
 
+// "Quoted from the source" and "answers the question" are separate signals: a sentence the checks
+// found not to answer the question is never coloured as supported, whatever its support score.
 function supportClass(item) {
   const label = String(item.label || "").toLowerCase();
+  if (item.answers === false && label !== "no_answer") return "support-off";
   if (label === "supported") return "support-high";
   if (label === "partial") return "support-mid";
   if (label === "unsupported") return "support-low";
@@ -85,7 +88,7 @@ function renderAnswer() {
     state.support.forEach((item, i) => {
       const span = document.createElement("span");
       span.className = "sentence " + supportClass(item);
-      if (item.score !== undefined) span.title = "support " + Number(item.score).toFixed(2);
+      if (item.score !== undefined) span.title = sentenceTitle(item);
       if (item.score !== undefined) span.dataset.score = Number(item.score).toFixed(2);
       span.dataset.label = item.label || "";
       span.append(withCitations(String(item.sentence ?? item.text ?? "")));
@@ -96,9 +99,36 @@ function renderAnswer() {
   } else {
     box.append(withCitations(state.answer));
   }
-  document.querySelectorAll("#sources li").forEach((li) => {
+  document.querySelectorAll("#sources li[data-id]").forEach((li) => {
     li.classList.toggle("cited", state.cited.has(Number(li.dataset.id)));
   });
+  orderSources();
+}
+
+function sentenceTitle(item) {
+  const parts = [(item.quoted ? "quoted from source " : "support from source ") + (item.chunk ?? "-") +
+                 " (" + Number(item.score).toFixed(2) + ")"];
+  if (item.answers === true) parts.push("answers the question");
+  if (item.answers === false) parts.push("does not answer the question");
+  return parts.join("; ");
+}
+
+// The cited sources first, then the ones retrieved but not used, under their own heading.
+function orderSources() {
+  const list = $("sources");
+  list.querySelectorAll("li.unused-heading").forEach((li) => li.remove());
+  const items = [...list.querySelectorAll("li[data-id]")];
+  if (!state.cited.size) return;
+  const used = items.filter((li) => state.cited.has(Number(li.dataset.id)));
+  const unused = items.filter((li) => !state.cited.has(Number(li.dataset.id)));
+  list.append(...used);
+  if (unused.length) {
+    const heading = document.createElement("li");
+    heading.className = "unused-heading";
+    heading.textContent = "Retrieved, not used in the answer";
+    list.append(heading, ...unused);
+  }
+  unused.forEach((li) => li.classList.add("unused"));
 }
 
 function renderSources() {

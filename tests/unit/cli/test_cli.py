@@ -25,7 +25,8 @@ def test_index_then_ask_prints_answer_and_sources(corpus, tmp_path, capsys):
     assert cli.main(["ask", "What did the central bank do to interest rates?", "--store", store]) == 0
     out = capsys.readouterr().out
     assert "raised interest rates to 4% in 2025. [1]" in out
-    assert "Sources:" in out and "[1] rates.md" in out
+    assert "Sources cited:\n  [1] rates.md" in out   # the cited source first, the others after it
+    assert out.index("Sources cited:") < out.index("Retrieved, not used:\n  [2] stocks.txt")
 
 
 @pytest.mark.integration

@@ -71,4 +71,4 @@ def test_ask_on_a_fake_embedding_store_loads_no_torch_for_the_answerer(corpus: P
     run_cli("index", str(corpus), "--store", store, "--embedding", "fake")
     code, heavy, out = run_cli("ask", "What did the central bank do to interest rates?", "--store", store)
     assert code == 0 and heavy == ["chromadb"]
-    assert "Sources:" in out
+    assert "Sources cited:" in out

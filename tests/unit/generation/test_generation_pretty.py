@@ -8,7 +8,7 @@ import pytest
 
 from rag.base.errors import InputError
 from rag.base.result import RAGResult
-from rag.generation.pretty import ANSI, pprint, to_html
+from rag.generation.pretty import ANSI, pprint, to_html, to_text
 
 
 def _result() -> RAGResult:
@@ -73,8 +73,24 @@ def test_pprint_takes_a_chain_output_dict(city_resource):
     lines = out.getvalue().splitlines()
     assert lines[0] == "Question: Where is the Colosseum?"
     assert lines[1] == f"Answer: {output['answer']}" and "The Colosseum is in Rome." in lines[1]
-    assert lines[2] == "Sources:" and len(lines) == 3 + len(output["context"])
+    unused = len(output["context"]) > 1   # the cited source first, then those retrieved but not used
+    assert lines[2] == "Sources cited:" and len(lines) == 3 + len(output["context"]) + unused
+    assert not unused or "Retrieved, not used:" in lines
     assert "Where is the Colosseum?" in to_html(output)
+
+
+def test_a_quoted_sentence_that_does_not_answer_is_not_shown_as_supported():
+    r = RAGResult(question="Which exception does json.loads raise?", final_answer="It can raise one. [1]",
+                  support=[{"sentence": "It can raise one.", "chunk": 1, "score": 1.0, "label": "supported",
+                            "quoted": True, "answers": False}],
+                  sources=[{"n": 1, "label": "json.html"}, {"n": 2, "label": "other.html"}])
+    text = to_text(r, color=True)
+    assert ANSI["supported"] not in text and ANSI["not_answering"] + "It can raise one." in text
+    assert "[1, 1.00, does not answer]" in text
+    assert text.index("Sources cited:") < text.index("[1] json.html") < text.index("Retrieved, not used:") \
+        < text.index("[2] other.html")
+    html = to_html(r)
+    assert 'class="rag-not-answering"' in html and "rag-supported" not in html.split("<style>")[-1].split("</style>")[-1]
 
 
 @pytest.mark.parametrize("value", [{"answer": "x"}, {"question": "q"}, "just text", 3, None])
