@@ -32,7 +32,7 @@ from rag.base.text import split_sentences, tokenize
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
 
-_SHORT_CHUNK = 300  # characters: a chunk this short was not cut by a size limit
+_SHORT_CHUNK = 300  # characters: a section this short was not cut by a chunk size limit
 MAX_WORDS = 80  # longer "sentences" are run-on PDF text or lists flattened into one line
 _MIN_WORDS = 3
 _FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
@@ -275,8 +275,10 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
             splitter.bullet = True
             line = line[bullet.end():]
         splitter.paragraph.append(line)
-    # a chunker's piece may stop mid-sentence; a short one ended where its section or document did
-    splitter.flush(cut_end="chunk_index" in metadata and len(text) >= _SHORT_CHUNK)
+    # a chunker's piece may stop mid-sentence; a short one that is a whole section (it starts with
+    # its heading) ended where the section did ("## NAME\n\ngit-clean - Remove untracked files")
+    whole_section = len(text) < _SHORT_CHUNK and text.lstrip().startswith("#")
+    splitter.flush(cut_end="chunk_index" in metadata and not whole_section)
     splitter.close_table()
     return splitter.units
 

@@ -161,7 +161,8 @@ async def test_post_checks_do_not_block_the_event_loop(city_resource, fake_llm_c
 async def test_an_extractive_answer_streams_one_cited_sentence_per_token_event(city_resource):
     from rag.generation.extractive import ExtractiveAnswerer
 
-    answerer = ExtractiveAnswerer(max_sentences=3, relative_cutoff=0.0, min_score=0.05)
+    # no refusal threshold: this question has two parts, each sentence answers one of them
+    answerer = ExtractiveAnswerer(max_sentences=3, relative_cutoff=0.0, min_score=0.05, min_confidence=0.0)
     rag = RAG(resources=[city_resource], generation_chain=rag_chain_from_docs(answerer))
     question = "When was the Eiffel Tower in Paris completed, and where is the Colosseum?"
     events = await _collect(rag, question)

@@ -343,3 +343,22 @@ def test_openapi_docs_page_is_served_without_a_cdn(client):
     assert "cdn." not in page.text
     assert client.get("/docs-static/swagger-ui-bundle.js").status_code == 200
     assert client.get("/openapi.json").json()["paths"].keys() >= {"/invoke", "/stream", "/health"}
+
+
+def test_invoke_lists_the_cited_sources_first_and_marks_the_rest_unused(make_client, make_rag):
+    client = make_client(make_rag("Acme revenue grew 10% in 2024 [3]."))
+    body = client.post("/invoke", json={"question": "How did Acme revenue change?", "k": 4}).json()
+    assert [s["n"] for s in body["sources"]][0] == 3 and body["sources"][0]["cited"] is True
+    assert sorted(s["n"] for s in body["sources"][1:]) == [1, 2, 4]
+    assert not any(s["cited"] for s in body["sources"][1:])
+
+
+def test_invoke_checks_keep_quoted_and_answers_the_question_apart(make_client, make_rag):
+    question = {"question": "In which city did Acme open a plant?", "checks": True}
+    off = make_client(make_rag("Acme revenue grew 10% in 2024. [1]")).post("/invoke", json=question).json()["checks"]
+    (sentence,) = off["support"]
+    assert sentence["quoted"] is True and sentence["label"] == "supported" and sentence["answers"] is False
+    assert "does_not_answer" in off["flags"] and off["summary"]["answering"] == 0
+    on = make_client(make_rag("Acme opened a plant in Lyon in 2023. [1]")).post("/invoke", json=question).json()["checks"]
+    assert on["support"][0]["quoted"] is True and on["support"][0]["answers"] is True
+    assert "does_not_answer" not in on["flags"]

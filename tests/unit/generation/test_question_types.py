@@ -1,0 +1,111 @@
+"""The offline answerer answers the question asked: question types, names, refusal, labelled quotes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
+
+from rag.generation.extractive import NO_ANSWER, ExtractiveAnswerer
+from rag.generation.postprocess import check_answer
+from rag.generation.question_types import (
+    has_answer_of_type,
+    missing_names,
+    name_match,
+    names_in,
+    question_type,
+    title_name,
+)
+
+MANUAL = [
+    Document(page_content="GNU diff can treat lower case letters as equivalent to their upper case counterparts, "
+                          "so that it considers them the same. To request this, use the -i or --ignore-case option.",
+             metadata={"source": "Comparison.html", "title": "Comparison"}),
+    Document(page_content="Case differences matter in file comparisons of case-sensitive file systems, and diff "
+                          "compares the case of each letter in both files by default.",
+             metadata={"source": "Overview.html", "title": "Overview"}),
+    Document(page_content="If you do not specify lines, it defaults to three. Larger values give more context.",
+             metadata={"source": "Output.html", "title": "Output Formats"}),
+    Document(page_content="# git-stash(1) Manual Page\n\nThe command saves your local modifications away and "
+                          "reverts the working directory to match the HEAD commit.",
+             metadata={"source": "git-stash.html", "title": "git-stash(1)"}),
+]
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Which option makes diff ignore case?", "identifier"),
+    ("Which command saves my changes away?", "identifier"),
+    ("How many lines of context are shown by default?", "number"),
+    ("What extension does patch add to backups?", "extension"),
+    ("Where does patch put rejected hunks in files?", "extension"),
+    ("Why does patch strip slashes?", "reason"),
+    ("How do I compare two directories?", "procedure"),
+    ("Where is the Colosseum?", "open"),
+])
+def test_question_type_says_what_the_answer_must_hold(question, expected):
+    assert question_type(question) == expected
+
+
+def test_an_identifier_the_question_names_is_not_an_answer_to_it():
+    assert not has_answer_of_type("Run git clone to copy it.", "identifier", "Which git clone option is shallow?")
+    assert has_answer_of_type("--depth: Create a shallow clone.", "identifier", "Which git clone option is shallow?")
+    # a command question is answered by the command a page is about (its title), not by an option
+    assert has_answer_of_type("The command saves changes.", "identifier", "Which command saves?", "git-stash(1)")
+    assert not has_answer_of_type("--depth: Create a shallow clone.", "identifier", "Which command clones?")
+
+
+def test_names_are_proper_nouns_and_mixed_words_not_fiscal_periods():
+    assert names_in("What was Netflix's FY2017 revenue in Q2?") == ["Netflix"]
+    assert names_in("which option ignores case?") == []
+    assert missing_names("Did JnJ and Best Buy grow?", "Johnson & Johnson ... BESTBUY_2024Q2_10Q") == []
+    assert missing_names("What port does PostgreSQL use?", "diff compares files") == ["PostgreSQL"]
+
+
+def test_title_name_and_name_match():
+    assert title_name("json — JSON encoder and decoder") == "json" and title_name("Comparing Three Files") == ""
+    assert name_match("-w, --ignore-all-space: x", "ignore all white space?") > \
+        name_match("-b, --ignore-space-change: x", "ignore all white space?")
+
+
+def test_the_unit_holding_the_option_answers_not_the_one_sharing_most_words():
+    out = ExtractiveAnswerer(min_confidence=0.0).invoke({"question": "Which option makes diff ignore case differences?",
+                                                        "context": MANUAL})
+    assert "--ignore-case" in out and out.endswith("[1]") and "Case differences matter" not in out
+
+
+def test_a_number_question_gets_one_value():
+    out = ExtractiveAnswerer(min_confidence=0.0).invoke({"question": "How many lines of context by default?",
+                                                        "context": MANUAL})
+    assert out == "If you do not specify lines, it defaults to three. [3]"
+
+
+def test_a_command_question_names_the_page_and_the_label_still_counts_as_quoted():
+    question = "Which command saves my local modifications away?"
+    out = ExtractiveAnswerer(min_confidence=0.0).invoke({"question": question, "context": MANUAL})
+    assert out.startswith("git-stash(1): The command saves your local modifications away") and out.endswith("[4]")
+    checks = check_answer(out, MANUAL, embedding=None, question=question)
+    assert checks.support[0].quoted and checks.support[0].answers and checks.flags == []
+
+
+def test_a_question_naming_what_the_context_never_mentions_is_refused():
+    answerer = ExtractiveAnswerer(min_confidence=0.0)
+    decision = answerer.decide("What port does PostgreSQL listen on by default?", MANUAL)
+    assert decision.refused and "PostgreSQL" in decision.reason
+    assert answerer.invoke({"question": "What port does PostgreSQL listen on?", "context": MANUAL}) == NO_ANSWER
+
+
+def test_refusal_threshold_on_confidence():
+    question = "Which lines are larger?"
+    assert not ExtractiveAnswerer(min_confidence=0.0).decide(question, MANUAL).refused
+    strict = ExtractiveAnswerer(min_confidence=0.99).decide(question, MANUAL)
+    assert strict.refused and strict.chosen and strict.reason.startswith("confidence")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=120))
+def test_any_question_gets_no_answer_or_quoted_context(question):
+    out = ExtractiveAnswerer(min_confidence=0.0).invoke({"question": question, "context": MANUAL})
+    assert out == NO_ANSWER or all(s.quoted for s in check_answer(out, MANUAL, embedding=None).support
+                                   if s.label != "no_answer")
+    question_type(question), names_in(question), missing_names(question, "text")
