@@ -265,8 +265,10 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             answers = in_unit > 0
             if cosine is not None:
                 answers |= cosine >= self.min_similarity
-            asked = set(tokenize(question))   # a unit adding (almost) nothing to the question only echoes it
-            answers &= np.array([len(set(tokenize(u.text)) - asked) >= 1 for u in units])
+            asked = set(tokenize(question))   # a unit adding nothing to the question only echoes it, and one
+            quoted = " ".join(question.lower().split()).rstrip("?.! ")   # quoting the question talks about it
+            answers &= np.array([len(set(tokenize(u.text)) - asked) >= 1 and
+                                 not (len(quoted) > 12 and quoted in " ".join(u.text.lower().split())) for u in units])
         if qtype != "open":  # the unit holding the kind of answer asked for (an option, a number) comes first
             wanted = np.array([has_answer_of_type(u.text, qtype, question, _title(u)) for u in units])
             score = score + self.type_weight * wanted

@@ -109,3 +109,12 @@ def test_any_question_gets_no_answer_or_quoted_context(question):
     assert out == NO_ANSWER or all(s.quoted for s in check_answer(out, MANUAL, embedding=None).support
                                    if s.label != "no_answer")
     question_type(question), names_in(question), missing_names(question, "text")
+
+
+def test_a_sentence_quoting_the_question_is_about_it_and_does_not_answer_it():
+    docs = [Document(page_content='Before this rule, a heading was the best match for "Which embedding model is '
+                                  'used by default?" on the project docs.'),
+            Document(page_content="The default embedding model is all-MiniLM-L6-v2, shipped in a wheel.")]
+    out = ExtractiveAnswerer(min_confidence=0.0).invoke({"question": "Which embedding model is used by default?",
+                                                        "context": docs})
+    assert out.startswith("The default embedding model is all-MiniLM-L6-v2") and "Before this rule" not in out
