@@ -348,7 +348,7 @@ def test_openapi_docs_page_is_served_without_a_cdn(client):
 def test_invoke_lists_the_cited_sources_first_and_marks_the_rest_unused(make_client, make_rag):
     client = make_client(make_rag("Acme revenue grew 10% in 2024 [3]."))
     body = client.post("/invoke", json={"question": "How did Acme revenue change?", "k": 4}).json()
-    assert [s["n"] for s in body["sources"]][0] == 3 and body["sources"][0]["cited"] is True
+    assert body["sources"][0]["n"] == 3 and body["sources"][0]["cited"] is True
     assert sorted(s["n"] for s in body["sources"][1:]) == [1, 2, 4]
     assert not any(s["cited"] for s in body["sources"][1:])
 

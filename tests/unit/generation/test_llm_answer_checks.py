@@ -1,0 +1,40 @@
+"""An LLM's answer goes through the same checks: supported, unsupported and off-topic answers are told apart."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import GenericFakeChatModel
+
+from rag.core.generator import RAG
+from rag.core.resource import Resource
+from rag.generation.postprocess import answer_checks
+from rag.generation.rag_with_source import rag_chain_from_docs
+
+TEXTS = ["Acme opened a plant in Lyon in 2023.", "Acme revenue grew 10% in 2024."]
+QUESTION = "In which city did Acme open a plant?"
+
+
+def _checks(answer: str) -> dict:
+    """The `checks` extra of a RAG whose fake chat model always answers `answer` (uncited, as models often do)."""
+    resource = Resource.from_texts("reports", TEXTS, embedding=DeterministicFakeEmbedding(size=16),
+                                   search_kwargs={"k": 2})
+    llm = GenericFakeChatModel(messages=itertools.cycle([answer]))
+    rag = RAG(resources=[resource], generation_chain=rag_chain_from_docs(llm),
+              extras={"checks": answer_checks(embedding=None)})
+    return rag.chain().invoke(QUESTION)["checks"]
+
+
+@pytest.mark.parametrize(("answer", "flags", "answers"), [
+    ("Acme opened its plant in Lyon.", ["uncited_sentences"], True),
+    ("The plant is on the Moon, built by cats.", ["unsupported_sentences", "uncited_sentences",
+                                                  "does_not_answer"], False),
+    ("Acme revenue grew 10% in 2024.", ["uncited_sentences", "does_not_answer"], False),
+    ("I don't know.", ["no_answer"], None),
+])
+def test_an_llm_answer_is_flagged_when_unsupported_or_not_answering(answer, flags, answers):
+    checks = _checks(answer)
+    assert checks["flags"] == flags
+    assert checks["support"][0]["answers"] is answers
