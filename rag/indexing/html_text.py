@@ -41,7 +41,7 @@ _SECTION_HEADS = frozenset({"header", "footer"})
 _LANDMARKS = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
 _FURNITURE = frozenset({
     "sphinxsidebar", "sphinxsidebarwrapper", "related", "headerlink", "navheader", "navfooter", "toc", "breadcrumb",
-    "breadcrumbs", "navbar", "sidebar", "footer", "header", "skip-link", "searchbox", "wy-nav-side", "rst-footer-buttons",
+    "breadcrumbs", "navbar", "sidebar", "footer", "skip-link", "searchbox", "wy-nav-side", "rst-footer-buttons",
     "bd-sidebar", "bd-sidebar-primary", "bd-sidebar-secondary", "bd-header", "bd-footer", "prev-next-area", "bd-toc",
     "copybtn", "edit-this-page", "navigation", "menu", "nav", "this-page-menu", "toc-drawer", "sidebar-drawer",
 })

@@ -114,3 +114,15 @@ def test_any_code_block_comes_out_fenced_and_byte_for_byte_and_navigation_never(
         [Document(page_content=text, metadata={"source": "p.html", "file_type": "html"})])
     assert {c.metadata.get("section") for c in sections} == {"Usage"}
     assert not re.search(r"^#+ (?!Usage)", text.split("```")[0], re.MULTILINE)
+
+
+def test_a_title_block_named_header_is_content_not_furniture():
+    # asciidoc man pages (git's) put the page title and the NAME line in <div id="header">; Doxygen puts the
+    # title in <div class="header">: both are what the page is about (the <header> element is still dropped)
+    man = ('<div id="header"><h1>git-clean(1) Manual Page</h1><h2>NAME</h2><div class="sectionbody">'
+           '<p>git-clean - Remove untracked files from the working tree</p></div></div>'
+           '<div id="content"><h2>SYNOPSIS</h2><p>git clean [-d] [-f]</p></div>')
+    text, title = html_to_text(man)
+    assert title == "git-clean(1) Manual Page"
+    assert "git-clean - Remove untracked files from the working tree" in text and "# git-clean(1) Manual Page" in text
+    assert "Home" not in html_to_text("<header><a href='/'>Home</a></header><p>Body text of the page here.</p>")[0]
