@@ -1,4 +1,4 @@
-"""The `rag` command line: `rag index PATH...`, `rag ask "question"`, `rag eval qa`, `rag serve`.
+"""The `rag` command line: `rag index PATH...`, `rag ask "question"`, `rag eval qa`, `rag serve`, `rag mcp`.
 
 Each subcommand is a pair of functions, `_add_<name>(subparsers)` and `_cmd_<name>(args)`,
 registered in `COMMANDS`. User mistakes (missing store, bad JSON filter, empty directory)
@@ -14,6 +14,8 @@ Example:
     $ rag eval qa --n 20 --out eval-report/
     $ rag eval financebench --settings single --limit 10
     $ rag serve --config configs/default.yaml --port 8000
+    $ rag serve --store .rag --collection docs
+    $ rag mcp --store .rag --collection docs
 """
 
 from __future__ import annotations
@@ -122,9 +124,21 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
     return Resource.from_vectorstore(collection, new_chroma(collection, default_embeddings(), client=client))
 
 
+def store_rag(args: argparse.Namespace) -> Any:
+    """The `RAG` `rag ask` runs: the store's knowledge base behind the one chain (recommended pipeline).
+
+    `rag ask`, `rag eval qa`, `rag mcp --store` and `rag serve --store` all build their RAG here;
+    per-request settings (`k`, `max_tokens`, `filter`) travel in the chain's `configurable`.
+    """
+    from rag.core.generator import RAG
+
+    resource = open_store_resource(args.store, args.collection, search=getattr(args, "search", "hybrid"),
+                                   backend=backend_opener(args, create=False))
+    return RAG(resources=[resource])
+
+
 def _cmd_ask(args: argparse.Namespace) -> int:
     from rag.base.filters import validate_filter
-    from rag.core.generator import RAG
     from rag.generation.citations import resolve_citations
     from rag.generation.prompts import source_label
 
@@ -142,10 +156,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         except RecursionError:
             raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
         overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
-    resource = open_store_resource(args.store, args.collection, search=args.search,
-                                   backend=backend_opener(args, create=False))
     # the chain every door runs; the flags are its per-request settings
-    out = RAG(resources=[resource]).chain().invoke(args.question, config={"configurable": overrides})
+    out = store_rag(args).chain().invoke(args.question, config={"configurable": overrides})
     empty = _nothing_found(args) if not out["context"] else None
     if empty:
         print(f"rag ask: {terminal_safe(empty)}", file=sys.stderr)
@@ -279,9 +291,39 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def _served_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--config", default=None, help=f"YAML config file to {what} (default: configs/default.yaml "
+                                                   "unless --store is given)")
+    p.add_argument("--store", default=None, help=f"{what} a knowledge base made by `rag index` instead, with the "
+                                                 f"defaults of `rag ask` (e.g. {DEFAULT_STORE})")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION, help="with --store: the collection (default: %(default)s)")
+    p.add_argument("--search", default="hybrid", choices=("hybrid", "dense", "bm25"), help=argparse.SUPPRESS)
+    p.add_argument("--backend", default=None, metavar="JSON", help="with --store: as for `rag ask`")
+
+
+def _served(args: argparse.Namespace, default_config: str | None) -> tuple[Any, Any, str, Any]:
+    """`(rag, server settings, title, source roots)` of `--config` or `--store` (the RAG `rag ask` builds)."""
+    from rag.core.config_models import ServerConfig
+
+    if args.config and args.store:
+        raise ConfigError("give --config FILE or --store DIR, not both")
+    config_path = args.config or (None if args.store else default_config)
+    if config_path is None:
+        args.store = args.store or DEFAULT_STORE
+        print(f"rag {args.command}: opening {args.collection!r} in {args.store} ...", file=sys.stderr)
+        return store_rag(args), ServerConfig(), f"rag: {args.collection}", None
+    from rag.core.config import load_config
+    from rag.core.generator import RAG
+    from rag.server.app import source_roots
+
+    config = load_config(config_path)
+    print(f"rag {args.command}: building {config_path} ...", file=sys.stderr)
+    return RAG.from_config(config), config.server, f"rag: {Path(config_path).stem}", source_roots(config)
+
+
 def _add_serve(sub: Any) -> None:
-    p = sub.add_parser("serve", help="serve a config over HTTP: JSON API, streaming and a web page")
-    p.add_argument("--config", default="configs/default.yaml", help="YAML config file (default: %(default)s)")
+    p = sub.add_parser("serve", help="serve a config or a store over HTTP: JSON API, streaming, MCP and a web page")
+    _served_args(p, "serve")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -309,23 +351,37 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
         raise MissingDependencyError.for_extra("uvicorn", "server", "rag serve") from exc
     from rag.base.tracing_export import configure_otlp_export
-    from rag.core.config import load_config
-    from rag.core.generator import RAG
-    from rag.server.app import create_app, source_roots
+    from rag.server.app import create_app
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be in 1..65535, got {args.port}")
-    config = load_config(args.config)
-    if args.host not in _LOOPBACK and not os.environ.get(config.server.auth_token_env):
-        print(f"rag serve: warning: listening on {args.host} without a token; set {config.server.auth_token_env} "
+    rag, settings, title, roots = _served(args, "configs/default.yaml")
+    if args.host not in _LOOPBACK and not os.environ.get(settings.auth_token_env):
+        print(f"rag serve: warning: listening on {args.host} without a token; set {settings.auth_token_env} "
               "to require 'Authorization: Bearer <token>'", file=sys.stderr)
-    _allow_bound_host(config.server, args.host)
-    print(f"rag serve: building {args.config} ...", file=sys.stderr)
-    app = create_app(RAG.from_config(config), settings=config.server, title=f"rag: {Path(args.config).stem}",
-                     source_roots=source_roots(config))
+    _allow_bound_host(settings, args.host)
+    app = create_app(rag, settings=settings, title=title, source_roots=roots)
     configure_otlp_export()  # when RAG_TRACING or the config's tracing section switched traces on
-    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr)
+    mcp = any(getattr(route, "path", None) == "/mcp" for route in app.routes)
+    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, "
+          f"{'MCP at /mcp' if mcp else 'no MCP: the mcp extra is not installed'})", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+# --------------------------------------------------------------------------- mcp
+def _add_mcp(sub: Any) -> None:
+    p = sub.add_parser("mcp", help="serve search, ask and list_documents as MCP tools over stdio (for agents)")
+    _served_args(p, "serve")
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from rag.server.mcp_server import create_mcp_server
+
+    rag, settings, _, roots = _served(args, None)
+    server = create_mcp_server(rag, settings=settings, source_roots=roots)
+    print("rag mcp: serving tools search, ask, list_documents on stdio", file=sys.stderr)
+    server.run("stdio")
     return 0
 
 
@@ -334,6 +390,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], 
     "ask": (_add_ask, _cmd_ask),
     "eval": (_add_eval, _cmd_eval),
     "serve": (_add_serve, _cmd_serve),
+    "mcp": (_add_mcp, _cmd_mcp),
 }
 
 

@@ -9,6 +9,7 @@ POST /batch       {"requests": [...]} -> {"results": [...]}
 POST /stream      the same body -> server-sent events: sources, token..., citations, usage, done
 GET  /docs        OpenAPI docs (/openapi.json)
 GET  /v1/models, POST /v1/chat/completions   OpenAI-compatible (see rag.server.openai_compat)
+POST /mcp         Model Context Protocol tools over streamable HTTP (rag.server.mcp_server; the mcp extra)
 ```
 
 The `RAG` and its chain are built once per app; each request's settings travel in its own
@@ -133,7 +134,17 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     add_stream_route(app, server)
     app.include_router(openai_router(models or {"rag": rag}, settings=server.settings, auth=server.check_token,
                                      support_embedding=server.support_embedding, paths=server.paths))
+    _mount_mcp(app, server)
     return app
+
+
+def _mount_mcp(app: FastAPI, server: Served) -> None:
+    """The MCP tools at `/mcp` when the `mcp` extra is installed (the rest of the API works without it)."""
+    try:
+        from rag.server.mcp_server import mount_mcp
+    except ImportError:
+        return
+    mount_mcp(app, server)
 
 
 def app_from_config(path: str | Path, **build_kwargs: Any) -> FastAPI:
