@@ -14,7 +14,7 @@ DEMO_STORE ?= .rag-demo
 DEMO_QUESTION ?= Which embedding model is used by default?
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev demo test fuzz docs notebooks bench clean
+.PHONY: install install-dev demo demo-next test fuzz docs notebooks bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,15 @@ install-dev: $(VENV)/.installed-dev
 demo: install
 	$(VENV)/bin/rag index docs --store $(DEMO_STORE) --collection docs
 	$(VENV)/bin/rag ask "$(DEMO_QUESTION)" --store $(DEMO_STORE) --collection docs
+	@$(MAKE) --no-print-directory demo-next
+
+# What to type next: `rag` is in $(VENV)/bin, on the PATH only once the environment is activated.
+demo-next:
+	@echo
+	@echo "Next, from this folder (rag is in $(VENV)/bin; '. $(VENV)/bin/activate' puts it on your PATH):"
+	@echo "  $(VENV)/bin/rag ask \"How do I filter by year?\" --store $(DEMO_STORE)"
+	@echo "  $(VENV)/bin/rag ask \"Which vector stores are supported?\" --store $(DEMO_STORE) --json"
+	@echo "  $(VENV)/bin/rag --help"
 
 # The property tests draw the same examples on every `make test` (HYPOTHESIS_PROFILE=ci, reproducible);
 # `make fuzz` runs them with fresh random examples (run it now and then; a failure prints its seed).

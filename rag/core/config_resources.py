@@ -100,8 +100,8 @@ def sync_files(kb: KnowledgeBase, spec: IndexConfig, *, resource: str) -> None:
     report = kb.add_documents([str(Path(p).expanduser()) for p in spec.paths], include=spec.glob,
                               exclude=spec.exclude, cleanup="incremental", executor=spec.executor)
     for skipped in report.skipped:
-        logger.warning("resource %s: skipped %s: %s", resource, terminal_safe(skipped.path),
-                       terminal_safe(skipped.reason))
+        # the reason names the file (its path first): printing the path too doubled it
+        logger.warning("resource %s: skipped %s", resource, terminal_safe(skipped.reason))
     if kb.count() == 0:
         raise ConfigError(f"resource {resource!r}: no readable documents in {spec.paths} matching {spec.glob!r}")
     logger.info("resource %s: %s", resource, report.summary())

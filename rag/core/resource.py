@@ -267,7 +267,7 @@ class Resource(BaseModel):
                             chunker=TokenChunker.sized(chunk_size), description=description)
         report = kb.add_documents([path], include=glob, exclude=exclude)
         for skipped in report.skipped:
-            logger.warning("skipped %s: %s", terminal_safe(skipped.path), terminal_safe(skipped.reason))
+            logger.warning("skipped %s", terminal_safe(skipped.reason))  # the reason names the file
         if kb.count() == 0:
             raise ConfigError(f"no readable documents under {path} matching {glob!r}")
         return cls(name=name, retriever=knowledge_base_retriever(kb, search=search), description=description,

@@ -55,7 +55,7 @@ _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
 
 @dataclass(frozen=True)
 class Skipped:
-    """A file that was not loaded, and why."""
+    """A file that was not loaded, and why: `reason` is the whole message, starting with the path."""
 
     path: str
     reason: str

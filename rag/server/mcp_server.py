@@ -193,12 +193,14 @@ def mount_mcp(app: Any, server: Served, *, host: str = "127.0.0.1") -> None:
     SDK's DNS-rebinding check (Host and Origin headers) is on when `host` is a loopback address.
     """
     tools = mcp_server(server)
-    http = tools.streamable_http_app(streamable_http_path="/mcp", host=host)
-    app.router.routes.append(Route("/mcp", endpoint=_TokenGuard(http, server), include_in_schema=False))
+    guard = _TokenGuard(tools.streamable_http_app(streamable_http_path="/mcp", host=host), server)
+    app.router.routes.append(Route("/mcp", endpoint=guard, include_in_schema=False))
     previous = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(asgi: Any) -> Any:
+        # a session manager runs once: every start of the app (a test client's, say) gets a new one
+        guard.app = tools.streamable_http_app(streamable_http_path="/mcp", host=host)
         async with previous(asgi) as state, tools.session_manager.run():
             yield state
 

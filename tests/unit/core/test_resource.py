@@ -119,3 +119,24 @@ def test_from_directory_with_nothing_readable_is_an_error(tmp_path, fake_embeddi
     (tmp_path / "x.bin").write_bytes(b"\x00")
     with pytest.raises(ConfigError, match="no readable documents"):
         Resource.from_directory("dir", tmp_path, embedding=fake_embedding)
+
+
+def test_a_skipped_symlink_is_logged_with_its_path_once(tmp_path, caplog):
+    """`docs/notebooks: docs/notebooks: symlink ...` was the path twice: the reason already names the file."""
+    import logging
+
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from rag.core.resource import Resource
+
+    docs, outside = tmp_path / "docs", tmp_path / "notebooks"
+    docs.mkdir()
+    outside.mkdir()
+    (docs / "a.md").write_text("# A\n\nSome text.")
+    (outside / "b.md").write_text("# B\n\nOther text.")
+    (docs / "notebooks").symlink_to(outside)
+    with caplog.at_level(logging.WARNING, logger="rag"):
+        Resource.from_directory("docs", docs, embedding=DeterministicFakeEmbedding(size=8),
+                                persist_directory=tmp_path / "store")
+    (line,) = [r.getMessage() for r in caplog.records if "symlink" in r.getMessage()]
+    assert line.count(str(docs / "notebooks")) == 1 and line.startswith(f"skipped {docs / 'notebooks'}: symlink"), line
