@@ -1,6 +1,7 @@
 """The `rag index` command: index files into a `KnowledgeBase` with live Rich progress.
 
-Shows files, pages, chunks and embeddings with their rates while it runs, then one summary
+Shows files, PDF pages, chunks and embeddings with their rate and the time left while it runs (a
+live line in a terminal, a line every few seconds when piped: `rag.indexing.progress`), then one summary
 (documents added / updated / unchanged / deleted / skipped, with the reasons for skipped
 files). Re-running on an unchanged folder embeds and writes nothing.
 
@@ -12,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from rag.base.errors import ConfigError
@@ -27,6 +27,7 @@ from rag.indexing.chunking import (
 from rag.indexing.executors import RayExecutor
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files, unsupported_reason
+from rag.indexing.progress import IndexProgress, lines
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings
 
@@ -61,13 +62,6 @@ def _open(args: argparse.Namespace) -> Any:
 def run_index(args: argparse.Namespace) -> int:
     """Run `rag index` (see the module docstring); returns the exit code."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
     console = Console(stderr=True)
     configure_otlp_export()  # spans of this run, when RAG_TRACING is set
@@ -76,30 +70,9 @@ def run_index(args: argparse.Namespace) -> int:
     _check_readable(args, include, follow)
     executor = _executor(args)
     kb = _open(args)
-    counts = {"pages": 0, "chunks": 0, "embeddings": 0}
-    start = time.perf_counter()
-
-    def stats() -> str:
-        elapsed = max(time.perf_counter() - start, 1e-9)
-        return "  ".join(f"{n:,} {name} ({n / elapsed:,.0f}/s)" for name, n in counts.items())
-
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("files"),
-                  TimeElapsedColumn(), TextColumn("{task.fields[stats]}"), console=console,
-                  transient=False) as progress:
-        task = progress.add_task("indexing", total=None, stats="")
-
-        def on_event(event: str, amount: int) -> None:
-            if event == "files_total":
-                progress.update(task, total=amount)
-            elif event == "file":
-                progress.advance(task, amount)
-            elif event in counts:
-                counts[event] += amount
-            progress.update(task, stats=stats())
-
-        report = kb.add_documents(args.paths, include=include, exclude=args.exclude,
-                                  cleanup=None if args.cleanup == "none" else args.cleanup, progress=on_event,
-                                  follow_symlinks=follow, executor=executor)
+    report = _with_progress(console, lambda on_event: kb.add_documents(
+        args.paths, include=include, exclude=args.exclude, cleanup=None if args.cleanup == "none" else args.cleanup,
+        progress=on_event, follow_symlinks=follow, executor=executor))
     _print_report(console, report)
     unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
     # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
@@ -122,6 +95,35 @@ def _executor(args: argparse.Namespace) -> Any:
             raise ConfigError(f"{flags} apply to --executor ray only; add --executor ray or leave them out")
         return None
     return RayExecutor(**given)
+
+
+def _with_progress(console: Any, run: Any) -> Any:
+    """`run(on_event)` with a live progress line in a terminal, or a line every few seconds when piped."""
+    from rich.progress import BarColumn, Progress, TextColumn
+    from rich.table import Column
+
+    progress = IndexProgress()
+    if not console.is_terminal:
+        report = run(lines(progress, console.file))
+        print(f"indexing: {progress.line()}", file=console.file, flush=True)
+        return report
+    # the line is never cut: a bar only where there is room for it, and a narrow terminal wraps the line
+    columns = [BarColumn(bar_width=20)] if console.width >= 110 else []
+    with Progress(*columns, TextColumn("{task.fields[line]}", table_column=Column(overflow="fold")),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("indexing", total=None, line="")
+
+        def on_event(event: str, amount: int) -> None:
+            progress.update(event, amount)
+            if event == "files_total":
+                bar.update(task, total=amount)
+            elif event == "file":
+                bar.advance(task, amount)
+            bar.update(task, line=progress.line())
+
+        report = run(on_event)
+        bar.update(task, line=progress.line())
+    return report
 
 
 def _check_readable(args: argparse.Namespace, include: str, follow: bool) -> None:
