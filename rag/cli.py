@@ -201,19 +201,19 @@ def _add_eval_qa(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the chunk sample (default: %(default)s)")
     p.add_argument("--lexical-support", action="store_true",
                    help="score support lexically only (no embedding model)")
-    p.add_argument("--out", default="eval-report", help="report directory (default: %(default)s)")
+    p.add_argument("--out", default="eval-report", help="report directory (default: %(default)s, in .gitignore)")
     _store_args(p)
 
 
 def _cmd_eval_qa(args: argparse.Namespace) -> int:
-    from rag.core.generator import RAG
     from rag.evaluation.qa_evals import build_qa_evals, load_qa_evals, run_qa_evals
-    from rag.evaluation.qa_report import write_qa_report
+    from rag.evaluation.qa_report import require_chart, write_qa_report
 
+    require_chart()  # before the store is opened and the questions are answered
     if args.n < 1 or args.k < 1:
         raise ConfigError(f"--n and --k must be positive integers, got --n {args.n} --k {args.k}")
-    resource = open_store_resource(args.store, args.collection, backend=backend_opener(args, create=False))
-    rag = RAG(resources=[resource])
+    rag = store_rag(args)   # the pipeline `rag ask` runs
+    resource = rag.resources[0]
     evals_path = Path(args.evals) if args.evals else Path(args.out) / "evals.jsonl"
     if evals_path.exists():
         evals = load_qa_evals(evals_path)

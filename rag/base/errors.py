@@ -118,11 +118,11 @@ class MissingDependencyError(RagError, ImportError):
 
         Example:
             >>> print(MissingDependencyError.for_extra("fastapi", "server", "rag serve"))
-            rag serve needs the optional package 'fastapi', which is not installed; install it with: pip install 'rag-runnables[server]'
+            rag serve needs the optional package 'fastapi', which is not installed; install it from your rag checkout with: pip install -e '.[server]'
         """
         return cls(
             f"{purpose} needs the optional package {package!r}, which is not installed; "
-            f"install it with: pip install 'rag-runnables[{extra}]'"
+            f"install it from your rag checkout with: pip install -e '.[{extra}]'"
         )
 
 

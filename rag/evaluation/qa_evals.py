@@ -2,19 +2,21 @@
 
 `build_qa_evals(documents_or_index, n=...)` picks `n` chunks (seeded) and writes one question per
 chunk: with a chat model, the model writes the question and a short answer; offline, the most
-informative sentence of the chunk is the answer and the question asks about its rarest terms.
+informative sentence of the chunk that makes a question a person would ask becomes one, with the
+answer taken out of it (`rag.evaluation.qa_questions`: a number, or the subject of "is"); a chunk
+with no such sentence is skipped.
 Triples are saved as JSONL (`save_qa_evals` / `load_qa_evals`).
 
 `run_qa_evals(rag, evals)` runs `airag` on every question and reports, averaged over questions:
 retrieval hit rate, MRR and nDCG at k (`rag.evaluation.metrics`; a retrieved chunk is relevant
-when it is the source chunk or contains the reference answer), answer support, citation
+when it is the source chunk or contains the item's source sentence, else its reference answer), answer support, citation
 precision / recall and, with a `judge` chat model, answer correctness.
 
 Example:
     >>> from langchain_core.documents import Document
     >>> docs = [Document(page_content="The Colosseum in Rome could hold about 50,000 spectators.")]
-    >>> [e.answer for e in build_qa_evals(docs, n=1)]
-    ['The Colosseum in Rome could hold about 50,000 spectators.']
+    >>> [(e.question, e.answer) for e in build_qa_evals(docs, n=1)]
+    [('The Colosseum in Rome could hold about how many spectators?', '50,000')]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rag.core.airag import airag
 from rag.core.pipeline import chunk_source
 from rag.core.resource import Resource
 from rag.evaluation.metrics import hit_rate, mrr, ndcg_at_k
+from rag.evaluation.qa_questions import clean_sentence, sentence_question
 
 __all__ = ["QAEval", "QAEvalReport", "build_qa_evals", "chunk_key", "corpus_documents", "load_qa_evals",
            "run_qa_evals", "save_qa_evals"]
@@ -109,19 +112,18 @@ def corpus_documents(documents_or_index: Any) -> list[Document]:
     return docs
 
 
-def _rule_item(doc: Document, idf: dict[str, float], min_words: int) -> tuple[str, str] | None:
-    sentences = [s for s in split_sentences(doc.page_content)
-                 if len(s.split()) >= min_words and not s.lstrip().startswith(("#", "|", "```"))]
-    if not sentences:
-        return None
+def _rule_item(doc: Document, idf: dict[str, float], min_words: int) -> tuple[str, str, str] | None:
+    """`(question, answer, sentence)` from the chunk's most informative sentence that makes a question."""
     def weight(sentence: str) -> float:
         return sum(idf.get(t, 0.0) for t in set(tokenize(sentence, stem=False)))
-    best = max(sentences, key=weight)
-    words = sorted(set(tokenize(best, stem=False)), key=lambda t: (-idf.get(t, 0.0), t))
-    terms = [w for w in words if not w[0].isdigit()][:3] or words[:3]
-    if not terms:
+
+    made = [(weight(s), s, item) for s in split_sentences(doc.page_content)
+            if len(s.split()) >= min_words and not s.lstrip().startswith(("#", "|", "```"))
+            for item in [sentence_question(s)] if item is not None]
+    if not made:
         return None
-    return f"What does the text say about {', '.join(terms[:-1]) + ' and ' if len(terms) > 1 else ''}{terms[-1]}?", best
+    _, sentence, (question, answer) = max(made, key=lambda m: m[0])
+    return question, answer, clean_sentence(sentence)
 
 
 def _llm_item(llm: Any, doc: Document) -> tuple[str, str] | None:
@@ -168,6 +170,8 @@ def build_qa_evals(documents_or_index: Any, *, n: int = 20, llm: Any = None, pat
         if item is None:
             continue
         md = {k: v for k, v in doc.metadata.items() if isinstance(v, (str, int, float, bool))}
+        if len(item) == 3:
+            md["sentence"] = item[2]   # what relevance is judged by: the short answer alone is in many chunks
         evals.append(QAEval(id=f"q{len(evals) + 1:03d}", question=item[0], answer=item[1], chunk_id=key,
                             context=doc.page_content, source=md.get("source"), generator=generator, metadata=md))
     if path is not None:
@@ -231,7 +235,7 @@ def run_qa_evals(rag: Any, evals: Sequence[QAEval] | str | Path, *, k: int = 5, 
         seconds = time.perf_counter() - start
         ranked = [c.document for c in list(result.stages.values())[-1]] if result.stages else result.context
         keys = [chunk_key(d) for d in ranked]
-        gold = _normalise(item.answer)
+        gold = _normalise(str(item.metadata.get("sentence") or item.answer))
         relevant = {item.chunk_id} | {chunk_key(d) for d in ranked if gold and gold in _normalise(d.page_content)}
         rows.append({
             "id": item.id, "question": item.question, "answer": result.final_answer or "",

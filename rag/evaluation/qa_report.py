@@ -13,7 +13,7 @@ from pathlib import Path
 from rag.base.errors import MissingDependencyError
 from rag.evaluation.qa_evals import QAEvalReport
 
-__all__ = ["CHART_FILE", "REPORT_FILE", "write_qa_report"]
+__all__ = ["CHART_FILE", "REPORT_FILE", "require_chart", "write_qa_report"]
 
 REPORT_FILE = "report.md"
 CHART_FILE = "qa_metrics.png"
@@ -25,6 +25,14 @@ def _fmt(value: object) -> str:
     if value is None:
         return "n/a"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def require_chart() -> None:
+    """Raise `MissingDependencyError` now, before any work, when the chart's matplotlib is not installed."""
+    try:
+        import matplotlib  # noqa: F401 - imported to see that it is there
+    except ImportError as exc:
+        raise MissingDependencyError.for_extra("matplotlib", "eval", "rag eval qa (its report chart)") from exc
 
 
 def _chart(report: QAEvalReport, path: Path) -> None:

@@ -43,7 +43,8 @@ def test_offline_items_quote_a_sentence_of_their_source_chunk(resource):
     assert len(evals) == 3 and len({e.chunk_id for e in evals}) == 3
     for item in evals:
         assert item.answer in item.context and item.chunk_id == chunk_key(item.context)
-        assert item.question.startswith("What does the text say about ") and item.generator == "rule"
+        assert item.question.endswith("?") and item.generator == "rule"
+        assert not set(item.answer.lower().split()) - {"the", "a"} & set(item.question.lower().rstrip("?").split())
         assert item.source.startswith("doc") and item.metadata["resource"] == "landmarks"
 
 
@@ -117,3 +118,13 @@ def test_empty_evals_and_unlistable_corpora_are_input_errors(resource):
 def test_save_creates_the_directory(tmp_path):
     item = QAEval(id="a", question="q?", answer="a", chunk_id="c", context="a")
     assert load_qa_evals(save_qa_evals([item], tmp_path / "new" / "e.jsonl")) == [item]
+
+
+def test_offline_questions_are_questions_a_person_asks_with_the_answer_taken_out(resource):
+    evals = {e.question: e.answer for e in build_qa_evals(resource, n=4)}
+    assert evals == {
+        "What is in Paris?": "The Eiffel Tower",
+        "The amphitheatre could hold about how many spectators at games?": "50,000",
+        "What is in Barcelona?": "The Sagrada Familia",
+        "What is the bell of the clock tower at the Palace of Westminster in London?": "Big Ben",
+    }
