@@ -1,7 +1,10 @@
 """How long does the CLI take to start? A no-op `rag index` and `rag ask`, each in a fresh process.
 
 Builds two knowledge bases of `docs/` once (the default MiniLM embedding, and
-`--embedding fake`), then runs, alternating, N times each:
+`--embedding fake`); with `--copies N`, of N copies of `docs/` (in folders copy1 ... copyN; the
+knowledge base's embedding cache embeds each distinct chunk once), which makes a knowledge base of
+about N x 505 chunks: `--copies 10` is the ~5,000 chunks `rag ask` is held to (<= 3 s). Then it
+runs, alternating, N times each:
 
 - `python -m rag.cli index docs` on the MiniLM store (nothing changed: a no-op),
 - `python -m rag.cli ask QUESTION` on the MiniLM store,
@@ -13,7 +16,7 @@ imported, and an import-time breakdown (`python -X importtime`: the top-level im
 cumulative time). The load average is printed too: on a shared machine wall time grows with it,
 CPU time much less.
 
-    python bench/startup.py [--runs 5] [--top 12] [--store /tmp/rag-startup] [--json out.json]
+    python bench/startup.py [--runs 5] [--top 12] [--copies 10] [--store /tmp/rag-startup] [--json out.json]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,11 +65,20 @@ def run(args: list[str], *, importtime: bool = False) -> tuple[float, float, str
     return wall, cpu, proc.stdout, proc.stderr
 
 
-def commands(store: Path, fake: Path) -> dict[str, list[str]]:
+def commands(store: Path, fake: Path, corpus: str = "docs") -> dict[str, list[str]]:
     ask = ["ask", QUESTION, "--collection", "docs"]
-    return {"index (no-op)": ["index", "docs", "--store", str(store), "--collection", "docs"],
+    return {"index (no-op)": ["index", corpus, "--store", str(store), "--collection", "docs"],
             "ask": [*ask, "--store", str(store)],
             "ask (fake store)": [*ask, "--store", str(fake)]}
+
+
+def _copies(folder: Path, n: int) -> Path:
+    """`n` copies of docs/ (Markdown only), each under its own folder, so every copy is its own document."""
+    for i in range(1, n + 1):
+        target = folder / f"copy{i}"
+        if not target.is_dir():
+            shutil.copytree(ROOT / "docs", target, ignore=shutil.ignore_patterns("notebooks"))
+    return folder
 
 
 def import_breakdown(stderr: str, top: int) -> list[tuple[str, float]]:
@@ -85,14 +98,19 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=12, help="imports listed per command (default: %(default)s)")
     parser.add_argument("--store", default=None, help="where the two stores go (default: a temporary folder)")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--copies", type=int, default=1,
+                        help="index this many copies of docs/ (default: %(default)s; 10 makes ~5,000 chunks)")
     args = parser.parse_args()
     base = Path(args.store or tempfile.mkdtemp(prefix="rag-startup-"))
     store, fake = base / "minilm", base / "fake"
+    corpus = "docs" if args.copies == 1 else str(_copies(base / "corpus", args.copies))
     for path, extra in ((store, []), (fake, ["--embedding", "fake"])):
         existed = path.is_dir()
-        wall, _, _, _ = run(["index", "docs", "--store", str(path), "--collection", "docs", *extra])
-        print(f"{path}: {'brought up to date' if existed else 'built'} in {wall:.1f} s")
-    cmds = commands(store, fake)
+        wall, _, _, err = run(["index", corpus, "--store", str(path), "--collection", "docs", *extra])
+        total = re.search(r"([\d,]+) chunk\(s\) in total", err)
+        print(f"{path}: {'brought up to date' if existed else 'built'} in {wall:.1f} s; "
+              f"{total.group(1) if total else '?'} chunks")
+    cmds = commands(store, fake, corpus)
     load_before = os.getloadavg()
     for argv in cmds.values():  # warm the page cache and the bytecode caches
         run(argv)
