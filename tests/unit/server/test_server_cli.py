@@ -67,3 +67,13 @@ def test_serve_process_answers_over_http(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_serve_store_and_config_together_or_a_missing_store_are_one_line_errors(tmp_path, capsys):
+    assert main(["serve", "--config", str(tmp_path / "a.yaml"), "--store", str(tmp_path / "s")]) == 2
+    assert capsys.readouterr().err.strip().endswith("give --config FILE or --store DIR, not both")
+    assert main(["serve", "--store", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("rag serve: error: no store at") and "rag index PATH --store" in err[-1]
+    assert main(["mcp", "--store", str(tmp_path / "missing"), "--collection", "notes"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("rag mcp: error: no store at")
