@@ -127,13 +127,14 @@ class DocumentList(BaseModel):
     documents: list[DocumentEntry]
     resources: list[ResourceEntry]
 
+
 _SEARCH = ("Search the indexed documents and return the most relevant chunks (text, source file, 0-based "
            "page, score), best first, exactly as the RAG pipeline selects its context. Use it to read the "
            "evidence yourself; use `ask` for an answer with citations.")
 _ASK = ("Answer a question from the indexed documents. Returns the answer, whose [n] markers cite the "
         "numbered sources that follow it (each with its text, source file and page).")
 _LIST = ("List the indexed documents: title, source file, number of chunks and pages. Use it to find "
-         "what can be searched and the source names a filter can use.")
+         "what can be searched and the titles a filter can name.")
 
 
 def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
@@ -157,9 +158,8 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
         body, config = request(question, k, filter)
         docs = await _run(server.rag.resources_retrieval_chain.ainvoke(body.question, config))
         chunks = [{"n": s["n"], "text": s["content"], "source": _text(s["source"]), "page": _page(s["page"]),
-                   "label": s["label"],
-                   "score": s["metadata"].get("score"), "resource": s["resource"], "metadata": s["metadata"]}
-                  for s in sources_with_content(docs)]
+                   "label": s["label"], "score": s["metadata"].get("score"), "resource": s["resource"],
+                   "metadata": s["metadata"]} for s in sources_with_content(docs)]
         server.paths.rewrite(chunks)
         return SearchResult.model_validate({"chunks": chunks})
 
