@@ -259,3 +259,29 @@ def test_any_json_as_filter_or_k_is_a_result_or_a_tool_error_never_a_crash():
             assert {c["metadata"]["tenant"] for c in result.structured_content["chunks"]} <= {"acme"}
 
     check()
+
+
+async def test_stdio_with_a_config_applies_its_tenant_filter(tmp_path):
+    """`rag mcp --config FILE`: the config's `server.tenant_filter` reaches every tool."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "acme.md").write_text("# Acme\n\nAcme revenue grew in 2024.\n")
+    (docs / "globex.md").write_text("# Globex\n\nGlobex revenue fell in 2024.\n")
+    config = tmp_path / "mcp.yaml"
+    config.write_text(
+        "embedding: {kind: deterministic, size: 16}\n"
+        "llm: {kind: extractive, semantic: false}\n"
+        "resources:\n"
+        f"  - {{name: docs, kind: chroma, path: {tmp_path / 'store'}, index: {{paths: [{docs}]}}}}\n"
+        "server: {tenant_filter: {title: Acme}, support_scoring: lexical}\n")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "rag.cli", "mcp", "--config", str(config)],
+                                   env=_env(), cwd=str(tmp_path))
+    with (tmp_path / "stderr.log").open("w") as log:  # noqa: ASYNC230
+        async with Client(stdio_client(params, errlog=log)) as client:
+            for flt in (None, {"title": "Globex"}):
+                found = (await client.call_tool("search", {"question": "revenue", "filter": flt})).structured_content
+                assert {c["metadata"]["title"] for c in found["chunks"]} <= {"Acme"}
+            answered = (await client.call_tool("ask", {"question": "revenue"})).structured_content
+            assert {s["source"] for s in answered["sources"]} == {"acme.md"}   # relative to the indexed folder
+            listed = (await client.call_tool("list_documents", {})).structured_content
+            assert [d["source"] for d in listed["documents"]] == ["acme.md"]
