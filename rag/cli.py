@@ -296,7 +296,8 @@ def _served_args(p: argparse.ArgumentParser, what: str) -> None:
                                                    "unless --store is given)")
     p.add_argument("--store", default=None, help=f"{what} a knowledge base made by `rag index` instead, with the "
                                                  f"defaults of `rag ask` (e.g. {DEFAULT_STORE})")
-    p.add_argument("--collection", default=DEFAULT_COLLECTION, help="with --store: the collection (default: %(default)s)")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION,
+                   help="with --store: the collection (default: %(default)s)")
     p.add_argument("--search", default="hybrid", choices=("hybrid", "dense", "bm25"), help=argparse.SUPPRESS)
     p.add_argument("--backend", default=None, metavar="JSON", help="with --store: as for `rag ask`")
 

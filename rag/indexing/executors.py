@@ -94,7 +94,7 @@ class LocalExecutor:
                 emit("file", 1)
                 if item is not None:
                     group.append(item)
-                    emit("pages", len(item.docs) if any("page" in d.metadata for d in item.docs) else 0)  # PDF pages only
+                    emit("pages", len(item.docs) if any("page" in d.metadata for d in item.docs) else 0)  # PDFs
                     flush()
             flush(force_write=True)
             writer.wait()
