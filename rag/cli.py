@@ -14,8 +14,7 @@ Example:
     $ rag eval qa --n 20 --out eval-report/
     $ rag eval financebench --settings single --limit 10
     $ rag serve --config configs/default.yaml --port 8000
-    $ rag serve --store .rag --collection docs
-    $ rag mcp --store .rag --collection docs
+    $ rag serve --store .rag --collection docs       (rag mcp takes --store or --config too)
 """
 
 from __future__ import annotations
@@ -125,11 +124,7 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
 
 
 def store_rag(args: argparse.Namespace) -> Any:
-    """The `RAG` `rag ask` runs: the store's knowledge base behind the one chain (recommended pipeline).
-
-    `rag ask`, `rag eval qa`, `rag mcp --store` and `rag serve --store` all build their RAG here;
-    per-request settings (`k`, `max_tokens`, `filter`) travel in the chain's `configurable`.
-    """
+    """The `RAG` of `rag ask`, `rag eval qa`, `rag mcp --store` and `rag serve --store`: the store's one chain."""
     from rag.core.generator import RAG
 
     resource = open_store_resource(args.store, args.collection, search=getattr(args, "search", "hybrid"),
@@ -292,13 +287,9 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _served_args(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--config", default=None, help=f"YAML config file to {what} (default: configs/default.yaml "
-                                                   "unless --store is given)")
-    p.add_argument("--store", default=None, help=f"{what} a knowledge base made by `rag index` instead, with the "
-                                                 f"defaults of `rag ask` (e.g. {DEFAULT_STORE})")
-    p.add_argument("--collection", default=DEFAULT_COLLECTION,
-                   help="with --store: the collection (default: %(default)s)")
-    p.add_argument("--search", default="hybrid", choices=("hybrid", "dense", "bm25"), help=argparse.SUPPRESS)
+    p.add_argument("--config", default=None, help=f"YAML config file to {what} (default: configs/default.yaml)")
+    p.add_argument("--store", default=None, help=f"or {what} a knowledge base made by `rag index`, as `rag ask` does")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION, help="the --store collection (default: %(default)s)")
     p.add_argument("--backend", default=None, metavar="JSON", help="with --store: as for `rag ask`")
 
 
@@ -363,9 +354,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _allow_bound_host(settings, args.host)
     app = create_app(rag, settings=settings, title=title, source_roots=roots)
     configure_otlp_export()  # when RAG_TRACING or the config's tracing section switched traces on
-    mcp = any(getattr(route, "path", None) == "/mcp" for route in app.routes)
-    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, "
-          f"{'MCP at /mcp' if mcp else 'no MCP: the mcp extra is not installed'})", file=sys.stderr)
+    mcp = "MCP at /mcp" if any(getattr(r, "path", None) == "/mcp" for r in app.routes) else "no MCP (the mcp extra)"
+    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, {mcp})", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -380,9 +370,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from rag.server.mcp_server import create_mcp_server
 
     rag, settings, _, roots = _served(args, None)
-    server = create_mcp_server(rag, settings=settings, source_roots=roots)
-    print("rag mcp: serving tools search, ask, list_documents on stdio", file=sys.stderr)
-    server.run("stdio")
+    create_mcp_server(rag, settings=settings, source_roots=roots).run("stdio")
     return 0
 
 

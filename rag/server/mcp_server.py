@@ -57,6 +57,7 @@ try:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.server.transport_security import TransportSecuritySettings
     from mcp.types import ToolAnnotations
 except ImportError as _exc:  # the MCP server is an optional extra
     raise MissingDependencyError.for_extra("mcp", "mcp", "rag mcp") from _exc
@@ -64,6 +65,7 @@ except ImportError as _exc:  # the MCP server is an optional extra
 __all__ = ["create_mcp_server", "mcp_server", "mount_mcp"]
 
 _ONE_HOST_POLICY = TransportSecuritySettings(enable_dns_rebinding_protection=False)   # the app's HostCheck decides
+_ONE_HOST_POLICY = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # the app's Host check decides
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 Question = Annotated[str, Field(description="The question, in natural language.")]
@@ -186,21 +188,26 @@ def create_mcp_server(rag: Any, *, settings: ServerConfig | None = None,
     return mcp_server(Served.build(rag, settings or ServerConfig(), source_roots), name=name)
 
 
-def mount_mcp(app: Any, server: Served, *, host: str = "127.0.0.1") -> None:
+def mount_mcp(app: Any, server: Served) -> None:
     """Serve the tools over streamable HTTP at `/mcp` of a `rag serve` app, behind its bearer token.
 
-    The app's own middleware (body limit, error handling) wraps the route like any other; the
-    SDK's DNS-rebinding check (Host and Origin headers) is on when `host` is a loopback address.
+    The app's own middleware wraps the route like any other: its Host check (`server.allowed_hosts`,
+    against DNS rebinding), body limit and error handling. The SDK's own Host/Origin check is off,
+    so one policy, the server's, decides which names are answered.
     """
     tools = mcp_server(server)
-    guard = _TokenGuard(tools.streamable_http_app(streamable_http_path="/mcp", host=host), server)
+
+    def http_app() -> Any:
+        return tools.streamable_http_app(streamable_http_path="/mcp", transport_security=_ONE_HOST_POLICY)
+
+    guard = _TokenGuard(http_app(), server)
     app.router.routes.append(Route("/mcp", endpoint=guard, include_in_schema=False))
     previous = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(asgi: Any) -> Any:
         # a session manager runs once: every start of the app (a test client's, say) gets a new one
-        guard.app = tools.streamable_http_app(streamable_http_path="/mcp", host=host)
+        guard.app = http_app()
         async with previous(asgi) as state, tools.session_manager.run():
             yield state
 
