@@ -13,8 +13,7 @@ Example:
     $ rag ask "How do I filter by year?" --k 4 --filter '{"year": {"$gt": 2024}}'
     $ rag eval qa --n 20 --out eval-report/
     $ rag eval financebench --settings single --limit 10
-    $ rag serve --config configs/default.yaml --port 8000
-    $ rag serve --store .rag --collection docs       (rag mcp takes --store or --config too)
+    $ rag serve --store .rag --collection docs --port 8000     (or --config FILE; rag mcp takes both too)
 """
 
 from __future__ import annotations
@@ -126,7 +125,6 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
 def store_rag(args: argparse.Namespace) -> Any:
     """The `RAG` of `rag ask`, `rag eval qa`, `rag mcp --store` and `rag serve --store`: the store's one chain."""
     from rag.core.generator import RAG
-
     resource = open_store_resource(args.store, args.collection, search=getattr(args, "search", "hybrid"),
                                    backend=backend_opener(args, create=False))
     return RAG(resources=[resource])
@@ -208,13 +206,12 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
     if args.n < 1 or args.k < 1:
         raise ConfigError(f"--n and --k must be positive integers, got --n {args.n} --k {args.k}")
     rag = store_rag(args)   # the pipeline `rag ask` runs
-    resource = rag.resources[0]
     evals_path = Path(args.evals) if args.evals else Path(args.out) / "evals.jsonl"
     if evals_path.exists():
         evals = load_qa_evals(evals_path)
         print(f"read {len(evals)} QA item(s) from {evals_path}", file=sys.stderr)
     else:
-        evals = build_qa_evals(resource, n=args.n, seed=args.seed, path=evals_path)
+        evals = build_qa_evals(rag.resources[0], n=args.n, seed=args.seed, path=evals_path)
         print(f"wrote {len(evals)} QA item(s) to {evals_path}", file=sys.stderr)
     report = run_qa_evals(rag, evals, k=args.k, embedding=None if args.lexical_support else "default")
     path = write_qa_report(report, args.out, title=f"QA evaluation of {args.store} ({args.collection})")
@@ -296,7 +293,6 @@ def _served_args(p: argparse.ArgumentParser, what: str) -> None:
 def _served(args: argparse.Namespace, default_config: str | None) -> tuple[Any, Any, str, Any]:
     """`(rag, server settings, title, source roots)` of `--config` or `--store` (the RAG `rag ask` builds)."""
     from rag.core.config_models import ServerConfig
-
     if args.config and args.store:
         raise ConfigError("give --config FILE or --store DIR, not both")
     config_path = args.config or (None if args.store else default_config)
@@ -307,7 +303,6 @@ def _served(args: argparse.Namespace, default_config: str | None) -> tuple[Any, 
     from rag.core.config import load_config
     from rag.core.generator import RAG
     from rag.server.app import source_roots
-
     config = load_config(config_path)
     print(f"rag {args.command}: building {config_path} ...", file=sys.stderr)
     return RAG.from_config(config), config.server, f"rag: {Path(config_path).stem}", source_roots(config)
@@ -354,21 +349,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _allow_bound_host(settings, args.host)
     app = create_app(rag, settings=settings, title=title, source_roots=roots)
     configure_otlp_export()  # when RAG_TRACING or the config's tracing section switched traces on
-    mcp = "MCP at /mcp" if any(getattr(r, "path", None) == "/mcp" for r in app.routes) else "no MCP (the mcp extra)"
-    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, {mcp})", file=sys.stderr)
+    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, MCP at /mcp with the mcp extra)",
+          file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
 # --------------------------------------------------------------------------- mcp
 def _add_mcp(sub: Any) -> None:
-    p = sub.add_parser("mcp", help="serve search, ask and list_documents as MCP tools over stdio (for agents)")
-    _served_args(p, "serve")
+    _served_args(sub.add_parser("mcp", help="serve search, ask and list_documents as MCP tools over stdio"), "serve")
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     from rag.server.mcp_server import create_mcp_server
-
     rag, settings, _, roots = _served(args, None)
     create_mcp_server(rag, settings=settings, source_roots=roots).run("stdio")
     return 0
