@@ -43,7 +43,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$€£])")
 _TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 
-_FORGED_LINE = re.compile(r"\n(?=\s*(?:\[\d+\]|Sources:))")
+#: a line that would read as a source entry or one of `rag ask`'s source headers
+_FORGED_LINE = re.compile(r"\n(?=\s*(?:\[\d+\]|Sources(?: cited)?:|Retrieved[,: (]))")
 
 
 def terminal_safe(text: object, *, newlines: bool = False, json_text: bool = False) -> str:
@@ -53,8 +54,8 @@ def terminal_safe(text: object, *, newlines: bool = False, json_text: bool = Fal
     escape sequence would recolour, retitle or clear the terminal (or write a link or the
     clipboard), and a newline or carriage return would forge extra lines (a fake source). With
     `newlines`, newlines and tabs are kept (an answer's own paragraphs), except a newline starting a
-    line that would read as a source entry (``[2] ...``) or the ``Sources:`` header; everything
-    else is escaped.
+    line that would read as a source entry (``[2] ...``) or a source header (``Sources:``,
+    ``Sources cited:``, ``Retrieved, not used:``); everything else is escaped.
     With `json_text` (text that `json.dumps` wrote) every escape is ``\uXXXX`` and newlines are
     kept, so the text is still the same JSON.
 

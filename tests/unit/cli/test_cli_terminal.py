@@ -29,7 +29,8 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2
 _controls = st.characters(codec="utf-8", categories=["Cc", "Cf", "Zl", "Zp"])
 hostile_text = st.lists(st.one_of(st.text(max_size=8), _controls.map(str),
                                   st.sampled_from(["\x1b[2J", "\x1b]0;pwned\x07", "\x1b]52;c;aGk=\x07", "\r",
-                                                   "\n  [2] trusted.pdf", "\x9b31m", "\u202e"])),
+                                                   "\n  [2] trusted.pdf", "\nSources cited:", "\nRetrieved, not used:",
+                                                   "\x9b31m", "\u202e"])),
                         min_size=1, max_size=8).map("".join)
 
 
@@ -40,7 +41,8 @@ def test_terminal_safe_leaves_no_control_character_and_no_extra_line(text):
     assert not RAW.search(safe) and "\n" not in safe and "\t" not in safe
     kept = terminal_safe(text, newlines=True)
     assert not RAW.search(kept) and kept.count("\n") <= text.count("\n")
-    assert not re.search(r"\n\s*(\[\d+\]|Sources:)", kept)   # no line that reads as a source entry
+    # no line that reads as a source entry or a source header
+    assert not re.search(r"\n\s*(\[\d+\]|Sources(?: cited)?:|Retrieved[,: (])", kept)
 
 
 @settings(max_examples=100, deadline=None)
@@ -85,7 +87,8 @@ def test_rag_index_and_ask_escape_hostile_names_and_text(tmp_path, capsys):
     assert cli.main(["ask", "What did the bank do to rates?", "--store", store]) == 0
     asked = capsys.readouterr().out
     assert not RAW.search(asked)
-    sources = asked.split("Sources:")[1].strip().splitlines()
+    listed = re.split(r"\n(?:Sources cited|Retrieved, not used|Retrieved \(none cited\)):\n", asked)[1:]
+    sources = [line for part in listed for line in part.strip().splitlines()]
     assert sources and all(re.match(r"\[\d+\] ", line.strip()) for line in sources)
     assert cli.main(["ask", "What did the bank do to rates?", "--store", store, "--json"]) == 0
     assert not RAW.search(capsys.readouterr().out)
