@@ -68,7 +68,8 @@ def client(store):
 
     config = {"resources": [{"name": "docs", "kind": "knowledge_base", "path": str(store)}]}
     served = RAG.from_config(config)
-    with TestClient(create_app(served, settings=ServerConfig(support_scoring="lexical", max_k=64))) as http:
+    with TestClient(create_app(served, settings=ServerConfig(support_scoring="lexical", max_k=64)),
+                    base_url="http://localhost") as http:   # a host the server allows (DNS-rebinding check)
         yield http
 
 

@@ -94,14 +94,16 @@ def test_page_answers_a_question_with_sources(demo_url, tmp_path):
         labels = page.locator("#sources li .label").all_inner_texts()
         cited = page.locator("#answer a.cite").count()
         labels_of_sentences = page.locator("#answer .sentence").evaluate_all("els => els.map(e => e.dataset.label)")
-        coloured = page.locator("#answer .support-high, #answer .support-mid, #answer .support-low").count()
+        coloured = page.locator("#answer .support-high, #answer .support-mid, #answer .support-low, "
+                                "#answer .support-off, #answer .support-none").count()
         page.screenshot(path=str(shot), full_page=True)
     assert errors == []
     assert answer.strip() and "I don't know" not in answer
     assert labels and all(label.endswith(".md") for label in labels)
     assert "serving.md" in labels
     assert cited >= 1  # [n] markers became links to the sources
-    # One span per answer sentence, coloured by its support label (extractive answers are supported).
+    # One span per answer sentence, coloured by its support label (extractive answers are quoted, so
+    # supported; one the checks find not to answer the question is shown as such: support-off).
     assert labels_of_sentences and coloured == len(labels_of_sentences)
     assert "supported" in labels_of_sentences
     assert shot.stat().st_size > 10_000

@@ -82,4 +82,4 @@ def test_rag_ask_says_what_to_do_and_rag_index_repairs(tmp_path, folder, capsys,
     assert err.count("\n") == 1 and "damaged" in err and "rag index" in err and "Traceback" not in err
     assert cli.main(["index", str(folder), "--store", store]) == 0
     assert cli.main(["ask", "capital", "--store", store]) == 0
-    assert "Sources:" in capsys.readouterr().out
+    assert "Sources cited:" in capsys.readouterr().out
