@@ -59,6 +59,13 @@ def _ask_json(store: Path, question: str, capsys) -> list[str]:
     return [c["page_content"] for c in json.loads(capsys.readouterr().out)["context"]]
 
 
+def _in_context_order(sources: list[dict]) -> list[str]:
+    """The texts of a response's sources in context order: `n` is the position a source has in the context
+    (the response lists the cited ones first)."""
+    assert sorted(s["n"] for s in sources) == list(range(1, len(sources) + 1))
+    return [s["content"] for s in sorted(sources, key=lambda s: s["n"])]
+
+
 @pytest.fixture(scope="module")
 def client(store):
     from fastapi.testclient import TestClient
@@ -83,10 +90,10 @@ def test_every_door_returns_the_chains_context(question, rag, store, client, cap
         "airag": _texts(airag(rag, question, return_all=True).context),
         "chat": _texts(ConversationalRAG(rag).chain().invoke({"question": question, "history": []})["context"]),
         "rag ask --json": _ask_json(store, question, capsys),
-        "/invoke": [s["content"] for s in client.post("/invoke", json={"question": question}).json()["sources"]],
-        "/v1/chat/completions": [s["content"] for s in client.post("/v1/chat/completions", json={
+        "/invoke": _in_context_order(client.post("/invoke", json={"question": question}).json()["sources"]),
+        "/v1/chat/completions": _in_context_order(client.post("/v1/chat/completions", json={
             "model": "rag", "messages": [{"role": "user", "content": question}]}).json()
-                                 ["choices"][0]["message"]["rag"]["sources"]],
+                                                  ["choices"][0]["message"]["rag"]["sources"]),
     }
     for door, context in doors.items():
         assert context == expected, f"{door} returned another context for {question!r}"
