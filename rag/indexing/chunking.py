@@ -159,6 +159,18 @@ class _Piece:
     table: bool = False
 
 
+def _tokenized(tokenizer: Tokenizer, pieces: list[_Piece]) -> Iterator[tuple[_Piece, list[tuple[int, int]]]]:
+    """Each piece with its token spans, tokenized in batches of bounded size and released after use."""
+    batch: list[_Piece] = []
+    chars = 0
+    for number, piece in enumerate(pieces):
+        batch.append(piece)
+        chars += len(piece.text)
+        if len(batch) >= _ENCODE_BATCH or chars >= _ENCODE_CHARS or number == len(pieces) - 1:
+            yield from zip(batch, tokenizer.offsets([p.text for p in batch]), strict=True)
+            batch, chars = [], 0
+
+
 class TokenChunker:
     """Split documents into overlapping chunks of at most `chunk_size` tokens and `max_chars` characters.
 
@@ -269,24 +281,13 @@ class TokenChunker:
                 out += [(text, offsets[first] + a, n) for text, a, n in self._cuts(row, row_spans)]
         return [(text.strip("\n"), a, n) for text, a, n in out]
 
-    def _tokenized(self, pieces: list[_Piece]) -> Iterator[tuple[_Piece, list[tuple[int, int]]]]:
-        """Each piece with its token spans, tokenized in batches of bounded size and released after use."""
-        batch: list[_Piece] = []
-        chars = 0
-        for number, piece in enumerate(pieces):
-            batch.append(piece)
-            chars += len(piece.text)
-            if len(batch) >= _ENCODE_BATCH or chars >= _ENCODE_CHARS or number == len(pieces) - 1:
-                yield from zip(batch, self.tokenizer.offsets([p.text for p in batch]), strict=True)
-                batch, chars = [], 0
-
     def split_documents(self, docs: Sequence[Document]) -> list[Document]:
         """Chunks of `docs` in order, numbered per document (pages of a file continue the count)."""
         pieces = self._pieces(docs)
         pdf_sections = _pdf_sections(docs) if self.headers is not False else {}
         counters: dict[str, int] = {}
         chunks: list[Document] = []
-        for piece, spans in self._tokenized(pieces):
+        for piece, spans in _tokenized(self.tokenizer, pieces):
             if not spans:
                 continue
             meta = docs[piece.number].metadata
@@ -353,17 +354,6 @@ class PassthroughChunker:
     def settings(self) -> dict[str, Any]:
         """The settings as data, for a knowledge base manifest."""
         return {"type": "passthrough"}
-
-    def _tokenized(self, pieces: list[_Piece]) -> Iterator[tuple[_Piece, list[tuple[int, int]]]]:
-        """Each piece with its token spans, tokenized in batches of bounded size and released after use."""
-        batch: list[_Piece] = []
-        chars = 0
-        for number, piece in enumerate(pieces):
-            batch.append(piece)
-            chars += len(piece.text)
-            if len(batch) >= _ENCODE_BATCH or chars >= _ENCODE_CHARS or number == len(pieces) - 1:
-                yield from zip(batch, self.tokenizer.offsets([p.text for p in batch]), strict=True)
-                batch, chars = [], 0
 
     def split_documents(self, docs: Sequence[Document]) -> list[Document]:
         """One chunk per non-blank document, numbered per `doc_id`."""

@@ -72,6 +72,13 @@ def write_pdf(path: str | Path, pages: list[str]) -> Path:
                        f">> >> /Contents {4 + 2 * i} 0 R >>").encode())
         bodies.append(b"<< /Length " + str(len(data)).encode() + b" >>\nstream\n" + data + b"\nendstream")
     bodies.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    path = Path(path)
+    path.write_bytes(pdf_bytes(bodies))
+    return path
+
+
+def pdf_bytes(bodies: list[bytes]) -> bytes:
+    """A PDF file of numbered objects `bodies` (object 1 the catalog), with its cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(bodies, start=1):
@@ -81,9 +88,7 @@ def write_pdf(path: str | Path, pages: list[str]) -> Path:
     out += f"xref\n0 {len(bodies) + 1}\n0000000000 65535 f \n".encode()
     out += "".join(f"{off:010d} 00000 n \n" for off in offsets).encode()
     out += f"trailer\n<< /Size {len(bodies) + 1} /Root 1 0 R >>\nstartxref\n{start}\n%%EOF\n".encode()
-    path = Path(path)
-    path.write_bytes(bytes(out))
-    return path
+    return bytes(out)
 
 
 def _wrap(text: str, width: int = 95) -> list[str]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
+from rag.testing.financebench import pdf_bytes
+
 __all__ = ["inflating_pdf"]
 
 
@@ -31,14 +33,6 @@ def inflating_pdf(path: str | Path, *, rows: int = 40_000, pages: int = 1) -> in
                 f"/Contents {content} 0 R >>".encode() for _ in range(pages)]
     objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    Path(path).write_bytes(bytes(out))
-    return len(out)
+    data = pdf_bytes(objects)
+    Path(path).write_bytes(data)
+    return len(data)
