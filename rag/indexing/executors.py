@@ -1,6 +1,6 @@
 """Where a sync's work runs: this process (`LocalExecutor`, the default) or a Ray cluster (`RayExecutor`).
 
-`rag.indexing.sync` decides what changed on the driver, then an executor loads, chunks, adds
+`rag.indexing.sync.Syncer` decides what changed on the driver, then an executor loads, chunks, adds
 AutoContext and embeds the changed documents with the stages of `rag.indexing.ingest`, and the
 driver commits their records once the store has their chunks. Both executors give the same chunk
 ids, texts, metadata, vectors and report (docs/scale.md).
@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.tracing import index_span
 from rag.indexing.ingest import (
-    Components,
     Item,
     Prepared,
     begin_items,
@@ -43,12 +42,10 @@ from rag.indexing.ingest import (
     load_item,
     prepare,
 )
+from rag.indexing.kb_parts import IndexTarget
+from rag.indexing.plan import Plan
 from rag.indexing.report import IndexReport
 from rag.indexing.writer import Writer
-
-if TYPE_CHECKING:
-    from rag.indexing.knowledge_base import KnowledgeStore
-    from rag.indexing.sync import Plan
 
 __all__ = ["EXECUTORS", "LocalExecutor", "RayExecutor", "executor_from"]
 
@@ -69,9 +66,9 @@ class LocalExecutor:
     def __repr__(self) -> str:
         return "LocalExecutor()"
 
-    def run(self, kb: KnowledgeStore, plan: Plan, report: IndexReport, emit: Emit) -> None:
+    def run(self, target: IndexTarget, plan: Plan, report: IndexReport, emit: Emit) -> None:
         """Load each changed file, prepare groups in this thread, embed and write them in the writer thread."""
-        components = Components.of(kb)
+        components = target.components
         group: list[Item] = []
         pending_chars, writer = [0], Writer()
 
@@ -80,7 +77,7 @@ class LocalExecutor:
             if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
                 prepared = prepare(components, list(group))
                 emit("chunks", len(prepared.chunks))
-                writer.submit(_store, kb, prepared, report, emit)
+                writer.submit(_store, target, prepared, report, emit)
                 group.clear()
                 pending_chars[0] = 0
 
@@ -102,22 +99,22 @@ class LocalExecutor:
             writer.close()
 
 
-def _store(kb: KnowledgeStore, prepared: Prepared, report: IndexReport, emit: Emit) -> None:
+def _store(target: IndexTarget, prepared: Prepared, report: IndexReport, emit: Emit) -> None:
     """Embed the new chunks of a prepared group and write them, then commit its records.
 
     Records are marked pending first; chunks are written only after that, so a document without a
     record has nothing in the store: the metadata query (costly for large groups) is skipped for those.
     """
     items, texts, ids = prepared.items, prepared.texts, prepared.ids
-    begin_items(kb, items)
+    begin_items(target.records, items)
     doc_ids = [i.doc_id for i in items if i.known]
-    existing = set(kb.chunks.get_ids({"doc_id": {"$in": doc_ids}})) if doc_ids else set()
+    existing = set(target.chunks.get_ids({"doc_id": {"$in": doc_ids}})) if doc_ids else set()
     todo = [n for n, cid in enumerate(ids) if cid not in existing]
     ready: list[tuple[int, list[float]]] = []
     for begin in range(0, len(todo), _EMBED_BATCH):
         batch = todo[begin:begin + _EMBED_BATCH]
-        vectors, embedded = embed_texts(kb.embedding, [texts[n] for n in batch])
-        kb.record_dimension(len(vectors[0]))
+        vectors, embedded = embed_texts(target.embedding, [texts[n] for n in batch])
+        target.record_dimension(len(vectors[0]))
         report.embedded += embedded
         ready += zip(batch, vectors, strict=True)
         emit("embeddings", len(batch))
@@ -125,14 +122,15 @@ def _store(kb: KnowledgeStore, prepared: Prepared, report: IndexReport, emit: Em
         # not have (known documents were looked up above, new ones have nothing stored): `add`, no check.
         if len(ready) >= _WRITE_BATCH or begin + _EMBED_BATCH >= len(todo):
             with index_span("rag.index.write", chunks=len(ready)):
-                kb.chunks.add([ids[n] for n, _ in ready], [v for _, v in ready],
-                              [prepared.chunks[n].page_content for n, _ in ready], [prepared.metas[n] for n, _ in ready])
+                target.chunks.add([ids[n] for n, _ in ready], [v for _, v in ready],
+                                  [prepared.chunks[n].page_content for n, _ in ready],
+                                  [prepared.metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
             ready = []
     stale = sorted(existing - set(ids))
-    kb.chunks.delete(stale)
+    target.chunks.delete(stale)
     report.chunks_deleted += len(stale)
-    finish_items(kb, done_of(prepared), report)
+    finish_items(target.records, done_of(prepared), report)
 
 
 class RayExecutor:
@@ -173,7 +171,7 @@ class RayExecutor:
         """The address to connect to: the one given, else `RAY_ADDRESS`, else None (start a local Ray)."""
         return self.address or os.environ.get("RAY_ADDRESS") or None
 
-    def run(self, kb: KnowledgeStore, plan: Plan, report: IndexReport, emit: Emit) -> None:
+    def run(self, target: IndexTarget, plan: Plan, report: IndexReport, emit: Emit) -> None:
         """Index the plan's changed documents on the cluster (`rag.indexing.ray_executor`)."""
         try:
             import ray  # noqa: F401 - only to say what to install
@@ -181,7 +179,7 @@ class RayExecutor:
             raise MissingDependencyError.for_extra("ray", "ray", "indexing with executor='ray'") from exc
         from rag.indexing.ray_executor import run_on_ray
 
-        run_on_ray(self, kb, plan, report, emit)
+        run_on_ray(self, target, plan, report, emit)
 
 
 def executor_from(spec: Any) -> LocalExecutor | RayExecutor:

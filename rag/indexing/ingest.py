@@ -28,18 +28,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
 from rag.base.tracing import index_span
 from rag.indexing.loaders import clean_text, load_file
-from rag.indexing.records import DocumentRecord
+from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.report import IndexReport
-
-if TYPE_CHECKING:
-    from rag.indexing.knowledge_base import KnowledgeStore
 
 __all__ = ["Components", "Done", "Item", "Prepared", "begin_items", "chunk_id", "docs_hash", "done_of", "embed_texts",
            "file_hash", "finish_items", "load_item", "prepare", "scalar_metadata"]
@@ -81,10 +78,6 @@ class Components:
     chunker: Any
     tagger: Any
     autocontext: Any
-
-    @classmethod
-    def of(cls, kb: KnowledgeStore) -> Components:
-        return cls(kb.chunker, kb.tagger, kb.autocontext)
 
 
 def chunk_id(doc_id: str, index: int, embedded_text: str, metadata: dict[str, Any]) -> str:
@@ -176,9 +169,9 @@ def embed_texts(embedding: Any, texts: list[str]) -> tuple[list[list[float]], in
     return vectors, embedded
 
 
-def begin_items(kb: KnowledgeStore, items: Sequence[Item]) -> None:
+def begin_items(records: RecordStore, items: Sequence[Item]) -> None:
     """Mark the items' records `pending` (new) or `updating` before any chunk of them is written."""
-    kb.records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
+    records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
                                         state="updating" if i.status == "updated" else "pending") for i in items])
 
 
@@ -193,17 +186,17 @@ class Done:
     pages: int
 
 
-def finish_items(kb: KnowledgeStore, done: Sequence[Done], report: IndexReport) -> None:
+def finish_items(records: RecordStore, done: Sequence[Done], report: IndexReport) -> None:
     """Commit the records of documents whose chunks are all stored (`ok`, with their chunk ids)."""
-    records = []
+    committed = []
     for d in done:
         item = d.item
-        records.append(DocumentRecord(source=item.key, doc_id=item.doc_id, content_hash=item.content_hash,
+        committed.append(DocumentRecord(source=item.key, doc_id=item.doc_id, content_hash=item.content_hash,
                                       size=item.size, mtime_ns=item.mtime_ns, chunk_ids=d.chunk_ids,
                                       pages=d.pages, title=d.title, summary=d.summary))
         (report.added if item.status == "added" else report.updated).append(item.display)
         report.pages += d.pages
-    kb.records.put_many(records)
+    records.put_many(committed)
 
 
 def done_of(prepared: Prepared) -> list[Done]:

@@ -1,30 +1,25 @@
-"""`KnowledgeStore`: the storage side of a knowledge base (spRAG): a named, persistent,
-incrementally updated index of documents.
+"""`KnowledgeStore`: the storage and ingest side of a knowledge base (spRAG), the one write path.
 
-This is the one ingest path of the library (load -> chunk -> AutoContext -> embed -> write, in
-`rag.indexing.sync`); `Resource.from_directory`, `build_index` and the config kinds call it;
-`rag.KnowledgeBase` (`rag.core.knowledge_base`) adds its retrievers and resource.
+A named, persistent, incrementally updated index of documents: load -> chunk -> AutoContext ->
+embed -> write. Every front door that writes calls it: `rag.KnowledgeBase` (this class plus the
+retrievers and `Resource` of the floors above), `Resource.from_directory` / `from_texts` /
+`from_documents`, `HybridRetriever.from_documents`, `build_index`, the config kinds, `rag index` and
+the FinanceBench corpus. It lives on the indexing floor because some of those doors cannot import
+`rag.KnowledgeBase` without a circle: `HybridRetriever` is on the retrieval floor, and `Resource`'s
+constructors are what `KnowledgeBase.as_resource` itself builds on.
 
-A knowledge base lives in a directory (default `.rag/`, shared by several knowledge bases):
-
-    .rag/chroma.sqlite3 ...            the Chroma store (one cosine collection per knowledge base)
-    .rag/embeddings.sqlite             the embedding cache (`CachedEmbeddings`), shared
-    .rag/write.lock                    one writer at a time (`WriterLock`)
-    .rag/kb/<name>/manifest.json       components and settings (`Manifest`)
-    .rag/kb/<name>/records.sqlite      per-document content hashes and chunk ids (`RecordStore`)
-
-Adding the same corpus again embeds and writes nothing; a changed file replaces exactly its
-chunks; `cleanup="incremental"` removes files that disappeared under the given folders and
-`cleanup="full"` everything not in this run (as LangChain's indexing API). A writer killed at
-any point leaves a store that the next run repairs (see docs/indexing.md). Opening is not creating
-(see `KnowledgeStore`); symlinked store files, a manifest naming another knowledge base's collection
-and failed writes are `StoreError`s. `executor="ray"` runs the same sync on a Ray cluster (docs/scale.md).
+It owns its parts: the manifest, the writer lock, the document records, the chunk store and the
+components (`rag.indexing.kb_parts`). A write takes the lock and hands those parts (an
+`IndexTarget`) to a `Syncer` (`rag.indexing.sync`), which decides what changed and runs an executor
+(this process, or a Ray cluster: docs/scale.md). Nothing is written outside the writer lock:
+constructing or reading a knowledge base writes no file. Layout, recovery and cleanup modes:
+docs/indexing.md.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from langchain_core.documents import Document
     >>> import tempfile
     >>> kb = KnowledgeStore("notes", tempfile.mkdtemp(), embedding=DeterministicFakeEmbedding(size=16))
-    >>> from langchain_core.documents import Document
     >>> kb.add_documents([Document(page_content="Paris is in France.", metadata={"source": "geo"})]).added
     ['geo']
     >>> kb.add_documents([Document(page_content="Paris is in France.", metadata={"source": "geo"})]).unchanged
@@ -35,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -52,43 +46,35 @@ from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.executors import executor_from
+from rag.indexing.ingest import Components
+from rag.indexing.kb_parts import IndexTarget, check_name, is_name, resolve_parts
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.indexing.loaders import path_text
 from rag.indexing.locking import WriterLock
-from rag.indexing.manifest import (
-    DEFAULT_DIRECTORY,
-    EmbeddingInfo,
-    Manifest,
-    StoreInfo,
-    autocontext_kwargs,
-    chunker_from,
-    embedding_from_id,
-    list_knowledge_bases,
-    missing_knowledge_base,
-)
+from rag.indexing.manifest import DEFAULT_DIRECTORY, Manifest, list_knowledge_bases, missing_knowledge_base
 from rag.indexing.neighbours import in_document_order, neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks, store_write_error
-from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
-from rag.indexing.tags import KeywordTagger
-from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import DAMAGED_MARKER, collection_name, open_client, open_collection, store_files as chroma_files
+from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, Syncer
+from rag.stores.chroma import DAMAGED_MARKER, collection_name, open_client, open_collection
+from rag.stores.chroma import store_files as chroma_files
 from rag.stores.chunk_store import ChromaChunkStore, ChunkStore, VectorStoreChunks
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
 
 logger = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-
 
 class KnowledgeStore:
     """A persistent knowledge base's documents: add, update, delete, read and dense search.
 
+    User code uses `rag.KnowledgeBase` (this class plus its hybrid retriever and `Resource`); the front
+    doors that cannot import it (see the module docstring) write through this class.
+
     Args:
         name: 1-63 characters of letters, digits, `.`, `_`, `-` (also the Chroma collection).
-        directory: where it is stored (created if missing); None keeps it in a private temporary
-            directory removed with the object (`Resource.from_directory`, `build_index`).
+        directory: where it is stored (created by the first write); None keeps it in a private temporary
+            directory removed when the process exits (`Resource.from_directory`, `build_index`).
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
             `rag.models.embeddings.default_embeddings()` for a new knowledge base.
         chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap);
@@ -96,20 +82,17 @@ class KnowledgeStore:
         autocontext: defaults to `AutoContext()` (title / section + extractive summary);
             `AutoContext(enabled=False)` embeds chunks alone.
         tagger: optional, e.g. `KeywordTagger()` (tags in metadata, selectable by filters).
-        description: what it holds (shown by resources and the server).
+        description: what it holds (shown by resources); a new one for an existing one is saved by a write.
         cache: keep an on-disk embedding cache in the directory.
         lock_timeout: seconds a writer waits for another writer before `StoreError`.
-        client: the chromadb client holding the collection (default: a persistent client on
-            `directory`; `rag.stores.chroma.http_client(...)` for a Chroma server). The manifest,
-            records and lock always live in `directory`.
-        store: keep the chunks in another vector store instead of Chroma: one that
-            `rag.stores.native` searches natively (`rag.stores.pgvector.open_store(...)`, a
-            `QdrantVectorStore`, `Milvus`, `LanceStore`, `FaissStore.open(...)`,
-            `InMemoryVectorStore`); the manifest records its backend, and the knowledge base must be
-            opened with a store of that backend again (docs/stores.md, support matrix).
+        client: the chromadb client holding the collection (default: a persistent client on `directory`;
+            `rag.stores.chroma.http_client(...)` for a server). Manifest, records and lock stay in `directory`.
+        store: keep the chunks in another vector store (`rag.stores.pgvector.open_store(...)`, a
+            `QdrantVectorStore`, ...); the manifest records its backend, and the knowledge base must be
+            opened with a store of that backend again (docs/stores.md).
 
-    Construction writes nothing: the first write creates the knowledge base; reading one never written
-    raises `StoreError` listing the existing ones.
+    Construction and reads write nothing: the first write creates the knowledge base, under the writer
+    lock; reading one never written raises `StoreError` listing the existing ones.
 
     Raises:
         ConfigError: bad name, or settings that differ from the manifest (another embedding
@@ -118,16 +101,14 @@ class KnowledgeStore:
             symlinks.
     """
 
-    def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *, embedding: Embeddings | None = None,
+    def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *,
+                 embedding: Embeddings | None = None,
                  chunker: TokenChunker | PassthroughChunker | None = None, autocontext: AutoContext | None = None,
                  tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
                  client: Any = None, store: Any = None) -> None:
         if client is not None and store is not None:
             raise ConfigError("give a Chroma client or another vector store (store=...), not both")
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ConfigError(f"knowledge base name {name!r} is not valid: use 1-63 letters, digits, '.', '_' "
-                              "or '-', starting with a letter or digit")
-        self.name = name
+        self.name = check_name(name)
         self._chunks: ChunkStore | None = None
         if store is not None:
             self._chunks = VectorStoreChunks(store, all_ids=self._stored_ids,
@@ -143,35 +124,20 @@ class KnowledgeStore:
         existing = Manifest.load(self.manifest_path) if self.manifest_path.exists() else None
         if existing is not None:
             existing.check_owner(self.name, self.backend, self._store_name, self.manifest_path, self.home)
-        if embedding is None:
-            embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
-        model_id = embedding_id(embedding)
-        if existing:
-            existing.check_embedding(name, self.directory, model_id)
-        self.chunker = chunker or (chunker_from(existing.chunking) if existing else TokenChunker())
-        self.autocontext = autocontext or (AutoContext(**autocontext_kwargs(existing.autocontext)) if existing
-                                           else AutoContext())
-        self.tagger = tagger
-        if existing:
-            existing.check_same(name, "chunking", self.chunker.settings())
-            existing.check_same(name, "autocontext", self.autocontext.settings())
-            if tagger is None and existing.tagger:
-                self.tagger = KeywordTagger(**{k: v for k, v in existing.tagger.items() if k != "type"})
-        self.embedding_model = embedding
-        self.embedding = CachedEmbeddings(embedding, path=self.directory / "embeddings.sqlite",
-                                          model_id=model_id) if cache else embedding
+        parts = resolve_parts(name, self.directory, existing, embedding=embedding, chunker=chunker,
+                              autocontext=autocontext, tagger=tagger, description=description,
+                              backend=self.backend, store_name=self._store_name)
+        self.manifest = parts.manifest
+        self.chunker, self.tagger, self.autocontext = (parts.components.chunker, parts.components.tagger,
+                                                       parts.components.autocontext)
+        self._save_manifest = parts.description_changed   # by the next write, under the lock
+        self.embedding_model = parts.embedding_model
+        self.embedding = CachedEmbeddings(parts.embedding_model, path=self.directory / "embeddings.sqlite",
+                                          model_id=parts.model_id) if cache else parts.embedding_model
         self.lock = WriterLock(self.directory, timeout=lock_timeout)
-        self.manifest = existing or Manifest(
-            name=name, description=description, embedding=EmbeddingInfo(id=model_id),
-            chunking=self.chunker.settings(), autocontext=self.autocontext.settings(),
-            tagger=tagger.settings() if tagger is not None else None,
-            store=StoreInfo(type=self.backend, collection=self._store_name))
-        if existing is not None and description and description != existing.description:
-            self.manifest.description = description
-            self.manifest.save(self.manifest_path)
         self._records: RecordStore | None = None
         self._client = client
-        #: the chunks live apart from the records (a Chroma server, another store): `sync` checks them
+        #: the chunks live apart from the records (a Chroma server, another store): a sync checks them
         self.remote_store = client is not None or store is not None
         self._collection: Any = None
 
@@ -181,12 +147,19 @@ class KnowledgeStore:
         return self.manifest_path.exists()
 
     def create(self) -> KnowledgeStore:
-        """Create the knowledge base (empty) if it does not exist; returns itself. Writes do this on their own."""
-        if not self.exists:
-            with self.lock:
-                if not self.exists:
-                    self._check_store_is_new()
-                    self.manifest.save(self.manifest_path)
+        """Create the knowledge base (empty) if it does not exist; returns itself. Writes do this on their own.
+
+        Under the writer lock, as every write (a changed description given to an existing one is saved here).
+        """
+        if self.exists and not self._save_manifest:
+            return self
+        with self.lock:
+            if not self.exists:
+                self._check_store_is_new()
+                self.manifest.save(self.manifest_path)
+            elif self._save_manifest:
+                self.manifest.save(self.manifest_path)
+            self._save_manifest = False
         return self
 
     @property
@@ -217,8 +190,7 @@ class KnowledgeStore:
     @classmethod
     def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeStore:
         """Open an existing knowledge base; `StoreError` listing the existing ones if it does not exist."""
-        if not isinstance(name, str) or not _NAME.match(name) or \
-                not (Path(directory) / "kb" / name / "manifest.json").exists():
+        if not is_name(name) or not (Path(directory) / "kb" / name / "manifest.json").exists():
             raise missing_knowledge_base(str(name), Path(directory))
         return cls(name, directory, **kwargs)
 
@@ -264,16 +236,6 @@ class KnowledgeStore:
         """Number of chunks in the store."""
         return self.chunks.count()
 
-    def record_dimension(self, dimension: int) -> None:
-        """Record the embedding dimension on first write; a mismatch is a `ConfigError`."""
-        known = self.manifest.embedding.dimension
-        if known is None:
-            self.manifest.embedding.dimension = dimension
-            self.manifest.save(self.manifest_path)
-        elif known != dimension:
-            raise ConfigError(f"knowledge base {self.name!r} holds {known}-d vectors; the embedding model gave "
-                              f"{dimension}-d ones")
-
     # ------------------------------------------------------------------ writing
     def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                       exclude: str | Sequence[str] = (), cleanup: str | None = None,
@@ -281,34 +243,34 @@ class KnowledgeStore:
                       follow_symlinks: bool = False, executor: Any = None) -> IndexReport:
         """Index files, folders or Documents; unchanged ones are skipped without embedding.
 
-        Creates the knowledge base on first use.
+        Creates the knowledge base on first use (under the writer lock, as every write).
 
         Args:
             sources: paths (files or folders) and/or Documents (grouped by `metadata["source"]`).
             include, exclude: globs for files under folders (see `load_directory`).
-            cleanup: None keeps everything else; "incremental" deletes documents that were
-                indexed from the given folders but are no longer there; "full" deletes every
-                document not in `sources`.
+            cleanup: None keeps everything else; "incremental" deletes documents indexed from the given
+                folders that are no longer there; "full" deletes every document not in `sources`.
             progress: called with (event, amount): "files_total", "file", "pages", "chunks", "embeddings".
-            follow_symlinks: also index what symlinks under the folders lead to when that is
-                outside them (by default such links are skipped and listed in `skipped`).
+            follow_symlinks: also index what symlinks under the folders lead to outside them (by default
+                such links are skipped and listed in `skipped`).
             executor: None / "local" (this process), "ray" or a `RayExecutor(...)` (docs/scale.md).
 
         Returns:
             What was added, updated, unchanged, deleted and skipped (with reasons).
 
         Raises:
-            StoreError: another process is writing (after `lock_timeout`), or the store cannot
-                be written (full disk, damaged files): the message names the cause and the fix.
+            StoreError: another process is writing (after `lock_timeout`), or the store cannot be written
+                (full disk, damaged files): the message names the cause and the fix.
         """
         if cleanup not in CLEANUP_MODES:
             raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
         runner = executor_from(executor)   # (a bad executor fails before the lock is taken)
-        def run() -> IndexReport:
+
+        def run(syncer: Syncer) -> IndexReport:
             with index_span("rag.index", knowledge_base=self.name, cleanup=cleanup or "none",
                             executor=runner.name) as span:
-                report = sync(self, sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress,
-                              follow_symlinks=follow_symlinks, executor=runner)
+                report = syncer.sync(sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress,
+                                     follow_symlinks=follow_symlinks, executor=runner)
                 span.set_attributes({"rag.added": len(report.added), "rag.updated": len(report.updated),
                                      "rag.unchanged": len(report.unchanged), "rag.skipped": len(report.skipped),
                                      "rag.chunks_added": report.chunks_added, "rag.embedded": report.embedded})
@@ -316,12 +278,20 @@ class KnowledgeStore:
 
         return self._write(run)
 
-    def _write(self, run: Callable[[], Any]) -> Any:
+    def _target(self) -> IndexTarget:
+        """The parts a write uses, handed to the syncer (the records and chunk store open on first use)."""
+        return IndexTarget(name=self.name, home=self.home, records=self.records, open_chunks=lambda: self.chunks,
+                           embedding=self.embedding, embedding_model=self.embedding_model,
+                           components=Components(self.chunker, self.tagger, self.autocontext),
+                           manifest=self.manifest, manifest_path=self.manifest_path, backend=self.backend,
+                           remote=self.remote_store)
+
+    def _write(self, run: Callable[[Syncer], Any]) -> Any:
         """Run a write under the lock, creating the knowledge base first; store failures become `StoreError`."""
         with self.lock:
             try:
                 self.create()
-                return run()
+                return run(Syncer(self._target()))
             except RagError:
                 raise
             except (OSError, sqlite3.Error) as exc:
@@ -338,7 +308,7 @@ class KnowledgeStore:
             docs = [Document(page_content=d.page_content, metadata={**d.metadata, "source": str(source)})
                     for d in documents]
             return self.add_documents(docs)
-        return self._write(lambda: sync(self, [source], force=True))
+        return self._write(lambda syncer: syncer.sync([source], force=True))
 
     def delete_document(self, source: str | Path) -> int:
         """Delete a document (by path, source or doc_id) and its chunks; returns chunks deleted."""
@@ -347,20 +317,7 @@ class KnowledgeStore:
         if record is None:
             raise ConfigError(f"no document {key!r} in knowledge base {self.name!r}; "
                               "see list_documents() for what it holds")
-        return self._write(lambda: self.delete_records([record]))
-
-    def delete_records(self, records: Sequence[DocumentRecord]) -> int:
-        """Delete documents' chunks and records (crash-safe: marked `deleting` first). Hold the lock."""
-        if not records:
-            return 0
-        for rec in records:
-            rec.state = "deleting"
-        self.records.put_many(records)
-        doc_ids = [r.doc_id for r in records]
-        ids = self.chunks.get_ids({"doc_id": {"$in": doc_ids}})
-        self.chunks.delete(ids)
-        self.records.delete(*(r.source for r in records))
-        return len(ids)
+        return self._write(lambda syncer: syncer.target.delete_records([record]))
 
     # ------------------------------------------------------------------ reading
     def list_documents(self) -> list[DocumentRecord]:
@@ -370,8 +327,7 @@ class KnowledgeStore:
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Chunks matching a portable filter (all when None), by document and position.
 
-        The order depends on neither the store nor the write order (BM25 breaks ties by position);
-        a knowledge base is a chunk source for `rag.indexing.neighbours`.
+        The order depends on neither the store nor the write order (BM25 breaks ties by position).
 
         Example:
             >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
@@ -388,7 +344,7 @@ class KnowledgeStore:
 
     def as_retriever(self, *, k: int = 4, filter: dict[str, Any] | None = None,
                      score_threshold: float | None = None) -> Any:
-        """A `KnowledgeBaseRetriever` (takes `k` and portable `filter` per call)."""
+        """A `KnowledgeBaseRetriever`: dense search (takes `k` and portable `filter` per call)."""
         return KnowledgeBaseRetriever(chunks=self.chunks, embedding=self.embedding, k=k, filter=filter,
                                       score_threshold=score_threshold)
 

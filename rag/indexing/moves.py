@@ -22,15 +22,11 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from rag.indexing.records import DocumentRecord
-
-if TYPE_CHECKING:
-    from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.records import DocumentRecord, RecordStore
 
 __all__ = ["move_document", "moved_candidates"]
-
 
 
 def moved_candidates(records: dict[str, DocumentRecord]) -> dict[str, DocumentRecord]:
@@ -52,12 +48,13 @@ def _exists(source: str) -> bool:
     return os.path.lexists(raw)
 
 
-def move_document(kb: KnowledgeStore, old: DocumentRecord, new_key: str, display: str, *, size: int,
+def move_document(chunks: Any, records: RecordStore, old: DocumentRecord, new_key: str, display: str, *, size: int,
                   mtime_ns: int) -> DocumentRecord:
     """Re-point the chunks and the record of `old` to the file `new_key` (shown as `display`).
 
     Args:
-        kb: the knowledge base (the caller holds its writer lock).
+        chunks: the knowledge base's chunk store, one that can update metadata in place (`can_update`).
+        records: its document records (the caller holds the knowledge base's writer lock).
         old: the record of the file that is gone.
         new_key: the new record key (the resolved path text).
         display: the path as given, stored in the chunks' `source` metadata.
@@ -66,7 +63,6 @@ def move_document(kb: KnowledgeStore, old: DocumentRecord, new_key: str, display
     Returns:
         The new record.
     """
-    chunks = kb.chunks   # a store that can update metadata in place (`can_update`)
     ids, metas = chunks.get_metadatas({"doc_id": old.doc_id})
     new_stem = Path(display).stem
     updated = []
@@ -82,5 +78,5 @@ def move_document(kb: KnowledgeStore, old: DocumentRecord, new_key: str, display
     if updated and old.title == Path(str(metas[0].get("source", ""))).stem:
         title = new_stem
     record = replace(old, source=new_key, size=size, mtime_ns=mtime_ns, title=title, state="ok")
-    kb.records.rename(old.source, record)
+    records.rename(old.source, record)
     return record

@@ -1,7 +1,7 @@
 """A sync's work on a Ray cluster (`RayExecutor`): Ray Data over the changed files, the driver commits.
 
 The driver (the process that called `add_documents`, holding the writer lock) decides what changed
-exactly as a local sync does (`rag.indexing.sync.Plan`), marks those documents `pending` /
+exactly as a local sync does (`rag.indexing.plan.Plan`), marks those documents `pending` /
 `updating`, reads the chunk ids the store already holds for the known ones, and runs one Ray Data
 pipeline over them:
 
@@ -34,7 +34,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from langchain_core.documents import Document
 
@@ -52,15 +52,12 @@ from rag.indexing.ingest import (
     prepare,
     scalar_metadata,
 )
+from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.manifest import autocontext_kwargs, chunker_from
+from rag.indexing.plan import Plan
+from rag.indexing.report import IndexReport
 from rag.indexing.tags import KeywordTagger
 from rag.stores.connections import connection_spec, open_connection, upsert_chunks
-
-if TYPE_CHECKING:
-    from rag.indexing.executors import RayExecutor
-    from rag.indexing.knowledge_base import KnowledgeStore
-    from rag.indexing.report import IndexReport
-    from rag.indexing.sync import Plan
 
 __all__ = ["EmbedChunks", "chunk_files", "run_on_ray"]
 
@@ -71,7 +68,17 @@ _WRITE_BATCH = 5000  # chunks per driver write (Chroma's cost per call is high)
 _BLOCK_BYTES = 1 << 20  # about 256 chunk rows (embedded text, text and metadata)
 
 
-def run_on_ray(settings: RayExecutor, kb: KnowledgeStore, plan: Plan, report: IndexReport, emit: Any) -> None:
+class RaySettings(Protocol):
+    """What the run reads of its `rag.indexing.executors.RayExecutor` (which imports this module)."""
+    concurrency: int | None
+    batch_size: int
+    files_per_task: int
+
+    @property
+    def cluster_address(self) -> str | None: ...
+
+
+def run_on_ray(settings: RaySettings, target: IndexTarget, plan: Plan, report: IndexReport, emit: Any) -> None:
     """Index the plan's changed documents on the cluster (see the module docstring)."""
     items: list[Item] = []
     for item in plan.items(quiesce=lambda: None):   # (nothing is written while the plan is made)
@@ -81,32 +88,32 @@ def run_on_ray(settings: RayExecutor, kb: KnowledgeStore, plan: Plan, report: In
             items.append(item)
     if not items:
         return
-    settings_json = component_settings(kb)
-    begin_items(kb, items)
-    existing = _existing_ids(kb, items)
-    spec = connection_spec(kb.chunks)
+    settings_json = component_settings(target)
+    begin_items(target.records, items)
+    existing = _existing_ids(target, items)
+    spec = connection_spec(target.chunks)
     with _cluster(settings) as cpus, index_span("rag.index.ray", documents=len(items), cpus=cpus,
                                                 writes="workers" if spec else "driver"):
-        results = _Results(kb, plan, items, existing, report, emit, driver_writes=spec is None)
-        for batch in _pipeline(settings, kb, items, existing, spec, cpus, settings_json).iter_batches(batch_size=None,
-                                                                                        batch_format="pandas"):
+        results = _Results(target, plan, items, existing, report, emit, driver_writes=spec is None)
+        pipeline = _pipeline(settings, target, items, existing, spec, cpus, settings_json)
+        for batch in pipeline.iter_batches(batch_size=None, batch_format="pandas"):
             results.take(batch.to_dict("records"))
         results.finish()
 
 
-def component_settings(kb: KnowledgeStore) -> str:
+def component_settings(target: IndexTarget) -> str:
     """The chunker, AutoContext and tagger as JSON data, from which each worker builds its own (`components`).
 
     Raises:
         ConfigError: a component that its settings do not rebuild exactly (an AutoContext summarising with an
             LLM, a custom tokenizer), or a tagger whose tags depend on how documents are batched.
     """
-    tagger = kb.tagger
+    tagger, parts = target.components.tagger, target.components
     if tagger is not None and getattr(tagger, "vocabulary", True) is None:
         raise ConfigError("a KeywordTagger without a vocabulary scores words against the whole batch of chunks, so "
                           "its tags depend on how documents are grouped; give it a vocabulary, or index with the "
                           "local executor")
-    settings = json.dumps({"chunking": kb.chunker.settings(), "autocontext": kb.autocontext.settings(),
+    settings = json.dumps({"chunking": parts.chunker.settings(), "autocontext": parts.autocontext.settings(),
                            "tagger": tagger.settings() if tagger is not None else None}, sort_keys=True)
     built = components(settings)
     rebuilt = {"chunking": built.chunker.settings(), "autocontext": built.autocontext.settings(),
@@ -128,19 +135,19 @@ def components(settings: str) -> Components:
                       AutoContext(**autocontext_kwargs(data["autocontext"])))
 
 
-def _existing_ids(kb: KnowledgeStore, items: list[Item]) -> dict[str, set[str]]:
+def _existing_ids(target: IndexTarget, items: list[Item]) -> dict[str, set[str]]:
     """The chunk ids the store holds for each known document (new ones have nothing stored)."""
     known = [i.doc_id for i in items if i.known]
     out: dict[str, set[str]] = {}
     for start in range(0, len(known), _LOOKUP_BATCH):
-        ids, metas = kb.chunks.get_metadatas({"doc_id": {"$in": known[start:start + _LOOKUP_BATCH]}})
+        ids, metas = target.chunks.get_metadatas({"doc_id": {"$in": known[start:start + _LOOKUP_BATCH]}})
         for cid, meta in zip(ids, metas, strict=True):
             out.setdefault(str((meta or {}).get("doc_id")), set()).add(cid)
     return out
 
 
 @contextlib.contextmanager
-def _cluster(settings: RayExecutor) -> Iterator[int]:
+def _cluster(settings: RaySettings) -> Iterator[int]:
     """Connected to the cluster for the run (one already connected is used and left running); yields its CPUs."""
     import ray
 
@@ -172,7 +179,7 @@ _FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ANONYMIZED_TELEMETR
                   "PYTHONPATH")
 
 
-def _pipeline(settings: RayExecutor, kb: KnowledgeStore, items: list[Item], existing: dict[str, set[str]],
+def _pipeline(settings: RaySettings, target: IndexTarget, items: list[Item], existing: dict[str, set[str]],
               spec: dict[str, Any] | None, cpus: int, settings_json: str) -> Any:
     import ray
 
@@ -183,7 +190,7 @@ def _pipeline(settings: RayExecutor, kb: KnowledgeStore, items: list[Item], exis
     # task that waits for one of them would never start; Ray Data bounds how many run at once.
     ds = ds.map_batches(chunk_files, fn_kwargs={"settings": settings_json}, batch_size=settings.files_per_task,
                         batch_format="pandas", num_cpus=0, compute=ray.data.TaskPoolStrategy(size=cpus))
-    return ds.map_batches(EmbedChunks, fn_constructor_kwargs={"embedding": worker_embedding(kb.embedding_model),
+    return ds.map_batches(EmbedChunks, fn_constructor_kwargs={"embedding": worker_embedding(target.embedding_model),
                                                               "spec": spec},
                           batch_size=settings.batch_size, batch_format="pandas", num_cpus=1,
                           compute=ray.data.ActorPoolStrategy(size=actors))
@@ -307,9 +314,10 @@ class _Doc:
 class _Results:
     """The driver's side: writes (embedded stores), acknowledgements, commits, progress."""
 
-    def __init__(self, kb: KnowledgeStore, plan: Plan, items: list[Item], existing: dict[str, set[str]],
+    def __init__(self, target: IndexTarget, plan: Plan, items: list[Item], existing: dict[str, set[str]],
                  report: IndexReport, emit: Any, *, driver_writes: bool) -> None:
-        self.kb, self.plan, self.items, self.existing, self.report, self.emit = kb, plan, items, existing, report, emit
+        self.target, self.plan, self.items, self.existing = target, plan, items, existing
+        self.report, self.emit = report, emit
         self.driver_writes = driver_writes
         self.docs: dict[int, _Doc] = {}
         self.buffer: list[dict[str, Any]] = []
@@ -329,7 +337,7 @@ class _Results:
                 self.emit("pages", doc.info["pages"])
                 self.emit("chunks", len(doc.info["chunk_ids"]))
             if int(row.get("dim") or 0):
-                self.kb.record_dimension(int(row["dim"]))
+                self.target.record_dimension(int(row["dim"]))
             if row["id"]:
                 self.buffer.append(row)
         if not self.driver_writes or sum(1 for r in self.buffer if r["todo"]) >= _WRITE_BATCH:
@@ -343,9 +351,9 @@ class _Results:
         fresh = list({r["id"]: r for r in fresh}.values())   # (a retried task's rows come again)
         if self.driver_writes and fresh:
             with index_span("rag.index.write", chunks=len(fresh)):
-                self.kb.chunks.add([r["id"] for r in fresh], [np.frombuffer(r["vector"], dtype=np.float64).tolist()
-                                                              for r in fresh],
-                                   [r["content"] for r in fresh], [json.loads(r["metadata"]) for r in fresh])
+                vectors = [np.frombuffer(r["vector"], dtype=np.float64).tolist() for r in fresh]
+                self.target.chunks.add([r["id"] for r in fresh], vectors, [r["content"] for r in fresh],
+                                       [json.loads(r["metadata"]) for r in fresh])
         self.report.chunks_added += len(fresh)
         self.report.embedded += len(fresh)
         self.emit("embeddings", len(fresh))
@@ -361,13 +369,13 @@ class _Results:
                 continue
             item = self.items[n]
             stale = sorted(self.existing.get(item.doc_id, set()) - set(doc.info["chunk_ids"]))
-            self.kb.chunks.delete(stale)
+            self.target.chunks.delete(stale)
             self.report.chunks_deleted += len(stale)
             done.append(Done(item, doc.info["chunk_ids"], doc.info["title"], doc.info["summary"], doc.info["pages"]))
             del self.docs[n]
             self.closed.add(n)
         if done:
-            finish_items(self.kb, done, self.report)
+            finish_items(self.target.records, done, self.report)
             self.emit("file", len(done))
 
     def _failed(self, n: int, reason: str) -> None:
@@ -377,9 +385,9 @@ class _Results:
         self.docs.pop(n, None)
         before = self.plan.records.get(item.key)
         if before is None:
-            self.kb.records.delete(item.key)
+            self.target.records.delete(item.key)
         else:
-            self.kb.records.put_many([replace(before)])
+            self.target.records.put_many([replace(before)])
         self.plan.failed(item, reason, quiesce=lambda: None)
         self.emit("file", 1)
 

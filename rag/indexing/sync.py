@@ -1,4 +1,7 @@
-"""Incremental indexing for `KnowledgeBase`: hash, compare, chunk, embed the misses, write.
+"""`Syncer`: incremental indexing for a `KnowledgeBase`: hash, compare, chunk, embed the misses, write.
+
+A knowledge base owns one syncer per write, built on the parts it hands over (`IndexTarget`: records,
+chunk store, manifest, embedding, components), and calls it while holding its writer lock.
 
 For each file: an unchanged size and modification time means unchanged; otherwise the
 content hash decides. New and changed documents are processed in groups:
@@ -10,7 +13,7 @@ content hash decides. New and changed documents are processed in groups:
    ids of the document that are no longer produced are deleted;
 4. their records are marked `ok` with the new hash and chunk ids.
 
-The decisions (hash, compare, move: `Plan`) are made here, on the caller's side; loading, chunking,
+The decisions (hash, compare, move: `rag.indexing.plan.Plan`) are made here, on the caller's side; loading, chunking,
 AutoContext and embedding run in an executor (`rag.indexing.executors`) with the stages of
 `rag.indexing.ingest`. The local executor (the default) runs steps 2-4 of a group in one writer
 thread while the caller loads and chunks the next group (at most one group in flight), so groups
@@ -30,7 +33,7 @@ and metadata are cleaned (`clean_text`) before chunking, so a name or heading wi
 not UTF-8 is stored as `\\xNN` / U+FFFD instead of failing the record write or the tokenizer.
 
 Example:
-    >>> report = sync(kb, ["docs/"], cleanup="incremental")      # doctest: +SKIP
+    >>> report = Syncer(target).sync(["docs/"], cleanup="incremental")   # doctest: +SKIP
     >>> print(report.summary())                                 # doctest: +SKIP
     added 3, updated 0, unchanged 12, moved 0, deleted 0, skipped 1 (...)
 """
@@ -40,107 +43,102 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from langchain_core.documents import Document
 
-from rag.indexing.chunking import document_id
 from rag.indexing.executors import LocalExecutor
-from rag.indexing.ingest import Item, chunk_id, docs_hash, file_hash, scalar_metadata
-from rag.indexing.loaders import Note, Skipped, clean_text, iter_files, path_text
-from rag.indexing.moves import move_document, moved_candidates
-from rag.indexing.records import WRITING, DocumentRecord
+from rag.indexing.ingest import docs_hash
+from rag.indexing.kb_parts import IndexTarget
+from rag.indexing.loaders import clean_text, iter_files, path_text
+from rag.indexing.moves import moved_candidates
+from rag.indexing.plan import Plan
+from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.stores.chroma import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    from rag.indexing.knowledge_base import KnowledgeStore
-
-__all__ = ["CLEANUP_MODES", "IndexReport", "Plan", "Source", "chunk_id", "scalar_metadata", "sync"]
+__all__ = ["CLEANUP_MODES", "IndexReport", "Source", "Syncer"]
 
 Source = Union[str, Path, Document]  # noqa: UP007 - a runtime alias
 CLEANUP_MODES = (None, "incremental", "full")
 
 
-@dataclass
-class Plan:
-    """What a sync must index, decided one file at a time on the driver (hash, compare, move).
+class Syncer:
+    """Brings a knowledge base's store in line with the sources given (the caller holds the writer lock).
 
-    An executor iterates `items()`: None for a file that needs nothing (unchanged, moved, unreadable:
-    recorded in `report`), else an `Item` to load (files) or prepare (Documents). `quiesce` waits for
-    the executor's store write in flight, so a move or a deletion never runs beside one.
+    Args:
+        target: the parts of the knowledge base it writes (`IndexTarget`).
     """
 
-    kb: KnowledgeStore
-    files: list[Path]
-    grouped: dict[str, list[Document]]
-    records: dict[str, DocumentRecord]
-    force: bool
-    report: IndexReport
-    seen: set[str] = field(default_factory=set)
-    touched: list[DocumentRecord] = field(default_factory=list)
-    moves: dict[str, DocumentRecord] = field(default_factory=dict)
+    def __init__(self, target: IndexTarget) -> None:
+        self.target = target
 
-    def items(self, quiesce: Callable[[], None]) -> Iterator[Item | None]:
-        """The work of this sync, in file order (then the Documents given, by source)."""
-        report = self.report
-        for file in self.files:
-            key = path_text(file.resolve())
-            if key in self.seen:  # a symlink to a file indexed under its own name
-                continue
-            self.seen.add(key)
-            moved = len(report.moved)
-            item = _file_item(self, file, key, quiesce)
-            if len(report.moved) > moved:  # its old record now has this key: not stale
-                self.seen.add(report.moved[-1][0])
-            yield item
-        for key, docs in self.grouped.items():
-            self.seen.add(key)
-            yield _document_item(key, docs, self.records.get(key), self.force, report)
+    def sync(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
+             exclude: str | Sequence[str] = (), cleanup: str | None = None,
+             progress: Callable[[str, int], None] | None = None, force: bool = False,
+             follow_symlinks: bool = False, executor: Any = None) -> IndexReport:
+        """Index `sources` (see the module docstring) and return what changed.
 
-    def noted(self, item: Item) -> None:
-        """Report what loading the item's file read more cheaply or left out (its notes: cost limits, OCR)."""
-        self.report.notes += [Note(item.display, clean_text(note)) for note in item.notes]
+        `executor`: where loading, chunking, AutoContext and embedding run (`rag.indexing.executors`;
+        None: this process).
+        """
+        start, target = time.perf_counter(), self.target
+        emit = progress or (lambda event, amount: None)
+        report = IndexReport()
+        self.recover()
+        records = target.records.all()
+        files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
+                                         report=report)
+        emit("files_total", len(files) + len(grouped))
+        plan = Plan(target, files, grouped, records, force, report, moves=moved_candidates(records))
+        (executor or LocalExecutor()).run(target, plan, report, emit)
+        target.records.put_many(plan.touched)
+        if stale := _stale(records, plan.seen, roots, cleanup):
+            report.chunks_deleted += target.delete_records(stale)
+            report.deleted += [r.source for r in stale]
+        report.seconds = time.perf_counter() - start
+        return report
 
-    def failed(self, item: Item, reason: str, quiesce: Callable[[], None]) -> None:
-        """A file that could not be loaded: skipped with the reason; a half-written earlier attempt is removed."""
-        self.report.skipped.append(Skipped(item.display, reason))
-        rec = self.records.get(item.key)
-        if rec is not None and rec.state in WRITING:
-            quiesce()  # one store writer at a time
-            self.report.chunks_deleted += self.kb.delete_records([rec])
+    def recover(self) -> None:
+        """Repair a damaged Chroma collection; finish deletions a killed writer left half done; forget what a
+        remote collection lost."""
+        self._repair_damaged()
+        self._forget_lost_store()
+        interrupted = [r for r in self.target.records.all().values() if r.state == "deleting"]
+        if interrupted:
+            self.target.delete_records(interrupted)
 
+    def _forget_lost_store(self) -> None:
+        """Records of chunks a remote collection no longer holds (an empty collection on the server: another
+        server, or one whose data was removed) are dropped, so their documents are indexed again."""
+        target = self.target
+        if not target.remote:
+            return
+        records = target.records.all()
+        if any(r.chunk_ids for r in records.values()) and target.chunks.count() == 0:
+            logger.warning("knowledge base %r: its records list %d document(s) but its %s store is empty: indexing "
+                           "them again", target.name, len(records), target.backend)
+            target.records.delete(*records)
 
-def sync(kb: KnowledgeStore, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
-         exclude: str | Sequence[str] = (), cleanup: str | None = None,
-         progress: Callable[[str, int], None] | None = None, force: bool = False,
-         follow_symlinks: bool = False, executor: Any = None) -> IndexReport:
-    """Bring the knowledge base in line with `sources` (the caller holds the writer lock).
-
-    `executor`: where loading, chunking, AutoContext and embedding run (`rag.indexing.executors`;
-    None: this process).
-    """
-    start = time.perf_counter()
-    emit = progress or (lambda event, amount: None)
-    report = IndexReport()
-    _recover(kb)
-    records = kb.records.all()
-    files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
-                                     report=report)
-    emit("files_total", len(files) + len(grouped))
-    plan = Plan(kb, files, grouped, records, force, report, moves=moved_candidates(records))
-    (executor or LocalExecutor()).run(kb, plan, report, emit)
-    kb.records.put_many(plan.touched)
-    if stale := _stale(records, plan.seen, roots, cleanup):
-        report.chunks_deleted += kb.delete_records(stale)
-        report.deleted += [r.source for r in stale]
-    report.seconds = time.perf_counter() - start
-    return report
+    def _repair_damaged(self) -> None:
+        """After a read found the Chroma collection damaged (its marker file), check it as a search would; if
+        Chroma still cannot read it, replace it by an empty one and drop the records, so this run indexes the
+        documents again (from the embedding cache). Without the marker nothing is opened (a no-op stays cheap)."""
+        target = self.target
+        marker = target.home / DAMAGED_MARKER
+        if target.backend != "chroma" or target.remote or not (marker.exists() or marker.is_symlink()):
+            return
+        try:
+            target.chunks.check()
+        except DamagedStoreError as exc:
+            logger.warning("%s; rebuilding it from the documents of this run", str(exc).split("; it is damaged")[0])
+            target.chunks.rebuild()
+            target.records.delete(*target.records.all())
+        marker.unlink(missing_ok=True)
 
 
 def _collect(sources: Source | Sequence[Source], *, include: str | Sequence[str], exclude: str | Sequence[str],
@@ -162,18 +160,6 @@ def _collect(sources: Source | Sequence[Source], *, include: str | Sequence[str]
     return files, roots, grouped
 
 
-def _document_item(key: str, docs: list[Document], rec: DocumentRecord | None, force: bool,
-                   report: IndexReport) -> Item | None:
-    """The work item for Documents added under one source, or None when they are unchanged."""
-    content_hash = docs_hash(docs)
-    if not force and rec and rec.state == "ok" and rec.content_hash == content_hash:
-        report.unchanged.append(key)
-        return None
-    doc_id = rec.doc_id if rec else clean_text(str(docs[0].metadata.get("doc_id") or document_id(key)))
-    status = "updated" if rec and rec.state in ("ok", "updating") else "added"
-    return Item(key, key, doc_id, content_hash, -1, -1, list(docs), status, known=rec is not None)
-
-
 def _stale(records: dict[str, DocumentRecord], seen: set[str], roots: list[str],
            cleanup: str | None) -> list[DocumentRecord]:
     """Records to delete: every one not seen ("full"), or those under the folders given ("incremental")."""
@@ -183,73 +169,3 @@ def _stale(records: dict[str, DocumentRecord], seen: set[str], roots: list[str],
         return [r for k, r in records.items()
                 if k not in seen and any(k == root or k.startswith(root.rstrip(os.sep) + os.sep) for root in roots)]
     return []
-
-
-def _file_item(plan: Plan, file: Path, key: str, quiesce: Callable[[], None]) -> Item | None:
-    """The work item for a file (not loaded yet), or None when it is unchanged, moved or unreadable."""
-    rec, report, force = plan.records.get(key), plan.report, plan.force
-    ok = rec is not None and rec.state == "ok" and not force
-    display = path_text(file)
-    try:
-        stat = file.stat()
-        if ok and rec.size == stat.st_size and rec.mtime_ns == stat.st_mtime_ns:
-            report.unchanged.append(display)
-            return None
-        content_hash = file_hash(file)
-    except OSError as exc:
-        report.skipped.append(Skipped(display, f"{display}: cannot read ({exc.strerror or exc})"))
-        return None
-    if ok and rec.content_hash == content_hash:  # touched, not changed
-        rec.size, rec.mtime_ns = stat.st_size, stat.st_mtime_ns
-        plan.touched.append(rec)
-        report.unchanged.append(display)
-        return None
-    # a store that cannot update metadata in place (`can_update`) indexes a moved file anew
-    if rec is None and plan.moves.get(content_hash) is not None and plan.kb.chunks.can_update:
-        old = plan.moves.pop(content_hash)
-        quiesce()  # one store writer at a time
-        move_document(plan.kb, old, key, display, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
-        report.moved.append((old.source, display))
-        return None
-    doc_id = rec.doc_id if rec else document_id(key)
-    return Item(key, display, doc_id, content_hash, stat.st_size, stat.st_mtime_ns, None,
-                "updated" if rec is not None and rec.state in ("ok", "updating") else "added", known=rec is not None,
-                path=file)
-
-
-def _forget_lost_store(kb: KnowledgeStore) -> None:
-    """Records of chunks a remote collection no longer holds (an empty collection on the server: another
-    server, or one whose data was removed) are dropped, so their documents are indexed again."""
-    if not kb.remote_store:
-        return
-    records = kb.records.all()
-    if any(r.chunk_ids for r in records.values()) and kb.chunks.count() == 0:
-        logger.warning("knowledge base %r: its records list %d document(s) but its %s store is empty: indexing "
-                       "them again", kb.name, len(records), kb.backend)
-        kb.records.delete(*records)
-
-
-def _repair_damaged(kb: KnowledgeStore) -> None:
-    """After a read found the Chroma collection damaged (its marker file), check it as a search would; if
-    Chroma still cannot read it, replace it by an empty one and drop the records, so this run indexes the
-    documents again (from the embedding cache). Without the marker nothing is opened (a no-op stays cheap)."""
-    marker = kb.home / DAMAGED_MARKER
-    if kb.backend != "chroma" or kb.remote_store or not (marker.exists() or marker.is_symlink()):
-        return
-    try:
-        kb.chunks.check()
-    except DamagedStoreError as exc:
-        logger.warning("%s; rebuilding it from the documents of this run", str(exc).split("; it is damaged")[0])
-        kb.chunks.rebuild()
-        kb.records.delete(*kb.records.all())
-    marker.unlink(missing_ok=True)
-
-
-def _recover(kb: KnowledgeStore) -> None:
-    """Repair a damaged Chroma collection; finish deletions a killed writer left half done; forget what a
-    remote collection lost."""
-    _repair_damaged(kb)
-    _forget_lost_store(kb)
-    interrupted = [r for r in kb.records.all().values() if r.state == "deleting"]
-    if interrupted:
-        kb.delete_records(interrupted)
