@@ -56,8 +56,9 @@ from rag.indexing.manifest import (
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
+from rag.stores.chroma import collection_name
 
-__all__ = ["IndexTarget", "Parts", "check_name", "is_name", "resolve_parts"]
+__all__ = ["IndexTarget", "Parts", "check_name", "is_name", "knowledge_base_name", "resolve_parts"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -65,6 +66,16 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 def is_name(name: object) -> bool:
     """Whether `name` is a valid knowledge base name (1-63 letters, digits, `.`, `_`, `-`)."""
     return isinstance(name, str) and bool(_NAME.match(name))
+
+
+def knowledge_base_name(text: str) -> str:
+    """A valid knowledge base name for a collection or resource name (as `Resource.from_directory` names them).
+
+    Example:
+        >>> knowledge_base_name("my docs"), knowledge_base_name("x")
+        ('my-docs', 'rag-x')
+    """
+    return collection_name(text)[:63]
 
 
 def check_name(name: object) -> str:

@@ -46,6 +46,11 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters, to_chroma_where
 from rag.base.portable import ChunkSource, PortableRetriever
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.chunking import PassthroughChunker
+from rag.indexing.kb_parts import knowledge_base_name
+from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.manifest import list_knowledge_bases
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
@@ -156,25 +161,43 @@ class HybridRetriever(PortableRetriever):
     def from_documents(cls, documents: Sequence[Document], *, embedding: Embeddings | None = None,
                        persist_directory: str | Path | None = None, collection_name: str = "rag",
                        bm25_settings: Mapping[str, Any] | None = None, **settings: Any) -> HybridRetriever:
-        """Embed chunks into a cosine Chroma and index them with BM25 (persisted under `persist_directory`)."""
-        store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
+        """Embed chunks into a cosine store and index them with BM25.
+
+        With `persist_directory` the chunks go through the library's one write path: a knowledge base
+        named after `collection_name` in that directory (stored as given: no chunking, no AutoContext;
+        chunk ids are content hashes, so a second call with the same chunks embeds and writes nothing;
+        chunks of a `source` given again replace its earlier ones), and BM25 indexes every chunk the
+        knowledge base holds, saved in ``<persist_directory>/bm25``. Without it the chunks are kept in an
+        in-memory Chroma with their own ids.
+        """
+        if persist_directory is not None:
+            kb = _knowledge_base(persist_directory, collection_name, embedding)
+            kb.add_documents(list(documents))
+            chunks = kb.get_documents()
+            bm25 = BM25Index.from_documents(chunks, **dict(bm25_settings or {}))
+            bm25.save(Path(persist_directory) / "bm25")
+            return cls(vectorstore=kb.chunks.vectorstore(kb.embedding), bm25=bm25, **settings)
+        store = new_chroma(collection_name, embedding or default_embeddings())
         ids = [doc.id or f"{doc.metadata.get('doc_id', 'doc')}-{doc.metadata.get('chunk_index', i)}-{i}"
                for i, doc in enumerate(documents)]
         docs = [Document(page_content=d.page_content, metadata=d.metadata, id=i) for d, i in zip(documents, ids,
                                                                                                strict=True)]
         if docs:
             store.add_documents(docs, ids=ids)
-        bm25 = BM25Index.from_documents(docs, **dict(bm25_settings or {}))
-        if persist_directory is not None:
-            bm25.save(Path(persist_directory) / "bm25")
-        return cls(vectorstore=store, bm25=bm25, **settings)
+        return cls(vectorstore=store, bm25=BM25Index.from_documents(docs, **dict(bm25_settings or {})), **settings)
 
     @classmethod
     def load(cls, persist_directory: str | Path, *, embedding: Embeddings | None = None,
              collection_name: str = "rag", **settings: Any) -> HybridRetriever:
-        """Reopen a retriever saved by `from_documents(..., persist_directory=...)`."""
+        """Reopen a retriever saved by `from_documents(..., persist_directory=...)` (or by an earlier version
+        of it, which kept the chunks in a Chroma collection named `collection_name`)."""
+        bm25 = BM25Index.load(Path(persist_directory) / "bm25")
+        name = knowledge_base_name(collection_name)
+        if name in list_knowledge_bases(persist_directory):
+            kb = KnowledgeStore.open(name, persist_directory, embedding=embedding)
+            return cls(vectorstore=kb.chunks.vectorstore(kb.embedding), bm25=bm25, **settings)
         store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
-        return cls(vectorstore=store, bm25=BM25Index.load(Path(persist_directory) / "bm25"), **settings)
+        return cls(vectorstore=store, bm25=bm25, **settings)
 
     # ------------------------------------------------------------------ search
     def _plan(self, k: int | None, filter: Mapping[str, Any] | None,
@@ -227,3 +250,9 @@ class HybridRetriever(PortableRetriever):
                                        fetch_k: int | None = None, **kwargs: Any) -> list[Document]:
         candidates = await self.acandidates(query, k=k, filter=filter, fetch_k=fetch_k)
         return [doc for doc, _ in self.fuse(candidates, k=k)]
+
+
+def _knowledge_base(directory: str | Path, collection_name: str, embedding: Embeddings | None) -> KnowledgeStore:
+    """The knowledge base a persisted `HybridRetriever` writes: chunks stored as given, no AutoContext."""
+    return KnowledgeStore(knowledge_base_name(collection_name), directory, embedding=embedding,
+                          chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False))

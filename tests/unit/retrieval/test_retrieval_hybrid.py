@@ -85,6 +85,36 @@ def test_persisted_retriever_reloads_both_indexes(tmp_path, chunks):
     assert [d.id for d in loaded.invoke("gross margin")] == [d.id for d in built.invoke("gross margin")]
 
 
+def test_a_persisted_retriever_is_written_through_a_knowledge_base(tmp_path, chunks):
+    from rag import KnowledgeBase
+    from rag.indexing.manifest import list_knowledge_bases
+
+    counting = CountingEmbedding()
+    HybridRetriever.from_documents(chunks, embedding=counting, persist_directory=tmp_path, collection_name="filings")
+    assert list_knowledge_bases(tmp_path) == ["filings"]
+    kb = KnowledgeBase.open("filings", tmp_path, embedding=counting)
+    assert sorted(d.page_content for d in kb.get_documents()) == sorted(c.page_content for c in chunks)
+    embedded = counting.calls
+    again = HybridRetriever.from_documents(chunks, embedding=counting, persist_directory=tmp_path,
+                                           collection_name="filings", k=3)
+    assert counting.calls == embedded   # unchanged chunks: nothing embedded or written again
+    assert len(again.bm25) == len(chunks) and len(again.invoke("gross margin")) == 3
+
+
+class CountingEmbedding(Embeddings):
+    """Deterministic fake vectors; counts the texts embedded."""
+
+    def __init__(self) -> None:
+        self.inner, self.calls = DeterministicFakeEmbedding(size=16), 0
+
+    def embed_documents(self, texts):
+        self.calls += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
 def test_partitioned_store_works_as_the_dense_side(chunks):
     store = PartitionedChroma("t", DeterministicFakeEmbedding(size=16), partition_key="doc_name")
     store.add_texts([c.page_content for c in chunks], [c.metadata for c in chunks], ids=[c.id for c in chunks])
