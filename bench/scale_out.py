@@ -81,7 +81,7 @@ _TABLES = iter(range(1_000_000))
 
 
 def _index(folder: Path, executor: Any, embedding: Any, limit: int | None, pg_url: str | None = None) -> dict[str, Any]:
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
     from rag.stores import pgvector
 
     files = sorted(p for p in folder.rglob("*") if p.is_file())[:limit] if limit else [str(folder)]
