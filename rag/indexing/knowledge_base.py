@@ -1,10 +1,10 @@
 """`KnowledgeStore`: the storage and ingest side of a knowledge base (spRAG), the one write path.
 
 A named, persistent, incrementally updated index of documents: load -> chunk -> AutoContext ->
-embed -> write. Every front door that writes calls it: `rag.KnowledgeBase` (this class plus the
-retrievers and `Resource` of the floors above), `Resource.from_directory` / `from_texts` /
-`from_documents`, `HybridRetriever.from_documents`, `build_index`, the config kinds, `rag index` and
-the FinanceBench corpus. It lives on the indexing floor because some of those doors cannot import
+embed -> write. Every front door that writes calls it: `rag.KnowledgeBase`
+(`rag.compose.knowledge_base`: this class plus the retrievers and `Resource` of the floors above),
+`Resource.from_directory` / `from_texts` / `from_documents`, `HybridRetriever.from_documents`,
+`build_index`, the config kinds, `rag index` and the FinanceBench `default` row. It lives on the indexing floor because some of those doors cannot import
 `rag.KnowledgeBase` without a circle: `HybridRetriever` is on the retrieval floor, and `Resource`'s
 constructors are what `KnowledgeBase.as_resource` itself builds on.
 
