@@ -35,12 +35,14 @@ from rag.base.filters import and_filters, chroma_where_from_canonical, validate_
 from rag.base.text import terminal_safe
 from rag.base.tracing import set_run_attributes
 from rag.compose.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
-from rag.indexing.chunking import TokenChunker
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.chunking import PassthroughChunker, TokenChunker
+from rag.indexing.kb_parts import knowledge_base_name
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.kb_search import knowledge_base_retriever, knowledge_base_router
 from rag.retrieval.paging import apage_filtered, page_filtered
-from rag.stores.chroma import collection_name, content_id, new_chroma
+from rag.stores.chroma import content_id, new_chroma
 from rag.stores.native import NativeFilterRetriever, native_search_for
 
 __all__ = ["SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_search_kwargs"]
@@ -201,16 +203,25 @@ class Resource(BaseModel):
         search_kwargs: dict[str, Any] | None = None,
         description: str = "",
     ) -> Resource:
-        """Embed documents into a Chroma collection named after the resource.
+        """Embed documents (each one chunk, as given) and search them densely.
 
-        Ids are content hashes, so adding the same documents to a persistent store twice
-        does not duplicate them.
+        With `persist_directory` they go through the library's one write path: a knowledge base
+        named after the resource in that directory (no chunking, no AutoContext; documents sharing a
+        `source` are one document, and giving that source again replaces its chunks; adding the same
+        documents twice embeds and writes nothing). Without it they are kept in an in-memory Chroma
+        collection, ids being content hashes.
         """
-
-        store = new_chroma(name, embedding or default_embeddings(), persist_directory=persist_directory)
         unique: dict[str, Document] = {}
         for doc in documents:
             unique.setdefault(content_id(doc), doc)
+        if persist_directory is not None:
+            cls._check_name(name)   # (before anything is written)
+            kb = KnowledgeStore(knowledge_base_name(name), persist_directory, embedding=embedding,
+                                chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False))
+            kb.add_documents(list(unique.values()))
+            return cls(name=name, retriever=kb.as_retriever(), description=description,
+                       search_kwargs=search_kwargs or {})
+        store = new_chroma(name, embedding or default_embeddings())
         if unique:
             store.add_documents(list(unique.values()), ids=list(unique))
         return cls.from_vectorstore(name, store, search_kwargs, description=description)
@@ -227,7 +238,7 @@ class Resource(BaseModel):
         search_kwargs: dict[str, Any] | None = None,
         description: str = "",
     ) -> Resource:
-        """Embed texts (with optional metadata) into a Chroma collection."""
+        """Embed texts (with optional metadata) as `from_documents` does."""
         if isinstance(texts, str):
             raise ConfigError("texts must be a list of strings, got a single string")
         if metadatas is not None and len(metadatas) != len(texts):
@@ -263,7 +274,7 @@ class Resource(BaseModel):
         Raises:
             ConfigError: nothing readable under `path`.
         """
-        kb = KnowledgeStore(collection_name(name)[:63], persist_directory, embedding=embedding,
+        kb = KnowledgeStore(knowledge_base_name(name), persist_directory, embedding=embedding,
                             chunker=TokenChunker.sized(chunk_size), description=description)
         report = kb.add_documents([path], include=glob, exclude=exclude)
         for skipped in report.skipped:

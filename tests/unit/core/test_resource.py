@@ -5,7 +5,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from rag import ConfigError, FilterError, Resource
+from rag import ConfigError, FilterError, KnowledgeBase, Resource
 
 TEXTS = [f"Report number {i} about topic {i % 3}." for i in range(12)]
 METAS = [{"year": 2015 + i, "topic": i % 3} for i in range(12)]
@@ -96,7 +96,17 @@ def test_two_in_memory_resources_with_one_name_do_not_share_documents(fake_embed
 def test_persistent_store_does_not_duplicate_on_reindex(tmp_path, fake_embedding):
     for _ in range(2):
         res = Resource.from_texts("p", TEXTS, metadatas=METAS, embedding=fake_embedding, persist_directory=tmp_path)
-    assert res.retriever.vectorstore._collection.count() == len(TEXTS)
+    assert KnowledgeBase.open("rag-p", tmp_path, embedding=fake_embedding).count() == len(TEXTS)
+    assert len(res.retrieve("report", search_kwargs={"k": 20})) == len(TEXTS)
+
+
+def test_a_persistent_resource_is_a_knowledge_base_that_reopens(tmp_path, fake_embedding):
+    Resource.from_texts("reports", TEXTS, metadatas=METAS, embedding=fake_embedding, persist_directory=tmp_path)
+    kb = KnowledgeBase.open("reports", tmp_path)   # its manifest names the embedding model
+    assert len(kb.list_documents()) == len(TEXTS)
+    docs = kb.as_resource(search="dense").retrieve("report", search_kwargs={"k": 3, "filter": {"topic": 1}})
+    assert len(docs) == 3 and {d.metadata["topic"] for d in docs} == {1}
+    assert {d.page_content for d in docs} <= set(TEXTS)   # stored as given: no AutoContext, no chunking
 
 
 def test_cosine_space_is_set_explicitly(chroma_resource):
