@@ -1,8 +1,11 @@
 """`KnowledgeBase`: a persistent, incrementally updated knowledge base you can search.
 
-The storage side (ingest, records, manifest, reads, dense search) is
-`rag.indexing.knowledge_base.KnowledgeStore`; this class adds the retrievers built on other
-layers: hybrid search (`as_hybrid_retriever`) and a `Resource` for `RAG` (`as_resource`).
+The class users meet. Its storage and ingest side, the library's one write path, is
+`rag.indexing.knowledge_base.KnowledgeStore` (manifest, writer lock, records, chunk store and a
+`Syncer` each write hands them to; on the indexing floor so that the front doors which cannot import
+this class, `HybridRetriever.from_documents` and `Resource`'s constructors, write through the same
+path); this class adds what needs the floors above: hybrid search (`as_hybrid_retriever`) and a
+`Resource` for `RAG` (`as_resource`). See docs/development.md, "The knowledge base".
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
