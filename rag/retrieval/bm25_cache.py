@@ -18,8 +18,8 @@ Example:
     >>> from langchain_core.documents import Document
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
     >>> import tempfile
-    >>> from rag.indexing.knowledge_base import KnowledgeStore
-    >>> kb = KnowledgeStore("geo", tempfile.mkdtemp(), embedding=DeterministicFakeEmbedding(size=16))
+    >>> from rag import KnowledgeBase
+    >>> kb = KnowledgeBase("geo", tempfile.mkdtemp(), embedding=DeterministicFakeEmbedding(size=16))
     >>> _ = kb.add_documents([Document(page_content="Rome is in Italy.", metadata={"source": "it"})])
     >>> len(knowledge_base_bm25(kb, {"metadata_fields": ["title"]})), (kb.home / BM25_POINTER).exists()
     (1, True)

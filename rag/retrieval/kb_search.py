@@ -23,8 +23,8 @@ the knowledge base is unchanged (`rag.retrieval.bm25_cache`).
 Example:
     >>> from langchain_core.documents import Document
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> from rag.indexing.knowledge_base import KnowledgeStore
-    >>> kb = KnowledgeStore("geo", None, embedding=DeterministicFakeEmbedding(size=16))
+    >>> from rag import KnowledgeBase
+    >>> kb = KnowledgeBase("geo", None, embedding=DeterministicFakeEmbedding(size=16))
     >>> _ = kb.add_documents([Document(page_content="Rome is in Italy.", metadata={"source": "it"}),
     ...                       Document(page_content="Paris is in France.", metadata={"source": "fr"})])
     >>> [d.page_content for d in knowledge_base_retriever(kb, search="bm25", k=1).invoke("Rome")]
