@@ -9,7 +9,8 @@ Modules (imported on demand, nothing heavy at package import):
 - `autocontext`: `AutoContext`, `extractive_summary`;
 - `tags`: `KeywordTagger`, `tag_filter`;
 - `embedding_cache`: `CachedEmbeddings`;
-- `knowledge_base`: `KnowledgeBase` (with `sync`, `records`, `manifest`, `locking`, `kb_retriever`);
-- `build`: `build_index` and its steps `FileChunker`, `Embedder`, `ChromaStore`;
+- `knowledge_base`: `KnowledgeStore`, the storage and ingest side of `rag.KnowledgeBase` (the one
+  write path), and its parts: `kb_parts` (`IndexTarget`), `sync` (`Syncer`), `plan`, `moves`,
+  `executors` / `ray_executor` / `ingest`, `records`, `manifest`, `locking`, `kb_retriever`;
 - `neighbours`: chunks around a `(doc_id, chunk_index)`.
 """
