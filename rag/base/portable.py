@@ -11,10 +11,10 @@ A retriever of this library is one method, `_search(query, *, k, filter, run_man
   both checked in the portable dialect (`rag.base.filters`); `_search` receives the canonical one;
 - the score: written to `metadata["score"]` of a copy of each document (the stored one is not
   changed); None leaves the document as it is (a merged segment that carries its own score);
-- the search options a `Resource` passes (`fetch_k`, `lambda_mult`, `score_threshold`): the ones
-  in the class's `search_options` reach `_search`; `score_threshold` otherwise drops the results
-  scoring below it, and the MMR ones are ignored; any other keyword is a `ConfigError` listing
-  the valid ones;
+- the search options: the ones in the class's `search_options` reach `_search`; otherwise
+  `score_threshold` drops the results scoring below it and `fetch_k` (a candidate pool's size) is
+  ignored; any other keyword (`lambda_mult`, which asks for MMR, a typo) is a `ConfigError`
+  listing the valid ones;
 - the async path runs `_search` in a worker thread (the work behind it is blocking); a class with
   a real async search overrides `_asearch`;
 - `chunk_source`: where the retriever's chunks can be read back (None: nowhere).
@@ -62,8 +62,9 @@ from rag.base.filters import and_filters, validate_filter
 
 __all__ = ["MAX_K", "PORTABLE_OPTIONS", "ChunkSource", "PortableRetriever", "Scored", "check_k", "find_chunk_source"]
 
-#: The search options besides `k` and `filter` that a `Resource` may pass to any portable retriever.
-PORTABLE_OPTIONS = ("fetch_k", "lambda_mult", "score_threshold")
+#: The search options besides `k` and `filter` that every portable retriever takes (`fetch_k` only sizes
+#: a candidate pool, so a retriever without one ignores it; `score_threshold` the base class applies).
+PORTABLE_OPTIONS = ("fetch_k", "score_threshold")
 #: The largest `k` (and `fetch_k`): the stores' 32-bit limit, far above any corpus a call could return.
 MAX_K = 2**31 - 1
 #: What `_search` returns: documents best first, each with its score (None: keep the document's own).

@@ -123,6 +123,10 @@ class PortableRetrieverTests(ABC):
         with pytest.raises(ValueError, match="positive integer"):
             retriever.invoke(QUERY, k=0)
 
+    def test_an_unknown_search_setting_is_rejected(self, retriever: BaseRetriever) -> None:
+        with pytest.raises(ValueError, match="kk"):
+            retriever.invoke(QUERY, kk=3)
+
     def test_no_k_means_the_default(self, retriever: BaseRetriever) -> None:
         assert retriever.invoke(QUERY, k=None) == retriever.invoke(QUERY) != []
 
