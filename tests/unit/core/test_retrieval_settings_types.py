@@ -71,3 +71,21 @@ def test_an_llm_rephrase_mode_without_an_llm_is_refused_before_the_search() -> N
         retrieve("q", Spy.from_texts("r", ["a"], embedding=DeterministicFakeEmbedding(size=8)), rephrase="hyde")
     assert not searched
     assert retrieval_settings(rephrase="hyde", llm=GOOD["llm"]).rephrase == ["hyde"]
+
+
+def test_k_zero_is_the_same_error_at_every_door() -> None:
+    from rag import RAG
+
+    resource = Resource.from_texts("r", ["a", "b"], embedding=DeterministicFakeEmbedding(size=8))
+    doors = {
+        "retrieve": lambda: retrieve("q", resource, k=0),
+        "chain": lambda: RAG(resources=[resource]).resources_retrieval_chain.invoke("q", {"configurable": {"k": 0}}),
+        "plain chain": lambda: RAG(resources=[resource], retrieval="plain").resources_retrieval_chain.invoke(
+            "q", {"configurable": {"k": 0}}),
+        "search_kwargs": lambda: Resource.from_texts("s", ["a"], embedding=DeterministicFakeEmbedding(size=8),
+                                                     search_kwargs={"k": 0}),
+    }
+    for door, call in doors.items():
+        with pytest.raises(ConfigError, match=r"k must be a positive integer, got 0") as err:
+            call()
+        assert "leave" in str(err.value), door
