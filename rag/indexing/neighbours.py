@@ -5,7 +5,7 @@ helpers read them back in order, for neighbour expansion and Relevant Segment Ex
 A *chunk source* is any of:
 
 - a `langchain_chroma.Chroma` store (``collection.get(where=...)``, no embedding needed);
-- a `rag.retrieval.partitioned.PartitionedChroma` (its global collection, else every partition);
+- a `rag.stores.partitioned.PartitionedChroma` (its global collection, else every partition);
 - a `rag.retrieval.lexical.BM25Index`, which holds every chunk in memory (fastest).
 
 Example:

@@ -21,8 +21,6 @@ from rag.retrieval.fusion import fuse
 from rag.retrieval.hybrid import HybridRetriever, dense_search
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.packing import diversify, page_key
-from rag.retrieval.partition_index import PartitionIndex
-from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
 from rag.retrieval.rephrase import (
     Rephraser,
     keyword_query,
@@ -39,6 +37,8 @@ from rag.retrieval.rerank import (
 from rag.retrieval.routing import DocumentRouter
 from rag.retrieval.rse import RSE_PRESETS, RSEConfig, relevant_segments
 from rag.retrieval.sections import NamedSection, SectionRouter
+from rag.stores.partition_index import PartitionIndex
+from rag.stores.partitioned import PartitionedChroma, PartitionedRetriever
 
 __all__ = [
     "RSE_PRESETS",

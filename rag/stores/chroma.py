@@ -35,8 +35,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from rag.base.errors import StoreError
 from rag.base.filters import to_chroma_where, validate_filter
+from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError  # noqa: F401 (raised here; the marker's name)
 
 __all__ = [
     "COSINE",
@@ -99,13 +99,6 @@ def store_files(directory: str | Path) -> list[Path]:
             paths.extend(segment.iterdir())
     return paths
 
-
-#: the file a knowledge base's folder gets when a read found its Chroma collection damaged (`rag index` repairs)
-DAMAGED_MARKER = "chroma-damaged"
-
-
-class DamagedStoreError(StoreError):
-    """Chroma cannot read or write a collection: a damaged segment, or state an interrupted write left."""
 
 
 @contextmanager
