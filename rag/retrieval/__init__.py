@@ -37,8 +37,7 @@ from rag.retrieval.rerank import (
 from rag.retrieval.routing import DocumentRouter
 from rag.retrieval.rse import RSE_PRESETS, RSEConfig, relevant_segments
 from rag.retrieval.sections import NamedSection, SectionRouter
-from rag.stores.partition_index import PartitionIndex
-from rag.stores.partitioned import PartitionedChroma, PartitionedRetriever
+from rag.stores import PartitionedChroma, PartitionedRetriever, PartitionIndex
 
 __all__ = [
     "RSE_PRESETS",

@@ -35,7 +35,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from rag.base.filters import to_chroma_where, validate_filter
+from rag.base.filters import validate_filter
+from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError  # noqa: F401 (raised here; the marker's name)
 
 __all__ = [

@@ -27,8 +27,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import StoreError
-from rag.base.filters import to_chroma_where, validate_filter
+from rag.base.filters import validate_filter
 from rag.stores import chroma
+from rag.stores.chroma_where import to_chroma_where
 from rag.stores.files import refuse_symlinks
 
 __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name"]
@@ -121,6 +122,11 @@ class ChromaChunkStore:
         """Replace the metadata of chunks by id (keys the new metadata drops are deleted)."""
         ids, metadatas = self._dropping(list(ids), list(metadatas))
         chroma.update_metadatas(self.collection, ids, metadatas, batch=5000)
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
+        """Stored vectors by id (ids not stored are absent)."""
+        with self._reading():
+            return chroma.get_vectors(self.collection, list(ids))
 
     def count(self) -> int:
         with self._reading():

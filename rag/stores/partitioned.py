@@ -42,7 +42,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError
-from rag.base.filters import matches_canonical, to_chroma_where, validate_filter
+from rag.base.filters import matches_canonical, validate_filter
+from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chroma import (
     documents_from_get,
     fetch_in_order,
