@@ -102,8 +102,8 @@ class KnowledgeStore:
         client: the chromadb client holding the collection (default: a persistent client on
             `directory`; `rag.stores.chroma.http_client(...)` for a Chroma server). The manifest,
             records and lock always live in `directory`.
-        store: keep the chunks in another vector store instead of Chroma: one that
-            `rag.stores.native` searches natively (`rag.stores.pgvector.open_store(...)`, a
+        store: keep the chunks in another vector store instead of Chroma: a store of a backend of
+            `rag.stores.registry` (`rag.stores.pgvector.open_store(...)`, a
             `QdrantVectorStore`, `Milvus`, `LanceStore`, `FaissStore.open(...)`,
             `InMemoryVectorStore`); the manifest records its backend, and the knowledge base must be
             opened with a store of that backend again (docs/stores.md, support matrix).

@@ -26,7 +26,7 @@ from langchain_core.documents import Document
 from rag.base.filters import matches_canonical
 from rag.stores.chunk_store import VectorStoreChunks
 
-__all__ = ["scratch_store", "STORE", "InMemoryChunks"]
+__all__ = ["open_store", "scratch_store", "STORE", "InMemoryChunks"]
 
 
 class InMemoryChunks(VectorStoreChunks):
@@ -70,8 +70,13 @@ class InMemoryChunks(VectorStoreChunks):
 STORE = InMemoryChunks
 
 
-def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
-    """A new, empty `InMemoryVectorStore` (for tests and benchmarks)."""
+def open_store(embedding: Any) -> Any:
+    """A new, empty `InMemoryVectorStore` (it lives in this process only)."""
     from langchain_core.vectorstores import InMemoryVectorStore
 
     return InMemoryVectorStore(embedding)
+
+
+def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
+    """A new, empty `InMemoryVectorStore` (for tests and benchmarks)."""
+    return open_store(embedding)
