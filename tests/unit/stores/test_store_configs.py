@@ -44,7 +44,7 @@ def test_a_store_kind_is_created_filled_reopened_and_filtered_natively(request, 
     if kind == "qdrant":
         store.client.close()   # local mode locks its directory while a client holds it
     reopened = _resource(spec)
-    assert isinstance(reopened.retriever, NativeFilterRetriever) and reopened.retriever.search.backend == kind
+    assert isinstance(reopened.retriever, NativeFilterRetriever) and reopened.retriever.store.backend == kind
     found = reopened.retrieve("city", search_kwargs={"k": 3, "filter": {"country": "fr", "big": {"$ne": True}}})
     assert sorted(d.page_content for d in found) == ["Lyon is in France.", "Paris is in France."]
 
