@@ -20,8 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import uuid
@@ -37,7 +35,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.filters import validate_filter
 from rag.stores.chroma_where import to_chroma_where
-from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError  # noqa: F401 (raised here; the marker's name)
+from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError, content_id  # noqa: F401 (kept importable here)
 
 __all__ = [
     "COSINE",
@@ -74,12 +72,6 @@ def collection_name(name: str) -> str:
     """
     cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("._-")
     return (cleaned or "rag") if len(cleaned) >= 3 else f"rag-{cleaned}".strip("-")
-
-
-def content_id(doc: Document) -> str:
-    """A stable id from a document's text and metadata (re-adding the same chunk never duplicates it)."""
-    payload = json.dumps([doc.page_content, doc.metadata], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 _SEGMENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

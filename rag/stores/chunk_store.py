@@ -31,6 +31,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import uuid
 from collections.abc import Callable, Sequence
@@ -43,7 +45,8 @@ from langchain_core.vectorstores import VectorStore
 from rag.base.errors import ConfigError, FilterError, StoreError
 from rag.base.filters import matches, validate_filter
 
-__all__ = ["DAMAGED_MARKER", "ChunkStore", "DamagedStoreError", "VectorStoreChunks", "scored", "unsupported"]
+__all__ = ["DAMAGED_MARKER", "ChunkStore", "DamagedStoreError", "VectorStoreChunks", "content_id", "scored",
+           "unsupported"]
 
 #: ids per read or delete call (bounded statements and requests)
 BATCH = 1000
@@ -126,6 +129,12 @@ class ChunkStore(Protocol):
     def rebuild(self) -> None:
         """Replace a damaged store by an empty one (its chunks are indexed again)."""
         ...
+
+
+def content_id(doc: Document) -> str:
+    """A stable id from a document's text and metadata (re-adding the same chunk never duplicates it)."""
+    payload = json.dumps([doc.page_content, doc.metadata], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def unsupported(backend: str, op: str, why: str) -> FilterError:
