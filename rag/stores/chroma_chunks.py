@@ -223,3 +223,23 @@ def open_local(directory: str | Path, collection: str, *, client: Any = None, wh
 def scratch_store(embedding: Embeddings, workdir: Any, name: str, *, url: str | None = None) -> VectorStore:
     """A new, empty in-memory collection (for tests and benchmarks)."""
     return chroma.new_chroma(name, embedding)
+
+
+def local_client(path: str | Path | None = None) -> Any:
+    """A persistent client on the directory `path` (an in-process ephemeral one when None)."""
+    return chroma.open_client(path)
+
+
+def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
+    """A client of a running Chroma server, checked with a heartbeat (raises on connection errors)."""
+    return chroma.http_client(host, port, ssl=ssl, headers=headers)
+
+
+def collections(client: Any) -> list[str]:
+    """The names of the collections `client` holds."""
+    return [c if isinstance(c, str) else c.name for c in client.list_collections()]
+
+
+def holds_store(directory: str | Path) -> bool:
+    """Whether `directory` holds a store of this backend (Chroma's database file)."""
+    return (Path(directory) / "chroma.sqlite3").is_file()

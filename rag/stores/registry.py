@@ -28,8 +28,9 @@ from typing import Any
 from rag.base.errors import ConfigError
 from rag.stores.chunk_store import ChunkStore
 
-__all__ = ["DEFAULT", "Backend", "backend", "chunks_of", "names", "new_vectorstore", "open_chunks", "open_connection", "open_store",
-           "scratch_store", "serves", "is_engine_error", "open_local", "require_chunks", "store_name"]
+__all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "holds_store", "is_engine_error",
+           "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
+           "require_chunks", "scratch_store", "server_client", "serves", "store_name"]
 
 
 @dataclass(frozen=True)
@@ -175,3 +176,28 @@ def scratch_store(name: str, embedding: Any, workdir: Any, label: str, *, url: s
     """A new, empty vector store of backend `name` called `label` (files under `workdir`; a server
     backend in the database at `url`), for tests and benchmarks."""
     return backend(name).load().scratch_store(embedding, workdir, label, url=url)
+
+
+# ---------------------------------------------------------------- the default backend's stores in a directory or on a server
+def _default() -> ModuleType:
+    return backend(DEFAULT).load()
+
+
+def local_client(path: Any = None) -> Any:
+    """A client of the default backend on the directory `path` (in memory when None)."""
+    return _default().local_client(path)
+
+
+def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
+    """A client of a running server of the default backend (raises on connection errors)."""
+    return _default().server_client(host, port, ssl=ssl, headers=headers)
+
+
+def collections(client: Any) -> list[str]:
+    """The collections a client of the default backend holds."""
+    return _default().collections(client)
+
+
+def holds_store(directory: Any) -> bool:
+    """Whether `directory` holds a store of the default backend."""
+    return _default().holds_store(directory)
