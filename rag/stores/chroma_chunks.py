@@ -135,12 +135,8 @@ class ChromaChunkStore:
     def search(self, vector: Sequence[float], *, k: int,
                filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
         flt = validate_filter(filter)
-        total = self.count()   # (Chroma warns when asked for more results than it holds)
-        if total == 0:
-            return []
-        with self._reading():
-            hits = chroma.query_collection(self.collection, vector, k=min(k, total),
-                                           where=to_chroma_where(flt) if flt else None)
+        with self._reading():   # (Chroma returns what it holds when asked for more, and nothing when empty)
+            hits = chroma.query_collection(self.collection, vector, k=k, where=to_chroma_where(flt) if flt else None)
         return [(doc, 1.0 - distance) for doc, distance in hits]
 
     async def asearch(self, vector: Sequence[float], *, k: int,
