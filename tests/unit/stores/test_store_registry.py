@@ -7,10 +7,11 @@ A backend is known in one place, `rag.stores.registry`. Outside `rag/stores`, th
   the store layouts `memory`, `partitioned`), and strings naming one (a lazy import);
 - string constants equal to a backend's name (``"chroma"``, ``"pgvector"``, ...).
 
-The one allow-list is the YAML dialect's `kind:` literals (`ALLOWED`): the configuration keeps
-them as the user writes them, and `test_config_kinds_are_the_registrys_names` pins that every
-store kind it accepts is a registered backend (so a config cannot name a backend the registry
-does not have, and there is no second list of backends to keep in step).
+Allowed: the YAML dialect's `kind:` values, each written once as the `Literal` of a config model's
+`kind` field in the configuration package (the kind -> model maps are derived from them,
+`kind_of`); `test_config_store_kinds_are_registered_backends` pins that every store kind a config
+accepts is a registered backend, so a config cannot name a backend the registry does not have. And
+`ALLOWED`, per file, with the reason.
 """
 
 from __future__ import annotations
@@ -43,9 +44,17 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
+def _kind_literals(tree: ast.AST, rel: Path) -> set[int]:
+    """The string constants of `Literal[...]` annotations, in the configuration package (the YAML kinds)."""
+    if rel.parts[0] != "config" and not rel.name.startswith("config"):
+        return set()
+    return {id(c) for node in ast.walk(tree) if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+            and node.value.id == "Literal" for c in ast.walk(node.slice) if isinstance(c, ast.Constant)}
+
+
 def _offences(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docs, names, found = _docstrings(tree), set(registry.names()), []
+    docs, names, found = _docstrings(tree) | _kind_literals(tree, path.relative_to(ROOT)), set(registry.names()), []
     allowed = ALLOWED.get(str(path.relative_to(ROOT)), set())
     for node in ast.walk(tree):
         modules = []
@@ -97,3 +106,13 @@ def test_every_backend_module_is_registered_once_and_imported_lazily():
         module = registry.backend(name).load()
         assert hasattr(module, "STORE") and hasattr(module, "open_store") and hasattr(module, "scratch_store"), name
         assert module.STORE.backend == name
+
+
+def test_config_store_kinds_are_registered_backends():
+    from rag.core.config import RESOURCE_KINDS
+    from rag.core.config_stores import STORE_KINDS
+
+    assert set(STORE_KINDS) <= set(registry.names())
+    assert registry.DEFAULT in RESOURCE_KINDS   # the default backend's kind (a directory of its own)
+    other = {"chroma_server", "knowledge_base", "bm25", "hybrid"}   # a server of the default backend; not stores
+    assert set(RESOURCE_KINDS) - other == set(STORE_KINDS) | {registry.DEFAULT}
