@@ -7,16 +7,13 @@ carry the chunk ids the knowledge base wrote (not a backend's UUID form of them)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError
-
-if TYPE_CHECKING:
-    from rag.stores.chunk_store import VectorStoreChunks
 
 __all__ = ["ChunkStoreView"]
 
@@ -28,10 +25,10 @@ class ChunkStoreView(VectorStore):
     every other consumer of a vector store get the knowledge base's chunk ids (not a backend's UUID form).
     """
 
-    def __init__(self, *, chunks: VectorStoreChunks, embedding: Embeddings) -> None:
+    def __init__(self, *, chunks: Any, embedding: Embeddings) -> None:
         self.chunks, self._embedding = chunks, embedding
 
-    def chunk_store(self) -> VectorStoreChunks:
+    def chunk_store(self) -> Any:
         """The knowledge base's chunk store behind this view."""
         return self.chunks
 

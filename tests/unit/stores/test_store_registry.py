@@ -46,7 +46,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def _kind_literals(tree: ast.AST, rel: Path) -> set[int]:
     """The string constants of `Literal[...]` annotations, in the configuration package (the YAML kinds)."""
-    if rel.parts[0] != "config" and not rel.name.startswith("config"):
+    if rel.parts[0] != "config":
         return set()
     return {id(c) for node in ast.walk(tree) if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
             and node.value.id == "Literal" for c in ast.walk(node.slice) if isinstance(c, ast.Constant)}
@@ -109,8 +109,8 @@ def test_every_backend_module_is_registered_once_and_imported_lazily():
 
 
 def test_config_store_kinds_are_registered_backends():
-    from rag.core.config import RESOURCE_KINDS
-    from rag.core.config_stores import STORE_KINDS
+    from rag.config.rag_config import RESOURCE_KINDS
+    from rag.config.stores import STORE_KINDS
 
     assert set(STORE_KINDS) <= set(registry.names())
     assert registry.DEFAULT in RESOURCE_KINDS   # the default backend's kind (a directory of its own)

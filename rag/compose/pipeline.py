@@ -13,7 +13,7 @@ is recorded in the `RAGResult` (`stages`, `timings`, `extras`).
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> from rag.core.resource import Resource
+    >>> from rag.compose.resource import Resource
     >>> res = Resource.from_texts("notes", ["Paris is in France.", "Rome is in Italy."],
     ...                           embedding=DeterministicFakeEmbedding(size=16))
     >>> settings = RetrievalSettings(k=1, max_tokens=50, token_counter="approx")
@@ -40,8 +40,8 @@ from rag.base.filters import and_filters
 from rag.base.portable import ChunkSource, find_chunk_source
 from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
-from rag.core.resource import Resource
-from rag.core.retrieval_settings import RetrievalSettings
+from rag.compose.resource import Resource
+from rag.compose.retrieval_settings import RetrievalSettings
 from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import doc_key, documents_to_scored, fuse, minmax
@@ -49,7 +49,7 @@ from rag.retrieval.packing import diversify
 from rag.retrieval.rephrase import Rephraser
 from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
 from rag.retrieval.rse import relevant_segments, segment_documents
-from rag.stores.chroma import ChromaChunks, collection_of, is_chroma
+from rag.stores.registry import chunks_of
 
 __all__ = ["Branch", "chunk_source", "combine", "search_branch", "tag_resource"]
 
@@ -297,11 +297,11 @@ def _sections(result: RAGResult, scored: list[tuple[Document, float]], settings:
 def chunk_source(resource: Resource) -> ChunkSource | None:
     """Where to read a resource's neighbouring chunks (its retriever's `chunk_source`), or None.
 
-    A LangChain `VectorStoreRetriever` over Chroma reads its collection.
+    A LangChain `VectorStoreRetriever` over a store of the registry reads its chunk store.
     """
     found = find_chunk_source(resource.retriever)
-    if found is None and isinstance(resource.retriever, VectorStoreRetriever) and is_chroma(resource.retriever.vectorstore):
-        return ChromaChunks(collection_of(resource.retriever.vectorstore))
+    if found is None and isinstance(resource.retriever, VectorStoreRetriever):
+        return chunks_of(resource.retriever.vectorstore)
     return found
 
 
