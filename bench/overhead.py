@@ -57,7 +57,7 @@ def build(n_docs: int = 200):
     framework = rag.chain(retrieval_chain=settings)
     pipeline = rag.model_copy(update={"retrieval": RetrievalSettings()}).chain(retrieval_chain=settings)
 
-    stores = {r.name: r.retriever.store.vectorstore(emb) for r in resources}   # LangChain's Chroma, same collection
+    stores = {r.name: r.retriever.vectorstore for r in resources}
     where = {"year": {"$gt": 2010}}
 
     def aggregate(results: dict) -> list[Document]:

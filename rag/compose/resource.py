@@ -284,11 +284,13 @@ class Resource(BaseModel):
                  config: RunnableConfig | None = None) -> list[Document]:
         """Search this resource with the defaults plus `search_kwargs`.
 
-        Plain similarity search on a vector store goes straight to the store and records the
-        relevance score (cosine similarity for Chroma) in `metadata["score"]`.
+        Plain similarity search on a store of the registry goes straight to its chunk store (no
+        retriever run) and records the relevance score (cosine similarity) in `metadata["score"]`.
         """
         settings = self.effective_search_kwargs(search_kwargs)
         retriever, kwargs, flt = self._plan(settings)
+        if isinstance(retriever, NativeFilterRetriever):   # straight to the store (no retriever run)
+            return retriever.search(query, **kwargs)
         if flt is None:
             return retriever.invoke(query, config=config, **kwargs)[:settings["k"]]
         return page_filtered(lambda n: _sized(retriever, n).invoke(query, config=config, **_paged(kwargs, n)),
@@ -299,6 +301,8 @@ class Resource(BaseModel):
         """Async `retrieve`."""
         settings = self.effective_search_kwargs(search_kwargs)
         retriever, kwargs, flt = self._plan(settings)
+        if isinstance(retriever, NativeFilterRetriever):   # straight to the store (no retriever run)
+            return await retriever.asearch(query, **kwargs)
         if flt is None:
             return (await retriever.ainvoke(query, config=config, **kwargs))[:settings["k"]]
 

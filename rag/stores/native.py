@@ -46,12 +46,14 @@ class NativeFilterRetriever(PortableRetriever):
     Attributes:
         store: the chunk store (`rag.stores.registry.chunks_of(vectorstore)`).
         embedding: embeds the query.
+        vectorstore: the LangChain vector store it was made from (`over`), if any.
         k: how many chunks to return by default.
         filter: a default portable filter (a per-call `filter=` wins).
     """
 
     store: Any
     embedding: Embeddings
+    vectorstore: Any = None
     k: int = Field(default=4, ge=1)
     filter: dict[str, Any] | None = None
 
@@ -61,7 +63,7 @@ class NativeFilterRetriever(PortableRetriever):
         chunks = chunks_of(vectorstore, hex_ids=False)
         if chunks is None:
             return None
-        return cls(store=chunks, embedding=vectorstore.embeddings, **fields)
+        return cls(store=chunks, embedding=vectorstore.embeddings, vectorstore=vectorstore, **fields)
 
     @property
     def chunk_source(self) -> ChunkSource | None:
@@ -75,16 +77,17 @@ class NativeFilterRetriever(PortableRetriever):
                               "valid: k, filter, score_threshold")
         return (self.k if k is None else k), validate_filter(filter if filter is not None else self.filter)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
+    def search(self, query: str, *, k: int | None = None, filter: dict[str, Any] | None = None,
+               **kwargs: Any) -> list[Document]:
+        """The search itself, without a retriever run (what `Resource.retrieve` calls: plain similarity goes
+        straight to the store, as LangChain's `similarity_search` does); scores in `metadata["score"]`."""
         k, flt = self._settings(k, filter, kwargs)
         vector = self.embedding.embed_query(query)
         return _kept(self.store.search(vector, k=k, filter=flt), kwargs.get("score_threshold"))
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
+    async def asearch(self, query: str, *, k: int | None = None, filter: dict[str, Any] | None = None,
+                      **kwargs: Any) -> list[Document]:
+        """Async `search`."""
         k, flt = self._settings(k, filter, kwargs)
         vector = await self.embedding.aembed_query(query)
         asearch = getattr(self.store, "asearch", None)
@@ -93,6 +96,16 @@ class NativeFilterRetriever(PortableRetriever):
         else:
             hits = await asyncio.to_thread(self.store.search, vector, k=k, filter=flt)
         return _kept(hits, kwargs.get("score_threshold"))
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, filter: dict[str, Any] | None = None,
+                                **kwargs: Any) -> list[Document]:
+        return self.search(query, k=k, filter=filter, **kwargs)
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: dict[str, Any] | None = None,
+                                       **kwargs: Any) -> list[Document]:
+        return await self.asearch(query, k=k, filter=filter, **kwargs)
 
 
 def _kept(hits: list[tuple[Document, float]], threshold: float | None) -> list[Document]:

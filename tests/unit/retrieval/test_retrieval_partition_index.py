@@ -7,8 +7,8 @@ from retrieval_corpus import filing_chunks
 
 from rag.base.errors import ConfigError
 from rag.retrieval.hybrid import dense_search
-from rag.stores.partition_index import PartitionIndex
 from rag.stores import PartitionedChroma
+from rag.stores.partition_index import PartitionIndex
 
 EMB = DeterministicFakeEmbedding(size=16)
 

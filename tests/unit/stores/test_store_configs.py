@@ -37,7 +37,7 @@ def test_a_store_kind_is_created_filled_reopened_and_filtered_natively(request, 
         monkeypatch.setenv("TEST_PG_URL", request.getfixturevalue("pg_url"))
     spec = {"name": "cities", **_specs(tmp_path)[kind]}
     created = _resource({**spec, "create": True})
-    store = created.retriever.store
+    store = created.retriever.vectorstore
     store.add_texts(TEXTS, metadatas=METADATAS, ids=[doc_id(t) for t in TEXTS])
     if kind == "faiss":
         store.save(tmp_path / "faiss")
