@@ -23,17 +23,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from pydantic import Field
 
-from rag.base.errors import ConfigError
-from rag.base.filters import validate_filter
-from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
 from rag.stores.chunk_store import scored, unsupported
 from rag.stores.registry import chunks_of
 
@@ -48,14 +41,12 @@ class NativeFilterRetriever(PortableRetriever):
         embedding: embeds the query.
         vectorstore: the LangChain vector store it was made from (`over`), if any.
         k: how many chunks to return by default.
-        filter: a default portable filter (a per-call `filter=` wins).
+        filter: a default portable filter, ANDed with a call's `filter=`.
     """
 
     store: Any
     embedding: Embeddings
     vectorstore: Any = None
-    k: int = Field(default=4, ge=1)
-    filter: dict[str, Any] | None = None
 
     @classmethod
     def over(cls, vectorstore: Any, **fields: Any) -> NativeFilterRetriever | None:
@@ -70,43 +61,21 @@ class NativeFilterRetriever(PortableRetriever):
         """The chunk store (reads chunks back by filter)."""
         return self.store
 
-    def _settings(self, k: int | None, filter: dict[str, Any] | None, kwargs: dict[str, Any]) -> tuple[int, Any]:
-        unknown = sorted(set(kwargs) - {"fetch_k", "score_threshold"})
-        if unknown:
-            raise ConfigError(f"unknown search setting(s) {unknown} for {self.store.backend}; "
-                              "valid: k, filter, score_threshold")
-        return (self.k if k is None else k), validate_filter(filter if filter is not None else self.filter)
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
+        return self.store.search(self.embedding.embed_query(query), k=k, filter=filter)
 
-    def search(self, query: str, *, k: int | None = None, filter: dict[str, Any] | None = None,
-               **kwargs: Any) -> list[Document]:
-        """The search itself, without a retriever run (what `Resource.retrieve` calls: plain similarity goes
-        straight to the store, as LangChain's `similarity_search` does); scores in `metadata["score"]`."""
-        k, flt = self._settings(k, filter, kwargs)
-        vector = self.embedding.embed_query(query)
-        return _kept(self.store.search(vector, k=k, filter=flt), kwargs.get("score_threshold"))
-
-    async def asearch(self, query: str, *, k: int | None = None, filter: dict[str, Any] | None = None,
-                      **kwargs: Any) -> list[Document]:
-        """Async `search`."""
-        k, flt = self._settings(k, filter, kwargs)
+    async def _asearch(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
         vector = await self.embedding.aembed_query(query)
         asearch = getattr(self.store, "asearch", None)
         if asearch is not None:
-            hits = await asearch(vector, k=k, filter=flt)
-        else:
-            hits = await asyncio.to_thread(self.store.search, vector, k=k, filter=flt)
-        return _kept(hits, kwargs.get("score_threshold"))
+            return await asearch(vector, k=k, filter=filter)
+        return await asyncio.to_thread(self.store.search, vector, k=k, filter=filter)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        return self.search(query, k=k, filter=filter, **kwargs)
+    def search(self, query: str, *, k: Any = None, filter: Any = None, **options: Any) -> list[Document]:
+        """The search with the base class's checks, without a retriever run (what `Resource.retrieve`
+        calls: plain similarity goes straight to the store, as LangChain's `similarity_search` does)."""
+        return self._get_relevant_documents(query, run_manager=None, k=k, filter=filter, **options)
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        return await self.asearch(query, k=k, filter=filter, **kwargs)
-
-
-def _kept(hits: list[tuple[Document, float]], threshold: float | None) -> list[Document]:
-    return [scored(doc, score) for doc, score in hits if threshold is None or score >= threshold]
+    async def asearch(self, query: str, *, k: Any = None, filter: Any = None, **options: Any) -> list[Document]:
+        """Async `search`."""
+        return await self._aget_relevant_documents(query, run_manager=None, k=k, filter=filter, **options)

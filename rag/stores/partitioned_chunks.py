@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from pydantic import Field
 
-from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
 from rag.stores.chunk_store import VectorStoreChunks
 
 __all__ = ["PartitionedChunks", "PartitionedRetriever"]
@@ -52,22 +50,19 @@ class PartitionedRetriever(PortableRetriever):
     Attributes:
         store: the `PartitionedChroma`.
         k: how many chunks to return by default.
+        filter: a default portable filter, ANDed with a call's `filter=`.
     """
 
     store: Any
-    k: int = Field(default=4, ge=1)
 
     @property
     def chunk_source(self) -> ChunkSource | None:
         """The partitioned store (reads chunks by filter)."""
         return self.store
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
         vector = self.store.embeddings.embed_query(query)
-        hits = self.store.chunk_store().search(vector, k=k or self.k, filter=filter)
+        hits = self.store.chunk_store().search(vector, k=k, filter=filter)
         for doc, score in hits:  # fresh documents from this call: annotate in place
-            doc.metadata["score"] = score
             doc.metadata["scores"] = {"dense": score}
-        return [doc for doc, _ in hits]
+        return hits
