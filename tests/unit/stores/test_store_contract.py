@@ -55,3 +55,21 @@ class TestChromaServer(StoreTests):
 
     def make_store(self):  # (the fixture above builds it, on the class's server)
         raise NotImplementedError
+
+
+class TestExactVectorStoreLayout(StoreTests):
+    """`ExactVectorStore`'s chunk store (a store layout, not a registered backend: no update in place)."""
+
+    def make_store(self):
+        from rag.stores import ExactVectorStore
+
+        return chunks_of(ExactVectorStore(EMB))
+
+
+class TestPartitionedChromaLayout(StoreTests):
+    """`PartitionedChroma`'s chunk store, partitioned on `topic` (a store layout: no update in place)."""
+
+    def make_store(self):
+        from rag.stores import PartitionedChroma
+
+        return chunks_of(PartitionedChroma(next(_labels), EMB, partition_key="topic"))
