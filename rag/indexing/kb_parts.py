@@ -56,7 +56,7 @@ from rag.indexing.manifest import (
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import collection_name
+from rag.stores.registry import store_name
 
 __all__ = ["IndexTarget", "Parts", "check_name", "is_name", "knowledge_base_name", "resolve_parts"]
 
@@ -75,7 +75,7 @@ def knowledge_base_name(text: str) -> str:
         >>> knowledge_base_name("my docs"), knowledge_base_name("x")
         ('my-docs', 'rag-x')
     """
-    return collection_name(text)[:63]
+    return store_name(text)[:63]
 
 
 def check_name(name: object) -> str:

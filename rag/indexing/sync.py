@@ -57,7 +57,7 @@ from rag.indexing.moves import moved_candidates
 from rag.indexing.plan import Plan
 from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
-from rag.stores.chroma import DAMAGED_MARKER, DamagedStoreError
+from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class Syncer:
         documents again (from the embedding cache). Without the marker nothing is opened (a no-op stays cheap)."""
         target = self.target
         marker = target.home / DAMAGED_MARKER
-        if target.backend != "chroma" or target.remote or not (marker.exists() or marker.is_symlink()):
+        if target.remote or not (marker.exists() or marker.is_symlink()):
             return
         try:
             target.chunks.check()
