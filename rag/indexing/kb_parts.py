@@ -56,7 +56,7 @@ from rag.indexing.manifest import (
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.registry import store_name
+from rag.stores.registry import DEFAULT, store_name
 
 __all__ = ["IndexTarget", "Parts", "check_name", "is_name", "knowledge_base_name", "resolve_parts"]
 
@@ -156,7 +156,7 @@ class IndexTarget:
         embedding_model: the model itself (Ray workers load their own copy of it).
         components: the chunker, tagger and AutoContext.
         manifest, manifest_path: the manifest, saved when the first write learns the dimension.
-        backend: where the chunks are kept ("chroma", "pgvector", ...).
+        backend: where the chunks are kept (the default backend, or the `store=` given's).
         remote: the chunks live apart from the records (a Chroma server, another store).
     """
 
@@ -169,7 +169,7 @@ class IndexTarget:
     components: Components
     manifest: Manifest
     manifest_path: Path
-    backend: str = "chroma"
+    backend: str = DEFAULT
     remote: bool = False
 
     @property
