@@ -5,7 +5,9 @@ A PDF is read with pypdfium2, one `Document` per page with a zero-based `page` (
 a second). Then:
 
 - a page whose text looks tabular (`rag.indexing.tables.looks_tabular`, a scan of its lines) goes
-  to pdfplumber for its tables, unless it holds more than `LoadLimits.table_max_chars` characters
+  to the table finder: by default pypdfium2's own character boxes (`rag.indexing.pdfium_tables`,
+  a few milliseconds a page), or pdfplumber with `tables="pdfplumber"` (`rag.indexing.tables`,
+  0.25-1 s a page); unless it holds more than `LoadLimits.table_max_chars` characters
   or `table_max_objects` drawing objects (pdfplumber's time and memory grow with them: a 3.7 KB
   PDF whose page inflates to 1 MB of rows took 232 s and 1.7 GB), or the file has already spent
   `table_seconds` in table detection. Such a page is read as text, and the note says why.
@@ -42,13 +44,16 @@ from rag.indexing.ocr import (
     ocr_image,
     render_page,
 )
+from rag.indexing.pdfium_tables import find_tables_pdfium
 from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
 from rag.indexing.text_safety import clean_text, path_text
 
-__all__ = ["IMAGE_SUFFIXES", "OCR_MIN_CHARS", "LoadLimits", "load_image", "load_pdf"]
+__all__ = ["IMAGE_SUFFIXES", "OCR_MIN_CHARS", "TABLE_FINDERS", "LoadLimits", "load_image", "load_pdf"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
 OCR_MIN_CHARS = 16  # a page with fewer letters and digits (a page number, a stamp) is read by OCR
+#: the values of `LoadLimits.tables`: True is "pdfium", False reads every page as text
+TABLE_FINDERS = ("pdfium", "pdfplumber")
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,9 @@ class LoadLimits:
     """What reading one file may cost; what hits a limit is read more cheaply and noted.
 
     Attributes:
-        tables: read tables of pages that look tabular with pdfplumber (False: all pages as text).
+        tables: read tables of pages that look tabular: True or "pdfium" with pypdfium2's character
+            boxes (`rag.indexing.pdfium_tables`), "pdfplumber" with pdfplumber (about 100 times
+            slower), False: all pages as text.
         table_max_chars: a page with more characters is not given to pdfplumber (a dense filing
             page holds 3,000-8,000).
         table_max_objects: likewise for the page's drawing objects (text runs, paths, images).
@@ -70,7 +77,7 @@ class LoadLimits:
         20000
     """
 
-    tables: bool = True
+    tables: bool | str = True
     table_max_chars: int = 20_000
     table_max_objects: int = 20_000
     table_seconds: float = 120.0
@@ -78,7 +85,14 @@ class LoadLimits:
     ocr_dpi: int = DEFAULT_OCR_DPI
     ocr_max_pages: int = 2_000
 
+    @property
+    def table_finder(self) -> str | None:
+        """"pdfium", "pdfplumber", or None (no table detection)."""
+        return "pdfium" if self.tables is True else (self.tables or None)
+
     def __post_init__(self) -> None:
+        if self.tables not in (True, False, *TABLE_FINDERS):
+            raise ConfigError(f"tables={self.tables!r}; valid: True, False, {', '.join(map(repr, TABLE_FINDERS))}")
         for name in ("table_max_chars", "table_max_objects", "ocr_max_pages"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is negative; valid: 0 or more")
@@ -179,9 +193,11 @@ def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Docume
     try:
         texts, objects = _read_pages(pdf)
         found: dict[int, list[PageTable]] = {}
-        if limits.tables:
+        if limits.table_finder:
             pages = _table_pages(texts, objects, limits, notes)
-            found, unread = find_tables(path, pages, deadline=time.monotonic() + limits.table_seconds)
+            deadline = time.monotonic() + limits.table_seconds
+            found, unread = (find_tables_pdfium(pdf, pages, deadline=deadline) if limits.table_finder == "pdfium"
+                             else find_tables(path, pages, deadline=deadline))
             if unread:
                 notes.append(f"{_pages_text(unread)}: tables not detected (table_seconds={limits.table_seconds:g} "
                              "spent on this file); read as text")

@@ -1,0 +1,291 @@
+"""Tables of PDF pages from pypdfium2's own character boxes: rows by baseline, cells by gaps, figures on the right.
+
+pdfplumber re-parses a page with pdfminer.six (0.25-1 s a page); pypdfium2 has already parsed it,
+and reading its character boxes costs about 1-2 ms a page. This finder works on those boxes
+alone (a "stream" table finder, as financial statements are drawn: rows of a label and figures,
+columns aligned by their right edges, rarely ruled):
+
+1. **Words**: runs of characters in pdfium's order, cut at spaces, at a gap wider than half the
+   character height, and where the text leaves the line.
+2. **Rows**: words grouped by the vertical centre of their line (baseline clustering), left to right.
+3. **Cells**: a row is cut where the gap between words is wider than `CELL_GAP` times its
+   character height; a cell of figures holds one cell per figure (a lone "$" or "%" joins its
+   figure, see `rag.indexing.tables.render_table`); a row printed as one run ("Segment 3 1,234 567")
+   is split into its label and trailing figures (`split_row`).
+4. **Tables**: a data row has a label or figure cell and ends on a figure or a dash. A table is a run
+   of at least `MIN_DATA_ROWS` data rows, not broken by a sentence, a long line of text, or a
+   vertical gap wider than `MAX_ROW_GAP` row heights, whose last figures line up (right edges
+   within `ALIGN` points in most rows); short lines between data rows ("Operating expenses") are
+   rows of one cell. A row of years ("2022 2021 2020") is a column header, not data.
+5. **What goes with it**: the short lines just above (up to 6, not sentences) are its header, and
+   the labels among them its caption, as `rag.indexing.tables` does for pdfplumber's tables.
+
+The result is `rag.indexing.tables.PageTable`s in pdfplumber's coordinates (points from the page's
+top-left), so `page_segments` takes the same characters out of the page text.
+
+Example:
+    >>> import pypdfium2 as pdfium                                    # doctest: +SKIP
+    >>> found, unread = find_tables_pdfium(pdfium.PdfDocument("10k.pdf"), [47])   # doctest: +SKIP
+    >>> found[47][0].lines[5]                                         # doctest: +SKIP
+    'Net sales | $34,229 | $35,355 | $32,184'
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag.indexing.tables import _DASHES, _MAX_HEADER_CHARS, _MAX_HEADER_LINES, _MAX_LABELS, _NUMBER, PageTable, \
+    _is_label, render_table, split_row
+
+__all__ = ["ALIGN", "CELL_GAP", "MAX_ROW_GAP", "MIN_DATA_ROWS", "find_tables_pdfium", "page_tables"]
+
+logger = logging.getLogger(__name__)
+
+CELL_GAP = 0.8       # a gap wider than this many line heights separates cells (a space is about 0.25)
+WORD_GAP = 0.25      # a gap between characters wider than this many line heights separates words
+MAX_ROW_GAP = 3.0    # a vertical gap wider than this many row heights ends a table
+MIN_DATA_ROWS = 2    # rows of figures a table needs
+ALIGN = 3.0          # points within which the right edges of a column's figures line up
+_MARGIN = 2.0
+_YEAR = re.compile(r"(19|20)\d\d")
+_PROSE_CHARS = 100   # a line longer than this that is not a data row is prose and ends a table
+
+
+@dataclass
+class _Word:
+    text: str
+    x0: float
+    x1: float
+    bottom: float
+    top: float
+
+    @property
+    def middle(self) -> float:
+        return (self.bottom + self.top) / 2
+
+
+@dataclass
+class _Row:
+    words: list[_Word]
+    cells: list[str] = field(default_factory=list)
+    last_x1: float = 0.0   # right edge of the last cell when it is a figure
+    data: bool = False     # a label or figures, ending on a figure or a dash
+    years: bool = False    # a column header of years: "(Millions) 2022 2021 2020"
+
+    @property
+    def text(self) -> str:
+        return " ".join(w.text for w in self.words)
+
+    @property
+    def top(self) -> float:
+        return max(w.top for w in self.words)
+
+    @property
+    def bottom(self) -> float:
+        return min(w.bottom for w in self.words)
+
+    @property
+    def height(self) -> float:
+        return max(w.top - w.bottom for w in self.words)
+
+
+def _figure(token: str) -> bool:
+    return bool(_NUMBER.fullmatch(token)) or token in _DASHES
+
+
+def _words(textpage: Any) -> list[_Word]:
+    """The page's words, in pdfium's order, from its character boxes (generated characters have no box)."""
+    import pypdfium2.raw as pdfium_c
+
+    raw = textpage.raw
+    rect = pdfium_c.FS_RECTF()
+    words: list[_Word] = []
+    chars: list[str] = []
+    box = [0.0, 0.0, 0.0, 0.0]
+    for index in range(pdfium_c.FPDFText_CountChars(raw)):
+        char = chr(pdfium_c.FPDFText_GetUnicode(raw, index))
+        # the loose box spans the font's ascent and descent: the same height for every glyph of a line
+        pdfium_c.FPDFText_GetLooseCharBox(raw, index, rect)
+        l, r, b, t = rect.left, rect.right, rect.bottom, rect.top
+        if char.isspace() or r <= l or t <= b:
+            if chars:
+                words.append(_Word("".join(chars), *box))
+                chars = []
+            continue
+        if chars:
+            height = max(t - b, box[3] - box[2])
+            same_line = abs((b + t) / 2 - (box[2] + box[3]) / 2) < 0.3 * height
+            if not same_line or l - box[1] > WORD_GAP * height or l < box[0]:
+                words.append(_Word("".join(chars), *box))
+                chars = []
+        if chars:
+            chars.append(char)
+            box = [box[0], max(box[1], r), min(box[2], b), max(box[3], t)]
+        else:
+            chars, box = [char], [l, r, b, t]
+    if chars:
+        words.append(_Word("".join(chars), *box))
+    return words
+
+
+def _rows(words: list[_Word]) -> list[_Row]:
+    """Words grouped into printed rows by the vertical centre of their line, top to bottom, left to right."""
+    rows: list[_Row] = []
+    band = (0.0, 0.0)
+    for word in sorted(words, key=lambda w: -w.middle):
+        if rows and band[0] <= word.middle <= band[1]:
+            rows[-1].words.append(word)
+            continue
+        rows.append(_Row([word]))
+        half = 0.35 * (word.top - word.bottom)
+        band = (word.middle - half, word.middle + half)
+    for row in rows:
+        row.words.sort(key=lambda w: w.x0)
+    return rows
+
+
+def _cells(row: _Row) -> None:
+    """Cut a row into cells at wide gaps; figures are cells of their own; mark it a data row or not."""
+    height = sorted(w.top - w.bottom for w in row.words)[len(row.words) // 2]
+    groups: list[list[_Word]] = [[row.words[0]]]
+    for prev, word in zip(row.words, row.words[1:], strict=False):
+        if word.x0 - prev.x1 > CELL_GAP * height:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    cells: list[str] = []
+    for group in groups:
+        tokens = [w.text for w in group]
+        if all(_figure(t) or t in ("$", "%", "€", "£") for t in tokens):
+            cells += split_row(" ".join(tokens))
+        elif len(groups) == 1:
+            cells += split_row(" ".join(tokens))
+        else:
+            cells.append(" ".join(tokens))
+    row.cells = render_table([cells])[0].split(" | ") if cells else []
+    last = row.cells[-1] if row.cells else ""
+    figures = [c for c in row.cells if _figure(c.lstrip("$€£").rstrip("%"))]
+    row.years = bool(figures) and all(_YEAR.fullmatch(c) for c in figures)
+    row.data = len(row.cells) >= 2 and _figure(last.lstrip("$€£").rstrip("%")) and not row.years
+    row.last_x1 = row.words[-1].x1
+
+
+def _is_prose(row: _Row) -> bool:
+    text = row.text
+    return not row.data and (len(text) > _PROSE_CHARS or (text.endswith(".") and len(text.split()) > _LABEL_WORDS))
+
+
+_LABEL_WORDS = 8
+
+
+def _column(rows: list[_Row]) -> float | None:
+    """The right edge most data rows end at (their last column of figures), when at least two share it."""
+    ends = [r.last_x1 for r in rows if r.data]
+    count, edge = max((sum(abs(e - x) <= ALIGN for e in ends), x) for x in ends)
+    return edge if count >= max(MIN_DATA_ROWS, 0.5 * len(ends)) else None
+
+
+def _trimmed(rows: list[_Row], first: int, end: int) -> tuple[int, int] | None:
+    """The run without data rows at its ends that miss its column of figures ("Years ended December 31")."""
+    edge = _column(rows[first:end])
+    if edge is None:
+        return None
+    aligned = [i for i in range(first, end) if rows[i].data and abs(rows[i].last_x1 - edge) <= ALIGN]
+    return aligned[0], aligned[-1] + 1
+
+
+def _runs(rows: list[_Row]) -> list[tuple[int, int]]:
+    """`(first, end)` row ranges of tables: data rows with short rows between, not broken by prose or gaps.
+
+    A row of years after data rows starts the next table (its column header).
+    """
+    runs: list[tuple[int, int]] = []
+    first = last = None
+    for index, row in enumerate(rows):
+        if first is not None:
+            gap = rows[index - 1].bottom - row.top
+            if _is_prose(row) or row.years or gap > MAX_ROW_GAP * max(row.height, rows[index - 1].height):
+                runs.append((first, last + 1))
+                first = last = None
+        if row.data:
+            if first is None:
+                first = index
+            last = index
+    if first is not None:
+        runs.append((first, last + 1))
+    out = []
+    for first, end in runs:
+        if sum(r.data for r in rows[first:end]) >= MIN_DATA_ROWS:
+            trimmed = _trimmed(rows, first, end)
+            if trimmed is not None:
+                out.append(trimmed)
+    return out
+
+
+def _header(rows: list[_Row], first: int, floor: int) -> int:
+    """Index of the first header row above row `first` (rows down to `floor`): short lines, not sentences."""
+    start = first
+    while start > floor and first - start < _MAX_HEADER_LINES:
+        text = rows[start - 1].text
+        if len(text) > _MAX_HEADER_CHARS or text.endswith("."):
+            break
+        start -= 1
+    return start
+
+
+def page_tables(textpage: Any, height: float) -> list[PageTable]:
+    """The tables of one page, read from its text page (`height`: the page's height in points)."""
+    words = _words(textpage)
+    if not words:
+        return []
+    rows = _rows(words)
+    for row in rows:
+        _cells(row)
+    found = []
+    floor = 0
+    for first, end in _runs(rows):
+        start = _header(rows, first, floor)
+        header = [" ".join(rows[i].text.split()) for i in range(start, first)]
+        labels = [line for line in header if _is_label(line)]
+        body = render_table([row.cells for row in rows[first:end]])
+        part = rows[start:end]
+        x0 = min(w.x0 for r in part for w in r.words)
+        x1 = max(w.x1 for r in part for w in r.words)
+        found.append(PageTable(header + body, len(header) or 1, " / ".join(labels[:_MAX_LABELS]) or None,
+                               x0 - _MARGIN, height - max(r.top for r in part) - _MARGIN, x1 + _MARGIN,
+                               height - min(r.bottom for r in part) + _MARGIN))
+        floor = end
+    return found
+
+
+def find_tables_pdfium(pdf: Any, pages: Sequence[int], *,
+                       deadline: float | None = None) -> tuple[dict[int, list[PageTable]], list[int]]:
+    """Tables of the given zero-based `pages` of an open `pypdfium2.PdfDocument`, and the pages left unread.
+
+    The same contract as `rag.indexing.tables.find_tables`: pages are read in order until
+    `deadline` (a `time.monotonic()` value) has passed; a page the finder fails on keeps its text.
+    """
+    out: dict[int, list[PageTable]] = {}
+    for done, index in enumerate(pages):
+        if deadline is not None and time.monotonic() > deadline:
+            return out, list(pages[done:])
+        page = pdf[index]
+        try:
+            textpage = page.get_textpage()
+            try:
+                tables = page_tables(textpage, page.get_size()[1])
+            finally:
+                textpage.close()
+        except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
+            logger.info("page %d: table detection failed (%s)", index, exc)
+            tables = []
+        finally:
+            page.close()
+        if tables:
+            out[index] = tables
+    return out, []
