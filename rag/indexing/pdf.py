@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from rag.indexing.ocr import (
     ocr_image,
     render_page,
 )
-from rag.indexing.pdfium_tables import find_tables_pdfium
+from rag.indexing.pdfium_tables import page_segments_pdfium
 from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
 from rag.indexing.text_safety import clean_text, path_text
 
@@ -54,6 +55,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
 OCR_MIN_CHARS = 16  # a page with fewer letters and digits (a page number, a stamp) is read by OCR
 #: the values of `LoadLimits.tables`: True is "pdfium", False reads every page as text
 TABLE_FINDERS = ("pdfium", "pdfplumber")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,35 +117,60 @@ def _open(path: Path) -> Any:
         raise LoaderError(f"{path_text(path)}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
 
 
-def _read_pages(pdf: Any) -> tuple[list[str], list[int]]:
-    """Each page's text layer and its count of drawing objects."""
+class _PdfiumTables:
+    """The pdfium table finder run while the pages are read: each page's segments, within the limits."""
+
+    def __init__(self, limits: LoadLimits, notes: list[str]) -> None:
+        self.limits, self.notes = limits, notes
+        self.deadline = time.monotonic() + limits.table_seconds
+        self.unread: list[int] = []
+
+    def segments(self, index: int, text: str, objects: int, textpage: Any,
+                 height: float) -> list[str | PageTable] | None:
+        """The page's text and tables in reading order, or None (no table, not tabular, a limit hit)."""
+        if not _wants_tables(index, text, objects, self.limits, self.notes):
+            return None
+        if time.monotonic() > self.deadline:
+            self.unread.append(index)
+            return None
+        try:
+            return page_segments_pdfium(textpage, height)
+        except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
+            logger.info("page %d: table detection failed (%s)", index, exc)
+            return None
+
+
+def _read_pages(pdf: Any, finder: _PdfiumTables | None) -> tuple[list[str], list[int], dict[int, list[Any]]]:
+    """Each page's text layer, its count of drawing objects, and the segments of the pages with tables."""
     import pypdfium2.raw as pdfium_c
 
-    texts, objects = [], []
+    texts, objects, segments = [], [], {}
     for index in range(len(pdf)):
         page = pdf[index]
         try:
             textpage = page.get_textpage()
-            texts.append(textpage.get_text_range())
-            textpage.close()
-            objects.append(int(pdfium_c.FPDFPage_CountObjects(page.raw)))
+            try:
+                texts.append(textpage.get_text_range())
+                objects.append(int(pdfium_c.FPDFPage_CountObjects(page.raw)))
+                found = finder and finder.segments(index, texts[-1], objects[-1], textpage, page.get_size()[1])
+                if found:
+                    segments[index] = found
+            finally:
+                textpage.close()
         finally:
             page.close()
-    return texts, objects
+    return texts, objects, segments
 
 
-def _table_pages(texts: list[str], objects: list[int], limits: LoadLimits, notes: list[str]) -> list[int]:
-    """Pages worth a table detector: tabular-looking text within the per-page budget."""
-    pages = []
-    for index, text in enumerate(texts):
-        if not looks_tabular(text):
-            continue
-        if len(text) > limits.table_max_chars or objects[index] > limits.table_max_objects:
-            notes.append(f"page {index + 1}: tables not detected ({len(text):,} characters, {objects[index]:,} "
-                         f"objects; limits {limits.table_max_chars:,} / {limits.table_max_objects:,}); read as text")
-            continue
-        pages.append(index)
-    return pages
+def _wants_tables(index: int, text: str, objects: int, limits: LoadLimits, notes: list[str]) -> bool:
+    """A page worth a table detector: tabular-looking text within the per-page budget (a limit hit is noted)."""
+    if not looks_tabular(text):
+        return False
+    if len(text) > limits.table_max_chars or objects > limits.table_max_objects:
+        notes.append(f"page {index + 1}: tables not detected ({len(text):,} characters, {objects:,} "
+                     f"objects; limits {limits.table_max_chars:,} / {limits.table_max_objects:,}); read as text")
+        return False
+    return True
 
 
 def _needs_ocr(text: str, objects: int) -> bool:
@@ -191,16 +218,16 @@ def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Docume
     """
     pdf = _open(path)
     try:
-        texts, objects = _read_pages(pdf)
+        finder = _PdfiumTables(limits, notes) if limits.table_finder == "pdfium" else None
+        texts, objects, segments = _read_pages(pdf, finder)
         found: dict[int, list[PageTable]] = {}
-        if limits.table_finder:
-            pages = _table_pages(texts, objects, limits, notes)
-            deadline = time.monotonic() + limits.table_seconds
-            found, unread = (find_tables_pdfium(pdf, pages, deadline=deadline) if limits.table_finder == "pdfium"
-                             else find_tables(path, pages, deadline=deadline))
-            if unread:
-                notes.append(f"{_pages_text(unread)}: tables not detected (table_seconds={limits.table_seconds:g} "
-                             "spent on this file); read as text")
+        unread = finder.unread if finder else []
+        if limits.table_finder == "pdfplumber":
+            pages = [i for i, text in enumerate(texts) if _wants_tables(i, text, objects[i], limits, notes)]
+            found, unread = find_tables(path, pages, deadline=time.monotonic() + limits.table_seconds)
+        if unread:
+            notes.append(f"{_pages_text(unread)}: tables not detected (table_seconds={limits.table_seconds:g} "
+                         "spent on this file); read as text")
         scanned = _ocr_pages(path, pdf, texts, objects, limits, notes)
         docs = []
         for index, text in enumerate(texts):
@@ -209,15 +236,16 @@ def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Docume
             if index in scanned:
                 text, confidence = scanned[index]
                 meta.update(ocr=True, ocr_engine=ENGINE, ocr_confidence=confidence)
-            docs += _page_documents(pdf, index, text, found.get(index, []), meta)
+            docs += _page_documents(pdf, index, segments.get(index) or [text], found.get(index, []), meta)
         return docs
     finally:
         pdf.close()
 
 
-def _page_documents(pdf: Any, index: int, text: str, tables: list[PageTable], meta: dict[str, Any]) -> list[Document]:
-    """A page's documents: its text, or its text and tables in reading order (`chunk_type="table"`)."""
-    segments: list[str | PageTable] = [text]
+def _page_documents(pdf: Any, index: int, segments: list[str | PageTable], tables: list[PageTable],
+                    meta: dict[str, Any]) -> list[Document]:
+    """A page's documents: its text and tables in reading order (`chunk_type="table"`); `tables` (pdfplumber's)
+    are placed in the page text here."""
     if tables:
         page = pdf[index]
         try:

@@ -39,10 +39,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.indexing.tables import _DASHES, _MAX_HEADER_CHARS, _MAX_HEADER_LINES, _MAX_LABELS, _NUMBER, PageTable, \
-    _is_label, render_table, split_row
+import numpy as np
 
-__all__ = ["ALIGN", "CELL_GAP", "MAX_ROW_GAP", "MIN_DATA_ROWS", "find_tables_pdfium", "page_tables"]
+from rag.indexing.tables import (
+    _DASHES,
+    _MAX_HEADER_CHARS,
+    _MAX_HEADER_LINES,
+    _MAX_LABELS,
+    _NUMBER,
+    PageTable,
+    _is_label,
+    owned_segments,
+    render_table,
+    split_row,
+)
+
+__all__ = ["ALIGN", "CELL_GAP", "MAX_ROW_GAP", "MIN_DATA_ROWS", "find_tables_pdfium", "page_segments_pdfium",
+           "page_tables"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,39 +111,58 @@ def _figure(token: str) -> bool:
     return bool(_NUMBER.fullmatch(token)) or token in _DASHES
 
 
-def _words(textpage: Any) -> list[_Word]:
-    """The page's words, in pdfium's order, from its character boxes (generated characters have no box)."""
+def _chars(textpage: Any) -> tuple[str, np.ndarray]:
+    """The page's characters and their loose boxes (left, right, bottom, top), in pdfium's order.
+
+    The loose box spans the font's ascent and descent: every glyph of a line has the same height.
+    """
     import pypdfium2.raw as pdfium_c
 
-    raw = textpage.raw
-    rect = pdfium_c.FS_RECTF()
-    words: list[_Word] = []
-    chars: list[str] = []
-    box = [0.0, 0.0, 0.0, 0.0]
+    raw, rect = textpage.raw, pdfium_c.FS_RECTF()
+    unicode, box = pdfium_c.FPDFText_GetUnicode, pdfium_c.FPDFText_GetLooseCharBox
+    codes: list[int] = []
+    values: list[float] = []
     for index in range(pdfium_c.FPDFText_CountChars(raw)):
-        char = chr(pdfium_c.FPDFText_GetUnicode(raw, index))
-        # the loose box spans the font's ascent and descent: the same height for every glyph of a line
-        pdfium_c.FPDFText_GetLooseCharBox(raw, index, rect)
-        l, r, b, t = rect.left, rect.right, rect.bottom, rect.top
-        if char.isspace() or r <= l or t <= b:
-            if chars:
-                words.append(_Word("".join(chars), *box))
-                chars = []
-            continue
-        if chars:
-            height = max(t - b, box[3] - box[2])
-            same_line = abs((b + t) / 2 - (box[2] + box[3]) / 2) < 0.3 * height
-            if not same_line or l - box[1] > WORD_GAP * height or l < box[0]:
-                words.append(_Word("".join(chars), *box))
-                chars = []
-        if chars:
-            chars.append(char)
-            box = [box[0], max(box[1], r), min(box[2], b), max(box[3], t)]
-        else:
-            chars, box = [char], [l, r, b, t]
-    if chars:
-        words.append(_Word("".join(chars), *box))
-    return words
+        codes.append(unicode(raw, index))
+        box(raw, index, rect)
+        values += (rect.left, rect.right, rect.bottom, rect.top)
+    text = "".join(map(chr, codes))
+    return text, np.asarray(values, dtype=float).reshape(-1, 4)
+
+
+def _words(textpage: Any) -> tuple[list[_Word], np.ndarray, np.ndarray]:
+    """The page's words, in pdfium's order, and each character's centre `(x, y)` and whether it has one.
+
+    A word is a run of characters cut at a space, at a gap wider than `WORD_GAP` line heights, where
+    the text leaves the line or goes back. Spaces and generated characters (line breaks, without a
+    box) have no centre.
+    """
+    text, boxes = _chars(textpage)
+    if not text:
+        return [], np.zeros((0, 2)), np.zeros(0, dtype=bool)
+    left, right, bottom, top = boxes.T
+    middle, height = (bottom + top) / 2, top - bottom
+    known = np.fromiter((not ch.isspace() for ch in text), dtype=bool, count=len(text))
+    known &= (right > left) & (height > 0)
+    prev = np.r_[0, np.arange(len(text) - 1)]
+    tall = np.maximum(height, height[prev])
+    starts = known & (~known[prev] | (np.abs(middle - middle[prev]) >= 0.3 * tall)
+                      | (left - right[prev] > WORD_GAP * tall) | (left < left[prev]))
+    starts[0] = known[0]
+    first = np.flatnonzero(starts)
+    words: list[_Word] = []
+    if len(first):
+        chars = np.flatnonzero(known)
+        cuts = np.searchsorted(chars, first)
+        x0 = np.minimum.reduceat(left[chars], cuts)
+        x1 = np.maximum.reduceat(right[chars], cuts)
+        y0 = np.minimum.reduceat(bottom[chars], cuts)
+        y1 = np.maximum.reduceat(top[chars], cuts)
+        kept = "".join(text[i] for i in chars)
+        ends = np.r_[cuts[1:], len(chars)]
+        words = [_Word(kept[a:b], *box) for a, b, *box in zip(cuts.tolist(), ends.tolist(), x0.tolist(), x1.tolist(),
+                                                               y0.tolist(), y1.tolist(), strict=True)]
+    return words, np.c_[(left + right) / 2, middle], known
 
 
 def _rows(words: list[_Word]) -> list[_Row]:
@@ -240,7 +272,10 @@ def _header(rows: list[_Row], first: int, floor: int) -> int:
 
 def page_tables(textpage: Any, height: float) -> list[PageTable]:
     """The tables of one page, read from its text page (`height`: the page's height in points)."""
-    words = _words(textpage)
+    return _tables(_words(textpage)[0], height)
+
+
+def _tables(words: list[_Word], height: float) -> list[PageTable]:
     if not words:
         return []
     rows = _rows(words)
@@ -261,6 +296,27 @@ def page_tables(textpage: Any, height: float) -> list[PageTable]:
                                height - min(r.bottom for r in part) + _MARGIN))
         floor = end
     return found
+
+
+def page_segments_pdfium(textpage: Any, height: float) -> list[str | PageTable] | None:
+    """The page in reading order, its text outside the tables and each table where it starts (None: no table).
+
+    One pass over the characters finds the tables and which characters they hold
+    (`rag.indexing.tables.owned_segments` cuts the text).
+    """
+    words, centres, known = _words(textpage)
+    tables = _tables(words, height)
+    if not tables:
+        return None
+    x, y = centres[:, 0], height - centres[:, 1]
+    owner = np.full(len(known), -1, dtype=np.int64)
+    for number in reversed(range(len(tables))):   # the first table whose region holds a centre owns it
+        t = tables[number]
+        owner[known & (x >= t.x0) & (x <= t.x1) & (y >= t.top) & (y <= t.bottom)] = number
+    # a space or line break goes with the character before it (the first ones with none: -1)
+    last = np.maximum.accumulate(np.where(known, np.arange(len(known)), -1))
+    owner = np.where(last >= 0, owner[np.maximum(last, 0)], -1)
+    return owned_segments(textpage, owner.tolist(), tables)
 
 
 def find_tables_pdfium(pdf: Any, pages: Sequence[int], *,

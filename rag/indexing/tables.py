@@ -40,8 +40,8 @@ import numpy as np
 
 from rag.indexing.headings import is_heading_line
 
-__all__ = ["MIN_NUMERIC_ROWS", "MIN_NUMERIC_SHARE", "PageTable", "find_tables", "looks_tabular", "page_segments",
-           "render_table", "split_row", "split_table"]
+__all__ = ["MIN_NUMERIC_ROWS", "MIN_NUMERIC_SHARE", "PageTable", "find_tables", "looks_tabular", "owned_segments",
+           "page_segments", "render_table", "split_row", "split_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -304,6 +304,15 @@ def page_segments(textpage: Any, height: float, tables: Sequence[PageTable]) -> 
         left, bottom, right, top = textpage.get_charbox(index)
         x, y = (left + right) / 2, height - (top + bottom) / 2
         owner.append(next((n for n, t in enumerate(tables) if t.x0 <= x <= t.x1 and t.top <= y <= t.bottom), -1))
+    return owned_segments(textpage, owner, tables)
+
+
+def owned_segments(textpage: Any, owner: Sequence[int], tables: Sequence[PageTable]) -> list[str | PageTable]:
+    """The page's text cut into segments by the table each character belongs to (`owner`, -1: none).
+
+    See `page_segments`: when the characters taken out do not hold about the tables' digits, the
+    page text is kept whole and the tables are appended.
+    """
     runs: list[tuple[int, int, int]] = []  # (owner, first char, count)
     for index, who in enumerate(owner):
         if runs and runs[-1][0] == who:
