@@ -134,7 +134,7 @@ class _PdfiumTables:
             self.unread.append(index)
             return None
         try:
-            return page_segments_pdfium(textpage, height)
+            return page_segments_pdfium(textpage, height, text)
         except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
             logger.info("page %d: table detection failed (%s)", index, exc)
             return None

@@ -5,8 +5,8 @@ and reading its character boxes costs about 1-2 ms a page. This finder works on 
 alone (a "stream" table finder, as financial statements are drawn: rows of a label and figures,
 columns aligned by their right edges, rarely ruled):
 
-1. **Words**: runs of characters in pdfium's order, cut at spaces, at a gap wider than half the
-   character height, and where the text leaves the line.
+1. **Words**: runs of characters between the spaces and line breaks of pdfium's text (pdfium adds
+   them where glyphs leave a gap or a line), boxed from their first and last character.
 2. **Rows**: words grouped by the vertical centre of their line (baseline clustering), left to right.
 3. **Cells**: a row is cut where the gap between words is wider than `CELL_GAP` times its
    character height; a cell of figures holds one cell per figure (a lone "$" or "%" joins its
@@ -60,12 +60,12 @@ __all__ = ["ALIGN", "CELL_GAP", "MAX_ROW_GAP", "MIN_DATA_ROWS", "find_tables_pdf
 logger = logging.getLogger(__name__)
 
 CELL_GAP = 0.8       # a gap wider than this many line heights separates cells (a space is about 0.25)
-WORD_GAP = 0.25      # a gap between characters wider than this many line heights separates words
 MAX_ROW_GAP = 3.0    # a vertical gap wider than this many row heights ends a table
 MIN_DATA_ROWS = 2    # rows of figures a table needs
 ALIGN = 3.0          # points within which the right edges of a column's figures line up
 _MARGIN = 2.0
 _YEAR = re.compile(r"(19|20)\d\d")
+_RUN = re.compile(r"\S+")
 _PROSE_CHARS = 100   # a line longer than this that is not a data row is prose and ends a table
 
 
@@ -111,58 +111,53 @@ def _figure(token: str) -> bool:
     return bool(_NUMBER.fullmatch(token)) or token in _DASHES
 
 
-def _chars(textpage: Any) -> tuple[str, np.ndarray]:
-    """The page's characters and their loose boxes (left, right, bottom, top), in pdfium's order.
+def _words(textpage: Any, text: str | None = None) -> tuple[list[_Word], list[tuple[int, int]]]:
+    """The page's words in pdfium's order, and the character range `(start, end)` of each.
 
-    The loose box spans the font's ascent and descent: every glyph of a line has the same height.
+    A word is a run of characters between spaces or line breaks in the page's text (pdfium adds
+    them where the glyphs leave a gap or a line), boxed from its first and last character. The
+    loose box spans the font's ascent and descent: every glyph of a line has the same height. A run
+    whose ends are on different lines is cut where the line changes. `text` is the page's text
+    (`textpage.get_text_range()`) when the caller has it.
     """
     import pypdfium2.raw as pdfium_c
 
     raw, rect = textpage.raw, pdfium_c.FS_RECTF()
-    unicode, box = pdfium_c.FPDFText_GetUnicode, pdfium_c.FPDFText_GetLooseCharBox
-    codes: list[int] = []
-    values: list[float] = []
-    for index in range(pdfium_c.FPDFText_CountChars(raw)):
-        codes.append(unicode(raw, index))
-        box(raw, index, rect)
-        values += (rect.left, rect.right, rect.bottom, rect.top)
-    text = "".join(map(chr, codes))
-    return text, np.asarray(values, dtype=float).reshape(-1, 4)
+    count = pdfium_c.FPDFText_CountChars(raw)
+    if text is None or len(text) != count:   # one character per index (not so with characters beyond U+FFFF)
+        text = "".join(chr(pdfium_c.FPDFText_GetUnicode(raw, index)) for index in range(count))
 
+    def box(index: int) -> tuple[float, float, float, float]:
+        pdfium_c.FPDFText_GetLooseCharBox(raw, index, rect)
+        return rect.left, rect.right, rect.bottom, rect.top
 
-def _words(textpage: Any) -> tuple[list[_Word], np.ndarray, np.ndarray]:
-    """The page's words, in pdfium's order, and each character's centre `(x, y)` and whether it has one.
-
-    A word is a run of characters cut at a space, at a gap wider than `WORD_GAP` line heights, where
-    the text leaves the line or goes back. Spaces and generated characters (line breaks, without a
-    box) have no centre.
-    """
-    text, boxes = _chars(textpage)
-    if not text:
-        return [], np.zeros((0, 2)), np.zeros(0, dtype=bool)
-    left, right, bottom, top = boxes.T
-    middle, height = (bottom + top) / 2, top - bottom
-    known = np.fromiter((not ch.isspace() for ch in text), dtype=bool, count=len(text))
-    known &= (right > left) & (height > 0)
-    prev = np.r_[0, np.arange(len(text) - 1)]
-    tall = np.maximum(height, height[prev])
-    starts = known & (~known[prev] | (np.abs(middle - middle[prev]) >= 0.3 * tall)
-                      | (left - right[prev] > WORD_GAP * tall) | (left < left[prev]))
-    starts[0] = known[0]
-    first = np.flatnonzero(starts)
     words: list[_Word] = []
-    if len(first):
-        chars = np.flatnonzero(known)
-        cuts = np.searchsorted(chars, first)
-        x0 = np.minimum.reduceat(left[chars], cuts)
-        x1 = np.maximum.reduceat(right[chars], cuts)
-        y0 = np.minimum.reduceat(bottom[chars], cuts)
-        y1 = np.maximum.reduceat(top[chars], cuts)
-        kept = "".join(text[i] for i in chars)
-        ends = np.r_[cuts[1:], len(chars)]
-        words = [_Word(kept[a:b], *box) for a, b, *box in zip(cuts.tolist(), ends.tolist(), x0.tolist(), x1.tolist(),
-                                                               y0.tolist(), y1.tolist(), strict=True)]
-    return words, np.c_[(left + right) / 2, middle], known
+    spans: list[tuple[int, int]] = []
+    for match in _RUN.finditer(text):
+        start, end = match.span()
+        first, last = box(start), box(end - 1)
+        height = max(first[3] - first[2], last[3] - last[2])
+        if abs(first[2] + first[3] - last[2] - last[3]) / 2 >= 0.3 * height or last[1] < first[0]:
+            _cut_lines(text, start, end, box, words, spans)
+        elif height > 0:
+            words.append(_Word(match.group(), first[0], max(first[1], last[1]), min(first[2], last[2]),
+                               max(first[3], last[3])))
+            spans.append((start, end))
+    return words, spans
+
+
+def _cut_lines(text: str, start: int, end: int, box: Any, words: list[_Word], spans: list[tuple[int, int]]) -> None:
+    """A run of characters that changes line without a break: one word per line, boxed character by character."""
+    begin, (x0, x1, y0, y1) = start, box(start)
+    for index in range(start + 1, end + 1):
+        l, r, b, t = box(index) if index < end else (0.0, 0.0, 0.0, 0.0)
+        if index == end or abs((b + t) - (y0 + y1)) / 2 >= 0.3 * max(t - b, y1 - y0) or l < x0:
+            if y1 > y0:
+                words.append(_Word(text[begin:index], x0, x1, y0, y1))
+                spans.append((begin, index))
+            begin, (x0, x1, y0, y1) = index, (l, r, b, t)
+        else:
+            x1, y0, y1 = max(x1, r), min(y0, b), max(y1, t)
 
 
 def _rows(words: list[_Word]) -> list[_Row]:
@@ -298,22 +293,23 @@ def _tables(words: list[_Word], height: float) -> list[PageTable]:
     return found
 
 
-def page_segments_pdfium(textpage: Any, height: float) -> list[str | PageTable] | None:
+def page_segments_pdfium(textpage: Any, height: float, text: str | None = None) -> list[str | PageTable] | None:
     """The page in reading order, its text outside the tables and each table where it starts (None: no table).
 
-    One pass over the characters finds the tables and which characters they hold
-    (`rag.indexing.tables.owned_segments` cuts the text).
+    One pass over the words finds the tables and which characters they hold: a word belongs to the
+    first table whose region holds its centre, a space or line break to the character before it
+    (`rag.indexing.tables.owned_segments` cuts the text). `text`: the page's text, when known.
     """
-    words, centres, known = _words(textpage)
+    words, spans = _words(textpage, text)
     tables = _tables(words, height)
     if not tables:
         return None
-    x, y = centres[:, 0], height - centres[:, 1]
-    owner = np.full(len(known), -1, dtype=np.int64)
-    for number in reversed(range(len(tables))):   # the first table whose region holds a centre owns it
-        t = tables[number]
-        owner[known & (x >= t.x0) & (x <= t.x1) & (y >= t.top) & (y <= t.bottom)] = number
-    # a space or line break goes with the character before it (the first ones with none: -1)
+    owner = np.full(textpage.count_chars(), -1, dtype=np.int64)
+    known = np.zeros(len(owner), dtype=bool)
+    for word, (start, end) in zip(words, spans, strict=True):
+        x, y = (word.x0 + word.x1) / 2, height - word.middle
+        owner[start:end] = next((n for n, t in enumerate(tables) if t.x0 <= x <= t.x1 and t.top <= y <= t.bottom), -1)
+        known[start:end] = True
     last = np.maximum.accumulate(np.where(known, np.arange(len(known)), -1))
     owner = np.where(last >= 0, owner[np.maximum(last, 0)], -1)
     return owned_segments(textpage, owner.tolist(), tables)
