@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,8 @@ def _wants_tables(index: int, text: str, objects: int, limits: LoadLimits, notes
 
 
 def _needs_ocr(text: str, objects: int) -> bool:
-    return objects > 0 and sum(ch.isalnum() for ch in text) < OCR_MIN_CHARS
+    # counting stops at OCR_MIN_CHARS: a page of text is decided in its first words
+    return objects > 0 and sum(1 for _ in islice(filter(str.isalnum, text), OCR_MIN_CHARS)) < OCR_MIN_CHARS
 
 
 def _ocr_pages(path: Path, pdf: Any, texts: list[str], objects: list[int], limits: LoadLimits,

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_right
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ ALIGN = 3.0          # points within which the right edges of a column's figures
 _MARGIN = 2.0
 _YEAR = re.compile(r"(19|20)\d\d")
 _RUN = re.compile(r"\S+")
+_LABEL_WORDS = 8     # a sentence of more words ending with "." is prose
 _PROSE_CHARS = 100   # a line longer than this that is not a data row is prose and ends a table
 
 
@@ -207,13 +209,12 @@ def _is_prose(row: _Row) -> bool:
     return not row.data and (len(text) > _PROSE_CHARS or (text.endswith(".") and len(text.split()) > _LABEL_WORDS))
 
 
-_LABEL_WORDS = 8
-
-
 def _column(rows: list[_Row]) -> float | None:
     """The right edge most data rows end at (their last column of figures), when at least two share it."""
-    ends = [r.last_x1 for r in rows if r.data]
-    count, edge = max((sum(abs(e - x) <= ALIGN for e in ends), x) for x in ends)
+    ends = np.sort([r.last_x1 for r in rows if r.data])
+    within = np.searchsorted(ends, ends + 2 * ALIGN, side="right") - np.arange(len(ends))  # O(n log n)
+    best = int(np.argmax(within))
+    count, edge = int(within[best]), float(ends[best] + ALIGN)  # the middle of the fullest window
     return edge if count >= max(MIN_DATA_ROWS, 0.5 * len(ends)) else None
 
 
@@ -306,9 +307,12 @@ def page_segments_pdfium(textpage: Any, height: float, text: str | None = None) 
         return None
     owner = np.full(textpage.count_chars(), -1, dtype=np.int64)
     known = np.zeros(len(owner), dtype=bool)
+    tops = [t.top for t in tables]   # the tables are apart and in order down the page
     for word, (start, end) in zip(words, spans, strict=True):
         x, y = (word.x0 + word.x1) / 2, height - word.middle
-        owner[start:end] = next((n for n, t in enumerate(tables) if t.x0 <= x <= t.x1 and t.top <= y <= t.bottom), -1)
+        number = bisect_right(tops, y) - 1
+        if number >= 0 and tables[number].x0 <= x <= tables[number].x1 and y <= tables[number].bottom:
+            owner[start:end] = number
         known[start:end] = True
     last = np.maximum.accumulate(np.where(known, np.arange(len(known)), -1))
     owner = np.where(last >= 0, owner[np.maximum(last, 0)], -1)
