@@ -12,11 +12,14 @@ columns aligned by their right edges, rarely ruled):
    character height; a cell of figures holds one cell per figure (a lone "$" or "%" joins its
    figure, see `rag.indexing.tables.render_table`); a row printed as one run ("Segment 3 1,234 567")
    is split into its label and trailing figures (`split_row`).
-4. **Tables**: a data row has a label or figure cell and ends on a figure or a dash. A table is a run
-   of at least `MIN_DATA_ROWS` data rows, not broken by a sentence, a long line of text, or a
-   vertical gap wider than `MAX_ROW_GAP` row heights, whose last figures line up (right edges
-   within `ALIGN` points in most rows); short lines between data rows ("Operating expenses") are
-   rows of one cell. A row of years ("2022 2021 2020") is a column header, not data.
+4. **Tables**: a data row has two cells or more and ends on a figure or a dash (or on a column
+   of text after figures: "(9) | Interest expense"). A table is a run of data rows, not broken
+   by a sentence, a long line of text, a row of years ("2022 2021 2020": a column header, which
+   starts the next table) or a vertical gap wider than `MAX_ROW_GAP` row heights, in which at
+   least `MIN_DATA_ROWS` rows (one under a row of years), and half of its data rows, end on a
+   column edge another row shares (right edges within `ALIGN` points; a closing parenthesis or
+   "%" hangs past it). Data rows at its ends that miss every column ("Years ended December 31")
+   are left to the header; short lines between data rows ("Operating expenses") are rows of one cell.
 5. **What goes with it**: the short lines just above (up to 6, not sentences) are its header, and
    the labels among them its caption, as `rag.indexing.tables` does for pdfplumber's tables.
 
@@ -67,6 +70,8 @@ ALIGN = 3.0          # points within which the right edges of a column's figures
 _MARGIN = 2.0
 _YEAR = re.compile(r"(19|20)\d\d")
 _RUN = re.compile(r"\S+")
+_SIGNS = ("$", "%", "€", "£")
+_SUFFIXES = ("%", "%)", ")")
 _LABEL_WORDS = 8     # a sentence of more words ending with "." is prose
 _PROSE_CHARS = 100   # a line longer than this that is not a data row is prose and ends a table
 
@@ -78,6 +83,7 @@ class _Word:
     x1: float
     bottom: float
     top: float
+    edge: float | None = None   # a figure's right edge without the "%" or ")" joined to it
 
     @property
     def middle(self) -> float:
@@ -91,6 +97,7 @@ class _Row:
     last_x1: float = 0.0   # right edge of the last cell when it is a figure
     data: bool = False     # a label or figures, ending on a figure or a dash
     years: bool = False    # a column header of years: "(Millions) 2022 2021 2020"
+    figures: int = 0       # cells that are figures (or years)
 
     @property
     def text(self) -> str:
@@ -178,8 +185,33 @@ def _rows(words: list[_Word]) -> list[_Row]:
     return rows
 
 
+def _joined_signs(words: list[_Word]) -> list[_Word]:
+    """A "%" or "%)" printed apart joins the figure before it ("3.2 %" -> "3.2%")."""
+    out: list[_Word] = []
+    for word in words:
+        if out and word.text in _SUFFIXES and _figure(out[-1].text):
+            prev = out[-1]
+            out[-1] = _Word(prev.text + word.text, prev.x0, word.x1, min(prev.bottom, word.bottom),
+                            max(prev.top, word.top), _edge(prev))
+        else:
+            out.append(word)
+    return out
+
+
+def _group_cells(group: list[_Word], alone: bool, first: bool) -> list[str]:
+    """The cells of words printed close together: figures one each, a label whole, figures then text apart."""
+    tokens = [w.text for w in group]
+    if all(_figure(t) or t in _SIGNS for t in tokens) or alone:
+        return split_row(" ".join(tokens))
+    lead = 0
+    while not first and lead < len(tokens) and (_figure(tokens[lead]) or tokens[lead] in _SIGNS):
+        lead += 1   # "(9) Interest expense": a figure, then the next column's text
+    return ([*split_row(" ".join(tokens[:lead]))] if lead else []) + [" ".join(tokens[lead:])]
+
+
 def _cells(row: _Row) -> None:
     """Cut a row into cells at wide gaps; figures are cells of their own; mark it a data row or not."""
+    row.words = _joined_signs(row.words)
     height = sorted(w.top - w.bottom for w in row.words)[len(row.words) // 2]
     groups: list[list[_Word]] = [[row.words[0]]]
     for prev, word in zip(row.words, row.words[1:], strict=False):
@@ -187,21 +219,25 @@ def _cells(row: _Row) -> None:
             groups.append([word])
         else:
             groups[-1].append(word)
-    cells: list[str] = []
-    for group in groups:
-        tokens = [w.text for w in group]
-        if all(_figure(t) or t in ("$", "%", "€", "£") for t in tokens):
-            cells += split_row(" ".join(tokens))
-        elif len(groups) == 1:
-            cells += split_row(" ".join(tokens))
-        else:
-            cells.append(" ".join(tokens))
+    cells = [cell for n, group in enumerate(groups) for cell in _group_cells(group, len(groups) == 1, n == 0)]
     row.cells = render_table([cells])[0].split(" | ") if cells else []
     last = row.cells[-1] if row.cells else ""
     figures = [c for c in row.cells if _figure(c.lstrip("$€£").rstrip("%"))]
     row.years = bool(figures) and all(_YEAR.fullmatch(c) for c in figures)
-    row.data = len(row.cells) >= 2 and _figure(last.lstrip("$€£").rstrip("%")) and not row.years
-    row.last_x1 = row.words[-1].x1
+    row.figures = len(figures)
+    # ending on a figure, or figures followed by a column of text ("(9) | Interest expense")
+    ends_on_figure = _figure(last.lstrip("$€£").rstrip("%")) or (len(figures) >= 2 and len(groups) >= 3)
+    row.data = len(row.cells) >= 2 and ends_on_figure and not row.years
+    end = next((w for w in reversed(row.words) if _figure(w.text.lstrip("$€£").rstrip("%"))), row.words[-1])
+    row.last_x1 = _edge(end)
+
+
+def _edge(word: _Word) -> float:
+    """A figure's right edge: a closing parenthesis or "%" hangs past the column (about a character each)."""
+    if word.edge is not None:
+        return word.edge
+    hanging = len(word.text) - len(word.text.rstrip(")%"))
+    return word.x1 - hanging * (word.x1 - word.x0) / len(word.text)
 
 
 def _is_prose(row: _Row) -> bool:
@@ -209,22 +245,31 @@ def _is_prose(row: _Row) -> bool:
     return not row.data and (len(text) > _PROSE_CHARS or (text.endswith(".") and len(text.split()) > _LABEL_WORDS))
 
 
-def _column(rows: list[_Row]) -> float | None:
-    """The right edge most data rows end at (their last column of figures), when at least two share it."""
-    ends = np.sort([r.last_x1 for r in rows if r.data])
-    within = np.searchsorted(ends, ends + 2 * ALIGN, side="right") - np.arange(len(ends))  # O(n log n)
-    best = int(np.argmax(within))
-    count, edge = int(within[best]), float(ends[best] + ALIGN)  # the middle of the fullest window
-    return edge if count >= max(MIN_DATA_ROWS, 0.5 * len(ends)) else None
+def _aligned(rows: list[_Row], heading: _Row | None) -> list[bool]:
+    """Which rows are data rows whose last figure ends on a column edge that another data row shares, or
+    that have a figure under each year of the row of years above them (`heading`)."""
+    ends = np.sort([r.last_x1 for r in rows if r.data])   # sorted: O(n log n) however many rows
+    out = []
+    for row in rows:
+        if not row.data:
+            out.append(False)
+            continue
+        near = np.searchsorted(ends, row.last_x1 + ALIGN, side="right") - np.searchsorted(ends, row.last_x1 - ALIGN)
+        out.append(bool(near >= 2) or (heading is not None and row.figures == heading.figures))
+    return out
 
 
 def _trimmed(rows: list[_Row], first: int, end: int) -> tuple[int, int] | None:
-    """The run without data rows at its ends that miss its column of figures ("Years ended December 31")."""
-    edge = _column(rows[first:end])
-    if edge is None:
+    """The run without the data rows at its ends that miss every column ("Years ended December 31"), if it
+    is a table: at least `MIN_DATA_ROWS` aligned rows (one under a row of years), half its data rows."""
+    heading = rows[first - 1] if first and rows[first - 1].years else None
+    aligned = _aligned(rows[first:end], heading)
+    data = sum(r.data for r in rows[first:end])
+    count = sum(aligned)
+    if count < (1 if heading else MIN_DATA_ROWS) or count < 0.5 * data:
         return None
-    aligned = [i for i in range(first, end) if rows[i].data and abs(rows[i].last_x1 - edge) <= ALIGN]
-    return aligned[0], aligned[-1] + 1
+    at = [first + n for n, ok in enumerate(aligned) if ok]
+    return at[0], at[-1] + 1
 
 
 def _runs(rows: list[_Row]) -> list[tuple[int, int]]:
@@ -246,13 +291,7 @@ def _runs(rows: list[_Row]) -> list[tuple[int, int]]:
             last = index
     if first is not None:
         runs.append((first, last + 1))
-    out = []
-    for first, end in runs:
-        if sum(r.data for r in rows[first:end]) >= MIN_DATA_ROWS:
-            trimmed = _trimmed(rows, first, end)
-            if trimmed is not None:
-                out.append(trimmed)
-    return out
+    return [trimmed for first, end in runs if (trimmed := _trimmed(rows, first, end)) is not None]
 
 
 def _header(rows: list[_Row], first: int, floor: int) -> int:
