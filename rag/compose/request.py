@@ -12,7 +12,7 @@ A request's `filter` is ANDed with the RAG's own (a request narrows, never widen
 `SINK_KEY` (a list the aggregate step appends to).
 
 Example:
-    >>> from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
+    >>> from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
     >>> request_settings(RetrievalSettings(), {"configurable": {"k": 5, "filter": {"year": 2024}}}).k
     5
     >>> sorted(spec.id for spec in CONFIG_SPECS)
@@ -29,7 +29,7 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters, validate_filter
-from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
+from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 
 __all__ = ["BUILD_KEY", "CONFIG_SPECS", "OVERRIDES_KEY", "REQUEST_FIELDS", "REQUEST_KEY", "SINK_KEY",
            "configurable", "plain_search_kwargs", "request_settings"]

@@ -1,7 +1,7 @@
 """`RetrievalSettings`: the options of the retrieval pipeline (`rag.retrieve`, a `RAG`'s `retrieval`).
 
 `RetrievalSettings()` is the recommended pipeline: what `RAG(resources=...).chain()`, `rag.retrieve`,
-`airag`, chat, `rag ask`, configs and `rag serve` run unless told otherwise (see `rag.core.defaults`
+`airag`, chat, `rag ask`, configs and `rag serve` run unless told otherwise (see `rag.compose.defaults`
 for why each default was chosen).
 
 Vocabulary: `k` is the number of chunks in the context (with a budget: at most that many);
