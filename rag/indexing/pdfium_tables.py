@@ -227,7 +227,8 @@ def _cells(row: _Row) -> None:
     row.figures = len(figures)
     # ending on a figure, or figures followed by a column of text ("(9) | Interest expense")
     ends_on_figure = _figure(last.lstrip("$€£").rstrip("%")) or (len(figures) >= 2 and len(groups) >= 3)
-    row.data = len(row.cells) >= 2 and ends_on_figure and not row.years
+    # a line of prose ending on a figure ("... decreased | $24") is not a row: labels are short
+    row.data = len(row.cells) >= 2 and ends_on_figure and not row.years and len(row.cells[0]) <= _PROSE_CHARS
     end = next((w for w in reversed(row.words) if _figure(w.text.lstrip("$€£").rstrip("%"))), row.words[-1])
     row.last_x1 = _edge(end)
 
@@ -299,7 +300,7 @@ def _header(rows: list[_Row], first: int, floor: int) -> int:
     start = first
     while start > floor and first - start < _MAX_HEADER_LINES:
         text = rows[start - 1].text
-        if len(text) > _MAX_HEADER_CHARS or text.endswith("."):
+        if len(text) > _MAX_HEADER_CHARS or text.rstrip("\"”’)").endswith("."):   # a sentence, quoted or not
             break
         start -= 1
     return start
