@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import logging
 import time
-from itertools import islice
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import logging
 import re
-from bisect import bisect_right
 import time
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
