@@ -1,10 +1,11 @@
-"""Tables in PDFs: find them cheaply, read them with pdfplumber, keep each one whole as chunks.
+"""Tables in PDFs: find them cheaply, read them (with pdfplumber here; by default from pypdfium2's character
+boxes, `rag.indexing.pdfium_tables`), keep each one whole as chunks.
 
 pypdfium2 reads a page in about 5 ms and prints a table row per line ("Net sales $ 34,229 $
 35,355"), but the chunker would cut a long table anywhere and a reader of one chunk would not know
 which table, which columns. pdfplumber finds tables from the page's ruling lines and cell
 backgrounds and reads them cell by cell, but it re-parses the page with pdfminer.six (about
-0.25-1 s a page). So a page goes to pdfplumber only when its pypdfium2 text looks tabular
+0.25-1 s a page). So a page goes to a table finder only when its pypdfium2 text looks tabular
 (`looks_tabular`): at least `MIN_NUMERIC_ROWS` lines that read like table rows (two or more
 figures or dashes, ending on one), making at least `MIN_NUMERIC_SHARE` of its lines. A line of
 prose rarely ends on a figure, so prose pages, even with many figures, seldom qualify. On the
