@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rag.base.errors import ConfigError
 from rag.indexing.loaders import LoadLimits, load_file
-from rag.indexing.pdfium_tables import page_tables
+from rag.indexing.pdfium_tables import find_tables_pdfium, page_tables
 from rag.testing.financebench import pdf_bytes
 from rag.testing.hostile_files import inflating_pdf
 
@@ -162,3 +162,13 @@ def test_huge_pages_stay_bounded_when_the_limits_let_them_through(tmp_path):
     write_placed_pdf(tmp_path / "wide.pdf", [wide])
     docs = load_file(tmp_path / "wide.pdf", limits=limits)
     assert sum(d.page_content.count(",") for d in docs) == 40 * 199
+
+
+def test_find_tables_pdfium_keeps_find_tables_contract(tmp_path):
+    rows = [["Revenue", "1,200", "1,100"], ["Cost of revenue", "700", "650"], ["Gross profit", "500", "450"]]
+    write_placed_pdf(tmp_path / "t.pdf", [table_items(rows, columns=(330, 420)), [(40, 700, "No table here.")]])
+    pdf = pdfium.PdfDocument(str(tmp_path / "t.pdf"))
+    found, unread = find_tables_pdfium(pdf, [0, 1])
+    assert list(found) == [0] and unread == []
+    assert found[0][0].lines == ["Revenue | 1,200 | 1,100", "Cost of revenue | 700 | 650", "Gross profit | 500 | 450"]
+    assert find_tables_pdfium(pdf, [0, 1], deadline=0.0) == ({}, [0, 1])   # a spent budget: every page unread
