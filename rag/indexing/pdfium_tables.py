@@ -144,7 +144,8 @@ def _words(textpage: Any, text: str | None = None) -> tuple[list[_Word], list[tu
     spans: list[tuple[int, int]] = []
     for match in _RUN.finditer(text):
         start, end = match.span()
-        first, last = box(start), box(end - 1)
+        first = box(start)
+        last = box(end - 1) if end - start > 1 else first
         height = max(first[3] - first[2], last[3] - last[2])
         if abs(first[2] + first[3] - last[2] - last[3]) / 2 >= 0.3 * height or last[1] < first[0]:
             _cut_lines(text, start, end, box, words, spans)
@@ -356,7 +357,7 @@ def page_segments_pdfium(textpage: Any, height: float, text: str | None = None) 
         known[start:end] = True
     last = np.maximum.accumulate(np.where(known, np.arange(len(known)), -1))
     owner = np.where(last >= 0, owner[np.maximum(last, 0)], -1)
-    return owned_segments(textpage, owner.tolist(), tables)
+    return owned_segments(textpage, owner, tables)
 
 
 def find_tables_pdfium(pdf: Any, pages: Sequence[int], *,

@@ -284,7 +284,7 @@ def find_tables(path: str | Path, pages: Sequence[int], *,
 
 
 def _digits(text: str) -> int:
-    return sum(ch.isdigit() for ch in text)
+    return sum(map(text.count, "0123456789"))
 
 
 def page_segments(textpage: Any, height: float, tables: Sequence[PageTable]) -> list[str | PageTable]:
@@ -314,12 +314,10 @@ def owned_segments(textpage: Any, owner: Sequence[int], tables: Sequence[PageTab
     See `page_segments`: when the characters taken out do not hold about the tables' digits, the
     page text is kept whole and the tables are appended.
     """
-    runs: list[tuple[int, int, int]] = []  # (owner, first char, count)
-    for index, who in enumerate(owner):
-        if runs and runs[-1][0] == who:
-            runs[-1] = (who, runs[-1][1], runs[-1][2] + 1)
-        else:
-            runs.append((who, index, 1))
+    owners = np.asarray(owner, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.r_[starts, len(owners)])
+    runs = list(zip(owners[starts].tolist(), starts.tolist(), counts.tolist(), strict=True))  # (owner, first, count)
     removed = sum(_digits(textpage.get_text_range(first, count)) for who, first, count in runs if who >= 0)
     expected = sum(_digits("\n".join(t.lines)) for t in tables)
     if not expected or abs(removed - expected) > 0.2 * expected:
