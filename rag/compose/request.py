@@ -29,6 +29,7 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters, validate_filter
+from rag.base.portable import check_k
 from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 
 __all__ = ["BUILD_KEY", "CONFIG_SPECS", "OVERRIDES_KEY", "REQUEST_FIELDS", "REQUEST_KEY", "SINK_KEY",
@@ -94,10 +95,7 @@ def plain_search_kwargs(config: RunnableConfig | None) -> dict[str, Any]:
                  **{key: values[key] for key in ("k", "filter") if values.get(key) is not None}}
     out: dict[str, Any] = {}
     if overrides.get("k") is not None:
-        k = overrides["k"]
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        out["k"] = k
+        out["k"] = check_k(overrides["k"])
     if overrides.get("filter") is not None:
         out["filter"] = validate_filter(overrides["filter"])
     return out

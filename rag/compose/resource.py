@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rag.base.errors import ConfigError, from_validation
 from rag.base.filters import and_filters, chroma_where_from_canonical, validate_filter
+from rag.base.portable import check_k
 from rag.base.text import terminal_safe
 from rag.base.tracing import set_run_attributes
 from rag.compose.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
@@ -72,8 +73,8 @@ def validate_search_kwargs(search_kwargs: Mapping[str, Any] | None, *, where: st
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {', '.join(SEARCH_KWARGS)}")
     for key in ("max_chunks", "k", "fetch_k"):
-        if key in out and (isinstance(out[key], bool) or not isinstance(out[key], int) or out[key] < 1):
-            raise ConfigError(f"{where}.{key} must be a positive integer, got {out[key]!r}")
+        if key in out:
+            out[key] = check_k(out[key], name=f"{where}.{key}")
     if "max_chunks" in out:
         cap = out.pop("max_chunks")
         if out.get("k", cap) != cap:

@@ -16,21 +16,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from numbers import Real
+from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
-from pydantic import ConfigDict
 
-from rag.base.errors import ConfigError
-from rag.base.filters import and_filters, validate_filter
-from rag.base.portable import PortableRetriever
-
-if TYPE_CHECKING:
-    pass
+from rag.base.portable import PortableRetriever, Scored
 
 __all__ = ["RAGRetriever"]
 
@@ -40,32 +31,30 @@ class RAGRetriever(PortableRetriever):
 
     Attributes:
         rag: the RAG whose `resources_retrieval_chain` is used (subclass overrides included).
-        k: documents in the context; None keeps the RAG's.
-        filter: a portable filter applied to every resource (ANDed with the RAG's own).
+        k: documents in the context; None keeps the RAG's (a call's `k=` wins, checked by `PortableRetriever`).
+        filter: a portable filter applied to every resource (ANDed with a call's and the RAG's own).
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
 
     rag: Any  # a RAG (typed loosely: the RAG module builds this retriever)
     k: int | None = None
-    filter: dict[str, Any] | None = None
 
-    def _settings(self, k: int | None, flt: dict[str, Any] | None) -> tuple[dict[str, Any], int | None]:
-        k = k if k is not None else self.k
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        flt = and_filters(validate_filter(self.filter), validate_filter(flt))
-        return {"configurable": {key: value for key, value in (("k", k), ("filter", flt)) if value}}, k
+    def _config(self, k: int | None, flt: dict[str, Any] | None, callbacks: Any) -> dict[str, Any]:
+        settings = {key: value for key, value in (("k", k), ("filter", flt)) if value}
+        return {"configurable": settings, "callbacks": callbacks}
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None) -> list[Document]:
-        config, k = self._settings(k, filter)
-        docs = self.rag.resources_retrieval_chain.invoke(query, {**config, "callbacks": run_manager.get_child()})
-        return docs[:k] if k else docs
+    def _search(self, query: str, *, k: int | None, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
+        docs = self.rag.resources_retrieval_chain.invoke(query, self._config(k, filter, run_manager.get_child()))
+        return _with_scores(docs[:k] if k else docs)
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None) -> list[Document]:
-        config, k = self._settings(k, filter)
-        docs = await self.rag.resources_retrieval_chain.ainvoke(query, {**config, "callbacks": run_manager.get_child()})
-        return docs[:k] if k else docs
+    async def _asearch(self, query: str, *, k: int | None, filter: dict[str, Any] | None,
+                       run_manager: Any) -> Scored:
+        docs = await self.rag.resources_retrieval_chain.ainvoke(query, self._config(k, filter,
+                                                                                    run_manager.get_child()))
+        return _with_scores(docs[:k] if k else docs)
+
+
+def _with_scores(docs: list[Document]) -> Scored:
+    # the chain's documents carry their fused score already (None: an RSE segment's own, kept as is)
+    scores = [doc.metadata.get("score") for doc in docs]
+    return [(doc, score if isinstance(score, Real) and not isinstance(score, bool) else None)
+            for doc, score in zip(docs, scores, strict=True)]
