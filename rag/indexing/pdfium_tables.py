@@ -1,17 +1,18 @@
 """Tables of PDF pages from pypdfium2's own character boxes: rows by baseline, cells by gaps, figures on the right.
 
 pdfplumber re-parses a page with pdfminer.six (0.25-1 s a page); pypdfium2 has already parsed it,
-and reading its character boxes costs about 1-2 ms a page. This finder works on those boxes
+and reading its character boxes costs a few milliseconds a page. This finder works on those boxes
 alone (a "stream" table finder, as financial statements are drawn: rows of a label and figures,
 columns aligned by their right edges, rarely ruled):
 
 1. **Words**: runs of characters between the spaces and line breaks of pdfium's text (pdfium adds
-   them where glyphs leave a gap or a line), boxed from their first and last character.
+   them where glyphs leave a gap or a line), boxed from their first and last character's loose box
+   (the font's ascent and descent: one height for a whole line, commas and "p" included).
 2. **Rows**: words grouped by the vertical centre of their line (baseline clustering), left to right.
-3. **Cells**: a row is cut where the gap between words is wider than `CELL_GAP` times its
-   character height; a cell of figures holds one cell per figure (a lone "$" or "%" joins its
-   figure, see `rag.indexing.tables.render_table`); a row printed as one run ("Segment 3 1,234 567")
-   is split into its label and trailing figures (`split_row`).
+3. **Cells**: a row is cut where the gap between words is wider than `CELL_GAP` line heights; a
+   group of figures gives one cell per figure (a lone "$" joins its figure, see
+   `rag.indexing.tables.render_table`, and a "%" or ")" printed apart too); a row printed as one
+   run ("Segment 3 1,234 567") is split into its label and trailing figures (`split_row`).
 4. **Tables**: a data row has two cells or more and ends on a figure or a dash (or on a column
    of text after figures: "(9) | Interest expense"). A table is a run of data rows, not broken
    by a sentence, a long line of text, a row of years ("2022 2021 2020": a column header, which
@@ -24,7 +25,8 @@ columns aligned by their right edges, rarely ruled):
    the labels among them its caption, as `rag.indexing.tables` does for pdfplumber's tables.
 
 The result is `rag.indexing.tables.PageTable`s in pdfplumber's coordinates (points from the page's
-top-left), so `page_segments` takes the same characters out of the page text.
+top-left); `page_segments_pdfium` also says which characters each table holds, so the page text
+is cut without a second pass (`rag.indexing.tables.owned_segments`).
 
 Example:
     >>> import pypdfium2 as pdfium                                    # doctest: +SKIP
