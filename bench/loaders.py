@@ -13,8 +13,10 @@ Three parts, each run on its own (`python bench/loaders.py PART ...`):
 - `limits DIR`: time (imports excluded) and peak memory (a child process each) of the inflating PDF
   (`rag.testing.hostile_files.inflating_pdf`, 40,000 rows, ~3.6 KB) read by `load_file`, and of a
   5 MB and a 50 MB text file (distinct paragraphs) indexed by `rag index --embedding fake`.
-- `tables --pages N`: `load_file` pages/s on a sample of FinanceBench filings with the default
-  table detection and with `tables=False` (see `bench/pdf_tables.py` for the full run).
+- `tables --files N [--modes none,pdfium,pdfplumber]`: `load_file` time (wall and CPU) on a sample
+  of FinanceBench filings without tables (`tables=False`), with the default pypdfium2 table finder
+  and with pdfplumber, in one process; the tables each finds, and the share of pdfplumber's table
+  rows the pypdfium2 finder prints the same (see `bench/pdf_tables.py` for the full run).
 
 Usage:
     python bench/loaders.py html sphinx=/usr/share/doc/sphinx-doc/html \
@@ -167,20 +169,56 @@ def limits(folder: Path) -> dict:
     return out
 
 
-def tables(files: int, data: str | None) -> dict:
+def _table_rows(docs: list) -> set[tuple[str, int, str]]:
+    """(source, page, row) of every table row with cells (" | ") the loader made."""
+    return {(str(d.metadata["source"]), int(d.metadata["page"]), line) for d in docs
+            if d.metadata.get("chunk_type") == "table" for line in d.page_content.splitlines() if " | " in line}
+
+
+def tables(files: int, data: str | None, modes: list[str], repeat: int = 3) -> dict:
+    """Time (wall and CPU) of `load_file` on a sample of filings per table mode, in one process, one mode after another.
+
+    Modes: "none" (`tables=False`), "pdfium" (the default), "pdfplumber". The files are read once
+    untimed first; then the modes run in turn `repeat` times (pdfplumber once), and each mode's least
+    wall time and least CPU time over the rounds are kept (the least disturbed by other work). Also printed: tables found, pages with tables, and how many of
+    pdfplumber's table rows the pdfium finder prints the same.
+    """
     from rag.evaluation.financebench import resolve_data_dir
 
     pdfs = sorted((resolve_data_dir(data) / "pdfs").glob("*.pdf"))
     sample = pdfs[::max(1, len(pdfs) // files)][:files]
-    out = {"filings": [p.stem for p in sample]}
-    for label, tables_on in (("without_tables", False), ("with_tables", True)):
-        start = time.perf_counter()
-        pages = sum(len({d.metadata["page"] for d in load_file(p, tables=tables_on)}) for p in sample)
-        seconds = time.perf_counter() - start
-        out[label] = {"pages": pages, "seconds": round(seconds, 1), "pages_per_s": round(pages / seconds, 1)}
-        print(json.dumps({label: out[label]}), flush=True)
-    out["ratio"] = round(out["with_tables"]["seconds"] / out["without_tables"]["seconds"], 2)
-    print(json.dumps({"with/without": out["ratio"]}), flush=True)
+    out: dict = {"filings": [p.stem for p in sample], "load_average": os.getloadavg()[0], "repeat": repeat}
+    for p in sample:   # once untimed: the files in the page cache, the imports done
+        load_file(p, tables=False)
+    rows = {}
+    settings = {"none": False, "pdfium": "pdfium", "pdfplumber": "pdfplumber"}
+    times: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    for round_ in range(repeat):   # modes interleaved; the least wall and CPU time of the rounds (pdfplumber: one)
+        for mode in modes:
+            if mode == "pdfplumber" and round_:
+                continue
+            start, cpu = time.perf_counter(), time.process_time()
+            docs = [d for p in sample for d in load_file(p, tables=settings[mode])]
+            times[mode].append((time.perf_counter() - start, time.process_time() - cpu))
+            seconds, cpu = min(t[0] for t in times[mode]), min(t[1] for t in times[mode])
+            pages = len({(d.metadata["source"], d.metadata["page"]) for d in docs})
+            found = [d for d in docs if d.metadata.get("chunk_type") == "table"]
+            rows[mode] = _table_rows(docs)
+            out[mode] = {"pages": pages, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+                         "pages_per_s": round(pages / seconds, 1), "tables": len(found),
+                         "pages_with_tables": len({(d.metadata["source"], d.metadata["page"]) for d in found}),
+                         "table_rows": len(rows[mode]), "rounds": [[round(w, 2), round(c, 2)] for w, c in times[mode]]}
+            print(json.dumps({mode: out[mode]}), flush=True)
+    if "none" in out:
+        for mode in set(modes) - {"none"}:
+            out[f"ratio_{mode}"] = round(out[mode]["seconds"] / out["none"]["seconds"], 2)
+            out[f"cpu_ratio_{mode}"] = round(out[mode]["cpu_seconds"] / out["none"]["cpu_seconds"], 2)
+    if "pdfium" in rows and "pdfplumber" in rows:
+        same = len(rows["pdfium"] & rows["pdfplumber"])
+        out["pdfplumber_rows_also_in_pdfium"] = round(same / max(len(rows["pdfplumber"]), 1), 3)
+        out["pdfium_rows_also_in_pdfplumber"] = round(same / max(len(rows["pdfium"]), 1), 3)
+    out["load_average_after"] = os.getloadavg()[0]
+    print(json.dumps({k: v for k, v in out.items() if k not in modes and k != "filings"}), flush=True)
     return out
 
 
@@ -197,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     tab = sub.add_parser("tables")
     tab.add_argument("--files", type=int, default=4)
     tab.add_argument("--data", default=None)
+    tab.add_argument("--repeat", type=int, default=3, help="rounds of the fast modes (the least times are kept)")
+    tab.add_argument("--modes", default="none,pdfium,pdfplumber",
+                     help="comma-separated: none (tables=False), pdfium (the default), pdfplumber")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     results: dict = {}
@@ -210,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.part == "limits":
         results = limits(Path(args.folder))
     else:
-        results = tables(args.files, args.data)
+        results = tables(args.files, args.data, args.modes.split(","), args.repeat)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

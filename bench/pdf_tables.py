@@ -1,10 +1,10 @@
 """The cost of PDF table detection: `load_file` pages/s with and without it, on FinanceBench's filings.
 
 `load_file(path, tables=False)` reads every page with pypdfium2 only (and the bench counts the pages
-`looks_tabular` would send on). `load_file(path)` (the
-default) also sends the pages whose text looks tabular (`rag.indexing.tables.looks_tabular`) to
-pdfplumber, which re-parses them with pdfminer.six, and cuts those pages into text and table
-documents. Both runs are timed per file, in the same process; the figures printed are pages/s,
+`looks_tabular` would send on). `load_file(path, tables=FINDER)` (`--finder`, default "pdfium", the
+default of `load_file`) also reads the tables of the pages whose text looks tabular
+(`rag.indexing.tables.looks_tabular`): from pypdfium2's character boxes, or with pdfplumber, which
+re-parses them with pdfminer.six; those pages are cut into text and table documents. Both runs are timed per file, in the same process; the figures printed are pages/s,
 how many pages went to pdfplumber, and the tables found (and the table chunks `TokenChunker`
 makes of them).
 
@@ -38,9 +38,9 @@ def _plain(path: Path) -> dict[str, float]:
             "sent": sum(looks_tabular(d.page_content) for d in docs)}
 
 
-def _with_tables(path: Path, chunker: TokenChunker) -> dict[str, float]:
+def _with_tables(path: Path, chunker: TokenChunker, finder: str = "pdfium") -> dict[str, float]:
     start, cpu = time.perf_counter(), time.process_time()
-    docs = load_file(path)
+    docs = load_file(path, tables=finder)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     tables = [d for d in docs if d.metadata.get("chunk_type") == "table"]
     chunks = chunker.split_documents(docs)
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=1,
                         help="time table detection on every N-th filing only (pypdfium2 and the page count run on all)")
     parser.add_argument("--json", default=None, help="also write the per-file figures here")
+    parser.add_argument("--finder", default="pdfium", choices=["pdfium", "pdfplumber"], help="the table finder")
     args = parser.parse_args(argv)
     pdfs = sorted((resolve_data_dir(args.data) / "pdfs").glob("*.pdf"))[:args.files]
     if not pdfs:
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         rows[path.name] = row = _plain(path)
         line = f"{path.name:45s} {row['pages']:4d} pages  sent {row['sent']:4d}  {row['pages'] / row['plain_seconds']:7.1f}"
         if number % args.every == 0:
-            row.update(_with_tables(path, chunker))
+            row.update(_with_tables(path, chunker, args.finder))
             line += f" -> {row['pages'] / row['table_seconds']:6.1f} pages/s  tables {row['tables']:4d}"
         print(line + " pages/s" * (number % args.every != 0), flush=True)
     every = _total(list(rows.values()))
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows)} filings, {every['pages']:,} pages with text; wall-clock (CPU time) rates")
     print(f"without table detection: {every['pages'] / every['plain_seconds']:,.1f} pages/s "
           f"({every['pages'] / every['plain_cpu']:,.1f}); {every['plain_seconds']:,.0f} s")
-    print(f"pages sent to pdfplumber: {every['sent']:,} ({every['sent'] / every['pages']:.0%})")
+    print(f"pages sent to the table finder ({args.finder}): {every['sent']:,} ({every['sent'] / every['pages']:.0%})")
     per_sent = {kind: (sample[f"table_{kind}"] - sample[f"plain_{kind}"]) / max(sample["sent"], 1)
                 for kind in ("seconds", "cpu")}
     print(f"with table detection, measured on {len(timed)} filings ({sample['pages']:,} pages, {sample['sent']:,} sent): "

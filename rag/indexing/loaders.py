@@ -112,7 +112,7 @@ class LoadReport:
         self.notes += other.notes
 
 
-def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: bool = True,
+def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: bool | str = True,
               limits: LoadLimits | None = None, notes: list[str] | None = None) -> list[Document]:
     """Load one file into Documents (one per PDF page with text, one for other formats).
 
@@ -122,8 +122,9 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
             (`rag.indexing.formats`); rst titles become `#` headings, images and PDF pages without
             text are read by OCR (`rag.indexing.pdf`).
         max_bytes: larger files are refused without being read.
-        tables: read the tables of PDF pages that look tabular with pdfplumber, as documents of
-            their own (`chunk_type="table"`, see `rag.indexing.tables`); False keeps pages as text.
+        tables: read the tables of PDF pages that look tabular as documents of their own
+            (`chunk_type="table"`, see `rag.indexing.tables`): True or "pdfium" with pypdfium2's
+            character boxes, "pdfplumber" with pdfplumber; False keeps pages as text.
         limits: the per-file cost limits and OCR settings (default `LoadLimits(tables=tables)`).
         notes: receives one line per part of the file read more cheaply or left out (a limit hit,
             pages without text and no OCR engine).

@@ -5,7 +5,9 @@ A PDF is read with pypdfium2, one `Document` per page with a zero-based `page` (
 a second). Then:
 
 - a page whose text looks tabular (`rag.indexing.tables.looks_tabular`, a scan of its lines) goes
-  to pdfplumber for its tables, unless it holds more than `LoadLimits.table_max_chars` characters
+  to the table finder: by default pypdfium2's own character boxes (`rag.indexing.pdfium_tables`,
+  a few milliseconds a page), or pdfplumber with `tables="pdfplumber"` (`rag.indexing.tables`,
+  0.25-1 s a page); unless it holds more than `LoadLimits.table_max_chars` characters
   or `table_max_objects` drawing objects (pdfplumber's time and memory grow with them: a 3.7 KB
   PDF whose page inflates to 1 MB of rows took 232 s and 1.7 GB), or the file has already spent
   `table_seconds` in table detection. Such a page is read as text, and the note says why.
@@ -25,8 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +46,17 @@ from rag.indexing.ocr import (
     ocr_image,
     render_page,
 )
+from rag.indexing.pdfium_tables import page_segments_pdfium
 from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
 from rag.indexing.text_safety import clean_text, path_text
 
-__all__ = ["IMAGE_SUFFIXES", "OCR_MIN_CHARS", "LoadLimits", "load_image", "load_pdf"]
+__all__ = ["IMAGE_SUFFIXES", "OCR_MIN_CHARS", "TABLE_FINDERS", "LoadLimits", "load_image", "load_pdf"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
 OCR_MIN_CHARS = 16  # a page with fewer letters and digits (a page number, a stamp) is read by OCR
+#: the values of `LoadLimits.tables`: True is "pdfium", False reads every page as text
+TABLE_FINDERS = ("pdfium", "pdfplumber")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,9 @@ class LoadLimits:
     """What reading one file may cost; what hits a limit is read more cheaply and noted.
 
     Attributes:
-        tables: read tables of pages that look tabular with pdfplumber (False: all pages as text).
+        tables: read tables of pages that look tabular: True or "pdfium" with pypdfium2's character
+            boxes (`rag.indexing.pdfium_tables`), "pdfplumber" with pdfplumber (about 100 times
+            slower), False: all pages as text.
         table_max_chars: a page with more characters is not given to pdfplumber (a dense filing
             page holds 3,000-8,000).
         table_max_objects: likewise for the page's drawing objects (text runs, paths, images).
@@ -70,7 +80,7 @@ class LoadLimits:
         20000
     """
 
-    tables: bool = True
+    tables: bool | str = True
     table_max_chars: int = 20_000
     table_max_objects: int = 20_000
     table_seconds: float = 120.0
@@ -78,7 +88,14 @@ class LoadLimits:
     ocr_dpi: int = DEFAULT_OCR_DPI
     ocr_max_pages: int = 2_000
 
+    @property
+    def table_finder(self) -> str | None:
+        """"pdfium", "pdfplumber", or None (no table detection)."""
+        return "pdfium" if self.tables is True else (self.tables or None)
+
     def __post_init__(self) -> None:
+        if self.tables not in (True, False, *TABLE_FINDERS):
+            raise ConfigError(f"tables={self.tables!r}; valid: True, False, {', '.join(map(repr, TABLE_FINDERS))}")
         for name in ("table_max_chars", "table_max_objects", "ocr_max_pages"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is negative; valid: 0 or more")
@@ -101,39 +118,65 @@ def _open(path: Path) -> Any:
         raise LoaderError(f"{path_text(path)}: cannot open PDF, it is damaged or not a PDF ({exc})") from exc
 
 
-def _read_pages(pdf: Any) -> tuple[list[str], list[int]]:
-    """Each page's text layer and its count of drawing objects."""
+class _PdfiumTables:
+    """The pdfium table finder run while the pages are read: each page's segments, within the limits."""
+
+    def __init__(self, limits: LoadLimits, notes: list[str]) -> None:
+        self.limits, self.notes = limits, notes
+        self.deadline = time.monotonic() + limits.table_seconds
+        self.unread: list[int] = []
+
+    def segments(self, index: int, text: str, objects: int, textpage: Any,
+                 height: float) -> list[str | PageTable] | None:
+        """The page's text and tables in reading order, or None (no table, not tabular, a limit hit)."""
+        if not _wants_tables(index, text, objects, self.limits, self.notes):
+            return None
+        if time.monotonic() > self.deadline:
+            self.unread.append(index)
+            return None
+        try:
+            return page_segments_pdfium(textpage, height, text)
+        except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
+            logger.info("page %d: table detection failed (%s)", index, exc)
+            return None
+
+
+def _read_pages(pdf: Any, finder: _PdfiumTables | None) -> tuple[list[str], list[int], dict[int, list[Any]]]:
+    """Each page's text layer, its count of drawing objects, and the segments of the pages with tables."""
     import pypdfium2.raw as pdfium_c
 
-    texts, objects = [], []
+    texts, objects, segments = [], [], {}
     for index in range(len(pdf)):
         page = pdf[index]
         try:
             textpage = page.get_textpage()
-            texts.append(textpage.get_text_range())
-            textpage.close()
-            objects.append(int(pdfium_c.FPDFPage_CountObjects(page.raw)))
+            try:
+                texts.append(textpage.get_text_range())
+                objects.append(int(pdfium_c.FPDFPage_CountObjects(page.raw)))
+                found = finder and finder.segments(index, texts[-1], objects[-1], textpage, page.get_size()[1])
+                if found:
+                    segments[index] = found
+            finally:
+                textpage.close()
         finally:
             page.close()
-    return texts, objects
+    return texts, objects, segments
 
 
-def _table_pages(texts: list[str], objects: list[int], limits: LoadLimits, notes: list[str]) -> list[int]:
-    """Pages worth a table detector: tabular-looking text within the per-page budget."""
-    pages = []
-    for index, text in enumerate(texts):
-        if not looks_tabular(text):
-            continue
-        if len(text) > limits.table_max_chars or objects[index] > limits.table_max_objects:
-            notes.append(f"page {index + 1}: tables not detected ({len(text):,} characters, {objects[index]:,} "
-                         f"objects; limits {limits.table_max_chars:,} / {limits.table_max_objects:,}); read as text")
-            continue
-        pages.append(index)
-    return pages
+def _wants_tables(index: int, text: str, objects: int, limits: LoadLimits, notes: list[str]) -> bool:
+    """A page worth a table detector: tabular-looking text within the per-page budget (a limit hit is noted)."""
+    if not looks_tabular(text):
+        return False
+    if len(text) > limits.table_max_chars or objects > limits.table_max_objects:
+        notes.append(f"page {index + 1}: tables not detected ({len(text):,} characters, {objects:,} "
+                     f"objects; limits {limits.table_max_chars:,} / {limits.table_max_objects:,}); read as text")
+        return False
+    return True
 
 
 def _needs_ocr(text: str, objects: int) -> bool:
-    return objects > 0 and sum(ch.isalnum() for ch in text) < OCR_MIN_CHARS
+    # counting stops at OCR_MIN_CHARS: a page of text is decided in its first words
+    return objects > 0 and sum(1 for _ in islice(filter(str.isalnum, text), OCR_MIN_CHARS)) < OCR_MIN_CHARS
 
 
 def _ocr_pages(path: Path, pdf: Any, texts: list[str], objects: list[int], limits: LoadLimits,
@@ -177,14 +220,16 @@ def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Docume
     """
     pdf = _open(path)
     try:
-        texts, objects = _read_pages(pdf)
+        finder = _PdfiumTables(limits, notes) if limits.table_finder == "pdfium" else None
+        texts, objects, segments = _read_pages(pdf, finder)
         found: dict[int, list[PageTable]] = {}
-        if limits.tables:
-            pages = _table_pages(texts, objects, limits, notes)
+        unread = finder.unread if finder else []
+        if limits.table_finder == "pdfplumber":
+            pages = [i for i, text in enumerate(texts) if _wants_tables(i, text, objects[i], limits, notes)]
             found, unread = find_tables(path, pages, deadline=time.monotonic() + limits.table_seconds)
-            if unread:
-                notes.append(f"{_pages_text(unread)}: tables not detected (table_seconds={limits.table_seconds:g} "
-                             "spent on this file); read as text")
+        if unread:
+            notes.append(f"{_pages_text(unread)}: tables not detected (table_seconds={limits.table_seconds:g} "
+                         "spent on this file); read as text")
         scanned = _ocr_pages(path, pdf, texts, objects, limits, notes)
         docs = []
         for index, text in enumerate(texts):
@@ -193,15 +238,16 @@ def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Docume
             if index in scanned:
                 text, confidence = scanned[index]
                 meta.update(ocr=True, ocr_engine=ENGINE, ocr_confidence=confidence)
-            docs += _page_documents(pdf, index, text, found.get(index, []), meta)
+            docs += _page_documents(pdf, index, segments.get(index) or [text], found.get(index, []), meta)
         return docs
     finally:
         pdf.close()
 
 
-def _page_documents(pdf: Any, index: int, text: str, tables: list[PageTable], meta: dict[str, Any]) -> list[Document]:
-    """A page's documents: its text, or its text and tables in reading order (`chunk_type="table"`)."""
-    segments: list[str | PageTable] = [text]
+def _page_documents(pdf: Any, index: int, segments: list[str | PageTable], tables: list[PageTable],
+                    meta: dict[str, Any]) -> list[Document]:
+    """A page's documents: its text and tables in reading order (`chunk_type="table"`); `tables` (pdfplumber's)
+    are placed in the page text here."""
     if tables:
         page = pdf[index]
         try:

@@ -1,10 +1,11 @@
-"""Tables in PDFs: find them cheaply, read them with pdfplumber, keep each one whole as chunks.
+"""Tables in PDFs: find them cheaply, read them (with pdfplumber here; by default from pypdfium2's character
+boxes, `rag.indexing.pdfium_tables`), keep each one whole as chunks.
 
 pypdfium2 reads a page in about 5 ms and prints a table row per line ("Net sales $ 34,229 $
 35,355"), but the chunker would cut a long table anywhere and a reader of one chunk would not know
 which table, which columns. pdfplumber finds tables from the page's ruling lines and cell
 backgrounds and reads them cell by cell, but it re-parses the page with pdfminer.six (about
-0.25-1 s a page). So a page goes to pdfplumber only when its pypdfium2 text looks tabular
+0.25-1 s a page). So a page goes to a table finder only when its pypdfium2 text looks tabular
 (`looks_tabular`): at least `MIN_NUMERIC_ROWS` lines that read like table rows (two or more
 figures or dashes, ending on one), making at least `MIN_NUMERIC_SHARE` of its lines. A line of
 prose rarely ends on a figure, so prose pages, even with many figures, seldom qualify. On the
@@ -40,8 +41,8 @@ import numpy as np
 
 from rag.indexing.headings import is_heading_line
 
-__all__ = ["MIN_NUMERIC_ROWS", "MIN_NUMERIC_SHARE", "PageTable", "find_tables", "looks_tabular", "page_segments",
-           "render_table", "split_row", "split_table"]
+__all__ = ["MIN_NUMERIC_ROWS", "MIN_NUMERIC_SHARE", "PageTable", "find_tables", "looks_tabular", "owned_segments",
+           "page_segments", "render_table", "split_row", "split_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -283,7 +284,7 @@ def find_tables(path: str | Path, pages: Sequence[int], *,
 
 
 def _digits(text: str) -> int:
-    return sum(ch.isdigit() for ch in text)
+    return sum(map(text.count, "0123456789"))
 
 
 def page_segments(textpage: Any, height: float, tables: Sequence[PageTable]) -> list[str | PageTable]:
@@ -304,12 +305,19 @@ def page_segments(textpage: Any, height: float, tables: Sequence[PageTable]) -> 
         left, bottom, right, top = textpage.get_charbox(index)
         x, y = (left + right) / 2, height - (top + bottom) / 2
         owner.append(next((n for n, t in enumerate(tables) if t.x0 <= x <= t.x1 and t.top <= y <= t.bottom), -1))
-    runs: list[tuple[int, int, int]] = []  # (owner, first char, count)
-    for index, who in enumerate(owner):
-        if runs and runs[-1][0] == who:
-            runs[-1] = (who, runs[-1][1], runs[-1][2] + 1)
-        else:
-            runs.append((who, index, 1))
+    return owned_segments(textpage, owner, tables)
+
+
+def owned_segments(textpage: Any, owner: Sequence[int], tables: Sequence[PageTable]) -> list[str | PageTable]:
+    """The page's text cut into segments by the table each character belongs to (`owner`, -1: none).
+
+    See `page_segments`: when the characters taken out do not hold about the tables' digits, the
+    page text is kept whole and the tables are appended.
+    """
+    owners = np.asarray(owner, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.r_[starts, len(owners)])
+    runs = list(zip(owners[starts].tolist(), starts.tolist(), counts.tolist(), strict=True))  # (owner, first, count)
     removed = sum(_digits(textpage.get_text_range(first, count)) for who, first, count in runs if who >= 0)
     expected = sum(_digits("\n".join(t.lines)) for t in tables)
     if not expected or abs(removed - expected) > 0.2 * expected:
