@@ -68,7 +68,7 @@ def _chunks(n: int, seed: int = 0) -> tuple[list[Document], PrecomputedEmbedding
 def bench_write(n: int, *, rounds: int = 1) -> None:
     from langchain_chroma import Chroma
 
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
     from rag.indexing.autocontext import AutoContext
     from rag.indexing.chunking import PassthroughChunker, TokenChunker
 
@@ -117,7 +117,7 @@ def bench_write(n: int, *, rounds: int = 1) -> None:
 def bench_unchanged(files: int = 1000) -> None:
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
 
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:

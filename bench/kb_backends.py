@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings  # noqa: E402
 
-from rag.core.defaults import recommended_retrieval  # noqa: E402
-from rag.core.knowledge_base import KnowledgeBase  # noqa: E402
-from rag.core.retrieve import retrieve  # noqa: E402
+from rag.compose.defaults import recommended_retrieval  # noqa: E402
+from rag.compose.knowledge_base import KnowledgeBase  # noqa: E402
+from rag.compose.retrieve import retrieve  # noqa: E402
 from rag.testing.stores import KB_BACKENDS, empty_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -91,9 +91,9 @@ def html_set(spec: str) -> dict:
 
 
 def html_hits(spec: str, questions: list[list[str]], budget: int, store: Path) -> dict:
-    from rag.core.defaults import RECOMMENDED
-    from rag.core.knowledge_base import KnowledgeBase
-    from rag.core.retrieve import retrieve
+    from rag.compose.defaults import RECOMMENDED
+    from rag.compose.knowledge_base import KnowledgeBase
+    from rag.compose.retrieve import retrieve
     from rag.retrieval.budget import CharTokenCounter
 
     name, root, files = _pages(spec)

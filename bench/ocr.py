@@ -36,9 +36,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rag.core.defaults import RECOMMENDED  # noqa: E402
-from rag.core.knowledge_base import KnowledgeBase  # noqa: E402
-from rag.core.retrieve import retrieve  # noqa: E402
+from rag.compose.defaults import RECOMMENDED  # noqa: E402
+from rag.compose.knowledge_base import KnowledgeBase  # noqa: E402
+from rag.compose.retrieve import retrieve  # noqa: E402
 from rag.evaluation.financebench import resolve_data_dir  # noqa: E402
 from rag.indexing.loaders import load_file, path_text  # noqa: E402
 from rag.retrieval.budget import CharTokenCounter  # noqa: E402

@@ -38,7 +38,7 @@ from langchain_core.runnables import (  # noqa: E402
 )
 
 from rag import RAG, Resource, rag_chain_from_docs  # noqa: E402
-from rag.core.retrieval_settings import RetrievalSettings  # noqa: E402
+from rag.compose.retrieval_settings import RetrievalSettings  # noqa: E402
 from rag.generation.prompts import DEFAULT_PROMPT, format_docs  # noqa: E402
 
 

@@ -89,7 +89,7 @@ def synthetic_chunks(n: int, docs: int, seed: int = 0) -> list:
 def build_paths_store(directory: Path, n: int, docs: int):
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from rag.core.resource import new_chroma
+    from rag.compose.resource import new_chroma
     from rag.retrieval.lexical import BM25Index
 
     emb = DeterministicFakeEmbedding(size=DIM)
@@ -132,8 +132,8 @@ def build_partitioned(directory: Path, n: int, docs: int):
 
 
 def bench_partitioned(args: argparse.Namespace) -> list[dict]:
-    from rag.core.resource import Resource
-    from rag.core.retrieve import retrieve
+    from rag.compose.resource import Resource
+    from rag.compose.retrieve import retrieve
     from rag.retrieval.hybrid import HybridRetriever, dense_search
     from rag.retrieval.lexical import BM25Index
 
@@ -158,8 +158,8 @@ def bench_partitioned(args: argparse.Namespace) -> list[dict]:
 
 
 def bench_paths(args: argparse.Namespace) -> list[dict]:
-    from rag.core.resource import Resource
-    from rag.core.retrieve import retrieve
+    from rag.compose.resource import Resource
+    from rag.compose.retrieve import retrieve
     from rag.models.embeddings import default_embeddings
     from rag.retrieval.hybrid import HybridRetriever, dense_search
     from rag.retrieval.rerank import EmbeddingReranker
@@ -224,7 +224,7 @@ def evict_from_page_cache(paths: list[Path]) -> None:
 def bench_dense(args: argparse.Namespace) -> list[dict]:
     """Raw chromadb next to our path on the same store, same precomputed query vectors, k=10."""
     from bench._dense_build import open_store, unit_vectors
-    from rag.core.resource import Resource
+    from rag.compose.resource import Resource
     from rag.retrieval.hybrid import dense_search
 
     store = open_store(args.dir)

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rag.core.defaults import recommended_retrieval  # noqa: E402
-from rag.core.knowledge_base import KnowledgeBase  # noqa: E402
-from rag.core.resource import Resource  # noqa: E402
-from rag.core.retrieve import retrieve  # noqa: E402
+from rag.compose.defaults import recommended_retrieval  # noqa: E402
+from rag.compose.knowledge_base import KnowledgeBase  # noqa: E402
+from rag.compose.resource import Resource  # noqa: E402
+from rag.compose.retrieve import retrieve  # noqa: E402
 from rag.retrieval.routing import DocumentRouter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

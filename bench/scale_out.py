@@ -2,8 +2,9 @@
 
 Indexes the same folder (default: this project's docs/, real all-MiniLM-L6-v2, AutoContext) into a
 fresh knowledge base per configuration and prints, for each: wall seconds, chunks/s,
-embeddings/s, embeddings/s per worker, and the peak resident memory of each Ray worker process
-(sampled every 0.2 s with psutil). Then the fixed and per-file cost of Ray: many tiny files with
+embeddings/s, embeddings/s per worker, embeddings per CPU-second of the embedding actors (what one
+worker does with a core, whatever else shares the machine), and the peak resident memory of each Ray
+worker process (sampled every 0.2 s with psutil). Then the fixed and per-file cost of Ray: many tiny files with
 fake embeddings (where nothing but the framework's work is left), local against Ray.
 
 Ray is started once, before the timed runs (its start-up is printed apart): a sync on a running
@@ -42,6 +43,9 @@ class WorkerMemory:
 
     def __init__(self) -> None:
         self.peaks: dict[int, tuple[str, int]] = {}
+        #: CPU seconds (user + system) last seen per embedding actor process
+        self.actor_cpu: dict[int, float] = {}
+        self._cpu_start: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -64,9 +68,18 @@ class WorkerMemory:
                         rss = proc.memory_info().rss
                         name, peak = self.peaks.get(proc.pid, (title.split()[0], 0))
                         self.peaks[proc.pid] = (name if "MapWorker" in name else title.split()[0], max(peak, rss))
+                        if "EmbedChunks" in self.peaks[proc.pid][0]:
+                            # from the first sight of the process as an actor: Ray may reuse a pooled worker
+                            times = proc.cpu_times()
+                            self._cpu_start.setdefault(proc.pid, times.user + times.system)
+                            self.actor_cpu[proc.pid] = times.user + times.system - self._cpu_start[proc.pid]
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
             self._stop.wait(0.2)
+
+    def actor_cpu_seconds(self) -> float:
+        """CPU seconds the embedding actors used (sampled every 0.2 s: the last 0.2 s of each may be missed)."""
+        return sum(self.actor_cpu.values())
 
     def summary(self) -> dict[str, float]:
         """Peak MiB by kind of worker (the largest process of each kind)."""
@@ -81,7 +94,7 @@ _TABLES = iter(range(1_000_000))
 
 
 def _index(folder: Path, executor: Any, embedding: Any, limit: int | None, pg_url: str | None = None) -> dict[str, Any]:
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
     from rag.stores import pgvector
 
     files = sorted(p for p in folder.rglob("*") if p.is_file())[:limit] if limit else [str(folder)]
@@ -97,7 +110,7 @@ def _index(folder: Path, executor: Any, embedding: Any, limit: int | None, pg_ur
         kb.close()
     return {"seconds": seconds, "files": len(report.added), "chunks": chunks, "embedded": report.embedded,
             "chunks_per_s": chunks / seconds, "embeddings_per_s": report.embedded / seconds,
-            "memory_mib": memory.summary()}
+            "memory_mib": memory.summary(), "actor_cpu_s": memory.actor_cpu_seconds()}
 
 
 def _tiny_corpus(folder: Path, n: int) -> Path:
@@ -175,14 +188,16 @@ def _print(best: dict[str, dict[str, Any]], overhead: dict[str, Any], args: argp
     print(f"\n{args.folder} ({local['files']} files, {local['chunks']} chunks) into {args.store}"
           f"{' (fake embeddings)' if args.fake else ''}, {cpus} CPUs, load average "
           f"{load[0]:.1f} before and {os.getloadavg()[0]:.1f} after; ray.init {ray_start:.1f} s (not counted)")
-    print("| executor | wall s | chunks/s | embeddings/s | embeddings/s per worker | vs local | peak MiB per worker |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("| executor | wall s | chunks/s | embeddings/s | embeddings/s per worker | embeddings per actor CPU-s "
+          "| vs local | peak MiB per worker |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for name, run in best.items():
         workers = 1 if name == "local" else int(name.split(", ")[1].split()[0])
         memory = ", ".join(f"{kind} {mib:.0f}" for kind, mib in sorted(run["memory_mib"].items())) or "-"
         memory = "-" if name == "local" else memory   # (Ray's idle workers, not the local run's)
         print(f"| {name} | {run['seconds']:.1f} | {run['chunks_per_s']:.1f} | {run['embeddings_per_s']:.1f} | "
-              f"{run['embeddings_per_s'] / workers:.1f} | {local['seconds'] / run['seconds']:.2f}x | {memory} |")
+              f"{run['embeddings_per_s'] / workers:.1f} | {_per_cpu(run)} | {local['seconds'] / run['seconds']:.2f}x | "
+              f"{memory} |")
     if overhead:
         n = overhead["local"]["files"]
         fixed = overhead["ray_1"]["seconds"] - overhead["local_1"]["seconds"]
@@ -191,6 +206,12 @@ def _print(best: dict[str, dict[str, Any]], overhead: dict[str, Any], args: argp
               f"{overhead['ray']['seconds']:.2f} s ({per_file * 1000:.1f} ms more per file); one file local "
               f"{overhead['local_1']['seconds']:.2f} s, Ray {overhead['ray_1']['seconds']:.2f} s "
               f"({fixed:.1f} s fixed cost per sync)")
+
+
+def _per_cpu(run: dict[str, Any]) -> str:
+    """Embeddings per CPU-second of the embedding actors: what one worker does with a core, whatever else runs."""
+    cpu = run.get("actor_cpu_s") or 0.0
+    return f"{run['embedded'] / cpu:.1f}" if cpu > 0 else "-"
 
 
 if __name__ == "__main__":

@@ -18,23 +18,23 @@ from typing import TYPE_CHECKING, Any
 from rag.base.errors import ConfigError, FilterError, InputError, RagError, StoreError
 
 if TYPE_CHECKING:  # for type checkers; at run time `__getattr__` imports them on first access
-    from rag.core.generator import RAG, aggregate_documents  # noqa: F401
-    from rag.core.resource import Resource  # noqa: F401
+    from rag.compose.generator import RAG, aggregate_documents  # noqa: F401
+    from rag.compose.resource import Resource  # noqa: F401
     from rag.generation.rag_with_source import rag_chain_from_docs  # noqa: F401
 
 #: public name -> module that defines it (imported on first access)
 _LAZY = {
-    "RAG": "rag.core.generator",
-    "aggregate_documents": "rag.core.generator",
-    "Resource": "rag.core.resource",
+    "RAG": "rag.compose.generator",
+    "aggregate_documents": "rag.compose.generator",
+    "Resource": "rag.compose.resource",
     "rag_chain_from_docs": "rag.generation.rag_with_source",
     "RAGResult": "rag.base.result",
     "Candidate": "rag.base.result",
     "Segment": "rag.base.result",
-    "RAGRetriever": "rag.core.retriever",
+    "RAGRetriever": "rag.compose.retriever",
     # generation
-    "airag": "rag.core.airag",
-    "generate": "rag.core.airag",
+    "airag": "rag.compose.airag",
+    "generate": "rag.compose.airag",
     "annotate_support": "rag.generation.support",
     "check_citations": "rag.generation.citations",
     "resolve_citations": "rag.generation.citations",
@@ -42,14 +42,14 @@ _LAZY = {
     "answer_checks": "rag.generation.postprocess",
     "pprint": "rag.generation.pretty",
     "to_html": "rag.generation.pretty",
-    "stream_events": "rag.generation.streaming",
-    "ConversationalRAG": "rag.generation.chat",
-    "InMemoryMessageStore": "rag.generation.chat",
+    "stream_events": "rag.compose.streaming",
+    "ConversationalRAG": "rag.compose.chat",
+    "InMemoryMessageStore": "rag.compose.chat",
     "ExtractiveAnswerer": "rag.generation.extractive",
     "register_price": "rag.generation.pricing",
     # indexing
-    "build_index": "rag.core.build",
-    "KnowledgeBase": "rag.core.knowledge_base",
+    "build_index": "rag.compose.build",
+    "KnowledgeBase": "rag.compose.knowledge_base",
     "CachedEmbeddings": "rag.indexing.embedding_cache",
     "load_directory": "rag.indexing.loaders",
     "load_file": "rag.indexing.loaders",
@@ -59,8 +59,8 @@ _LAZY = {
     "KeywordTagger": "rag.indexing.tags",
     "tag_filter": "rag.indexing.tags",
     # retrieval
-    "retrieve": "rag.core.retrieve",
-    "aretrieve": "rag.core.retrieve",
+    "retrieve": "rag.compose.retrieve",
+    "aretrieve": "rag.compose.retrieve",
     "BM25Retriever": "rag.retrieval.lexical",
     "HybridRetriever": "rag.retrieval.hybrid",
     "EmbeddingReranker": "rag.retrieval.rerank",
@@ -72,7 +72,7 @@ _LAZY = {
     "apply_budget": "rag.retrieval.budget",
     "PartitionedChroma": "rag.retrieval.partitioned",
     # configuration
-    "load_config": "rag.core.config",
+    "load_config": "rag.config.rag_config",
     # evaluation
     "build_qa_evals": "rag.evaluation.qa_evals",
     "run_qa_evals": "rag.evaluation.qa_evals",

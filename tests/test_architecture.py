@@ -22,14 +22,32 @@ def test_layers_contract_is_kept():
     assert "Contracts: 1 kept, 0 broken." in run.stdout
 
 
+#: The one declared upward import (pyproject.toml `ignore_imports`): `RAG.from_config`, the seed's method,
+#: builds through the configuration floor and imports it when called.
+ALLOWED_UPWARD = {("rag.compose.generator", "rag.config.rag_config")}
+#: Circles through `if TYPE_CHECKING:` imports still being taken apart (issue 23 items 1 and 2): emptied as they go.
+KNOWN_CYCLES = {
+    ("rag.indexing.executors", "rag.indexing.ingest"), ("rag.indexing.executors", "rag.indexing.knowledge_base"),
+    ("rag.indexing.executors", "rag.indexing.ray_executor"), ("rag.indexing.executors", "rag.indexing.sync"),
+    ("rag.indexing.ingest", "rag.indexing.knowledge_base"), ("rag.indexing.ingest", "rag.indexing.ray_executor"),
+    ("rag.indexing.ingest", "rag.indexing.sync"), ("rag.indexing.knowledge_base", "rag.indexing.moves"),
+    ("rag.indexing.knowledge_base", "rag.indexing.ray_executor"), ("rag.indexing.knowledge_base", "rag.indexing.sync"),
+    ("rag.indexing.moves", "rag.indexing.sync"), ("rag.indexing.ray_executor", "rag.indexing.sync"),
+    ("rag.stores.chunk_store", "rag.stores.chunk_view"),
+}
+
+
 def test_no_import_cycles_between_modules():
-    graph = grimp.build_graph("rag", exclude_type_checking_imports=True, cache_dir=None)
+    """No circle at all, counting the imports made only for type checkers."""
+    graph = grimp.build_graph("rag", exclude_type_checking_imports=False, cache_dir=None)
+    for importer, imported in ALLOWED_UPWARD:
+        graph.remove_import(importer=importer, imported=imported)
     cycles = set()
     for module in graph.modules:
         for imported in graph.find_modules_directly_imported_by(module):
             if graph.chain_exists(importer=imported, imported=module):
                 cycles.add(tuple(sorted((module, imported))))
-    assert not cycles, f"import cycles: {sorted(cycles)}"
+    assert not cycles - KNOWN_CYCLES, f"import cycles: {sorted(cycles - KNOWN_CYCLES)}"
 
 
 def _sizes() -> tuple[list[str], list[str]]:

@@ -32,7 +32,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from rag.core.resource import Resource
+from rag.compose.resource import Resource
 from rag.evaluation.financebench import FinanceBenchData
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.embedding_cache import CachedEmbeddings

@@ -4,7 +4,7 @@ The filings are indexed the way `rag index PDFS --store STORE --collection finan
 them: one `KnowledgeBase` with its own defaults (its chunker, table detection, AutoContext, the
 default embedding model), kept in the cache directory so a second run only checks that nothing
 changed. Each question is then retrieved the way `rag ask` retrieves: the knowledge base's
-`as_resource()` (hybrid search) and the recommended pipeline (`rag.core.defaults.RECOMMENDED`),
+`as_resource()` (hybrid search) and the recommended pipeline (`rag.compose.defaults.RECOMMENDED`),
 with two settings of the benchmark instead of the command's: the context budget is the table's
 (4,000 tokens counted as characters / 4, the same counter as every other row), and in the
 single-document setting the question's filing is selected by a `source` filter.
@@ -23,10 +23,10 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.core.defaults import RECOMMENDED
-from rag.core.knowledge_base import KnowledgeBase
-from rag.core.resource import Resource
-from rag.core.retrieve import retrieve
+from rag.compose.defaults import RECOMMENDED
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource
+from rag.compose.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData
 from rag.evaluation.financebench_run import DEFAULT_BUDGET, Retrieval, ranked_documents
 from rag.indexing.loaders import load_file, path_text

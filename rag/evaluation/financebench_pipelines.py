@@ -26,7 +26,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError
-from rag.core.retrieve import retrieve
+from rag.compose.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData, resolve_data_dir
 from rag.evaluation.financebench_corpus import FETCH_K, BenchCorpus
 from rag.evaluation.financebench_default import DEFAULT_NAME, NO_TABLES_NAME, DefaultConfiguration

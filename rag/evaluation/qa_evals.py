@@ -38,9 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import split_sentences, tokenize
-from rag.core.airag import airag
-from rag.core.pipeline import chunk_source
-from rag.core.resource import Resource
+from rag.compose.airag import airag
+from rag.compose.pipeline import chunk_source
+from rag.compose.resource import Resource
 from rag.evaluation.metrics import hit_rate, mrr, ndcg_at_k
 from rag.evaluation.qa_questions import clean_sentence, sentence_question
 

@@ -3,6 +3,8 @@
 Modules (imported on demand, nothing heavy at package import):
 
 - `loaders`: `load_file`, `load_directory`, `iter_files`, `clean_text` (`rst`: rst titles as `#` headings);
+- `formats`: the `Loader` and `Chunker` protocols, `register_loader` (by suffix), `register_chunker` (by
+  file type) and the `rag.loaders` / `rag.chunkers` entry points of installed plugins;
 - `tables`: PDF tables (pdfplumber on pages that look tabular), kept whole as chunks;
 - `chunking` / `tokens`: `TokenChunker`, `PassthroughChunker`, `split_documents` (MiniLM word pieces
   and a character bound; `headings` names sections);

@@ -26,7 +26,7 @@ from rag.indexing.chunking import (
 )
 from rag.indexing.executors import RayExecutor
 from rag.indexing.knowledge_base import KnowledgeStore
-from rag.indexing.loaders import SUPPORTED_SUFFIXES, iter_files, unsupported_reason
+from rag.indexing.loaders import iter_files, supported_suffixes, unsupported_reason
 from rag.indexing.progress import IndexProgress, lines
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings
@@ -137,7 +137,7 @@ def _check_readable(args: argparse.Namespace, include: str, follow: bool) -> Non
         unsupported = f": {len(found)} file(s) of unsupported type ({', '.join(types)})" if found else ""
         hint = f"; {len(links)} symlink(s) leaving the folders were not followed (--follow-symlinks)" if links else ""
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}{unsupported}; "
-                          f"supported: {', '.join(SUPPORTED_SUFFIXES)}{hint}")
+                          f"supported: {', '.join(supported_suffixes())}{hint}")
 
 
 def _print_report(console: Any, report: Any) -> None:

@@ -12,7 +12,8 @@ EXECUTOR_OPTIONS = ("local", "ray")   # (rag.indexing.executors.EXECUTORS, witho
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `rag index` (paths, globs, cleanup, chunking, AutoContext, lock)."""
-    parser.add_argument("paths", nargs="+", help="files or directories (txt, md, html, pdf)")
+    parser.add_argument("paths", nargs="+", help="files or directories (txt, md, rst, html, pdf, images, and the types of installed "
+                             "rag.loaders plugins)")
     parser.add_argument("--include", "--glob", dest="include", action="append", default=None,
                         help="glob of files to take under a directory (repeatable; default: all)")
     parser.add_argument("--exclude", action="append", default=[], help="glob of files to leave out (repeatable)")

@@ -34,6 +34,7 @@ from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
 from rag.base.tracing import index_span
+from rag.indexing.formats import chunk_documents
 from rag.indexing.loaders import clean_text, load_file
 from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
@@ -154,7 +155,7 @@ def prepare(components: Components, items: list[Item]) -> Prepared:
                                                                          "doc_id": i.doc_id})
             for i in items for d in i.docs or ()]
     with index_span("rag.index.chunk", documents=len(items), pages=len(docs)) as span:
-        chunks = components.chunker.split_documents(docs)
+        chunks = chunk_documents(components.chunker, docs)
         if components.tagger is not None:
             chunks = components.tagger(chunks)
         summaries = components.autocontext.summaries(chunks)

@@ -15,14 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from pydantic import Field
 
-from rag.base.errors import ConfigError
-from rag.base.filters import validate_filter
-from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
 from rag.stores.chunk_store import ChunkStore
 
 __all__ = ["KnowledgeBaseRetriever"]
@@ -36,14 +31,14 @@ class KnowledgeBaseRetriever(PortableRetriever):
             backend of `rag.stores.chunk_store`).
         embedding: embeds the query (the knowledge base's model).
         k: how many chunks to return.
-        filter: a default portable filter (per-call `filter=` wins).
+        filter: a default portable filter, ANDed with a call's `filter=`.
         score_threshold: drop chunks with a lower cosine similarity.
     """
 
+    search_options = ("score_threshold",)
+
     chunks: Any
     embedding: Embeddings
-    k: int = Field(default=4, ge=1)
-    filter: dict[str, Any] | None = None
     score_threshold: float | None = None
 
     @property
@@ -52,21 +47,8 @@ class KnowledgeBaseRetriever(PortableRetriever):
         store: ChunkStore = self.chunks
         return store
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                score_threshold: float | None = None, **kwargs: Any) -> list[Document]:
-        unknown = sorted(set(kwargs) - {"fetch_k", "lambda_mult"})
-        if unknown:
-            raise ConfigError(f"unknown search setting(s) {unknown}; valid: k, filter, score_threshold")
-        k = self.k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        flt = validate_filter(filter if filter is not None else self.filter)
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any,
+                score_threshold: float | None = None) -> Scored:
         threshold = score_threshold if score_threshold is not None else self.score_threshold
-        hits = self.chunks.search(self.embedding.embed_query(query), k=k, filter=flt)
-        docs = []
-        for doc, similarity in hits:  # fresh documents from this call: annotate in place
-            doc.metadata["score"] = similarity
-            if threshold is None or doc.metadata["score"] >= threshold:
-                docs.append(doc)
-        return docs
+        hits = self.chunks.search(self.embedding.embed_query(query), k=k, filter=filter)
+        return [(doc, similarity) for doc, similarity in hits if threshold is None or similarity >= threshold]

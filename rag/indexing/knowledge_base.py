@@ -3,7 +3,7 @@ incrementally updated index of documents.
 
 This is the one ingest path of the library (load -> chunk -> AutoContext -> embed -> write, in
 `rag.indexing.sync`); `Resource.from_directory`, `build_index` and the config kinds call it;
-`rag.KnowledgeBase` (`rag.core.knowledge_base`) adds its retrievers and resource.
+`rag.KnowledgeBase` (`rag.compose.knowledge_base`) adds its retrievers and resource.
 
 A knowledge base lives in a directory (default `.rag/`, shared by several knowledge bases):
 

@@ -1,4 +1,8 @@
-"""Loaders for txt, md, rst, html and pdf files, and a directory walk that reports what it skipped.
+"""Loaders for txt, md, rst, html, pdf and image files (and any registered type), and a directory walk
+that reports what it skipped.
+
+`load_file` reads a file with the loader of its suffix (`rag.indexing.formats`: the built-in
+ones, then `register_loader` and installed `rag.loaders` entry points add and replace formats).
 
 PDFs are read with pypdfium2, one `Document` per page with a zero-based `page`. Every
 document carries `source` (the path), `title` (markdown `#` heading, html `<title>`/`<h1>`,
@@ -16,19 +20,27 @@ Example:
 
 from __future__ import annotations
 
-import codecs
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
-from rag.indexing.html_text import html_to_text
-from rag.indexing.pdf import IMAGE_SUFFIXES, LoadLimits, load_image, load_pdf
-from rag.indexing.rst import rst_to_markdown
+from rag.indexing.formats import (
+    BUILTIN_SUFFIXES,
+    is_builtin,
+    loader_for,
+    register_chunker,
+    register_loader,
+    supported_suffixes,
+    unregister_chunker,
+    unregister_loader,
+)
+from rag.indexing.pdf import LoadLimits
 from rag.indexing.text_safety import clean_text, path_text
 
 __all__ = [
@@ -43,14 +55,18 @@ __all__ = [
     "load_directory",
     "load_file",
     "path_text",
+    "register_chunker",
+    "register_loader",
+    "supported_suffixes",
+    "unregister_chunker",
+    "unregister_loader",
     "unsupported_reason",
 ]
 
-SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", *IMAGE_SUFFIXES)
+#: The suffixes the library reads by itself; `supported_suffixes()` adds the registered and installed ones.
+SUPPORTED_SUFFIXES = BUILTIN_SUFFIXES
 _COMPRESSED = frozenset([".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz", ".7z", ".rar", ".tar"])
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # larger files are skipped, not read into memory
-_BINARY_SHARE = 0.10  # share of control bytes in the first 8 KiB above which a text file is binary
-_CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
 
 
 @dataclass(frozen=True)
@@ -96,39 +112,15 @@ class LoadReport:
         self.notes += other.notes
 
 
-def _decode(path: Path, data: bytes) -> str:
-    for bom, codec in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-                       (codecs.BOM_UTF16_BE, "utf-16")):
-        if data.startswith(bom):
-            return data.decode(codec, "replace")
-    head = data[:8192]
-    if head and sum(head.count(b) for b in _CONTROL) / len(head) > _BINARY_SHARE:
-        raise LoaderError(f"{path_text(path)}: looks like a binary file (control bytes), not text")
-    try:
-        # surrogatepass also accepts encoded lone surrogates; clean_text replaces them later.
-        return data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        pass
-    # Not UTF-8: assume the usual legacy encoding of Western text files.
-    return data.decode("cp1252", "replace")
-
-
-def _markdown_title(text: str) -> str | None:
-    """The first `# Heading` line's text (a line scan: a regex here was quadratic on long blank runs)."""
-    for line in text.splitlines():
-        if line.startswith("#") and line[1:2].isspace() and (title := line[1:].strip().rstrip("#").rstrip()):
-            return title
-    return None
-
-
 def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: bool = True,
               limits: LoadLimits | None = None, notes: list[str] | None = None) -> list[Document]:
     """Load one file into Documents (one per PDF page with text, one for other formats).
 
     Args:
         path: a .txt, .md, .markdown, .rst, .html, .htm, .pdf or image (.png, .jpg, .jpeg, .tif,
-            .tiff) file; rst titles become `#` headings, images and PDF pages without text are
-            read by OCR (`rag.indexing.pdf`).
+            .tiff) file, or one of a type a registered or installed loader reads
+            (`rag.indexing.formats`); rst titles become `#` headings, images and PDF pages without
+            text are read by OCR (`rag.indexing.pdf`).
         max_bytes: larger files are refused without being read.
         tables: read the tables of PDF pages that look tabular with pdfplumber, as documents of
             their own (`chunk_type="table"`, see `rag.indexing.tables`); False keeps pages as text.
@@ -147,8 +139,8 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
     path = Path(path)
     limits = limits if limits is not None else LoadLimits(tables=tables)
     notes = notes if notes is not None else []
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_SUFFIXES:
+    loader = loader_for(path.suffix)
+    if loader is None:
         raise LoaderError(unsupported_reason(path))
     try:
         size = path.stat().st_size
@@ -158,14 +150,9 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
         raise LoaderError(f"{path_text(path)}: empty file")
     if size > max_bytes:
         raise LoaderError(f"{path_text(path)}: {size:,} bytes is more than max_bytes={max_bytes:,}")
-    if suffix == ".pdf":
-        docs = load_pdf(path, limits=limits, notes=notes)
-    else:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise LoaderError(f"{path_text(path)}: cannot read ({exc.strerror or exc})") from exc
-        docs = load_image(path, data, limits=limits) if suffix in IMAGE_SUFFIXES else _load_text(path, data)
+    docs = loader(path, limits=limits, notes=notes)
+    if not is_builtin(loader):
+        docs = _completed(path, docs, loader)
     if not any(d.page_content.strip() for d in docs):
         unread = next((n for n in notes if "OCR" in n), None)
         raise LoaderError(f"{path_text(path)}: no text found (" + (
@@ -174,21 +161,14 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
     return docs
 
 
-def _load_text(path: Path, data: bytes) -> list[Document]:
-    """A text, markdown, rst or html file as one document."""
-    text = clean_text(_decode(path, data))
-    title = None
-    suffix = path.suffix.lower()
-    file_type = "html" if suffix in (".html", ".htm") else suffix.lstrip(".").replace("markdown", "md")
-    if file_type == "html":
-        text, title = html_to_text(text)
-    elif file_type == "md":
-        title = _markdown_title(text)
-    elif file_type == "rst":
-        text, title = rst_to_markdown(text)
-    text = clean_text(text)
-    return [Document(page_content=text, metadata={"source": path_text(path),
-                                                  "title": title or path_text(path.stem), "file_type": file_type})]
+def _completed(path: Path, docs: Any, loader: Any) -> list[Document]:
+    """A plugin loader's documents checked, their text made safe, `source`, `title` and `file_type` filled in."""
+    if not isinstance(docs, list) or not all(isinstance(d, Document) for d in docs):
+        raise LoaderError(f"{path_text(path)}: the {path.suffix.lower()} loader {getattr(loader, '__name__', loader)!r} "
+                          f"returned {type(docs).__name__}, not a list of Documents")
+    defaults = {"source": path_text(path), "title": path_text(path.stem), "file_type": path.suffix.lower()[1:]}
+    return [Document(page_content=clean_text(d.page_content), id=d.id, metadata={**defaults, **d.metadata})
+            for d in docs]
 
 
 def unsupported_reason(path: str | Path) -> str:
@@ -200,7 +180,7 @@ def unsupported_reason(path: str | Path) -> str:
     """
     suffix = Path(path).suffix.lower()
     why = " (compressed files are not opened)" if suffix in _COMPRESSED else ""
-    return f"{path}: unsupported file type {suffix or '(no suffix)'}{why}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
+    return f"{path}: unsupported file type {suffix or '(no suffix)'}{why}; supported: {', '.join(supported_suffixes())}"
 
 
 def _as_patterns(patterns: str | Sequence[str]) -> tuple[str, ...]:
@@ -236,14 +216,14 @@ def iter_files(path: str | Path, *, include: str | Sequence[str] = "**/*", exclu
     if not root.exists():
         raise LoaderError(f"{path_text(root)}: no such file or directory")
     if root.is_file():
-        yield root, root.suffix.lower() in SUPPORTED_SUFFIXES
+        yield root, loader_for(root.suffix) is not None
         return
     includes, excludes = _as_patterns(include), _as_patterns(exclude)
     for file in sorted(_walk(root, follow_symlinks, skipped if skipped is not None else [])):
         rel = file.relative_to(root).as_posix()
         if not _matches(rel, includes) or _matches(rel, excludes):
             continue
-        yield file, file.suffix.lower() in SUPPORTED_SUFFIXES
+        yield file, loader_for(file.suffix) is not None
 
 
 def _walk(root: Path, follow_symlinks: bool, skipped: list[Skipped]) -> Iterator[Path]:

@@ -2,7 +2,7 @@
 RSE, budget.
 
 Every retriever here takes `k` and a portable `filter` per call (`accepts_portable_filter`), so it
-plugs into a `Resource`; `rag.retrieve` (in `rag.core.retrieve`) runs a whole path over them.
+plugs into a `Resource`; `rag.retrieve` (in `rag.compose.retrieve`) runs a whole path over them.
 
 Example:
     >>> from rag.retrieval import BM25Retriever, HybridRetriever  # doctest: +SKIP
@@ -10,35 +10,43 @@ Example:
 
 from __future__ import annotations
 
-from rag.retrieval.budget import (
-    CharTokenCounter,
-    TokenCounter,
-    apply_budget,
-    token_counter,
-)
-from rag.retrieval.expansion import expand_neighbours, merge_chunk_texts
-from rag.retrieval.fusion import fuse
-from rag.retrieval.hybrid import HybridRetriever, dense_search
-from rag.retrieval.lexical import BM25Index, BM25Retriever
-from rag.retrieval.packing import diversify, page_key
-from rag.retrieval.partition_index import PartitionIndex
-from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
-from rag.retrieval.rephrase import (
-    Rephraser,
-    keyword_query,
-    sub_queries,
-)
-from rag.retrieval.rerank import (
-    CompressorReranker,
-    CrossEncoderReranker,
-    EmbeddingReranker,
-    LLMFilterReranker,
-    Reranker,
-    blend_rerank,
-)
-from rag.retrieval.routing import DocumentRouter
-from rag.retrieval.rse import RSE_PRESETS, RSEConfig, relevant_segments
-from rag.retrieval.sections import NamedSection, SectionRouter
+import importlib
+from typing import Any
+
+#: public name -> module that defines it (imported on first access: `import rag.retrieval` stays light)
+_LAZY = {
+    "CharTokenCounter": "rag.retrieval.budget",
+    "TokenCounter": "rag.retrieval.budget",
+    "apply_budget": "rag.retrieval.budget",
+    "token_counter": "rag.retrieval.budget",
+    "expand_neighbours": "rag.retrieval.expansion",
+    "merge_chunk_texts": "rag.retrieval.expansion",
+    "fuse": "rag.retrieval.fusion",
+    "HybridRetriever": "rag.retrieval.hybrid",
+    "dense_search": "rag.retrieval.hybrid",
+    "BM25Index": "rag.retrieval.lexical",
+    "BM25Retriever": "rag.retrieval.lexical",
+    "diversify": "rag.retrieval.packing",
+    "page_key": "rag.retrieval.packing",
+    "PartitionIndex": "rag.retrieval.partition_index",
+    "PartitionedChroma": "rag.retrieval.partitioned",
+    "PartitionedRetriever": "rag.retrieval.partitioned",
+    "Rephraser": "rag.retrieval.rephrase",
+    "keyword_query": "rag.retrieval.rephrase",
+    "sub_queries": "rag.retrieval.rephrase",
+    "CompressorReranker": "rag.retrieval.rerank",
+    "CrossEncoderReranker": "rag.retrieval.rerank",
+    "EmbeddingReranker": "rag.retrieval.rerank",
+    "LLMFilterReranker": "rag.retrieval.rerank",
+    "Reranker": "rag.retrieval.rerank",
+    "blend_rerank": "rag.retrieval.rerank",
+    "DocumentRouter": "rag.retrieval.routing",
+    "RSE_PRESETS": "rag.retrieval.rse",
+    "RSEConfig": "rag.retrieval.rse",
+    "relevant_segments": "rag.retrieval.rse",
+    "NamedSection": "rag.retrieval.sections",
+    "SectionRouter": "rag.retrieval.sections",
+}
 
 __all__ = [
     "RSE_PRESETS",
@@ -78,10 +86,17 @@ _REMOVED = {"FusedQueryRetriever": "rephrase", "RerankerCompressor": "rerank", "
             "RSERetriever": "rse", "SectionRetriever": "sections"}
 
 
-def __getattr__(name: str) -> object:
-    """Removed wrapper retrievers raise `RemovedError` naming the pipeline stage that replaces them."""
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first access; removed wrapper retrievers raise `RemovedError` naming the
+    pipeline stage that replaces them."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     if name in _REMOVED:
-        import importlib
-
         return getattr(importlib.import_module(f"rag.retrieval.{_REMOVED[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,7 +1,7 @@
 """A context budget in tokens, applied at the end of every retrieval path.
 
 Comparing retrieval configurations is only fair at equal context size, so every path in
-`rag.core.retrieve` ends with `apply_budget`: documents are kept in order until the budget is
+`rag.compose.retrieve` ends with `apply_budget`: documents are kept in order until the budget is
 spent; the first document that does not fit is cut at a word boundary to the tokens left (if at
 least ``min_tokens`` remain), and the rest is dropped. Each kept document gets ``metadata["tokens"]``.
 

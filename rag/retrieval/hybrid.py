@@ -34,10 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -45,7 +41,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters, to_chroma_where
-from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.portable import ChunkSource, PortableRetriever, check_k
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
@@ -121,15 +117,14 @@ class HybridRetriever(PortableRetriever):
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
+    search_options = ("fetch_k",)
 
     vectorstore: VectorStore
     bm25: BM25Index
-    k: int = Field(default=4, ge=1)
     fetch_k: int = Field(default=20, ge=1)
     fusion: str = "rrf"
     rrf_k: int = Field(default=60, ge=0)
     weights: dict[str, float] | None = None
-    filter: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = PrivateAttr(default=None)
 
     @property
@@ -179,10 +174,9 @@ class HybridRetriever(PortableRetriever):
     # ------------------------------------------------------------------ search
     def _plan(self, k: int | None, filter: Mapping[str, Any] | None,
               fetch_k: int | None = None) -> tuple[int, int, dict[str, Any] | None]:
-        k = k or self.k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        return k, max(fetch_k or self.fetch_k, k), and_filters(self.filter, filter)
+        k, flt, _ = self._call_settings(k, filter, {})
+        fetch = self.fetch_k if fetch_k is None else check_k(fetch_k, name="fetch_k")
+        return k, max(fetch, k), flt
 
     def _dense(self, query: str, fetch: int, flt: dict[str, Any] | None) -> Scored:
         return dense_search(self.vectorstore, query, k=fetch, filter=flt)
@@ -190,40 +184,46 @@ class HybridRetriever(PortableRetriever):
     def _lexical(self, query: str, fetch: int, flt: dict[str, Any] | None) -> Scored:
         return [(self.bm25.document(i, s), s) for i, s in self.bm25.search(query, k=fetch, filter=flt)]
 
-    def candidates(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
-                   fetch_k: int | None = None) -> dict[str, Scored]:
-        """The per-retriever candidate lists {"dense": [...], "bm25": [...]}, searched concurrently."""
-        _, fetch, flt = self._plan(k, filter, fetch_k)
+    def _gather(self, query: str, fetch: int, flt: dict[str, Any] | None) -> dict[str, Scored]:
         if self._pool is None:  # created on first use, reused: starting threads costs milliseconds
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-hybrid")
         dense = self._pool.submit(self._dense, query, fetch, flt)
         lexical = self._pool.submit(self._lexical, query, fetch, flt)
         return {"dense": dense.result(), "bm25": lexical.result()}
 
-    async def acandidates(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
-                          fetch_k: int | None = None) -> dict[str, Scored]:
-        """Async `candidates` (both searches run in worker threads, gathered)."""
-        _, fetch, flt = self._plan(k, filter, fetch_k)
+    async def _agather(self, query: str, fetch: int, flt: dict[str, Any] | None) -> dict[str, Scored]:
         dense, lexical = await asyncio.gather(asyncio.to_thread(self._dense, query, fetch, flt),
                                               asyncio.to_thread(self._lexical, query, fetch, flt))
         return {"dense": dense, "bm25": lexical}
 
+    def candidates(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
+                   fetch_k: int | None = None) -> dict[str, Scored]:
+        """The per-retriever candidate lists {"dense": [...], "bm25": [...]}, searched concurrently."""
+        _, fetch, flt = self._plan(k, filter, fetch_k)
+        return self._gather(query, fetch, flt)
+
+    async def acandidates(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
+                          fetch_k: int | None = None) -> dict[str, Scored]:
+        """Async `candidates` (both searches run in worker threads, gathered)."""
+        _, fetch, flt = self._plan(k, filter, fetch_k)
+        return await self._agather(query, fetch, flt)
+
     def fuse(self, candidates: Mapping[str, Scored], *, k: int | None = None) -> Scored:
         """Fuse candidate lists with this retriever's method and weights, keeping the best k."""
-        return fuse(candidates, method=self.fusion, k=self.rrf_k, weights=self.weights, top_k=k or self.k)
+        top = self.k if k is None else check_k(k)
+        return fuse(candidates, method=self.fusion, k=self.rrf_k, weights=self.weights, top_k=top)
 
     def search_with_scores(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
                            fetch_k: int | None = None) -> Scored:
         """Fused top-k (document, fused score)."""
         return self.fuse(self.candidates(query, k=k, filter=filter, fetch_k=fetch_k), k=k)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: Mapping[str, Any] | None = None,
-                                fetch_k: int | None = None, **kwargs: Any) -> list[Document]:
-        return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter, fetch_k=fetch_k)]
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any,
+                fetch_k: int | None = None) -> Scored:
+        _, fetch, _ = self._plan(k, None, fetch_k)
+        return self.fuse(self._gather(query, fetch, filter), k=k)
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: Mapping[str, Any] | None = None,
-                                       fetch_k: int | None = None, **kwargs: Any) -> list[Document]:
-        candidates = await self.acandidates(query, k=k, filter=filter, fetch_k=fetch_k)
-        return [doc for doc, _ in self.fuse(candidates, k=k)]
+    async def _asearch(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any,
+                       fetch_k: int | None = None) -> Scored:
+        _, fetch, _ = self._plan(k, None, fetch_k)
+        return self.fuse(await self._agather(query, fetch, filter), k=k)

@@ -31,23 +31,17 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
-from pydantic import ConfigDict, Field
 
 from rag.base.errors import ConfigError, StoreError, short_repr
-from rag.base.filters import and_filters, matches_canonical, validate_filter
-from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.filters import matches_canonical, validate_filter
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
 from rag.base.text import tokenize
 from rag.retrieval.bm25_files import read_arrays, read_meta, write_index_files
 from rag.stores.value_index import ValueIndex
@@ -243,7 +237,7 @@ class BM25Index:
 
 
 class BM25Retriever(PortableRetriever):
-    """Retrieve chunks from a `BM25Index`; takes `k` and a portable `filter` per call.
+    """Retrieve chunks from a `BM25Index`; takes `k` and a portable `filter` per call (ANDed with `filter`).
 
     Example:
         >>> from langchain_core.documents import Document
@@ -252,11 +246,7 @@ class BM25Retriever(PortableRetriever):
         True
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     index: BM25Index
-    k: int = Field(default=4, ge=1)
-    filter: dict[str, Any] | None = None
 
     @property
     def chunk_source(self) -> ChunkSource | None:
@@ -270,18 +260,10 @@ class BM25Retriever(PortableRetriever):
 
     def search_with_scores(self, query: str, *, k: int | None = None,
                            filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
-        """Top-k documents with their BM25 scores."""
-        flt = and_filters(self.filter, filter)
-        hits = self.index.search(query, k=k or self.k, filter=flt)
+        """Top-k documents with their BM25 scores (`k` and `filter` checked as in `invoke`)."""
+        k, flt, _ = self._call_settings(k, filter, {})
+        return self._search(query, k=k, filter=flt, run_manager=None)
+
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
+        hits = self.index.search(query, k=k, filter=filter)
         return [(self.index.document(i, s), s) for i, s in hits]
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        return [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)]
-
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        # The default async path drops k / filter; scoring is CPU work, so keep it off the event loop.
-        return await asyncio.to_thread(lambda: [doc for doc, _ in self.search_with_scores(query, k=k, filter=filter)])

@@ -37,15 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field
 
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, to_chroma_where, validate_filter
-from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
 from rag.retrieval.partition_index import PartitionIndex, split_partition_filter
 from rag.stores.chroma import (
     documents_from_get,
@@ -383,18 +381,14 @@ class PartitionedRetriever(PortableRetriever):
     """
 
     store: PartitionedChroma
-    k: int = Field(default=4, ge=1)
 
     @property
     def chunk_source(self) -> ChunkSource | None:
         """The partitioned store (reads chunks by filter)."""
         return self.store
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        hits = self.store.similarity_search_with_score(query, k=k or self.k, filter=filter)
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
+        hits = self.store.similarity_search_with_score(query, k=k, filter=filter)
         for doc, dist in hits:  # fresh documents from this call: annotate in place
-            doc.metadata["score"] = 1.0 - dist
             doc.metadata["scores"] = {"dense": 1.0 - dist}
-        return [doc for doc, _ in hits]
+        return [(doc, 1.0 - dist) for doc, dist in hits]

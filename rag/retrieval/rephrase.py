@@ -43,14 +43,14 @@ from langchain_core.retrievers import BaseRetriever
 from rag.base.errors import ConfigError, removed_names
 from rag.base.text import STOP_WORDS, split_sentences, tokenize
 
-__all__ = ["REPHRASE_MODES", "Rephraser", "feedback_terms", "keyword_query", "sub_queries"]
+__all__ = ["LLM_MODES", "REPHRASE_MODES", "Rephraser", "feedback_terms", "keyword_query", "sub_queries"]
 
 __getattr__ = removed_names(__name__, {"FusedQueryRetriever": (
     "rephrasing is a stage of the retrieval pipeline: RAG(..., retrieval={'rephrase': ['keywords']}) or "
     "rag.retrieve(..., rephrase=['keywords'])")})
 
 REPHRASE_MODES = ("keywords", "feedback", "hyde", "multi_query")
-_LLM_MODES = ("hyde", "multi_query")
+LLM_MODES = ("hyde", "multi_query")   # the modes that need an llm
 _QUESTION_WORDS = frozenset("what which who whom whose when where why how much many does did do is are was were "
                             "please tell show give list describe explain according based".split())
 _MIN_SUB_QUERY_TOKENS = 3
@@ -143,7 +143,7 @@ class Rephraser:
         unknown = [m for m in modes if m not in REPHRASE_MODES]
         if unknown:
             raise ConfigError(f"unknown rephrase mode(s) {unknown}; valid: {', '.join(REPHRASE_MODES)}")
-        needs_llm = [m for m in modes if m in _LLM_MODES]
+        needs_llm = [m for m in modes if m in LLM_MODES]
         if needs_llm and llm is None:
             raise ConfigError(f"rephrase mode(s) {needs_llm} need an llm; pass llm=... or use the offline modes "
                               "'keywords' / 'feedback'")

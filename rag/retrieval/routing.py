@@ -23,7 +23,7 @@ company, period, doc_name (and a summary when indexing produced one). The genera
 ``route(question)`` returns the documents whose score is within ``ratio`` of the best (at most
 ``top_n``), or nothing when no distinctive name matched, since a year alone fits too many
 documents (then do not filter).
-The retrieval pipeline's routing stage (`rag.core.pipeline.search_branch`) applies the route as a
+The retrieval pipeline's routing stage (`rag.compose.pipeline.search_branch`) applies the route as a
 portable ``$in`` filter on the key before chunk search (no filter when routing is not confident);
 `boost` re-scores candidates.
 

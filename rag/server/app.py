@@ -18,7 +18,7 @@ The `RAG` and its chain are built once per app; each request's settings travel i
 large), 422 (invalid request, filter or setting) and 500 (no details leaked).
 
 Example:
-    >>> from rag.core.config import from_config                          # doctest: +SKIP
+    >>> from rag.config.rag_config import from_config                          # doctest: +SKIP
     >>> app = create_app(from_config(RAG, "configs/default.yaml"))       # doctest: +SKIP
     >>> # uvicorn.run(app, host="127.0.0.1", port=8000)
 """
@@ -38,9 +38,9 @@ try:
 except ImportError as _exc:  # the server is an optional extra
     raise MissingDependencyError.for_extra("fastapi", "server", "rag serve") from _exc
 
-from rag.core.config import load_config
-from rag.core.config_models import ServerConfig
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
+from rag.config.models import ServerConfig
+from rag.config.rag_config import load_config
 from rag.server.events import error_body
 from rag.server.guard import HostCheckMiddleware, InternalErrorMiddleware
 from rag.server.openai_compat import openai_router

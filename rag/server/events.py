@@ -1,6 +1,6 @@
 """JSON shapes of the HTTP API: sources, answers, errors, and server-sent events.
 
-`POST /stream` sends the events of `rag.generation.streaming.stream_events` (sources, token...,
+`POST /stream` sends the events of `rag.compose.streaming.stream_events` (sources, token...,
 citations, support, usage, done; see that module), each encoded by `sse`; a failure after the
 stream has started ends it with `{"type": "error", "error": {"type", "message"}}`. `POST /invoke`
 returns the same source entries (`n`, `label`, `source`, `page`, `content`, ...) plus `metadata`.

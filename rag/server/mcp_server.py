@@ -22,8 +22,8 @@ the server's token; `mount_mcp`).
 Example:
     >>> import asyncio
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> from rag.core.generator import RAG
-    >>> from rag.core.resource import Resource
+    >>> from rag.compose.generator import RAG
+    >>> from rag.compose.resource import Resource
     >>> notes = Resource.from_texts("notes", ["Rome is in Italy."], embedding=DeterministicFakeEmbedding(size=8))
     >>> server = create_mcp_server(RAG(resources=[notes]))
     >>> sorted(tool.name for tool in asyncio.run(server.list_tools()))
@@ -47,8 +47,8 @@ from starlette.routing import Route
 
 from rag.base.errors import MissingDependencyError, RagError
 from rag.base.version import __version__
-from rag.core.config_models import ServerConfig
-from rag.core.pipeline import chunk_source
+from rag.compose.pipeline import chunk_source
+from rag.config.models import ServerConfig
 from rag.server.events import error_body, invoke_body, sources_with_content
 from rag.server.routes import Served
 from rag.server.schemas import QueryRequest
@@ -56,7 +56,6 @@ from rag.server.schemas import QueryRequest
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.server.transport_security import TransportSecuritySettings
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.types import ToolAnnotations
 except ImportError as _exc:  # the MCP server is an optional extra

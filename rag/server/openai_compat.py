@@ -10,7 +10,7 @@ The messages go through `ConversationalRAG`: the last user message and the turns
 become one standalone question (exposed as `rag.standalone_question`), which is retrieved and
 answered by the RAG's own pipeline. Request and response shapes, the `rag` extension field and
 usage are described in `rag.server.openai_schemas`. Both modes run the same event stream as
-`POST /stream` (`rag.generation.streaming.stream_events`).
+`POST /stream` (`rag.compose.streaming.stream_events`).
 
 The routes share the rest of the API's bearer token, tenant filter and limits; their errors have
 OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`, `code` being the same kind
@@ -40,12 +40,13 @@ from langchain_core.runnables.config import get_callback_manager_for_config
 from pydantic import Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.base.errors import ConfigError, InputError
+from rag.base.errors import ConfigError
 from rag.base.tracing import tracing_callbacks
-from rag.core.config_models import ServerConfig
-from rag.generation.chat import ConversationalRAG
-from rag.generation.streaming import stream_events
+from rag.compose.chat import ConversationalRAG
+from rag.compose.streaming import stream_events
+from rag.config.models import ServerConfig
 from rag.retrieval.budget import TokenCounter
+from rag.server.errors import classify
 from rag.server.openai_schemas import (
     ChatCompletionRequest,
     RagOptions,
@@ -53,7 +54,6 @@ from rag.server.openai_schemas import (
     question_and_history,
     rag_extension,
 )
-from rag.server.errors import classify
 from rag.server.paths import SourcePaths
 from rag.server.schemas import QueryRequest, request_configurable
 

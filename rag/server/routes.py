@@ -24,8 +24,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from rag.base.errors import ConfigError, InputError, RagError
 from rag.base.tracing import tracing_callbacks
 from rag.base.version import __version__
-from rag.core.config_models import ServerConfig
-from rag.generation.streaming import stream_events
+from rag.compose.streaming import stream_events
+from rag.config.models import ServerConfig
 from rag.server.errors import classify
 from rag.server.events import checks_body, error_body, invoke_body, sse
 from rag.server.paths import SourcePaths

@@ -8,7 +8,7 @@ filter is then ANDed onto the effective filter of every resource, so a request c
 results but never see outside its tenant.
 
 Example:
-    >>> from rag.core.config_models import ServerConfig
+    >>> from rag.config.models import ServerConfig
     >>> req = QueryRequest(question="Where?", k=2, filter={"year": 2024})
     >>> limits = ServerConfig(tenant_filter={"tenant": "acme"})
     >>> retrieval_settings(req, {"docs": {}}, limits)["docs"]["search_kwargs"]["filter"]
@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.filters import and_filters
-from rag.core.config_models import ServerConfig
-from rag.core.resource import DEFAULT_K, validate_search_kwargs
+from rag.compose.resource import DEFAULT_K, validate_search_kwargs
+from rag.config.models import ServerConfig
 
 __all__ = ["REQUEST_SEARCH_KEYS", "BatchRequest", "QueryRequest", "ResourceSettings", "request_configurable",
            "retrieval_settings"]

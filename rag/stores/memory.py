@@ -37,15 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field
 
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, validate_filter
-from rag.base.portable import ChunkSource, PortableRetriever
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
 from rag.stores.value_index import ValueIndex
 
 __all__ = ["DEFAULT_VIEW", "ExactRetriever", "ExactVectorStore"]
@@ -265,30 +263,21 @@ class ExactRetriever(PortableRetriever):
     Attributes:
         store: the store.
         k: how many chunks to return.
-        filter: a default portable filter (a per-call `filter=` wins).
+        filter: a default portable filter, ANDed with a call's `filter=`.
     """
 
     store: ExactVectorStore
-    k: int = Field(default=4, ge=1)
-    filter: dict[str, Any] | None = None
 
     @property
     def chunk_source(self) -> ChunkSource | None:
         """The store (reads chunks by filter)."""
         return self.store
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        unknown = sorted(set(kwargs) - {"fetch_k"})
-        if unknown:
-            raise ConfigError(f"unknown search setting(s) {unknown}; valid: k, filter")
-        hits = self.store.similarity_search_with_score(query, k=self.k if k is None else k,
-                                                       filter=filter if filter is not None else self.filter)
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
+        hits = self.store.similarity_search_with_score(query, k=k, filter=filter)
         for doc, score in hits:   # fresh copies from this call: annotate in place
-            doc.metadata["score"] = score
             doc.metadata["scores"] = {"dense": score}
-        return [doc for doc, _ in hits]
+        return hits
 
 
 def _check_weights(views: dict[str, float]) -> dict[str, float]:

@@ -27,17 +27,11 @@ import asyncio
 import importlib
 from typing import Any, Protocol
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field
 
-from rag.base.errors import ConfigError, FilterError
-from rag.base.filters import validate_filter
-from rag.base.portable import PortableRetriever
+from rag.base.errors import FilterError
+from rag.base.portable import PortableRetriever, Scored
 
 __all__ = ["BACKENDS", "NativeFilterRetriever", "NativeSearch", "native_search_for", "scored", "unsupported"]
 
@@ -91,40 +85,29 @@ class NativeFilterRetriever(PortableRetriever):
         store: the vector store.
         search: its backend's `NativeSearch` (`native_search_for(store)`).
         k: how many chunks to return by default.
-        filter: a default portable filter (a per-call `filter=` wins).
+        filter: a default portable filter, ANDed with a call's `filter=`.
     """
+
+    search_options = ("score_threshold",)
 
     store: VectorStore
     search: Any
-    k: int = Field(default=4, ge=1)
-    filter: dict[str, Any] | None = None
 
-    def _settings(self, k: int | None, filter: dict[str, Any] | None, kwargs: dict[str, Any]) -> tuple[int, Any]:
-        unknown = sorted(set(kwargs) - {"fetch_k", "score_threshold"})
-        if unknown:
-            raise ConfigError(f"unknown search setting(s) {unknown} for {self.search.backend}; "
-                              "valid: k, filter, score_threshold")
-        return (self.k if k is None else k), validate_filter(filter if filter is not None else self.filter)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: dict[str, Any] | None = None,
-                                **kwargs: Any) -> list[Document]:
-        k, flt = self._settings(k, filter, kwargs)
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any,
+                score_threshold: float | None = None) -> Scored:
         vector = self.store.embeddings.embed_query(query)
-        return _kept(self.search.search(self.store, vector, k=k, flt=flt), kwargs.get("score_threshold"))
+        return _kept(self.search.search(self.store, vector, k=k, flt=filter), score_threshold)
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: dict[str, Any] | None = None,
-                                       **kwargs: Any) -> list[Document]:
-        k, flt = self._settings(k, filter, kwargs)
+    async def _asearch(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any,
+                       score_threshold: float | None = None) -> Scored:
         vector = await self.store.embeddings.aembed_query(query)
         asearch = getattr(self.search, "asearch", None)
         if asearch is not None:
-            hits = await asearch(self.store, vector, k=k, flt=flt)
+            hits = await asearch(self.store, vector, k=k, flt=filter)
         else:
-            hits = await asyncio.to_thread(self.search.search, self.store, vector, k=k, flt=flt)
-        return _kept(hits, kwargs.get("score_threshold"))
+            hits = await asyncio.to_thread(self.search.search, self.store, vector, k=k, flt=filter)
+        return _kept(hits, score_threshold)
 
 
-def _kept(hits: list[tuple[Document, float]], threshold: float | None) -> list[Document]:
-    return [scored(doc, score) for doc, score in hits if threshold is None or score >= threshold]
+def _kept(hits: list[tuple[Document, float]], threshold: float | None) -> Scored:
+    return [(doc, score) for doc, score in hits if threshold is None or score >= threshold]

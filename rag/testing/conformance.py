@@ -1,8 +1,11 @@
 """`PortableRetrieverTests`: the contract of a retriever that takes `k` and a portable `filter` per call.
 
 Like `langchain_tests`, a test class to subclass: implement `make_retriever(documents)` and pytest
-runs the checks on your retriever (k honoured, filters honoured exactly or rejected with
-`FilterError`, bad filters rejected, sync / async parity, ids and metadata kept). Every retriever
+runs the checks on your retriever (k honoured, a bad `k` rejected with a `ValueError` whatever it
+is: 0, negative, a bool, a float, a string, above `MAX_K`; filters honoured exactly or rejected
+with `FilterError`, bad filters rejected, sync / async parity, ids and metadata kept, scores in
+`metadata["score"]`). A retriever built on `rag.base.portable.PortableRetriever` passes the `k`,
+filter and score checks by construction. Needs pytest and Hypothesis (`pip install 'rag-runnables[dev]'`). Every retriever
 this library exports runs it (tests/unit/test_conformance.py); run it on your own:
 
 ```python
@@ -30,13 +33,16 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from rag.base.errors import FilterError
 from rag.base.filters import matches
+from rag.base.portable import MAX_K
 
-__all__ = ["CORPUS_TOPICS", "FILTERS", "PortableRetrieverTests", "conformance_corpus"]
+__all__ = ["BAD_K", "CORPUS_TOPICS", "FILTERS", "PortableRetrieverTests", "conformance_corpus"]
 
 CORPUS_TOPICS = ("install", "billing", "security")
 QUERY = "report on install billing security"
@@ -50,6 +56,13 @@ FILTERS: tuple[dict[str, Any], ...] = (
     {"topic": {"$ne": "billing"}, "n": {"$nin": [0, 5]}},
     {"$and": [{"year": {"$gt": 2021}}, {"year": {"$lte": 2023}}]},
 )
+
+#: Values of `k` every conforming retriever rejects with a `ValueError` (never read as "the default").
+BAD_K = st.one_of(st.integers(max_value=0), st.integers(min_value=MAX_K + 1), st.booleans(), st.floats(),
+                  st.text(max_size=3), st.lists(st.integers(1, 3), max_size=2))
+# the retriever fixture is built once per test and only read, so sharing it across examples is safe;
+# each subclass runs the inherited test on its own retriever (the "differing executors")
+_FIXTURE_OK = [HealthCheck.function_scoped_fixture, HealthCheck.differing_executors]
 
 
 def conformance_corpus() -> list[Document]:
@@ -89,6 +102,38 @@ class PortableRetrieverTests(ABC):
         assert 1 <= len(docs) <= k
         if self.returns_chunks:
             assert len(docs) == k
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=_FIXTURE_OK)
+    @given(k=st.one_of(st.integers(1, 30), st.integers(30, MAX_K)))
+    def test_any_positive_k_is_honoured(self, retriever: BaseRetriever, corpus: list[Document], k: int) -> None:
+        docs = retriever.invoke(QUERY, k=k)
+        assert 1 <= len(docs) <= min(k, len(corpus))
+        if self.returns_chunks and self.exhaustive:
+            assert len(docs) == min(k, len(corpus))
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=_FIXTURE_OK)
+    @given(k=BAD_K)
+    def test_a_bad_k_is_rejected_on_both_paths(self, retriever: BaseRetriever, k: Any) -> None:
+        with pytest.raises(ValueError, match="k"):
+            retriever.invoke(QUERY, k=k)
+        with pytest.raises(ValueError, match="k"):
+            asyncio.run(retriever.ainvoke(QUERY, k=k))
+
+    def test_k_zero_is_an_error_not_the_default(self, retriever: BaseRetriever) -> None:
+        with pytest.raises(ValueError, match="positive integer"):
+            retriever.invoke(QUERY, k=0)
+
+    def test_an_unknown_search_setting_is_rejected(self, retriever: BaseRetriever) -> None:
+        with pytest.raises(ValueError, match="kk"):
+            retriever.invoke(QUERY, kk=3)
+
+    def test_no_k_means_the_default(self, retriever: BaseRetriever) -> None:
+        assert retriever.invoke(QUERY, k=None) == retriever.invoke(QUERY) != []
+
+    def test_scores_are_numbers_in_metadata(self, retriever: BaseRetriever) -> None:
+        docs = retriever.invoke(QUERY, k=5)
+        assert docs and all(isinstance(d.metadata.get("score"), float) for d in docs), \
+            [d.metadata.get("score") for d in docs]
 
     @pytest.mark.parametrize("flt", FILTERS, ids=[str(i) for i in range(len(FILTERS))])
     def test_filter_is_honoured_or_rejected(self, retriever: BaseRetriever, corpus: list[Document],

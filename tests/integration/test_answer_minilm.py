@@ -7,8 +7,8 @@ import io
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.generator import RAG
-from rag.core.resource import Resource
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
 from rag.generation.extractive import NO_ANSWER, ExtractiveAnswerer
 from rag.generation.pretty import pprint
 

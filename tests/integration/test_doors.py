@@ -16,7 +16,7 @@ import pytest
 
 from rag import RAG, KnowledgeBase, airag, retrieve
 from rag.cli import main as cli_main
-from rag.generation.chat import ConversationalRAG
+from rag.compose.chat import ConversationalRAG
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ def _in_context_order(sources: list[dict]) -> list[str]:
 def client(store):
     from fastapi.testclient import TestClient
 
-    from rag.core.config_models import ServerConfig
+    from rag.config.models import ServerConfig
     from rag.server.app import create_app
 
     config = {"resources": [{"name": "docs", "kind": "knowledge_base", "path": str(store)}]}

@@ -7,7 +7,7 @@ import pytest
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.models.embeddings import DEFAULT_EMBEDDING_ID, embedding_id, minilm_embeddings
 
@@ -84,7 +84,7 @@ def test_a_model_converted_to_bf16_weights_gets_its_own_id() -> None:
 
 def test_a_config_with_the_default_model_opens_a_knowledge_base_in_its_own_precision(
         tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rag.core.generator import RAG
+    from rag.compose.generator import RAG
 
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.md").write_text("# Sales\n\n" + " ".join(TEXTS[:4]))

@@ -10,8 +10,8 @@ import pytest
 from langchain_core.documents import Document
 
 from rag.cli import main
-from rag.core.airag import airag
-from rag.core.resource import Resource
+from rag.compose.airag import airag
+from rag.compose.resource import Resource
 from rag.generation.citations import check_citations
 from rag.generation.pretty import ANSI, pprint
 

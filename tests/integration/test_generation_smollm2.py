@@ -7,11 +7,11 @@ import importlib.util
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.generator import RAG
-from rag.core.resource import Resource
-from rag.generation.chat import ConversationalRAG
+from rag.compose.chat import ConversationalRAG
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
+from rag.compose.streaming import stream_events
 from rag.generation.rag_with_source import rag_chain_from_docs
-from rag.generation.streaming import stream_events
 
 pytestmark = [
     pytest.mark.slow,

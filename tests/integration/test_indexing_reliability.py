@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.tokens import ApproximateTokenizer
 
@@ -34,7 +34,7 @@ INDEXER = textwrap.dedent("""
     import sys
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from rag.indexing.chunking import TokenChunker
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
     from rag.indexing.tokens import ApproximateTokenizer
 
     store, corpus = sys.argv[1], sys.argv[2]

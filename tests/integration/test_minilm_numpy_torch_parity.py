@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.models.embeddings import (
     DEFAULT_EMBEDDING_ID,
     MiniLMEmbeddings,

@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "retrieval
 
 from retrieval_corpus import filing_chunks  # noqa: E402
 
-from rag.core.resource import Resource  # noqa: E402
-from rag.core.retrieve import retrieve  # noqa: E402
+from rag.compose.resource import Resource  # noqa: E402
+from rag.compose.retrieve import retrieve  # noqa: E402
 from rag.retrieval.hybrid import HybridRetriever  # noqa: E402
 from rag.retrieval.rerank import EmbeddingReranker  # noqa: E402
 from rag.retrieval.routing import DocumentRouter  # noqa: E402

@@ -51,8 +51,8 @@ def _browser_page(tmp_path: Path, **context_kwargs):
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """The RAG of configs/default.yaml over a copy of part of the project's docs/ (index in tmp), and its config."""
-    from rag.core.config import load_config
-    from rag.core.generator import RAG
+    from rag.compose.generator import RAG
+    from rag.config.rag_config import load_config
 
     work = tmp_path_factory.mktemp("demo")
     (work / "docs").mkdir()

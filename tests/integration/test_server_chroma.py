@@ -8,8 +8,8 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 
 from rag.base.errors import StoreError
-from rag.core.config import from_config
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
+from rag.config.rag_config import from_config
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,7 @@ def test_reopening_does_not_index_twice(resource_spec):
 def test_http_api_serves_the_store_with_a_tenant_filter(resource_spec):
     from fastapi.testclient import TestClient
 
-    from rag.core.config_models import ServerConfig
+    from rag.config.models import ServerConfig
     from rag.server.app import create_app
 
     app = create_app(_rag(resource_spec), settings=ServerConfig(tenant_filter={"title": {"$ne": "Tides"}},

@@ -66,8 +66,8 @@ def _config(tmp_path, llm: dict) -> dict:
 def test_rag_llm_openai_answers_through_the_api(llama_base_url, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from rag.core.config import from_config
-    from rag.core.generator import RAG
+    from rag.compose.generator import RAG
+    from rag.config.rag_config import from_config
     from rag.server.app import create_app
 
     monkeypatch.setenv("RAG_LLM", "openai")
@@ -86,8 +86,8 @@ def test_rag_llm_openai_answers_through_the_api(llama_base_url, tmp_path, monkey
 def test_openai_kind_streams_tokens_from_the_server(llama_base_url, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from rag.core.config import from_config
-    from rag.core.generator import RAG
+    from rag.compose.generator import RAG
+    from rag.config.rag_config import from_config
     from rag.server.app import create_app
 
     monkeypatch.setenv("LOCAL_LLM_URL", llama_base_url)

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import RAG, Resource
-from rag.core.retriever import RAGRetriever
+from rag.compose.retriever import RAGRetriever
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever

@@ -66,7 +66,7 @@ def test_empty_directory_is_one_clear_line(tmp_path, capsys):
 
 
 def test_unknown_collection_lists_available(corpus, tmp_path, capsys, fake_embedding, monkeypatch):
-    from rag.core.resource import Resource
+    from rag.compose.resource import Resource
 
     Resource.from_texts("docs", ["x"], embedding=fake_embedding, persist_directory=tmp_path / "s")
     assert cli.main(["ask", "q", "--store", str(tmp_path / "s"), "--collection", "other"]) == 2

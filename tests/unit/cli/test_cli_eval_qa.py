@@ -84,7 +84,7 @@ def test_eval_qa_runs_the_pipeline_rag_ask_runs(store, capsys, tmp_path):
     asked = [d["page_content"] for d in json.loads(capsys.readouterr().out)["context"]]
     report = (out / "report.md").read_text()
     assert item.id in report
-    from rag.core.airag import airag
+    from rag.compose.airag import airag
 
     args = cli.build_parser().parse_args(["ask", item.question, "--store", store])
     result = airag(cli.store_rag(args), item.question, return_all=True, search_kwargs={"k": 2}, embedding=None)

@@ -52,7 +52,7 @@ def test_noop_index_imports_neither_torch_nor_chroma_and_counts_the_same(corpus:
     assert code == 0 and "torch" not in heavy and "chromadb" in heavy
     code, heavy, _ = run_cli("index", str(corpus), "--store", store)
     assert code == 0 and heavy == []
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
 
     kb = KnowledgeBase.open("docs", store)
     assert kb.count() == sum(len(r.chunk_ids) for r in kb.list_documents()) > 0

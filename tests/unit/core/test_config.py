@@ -10,15 +10,15 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
 from rag.base.errors import ConfigError
-from rag.core.config import (
+from rag.compose.generator import RAG
+from rag.config.models import LLMConfig, build_llm
+from rag.config.rag_config import (
     EXTRAS,
     from_config,
     load_config,
     parse_config,
     register_extra,
 )
-from rag.core.config_models import LLMConfig, build_llm
-from rag.core.generator import RAG
 
 EMB = DeterministicFakeEmbedding(size=16)
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.config import load_config, parse_config
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
+from rag.config.rag_config import load_config, parse_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"))
 

@@ -9,8 +9,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
 from rag.base.errors import ConfigError, StoreError
-from rag.core.config import from_config, parse_config
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
+from rag.config.rag_config import from_config, parse_config
 from rag.indexing.knowledge_base import list_knowledge_bases
 
 EMB = DeterministicFakeEmbedding(size=16)

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag.base.errors import MAX_MESSAGE_CHARS, ConfigError
-from rag.core.config import load_config
-from rag.core.config_yaml import MAX_CONFIG_DEPTH, MAX_EXPANDED_NODES, load_yaml_text
+from rag.config.rag_config import load_config
+from rag.config.yaml_file import MAX_CONFIG_DEPTH, MAX_EXPANDED_NODES, load_yaml_text
 
 _tmp = [HealthCheck.function_scoped_fixture]
 _names = st.text(string.ascii_lowercase + "_", min_size=1, max_size=8).map(lambda s: f"k{s}")  # not null/yes/...

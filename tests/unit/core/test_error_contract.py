@@ -7,7 +7,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import RAG, KnowledgeBase, Resource, airag, retrieve
 from rag.base.errors import ConfigError, FilterError, InputError, RagError
-from rag.generation.chat import InMemoryMessageStore
+from rag.compose.chat import InMemoryMessageStore
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.pricing import register_price
 from rag.generation.support import annotate_support

@@ -12,8 +12,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError, FilterError
-from rag.core.resource import Resource
-from rag.core.retrieve import retrieve
+from rag.compose.resource import Resource
+from rag.compose.retrieve import retrieve
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index
 from rag.stores.memory import ExactRetriever, ExactVectorStore

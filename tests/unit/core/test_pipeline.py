@@ -10,8 +10,8 @@ from langchain_core.runnables import RunnableSequence
 
 from rag import RAG, KnowledgeBase, Resource, rag_chain_from_docs, retrieve
 from rag.base.errors import ConfigError
-from rag.core.config import parse_config
-from rag.core.defaults import RECOMMENDED, recommended_retrieval
+from rag.compose.defaults import RECOMMENDED, recommended_retrieval
+from rag.config.rag_config import parse_config
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.routing import DocumentRouter

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import rag
 
 
 def test_seed_import_paths_work():
+    from rag.compose.generator import RAG
+    from rag.compose.resource import Resource
     from rag.core.errors import ConfigError, FilterError, RagError
-    from rag.core.generator import RAG
-    from rag.core.resource import Resource
     from rag.generation.rag_with_source import rag_chain_from_docs
 
     assert rag.RAG is RAG and rag.Resource is Resource and rag.rag_chain_from_docs is rag_chain_from_docs
@@ -58,3 +60,30 @@ def test_chain_and_get_chain_are_runnable_sequences(tmp_path):
     built = rag.chain(retrieval_chain={"notes": {"search_kwargs": {"k": 1}}})
     assert type(built) is RunnableSequence and built.name == "RAG"
     assert built.steps[0].get_name() == "retrieve"
+
+
+def test_seed_paths_are_two_line_re_exports_of_the_composition_floor():
+    from pathlib import Path
+
+    import rag.compose.generator
+    import rag.compose.resource
+    import rag.core.generator
+    import rag.core.resource
+
+    for shim in (rag.core.generator, rag.core.resource):
+        lines = [line for line in Path(shim.__file__).read_text(encoding="utf-8").splitlines() if line.strip()]
+        assert len(lines) == 2, f"{shim.__name__} should be a docstring and one re-export: {lines}"
+    assert rag.core.generator.RAG is rag.compose.generator.RAG
+    assert rag.core.resource.Resource is rag.compose.resource.Resource
+
+
+def test_from_rag_import_rag_loads_no_configuration_command_line_or_server():
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from rag import RAG; print(json.dumps(sorted({m.split('.')[1] for m in sys.modules "
+            "if m.startswith('rag.') and m.count('.') >= 1})))")
+    floors = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(json.loads(floors))
+    assert loaded.isdisjoint({"config", "cli", "server", "evaluation", "testing", "core"}), loaded
+    assert "compose" in loaded

@@ -127,7 +127,7 @@ def test_a_skipped_symlink_is_logged_with_its_path_once(tmp_path, caplog):
 
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from rag.core.resource import Resource
+    from rag.compose.resource import Resource
 
     docs, outside = tmp_path / "docs", tmp_path / "notebooks"
     docs.mkdir()

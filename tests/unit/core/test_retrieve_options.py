@@ -13,8 +13,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.retrievers import BaseRetriever
 
 from rag.base.errors import ConfigError
-from rag.core.resource import Resource
-from rag.core.retrieve import retrieve
+from rag.compose.resource import Resource
+from rag.compose.retrieve import retrieve
 from rag.retrieval.budget import CharTokenCounter
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.rephrase import keyword_query, sub_queries

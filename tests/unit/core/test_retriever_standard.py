@@ -8,7 +8,7 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from rag import RAG, Resource, rag_chain_from_docs
-from rag.core.retriever import RAGRetriever
+from rag.compose.retriever import RAGRetriever
 
 
 def _rag() -> RAG:

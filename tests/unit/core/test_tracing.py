@@ -25,10 +25,10 @@ from rag.base.tracing import (
     tracing_callbacks,
     tracing_enabled,
 )
-from rag.core.generator import RAG
-from rag.core.knowledge_base import KnowledgeBase
-from rag.core.resource import Resource
-from rag.core.retrieve import retrieve
+from rag.compose.generator import RAG
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource
+from rag.compose.retrieve import retrieve
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs
 from tests.unit.spans import span_tree

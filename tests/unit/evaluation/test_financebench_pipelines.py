@@ -10,7 +10,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError
 from rag.cli import main as cli_main
-from rag.core.retrieve import retrieve
+from rag.compose.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData, chunk_pages
 from rag.evaluation.financebench_corpus import CONTEXT_VIEW, TEXT_VIEW, BenchCorpus
 from rag.evaluation.financebench_pipelines import (

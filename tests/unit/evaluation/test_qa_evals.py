@@ -10,8 +10,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
 from rag.base.errors import InputError
-from rag.core.generator import RAG
-from rag.core.resource import Resource
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
 from rag.evaluation.qa_evals import (
     QAEval,
     build_qa_evals,

@@ -12,7 +12,7 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from rag.core.resource import Resource
+from rag.compose.resource import Resource
 
 
 class UsageFakeChatModel(FakeListChatModel):

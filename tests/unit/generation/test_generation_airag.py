@@ -7,8 +7,8 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.result import Candidate, RAGResult
-from rag.core.airag import LLMRefiner, TakeContext, airag, as_rag, generate
-from rag.core.generator import RAG
+from rag.compose.airag import LLMRefiner, TakeContext, airag, as_rag, generate
+from rag.compose.generator import RAG
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.pricing import register_price
 from rag.generation.rag_with_source import rag_chain_from_docs
@@ -22,7 +22,7 @@ def test_return_all_gives_a_complete_result(city_resource, fake_llm_cls):
                        model_name="fake-airag-model")
     result = airag(city_resource, "Where is the Colosseum?", llm=llm, return_all=True, embedding=None)
     assert isinstance(result, RAGResult) and result.question == "Where is the Colosseum?"
-    # rag.core.retrieve records the search per resource and the fused ranking.
+    # rag.compose.retrieve records the search per resource and the fused ranking.
     assert len(result.stages["candidates/cities"]) == 3 and len(result.stages["fused"]) == 3
     assert all(c.resource == "cities" for c in result.stages["fused"])
     assert [d.page_content for d in result.context] == [c.document.page_content for c in result.stages["fused"]]

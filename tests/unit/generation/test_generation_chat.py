@@ -6,16 +6,16 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from rag.base.errors import InputError
-from rag.core.generator import RAG
-from rag.generation.chat import (
+from rag.compose.chat import (
     ConversationalRAG,
     InMemoryMessageStore,
     carry_over_entities,
     named_entities,
 )
+from rag.compose.generator import RAG
+from rag.compose.streaming import stream_events
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs
-from rag.generation.streaming import stream_events
 
 HISTORY = [("human", "Where is the Colosseum?"), ("ai", "The Colosseum is in Rome. [1]")]
 

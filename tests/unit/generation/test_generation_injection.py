@@ -8,9 +8,9 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.airag import airag
-from rag.core.generator import RAG
-from rag.core.resource import Resource
+from rag.compose.airag import airag
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
 from rag.generation.postprocess import answer_checks, suspicious_chunks
 from rag.generation.rag_with_source import rag_chain_from_docs
 

@@ -62,7 +62,7 @@ def test_result_without_support_prints_the_plain_answer():
 
 
 def test_pprint_takes_a_chain_output_dict(city_resource):
-    from rag.core.generator import RAG
+    from rag.compose.generator import RAG
     from rag.generation.extractive import ExtractiveAnswerer
     from rag.generation.rag_with_source import rag_chain_from_docs
 

@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from rag.base.errors import InputError
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
+from rag.compose.streaming import EVENT_TYPES, stream_events
 from rag.generation.rag_with_source import rag_chain_from_docs
-from rag.generation.streaming import EVENT_TYPES, stream_events
 
 
 def _answer_about_the_question(prompt: str) -> str:

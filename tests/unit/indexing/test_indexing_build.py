@@ -7,7 +7,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError
-from rag.core.build import build_index
+from rag.compose.build import build_index
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.tags import KeywordTagger, tag_filter

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.loaders import LoadLimits, load_directory, load_file
 from rag.indexing.tokens import ApproximateTokenizer

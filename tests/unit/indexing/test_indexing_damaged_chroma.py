@@ -15,7 +15,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import cli
 from rag.base.errors import StoreError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 
 DAMAGE = {
     "missing segments": "DELETE FROM segments",

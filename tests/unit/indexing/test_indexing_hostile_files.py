@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import LoaderError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.html_text import html_to_text
 from rag.indexing.loaders import iter_files, load_directory, load_file
 

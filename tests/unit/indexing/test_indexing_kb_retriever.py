@@ -11,7 +11,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from rag.base.errors import ConfigError, FilterError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 

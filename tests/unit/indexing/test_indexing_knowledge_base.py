@@ -8,7 +8,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError, StoreError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.knowledge_base import list_knowledge_bases
@@ -215,7 +215,7 @@ def test_delete_document_by_path_or_doc_id(tmp_path, corpus, recording_embedding
 def test_resource_applies_portable_filters_in_chroma(tmp_path, corpus):
     from langchain_core.language_models import FakeListChatModel
 
-    from rag.core.generator import RAG
+    from rag.compose.generator import RAG
     from rag.generation.rag_with_source import rag_chain_from_docs
 
     kb = _kb(tmp_path, DeterministicFakeEmbedding(size=16))

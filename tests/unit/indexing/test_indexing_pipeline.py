@@ -10,7 +10,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from pydantic import Field
 
 import rag.indexing.executors as executors_module
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 
 

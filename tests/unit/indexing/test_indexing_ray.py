@@ -26,7 +26,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from ray_helpers import StallingEmbedding, wait_for_pid
 
 from rag.base.errors import ConfigError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.executors import RayExecutor
 from rag.stores import chroma, pgvector
 from rag.stores.connections import connection_spec
@@ -233,7 +233,7 @@ _DRIVER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from ray_helpers import StallingEmbedding
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
     from rag.indexing.executors import RayExecutor
     from rag.stores import pgvector
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 
 ROOT = Path(__file__).resolve().parents[3]
 _ENV = {**os.environ, "PYTHONPATH": str(ROOT), "ANONYMIZED_TELEMETRY": "False"}
@@ -97,7 +97,7 @@ _BLOCKING_INDEXER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from langchain_core.embeddings import DeterministicFakeEmbedding
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
 
     def progress(event, amount):
         if event == "embeddings":  # records are marked, vectors computed, chunks not yet written
@@ -140,7 +140,7 @@ _FILL_AND_INDEX = textwrap.dedent("""
     from pathlib import Path
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from rag.base.errors import StoreError
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
 
     mount, corpus, cache = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "cache"
     kb = KnowledgeBase("docs", mount / "store", embedding=DeterministicFakeEmbedding(size=64), cache=cache)

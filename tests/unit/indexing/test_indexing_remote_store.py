@@ -7,7 +7,7 @@ import logging
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.stores.chroma import open_client
 
 DOCS = [Document(page_content=f"Note {i} about {topic}.", metadata={"source": f"n{i}"})

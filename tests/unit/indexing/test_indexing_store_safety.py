@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import StoreError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import MAX_DIMENSION
 from rag.indexing.records import RecordStore

@@ -5,7 +5,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.tags import KeywordTagger, tag_filter, tag_key
 

@@ -12,8 +12,8 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.knowledge_base import KnowledgeBase
-from rag.core.resource import Resource
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource
 
 
 def _kb_in(directory: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> KnowledgeBase:

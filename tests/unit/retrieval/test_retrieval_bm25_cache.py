@@ -9,7 +9,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.retrieval.bm25_cache import BM25_POINTER, knowledge_base_bm25, records_fingerprint
 
 SETTINGS = {"metadata_fields": ["title", "section"]}

@@ -6,7 +6,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from rag.base.errors import ConfigError
-from rag.core.resource import new_chroma
+from rag.compose.resource import new_chroma
 from rag.indexing.chunking import split_documents
 from rag.indexing.neighbours import chunk_range, neighbours
 from rag.retrieval.expansion import expand_neighbours, merge_chunk_texts

@@ -27,8 +27,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import retrieve
 from rag.base.filters import matches
-from rag.core.generator import RAG
-from rag.core.resource import Resource
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.routing import DocumentRouter
@@ -166,7 +166,7 @@ def test_the_reported_case_expand_two_with_a_page_filter_returns_page_zero_only(
 @pytest.fixture(scope="module")
 def knowledge_base(tmp_path_factory):
     """A real knowledge base: markdown files whose chunks carry different `section` values."""
-    from rag.core.knowledge_base import KnowledgeBase
+    from rag.compose.knowledge_base import KnowledgeBase
     from rag.indexing.chunking import TokenChunker
 
     root = tmp_path_factory.mktemp("kbiso")

@@ -8,7 +8,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
-from rag.core.resource import Resource
+from rag.compose.resource import Resource
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index
 from rag.retrieval.partitioned import PartitionedChroma

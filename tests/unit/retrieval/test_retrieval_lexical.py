@@ -10,7 +10,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
 from rag.base.errors import ConfigError, FilterError, StoreError
-from rag.core.resource import Resource
+from rag.compose.resource import Resource
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 
 

@@ -7,8 +7,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError
-from rag.core.resource import Resource
-from rag.core.retrieve import retrieve
+from rag.compose.resource import Resource
+from rag.compose.retrieve import retrieve
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.packing import diversify, page_key
 

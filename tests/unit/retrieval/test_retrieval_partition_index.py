@@ -143,7 +143,7 @@ def test_delete_removes_chunks_from_search_with_and_without_filter(tmp_path):
 
 
 def test_dense_search_on_plain_chroma_matches_langchain_chroma(chunks):
-    from rag.core.resource import new_chroma
+    from rag.compose.resource import new_chroma
 
     store = new_chroma("plain", EMB)
     store.add_documents(chunks, ids=[c.id for c in chunks])

@@ -63,7 +63,7 @@ def test_chunk_without_partition_key_is_rejected():
 
 
 def test_resource_over_a_partitioned_store_keeps_the_fast_path(tmp_path):
-    from rag.core.resource import Resource
+    from rag.compose.resource import Resource
 
     store = _store(tmp_path)
     resource = Resource.from_vectorstore("filings", store, {"k": 10})

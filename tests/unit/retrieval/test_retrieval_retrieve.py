@@ -5,9 +5,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 
 from rag.base.errors import ConfigError
-from rag.core.generator import RAG
-from rag.core.resource import Resource
-from rag.core.retrieve import retrieve
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
+from rag.compose.retrieve import retrieve
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.rerank import EmbeddingReranker
@@ -79,7 +79,7 @@ def test_unknown_setting_lists_valid_fields(hybrid_resource):
 
 
 async def test_async_retrieve_matches_sync(hybrid_resource):
-    from rag.core.retrieve import aretrieve
+    from rag.compose.retrieve import aretrieve
 
     sync = retrieve("Acme revenue", hybrid_resource, k=3, token_counter="approx")
     result = await aretrieve("Acme revenue", hybrid_resource, k=3, token_counter="approx")
@@ -88,7 +88,7 @@ async def test_async_retrieve_matches_sync(hybrid_resource):
 
 async def test_every_retriever_keeps_k_and_filter_on_the_async_path(chunks):
     from rag import RAG, Resource
-    from rag.core.retriever import RAGRetriever
+    from rag.compose.retriever import RAGRetriever
     from rag.retrieval.lexical import BM25Index
     from rag.retrieval.partitioned import PartitionedChroma
 

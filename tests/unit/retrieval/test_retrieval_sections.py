@@ -10,8 +10,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from report_corpus import HEADER, report_chunks
 
 from rag.base.errors import ConfigError, FilterError
-from rag.core.resource import Resource
-from rag.core.retrieve import retrieve
+from rag.compose.resource import Resource
+from rag.compose.retrieve import retrieve
 from rag.retrieval.lexical import BM25Retriever
 from rag.retrieval.sections import (
     SectionRouter,
@@ -213,7 +213,7 @@ def test_a_repeated_column_header_and_a_number_only_heading_name_nothing():
 
 def test_airag_passes_the_router_to_retrieval_and_the_statement_reaches_the_context():
     from rag import RAG
-    from rag.core.airag import airag
+    from rag.compose.airag import airag
 
     chunks = report_chunks()
     rag = RAG(resources=[Resource.from_documents("report", chunks, embedding=DeterministicFakeEmbedding(size=32))])

@@ -19,7 +19,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import StoreError
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.store_files import store_child
 from rag.retrieval.bm25_cache import BM25_POINTER, knowledge_base_bm25, records_fingerprint
 

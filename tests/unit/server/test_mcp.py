@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 from rag import cli  # noqa: E402
-from rag.core.config_models import ServerConfig  # noqa: E402
+from rag.config.models import ServerConfig  # noqa: E402
 from rag.testing.chroma_server import free_port  # noqa: E402
 from rag.testing.financebench import write_pdf  # noqa: E402
 from tests.unit.server.conftest import build_rag  # noqa: E402

@@ -12,9 +12,9 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 
-from rag.core.config_models import ServerConfig
-from rag.core.generator import RAG
-from rag.core.resource import Resource
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
+from rag.config.models import ServerConfig
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.testing.live_server import live_server

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.rag_with_source import rag_chain_from_docs
 
@@ -176,7 +176,7 @@ def test_follow_up_is_condensed_into_a_standalone_question_offline(make_client, 
 def test_several_named_pipelines_are_listed_and_chosen_by_model(make_rag):
     from fastapi.testclient import TestClient
 
-    from rag.core.config_models import ServerConfig
+    from rag.config.models import ServerConfig
     from rag.server.app import create_app
 
     app = create_app(make_rag(), settings=ServerConfig(support_scoring="lexical"),

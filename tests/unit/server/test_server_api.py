@@ -10,7 +10,7 @@ import pytest
 from langchain_core.language_models import GenericFakeChatModel
 
 from rag.base.errors import ConfigError
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
 from rag.generation.rag_with_source import rag_chain_from_docs
 
 
@@ -173,7 +173,7 @@ def test_auth_token_variable_name_comes_from_the_config(make_client, monkeypatch
 
 
 def test_require_auth_without_a_token_refuses_to_start(monkeypatch, make_rag):
-    from rag.core.config_models import ServerConfig
+    from rag.config.models import ServerConfig
     from rag.server.app import create_app
 
     monkeypatch.delenv("RAG_API_TOKEN", raising=False)
@@ -319,7 +319,7 @@ def test_unknown_fields_in_batch_and_per_resource_settings_list_the_valid_ones(c
 
 
 def test_a_resource_default_k_over_max_k_is_refused_at_startup(make_rag):
-    from rag.core.config_models import ServerConfig
+    from rag.config.models import ServerConfig
     from rag.server.app import create_app
 
     with pytest.raises(ConfigError, match=r"resource default k \{'reports': 4\} is over server.max_k=3"):

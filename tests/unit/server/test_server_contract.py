@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.language_models import GenericFakeChatModel
 
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.server.guard import MAX_LOG_CHARS
 

@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import GenericFakeChatModel
 
-from rag.core.config_models import ServerConfig
-from rag.core.generator import RAG
-from rag.core.resource import Resource
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
+from rag.config.models import ServerConfig
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.server.app import create_app
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from langchain_core.language_models import GenericFakeChatModel
 
 from rag.base.filters import MAX_FILTER_DEPTH
-from rag.core.config_models import ServerConfig
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
+from rag.config.models import ServerConfig
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.server.app import app_from_config, create_app
 from rag.server.guard import MAX_LOG_CHARS

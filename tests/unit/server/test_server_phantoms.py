@@ -16,16 +16,16 @@ import textwrap
 from fastapi.testclient import TestClient
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.core.config_models import ServerConfig
-from rag.core.generator import RAG
-from rag.core.knowledge_base import KnowledgeBase
+from rag.compose.generator import RAG
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.config.models import ServerConfig
 from rag.server.app import create_app
 
 
 def _delete_in_another_process(store, corpus, names) -> None:
     code = textwrap.dedent(f"""
         from langchain_core.embeddings import DeterministicFakeEmbedding
-        from rag.core.knowledge_base import KnowledgeBase
+        from rag.compose.knowledge_base import KnowledgeBase
         kb = KnowledgeBase("docs", {str(store)!r}, embedding=DeterministicFakeEmbedding(size=16))
         for name in {names!r}:
             kb.delete_document({str(corpus)!r} + "/" + name)

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rag.base.tracing import disable_tracing, enable_tracing
-from rag.core.generator import RAG
-from rag.core.resource import Resource
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
 from rag.generation.rag_with_source import rag_chain_from_docs
 from tests.unit.spans import span_attributes, span_tree
 

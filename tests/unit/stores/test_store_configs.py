@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from langchain_core.language_models import FakeListChatModel
 
 from rag.base.errors import ConfigError, StoreError
-from rag.core.config import from_config, parse_config
-from rag.core.generator import RAG
+from rag.compose.generator import RAG
+from rag.config.rag_config import from_config, parse_config
 from rag.stores.native import NativeFilterRetriever
 from tests.unit.stores.backends import EMB, doc_id
 
@@ -161,7 +161,7 @@ _BAD_ADDRESSES = [("pgvector", "url_env", "notaport"), ("pgvector", "url_env", f
 
 
 def _open_error(monkeypatch, kind: str, field: str, value: str) -> str:
-    from rag.core.config_stores import STORE_KINDS
+    from rag.config.stores import STORE_KINDS
 
     monkeypatch.setenv("X_STORE_ADDRESS", value)
     with pytest.raises((StoreError, ConfigError)) as info:

@@ -12,12 +12,12 @@ retrieved candidates. Each step is a callable `step(result, config) -> None` tha
 the result; pass your own to replace one (`generate(result, refine=my_refiner)`). Token usage and
 cost (from `usage_metadata`) and the wall time of every step are recorded per step.
 
-Retrieval is the retrieval step of the RAG's chain (`rag.core.retrieve.run_retrieval`): the
+Retrieval is the retrieval step of the RAG's chain (`rag.compose.retrieve.run_retrieval`): the
 context is the one `rag.chain().invoke(question)` returns, every stage recorded.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> from rag.core.resource import Resource
+    >>> from rag.compose.resource import Resource
     >>> from rag.generation.extractive import ExtractiveAnswerer
     >>> res = Resource.from_texts("notes", ["The Colosseum is in Rome."], embedding=DeterministicFakeEmbedding(size=8))
     >>> airag(res, "Where is the Colosseum?", llm=ExtractiveAnswerer(), embedding=None)
@@ -38,9 +38,9 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.result import RAGResult
-from rag.core.generator import RAG
-from rag.core.resource import Resource, validate_search_kwargs
-from rag.core.retrieve import RetrievalSettings, run_retrieval
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource, validate_search_kwargs
+from rag.compose.retrieve import RetrievalSettings, run_retrieval
 from rag.generation.postprocess import check_answer
 from rag.generation.prompts import format_docs
 from rag.generation.rag_with_source import rag_chain_from_docs

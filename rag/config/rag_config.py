@@ -1,7 +1,7 @@
 """Configuration files: `configs/*.yaml` -> validated pydantic models -> a ready `RAG`.
 
 A config is data, never code: YAML is read as plain, bounded YAML (no `!!python` tags, no
-duplicate keys, no alias bombs; see `rag.core.config_yaml`), every
+duplicate keys, no alias bombs; see `rag.config.yaml_file`), every
 model forbids unknown keys and names the valid ones, resource kinds, models and extras are
 chosen from allowlists by name, and secrets are given as the *names* of environment variables.
 
@@ -41,9 +41,10 @@ from pydantic import Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, short_repr
 from rag.base.tracing import enable_tracing
-from rag.core.config_knowledge_base import KnowledgeBaseResourceConfig
-from rag.core.config_lexical import BM25ResourceConfig, HybridResourceConfig
-from rag.core.config_models import (
+from rag.compose.resource import validate_search_kwargs
+from rag.config.knowledge_base import KnowledgeBaseResourceConfig
+from rag.config.lexical import BM25ResourceConfig, HybridResourceConfig
+from rag.config.models import (
     EmbeddingConfig,
     GenerationConfig,
     LLMConfig,
@@ -53,27 +54,26 @@ from rag.core.config_models import (
     build_embedding,
     build_llm,
 )
-from rag.core.config_resources import (
+from rag.config.resources import (
     ChromaResourceConfig,
     ChromaServerResourceConfig,
 )
-from rag.core.config_retrieval import RetrievalConfig
-from rag.core.config_stores import (
+from rag.config.retrieval import RetrievalConfig
+from rag.config.stores import (
     FaissResourceConfig,
     LanceDBResourceConfig,
     MilvusResourceConfig,
     PGVectorResourceConfig,
     QdrantResourceConfig,
 )
-from rag.core.config_yaml import read_config_file
-from rag.core.resource import validate_search_kwargs
+from rag.config.yaml_file import read_config_file
 from rag.generation.prompts import source_label
 from rag.generation.rag_with_source import rag_chain_from_docs
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from rag.core.generator import RAG
+    from rag.compose.generator import RAG
 
 __all__ = [
     "EXTRAS",
@@ -257,7 +257,7 @@ def from_config(cls: type[RAG], source: str | Path | Mapping[str, Any] | RagConf
         llm: use this answer model instead of the configured one.
 
     Example:
-        >>> from rag.core.generator import RAG
+        >>> from rag.compose.generator import RAG
         >>> rag = from_config(RAG, {"embedding": {"kind": "deterministic", "size": 8}, "llm": {"kind": "extractive"},
         ...                         "resources": [{"name": "notes", "kind": "chroma", "path": "/tmp/rag-doc-notes",
         ...                                        "create": True}]})

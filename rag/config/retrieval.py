@@ -1,6 +1,6 @@
 """The `retrieval:` block of a config: the pipeline's cross-resource stages, validated.
 
-Absent, a config gets the recommended pipeline (`rag.core.defaults`: fused candidates,
+Absent, a config gets the recommended pipeline (`rag.compose.defaults`: fused candidates,
 page-diverse packing, a 4,000-token budget). Every stage is settable here; per-resource stages
 (search mode, routing, named sections) are keys of the resource itself.
 
@@ -34,9 +34,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from rag.core.config_models import StrictModel
-from rag.core.defaults import RECOMMENDED, recommended_retrieval
-from rag.core.retrieval_settings import RetrievalSettings
+from rag.compose.defaults import RECOMMENDED, recommended_retrieval
+from rag.compose.retrieval_settings import RetrievalSettings
+from rag.config.models import StrictModel
 from rag.retrieval.rse import RSE_PRESETS
 
 __all__ = ["RetrievalConfig"]

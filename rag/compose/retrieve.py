@@ -23,11 +23,11 @@ and ``extras`` (route, token counter, settings).
 Settings are validated by `RetrievalSettings` (unknown keys are rejected with the valid ones).
 Neighbour expansion and RSE read chunks from the resource's chunk source (its retriever's
 `chunk_source`: a knowledge base, the BM25 index of a `HybridRetriever` / `BM25Retriever`, or the
-Chroma store of a vector-store retriever). The stages live in `rag.core.pipeline`.
+Chroma store of a vector-store retriever). The stages live in `rag.compose.pipeline`.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> from rag.core.resource import Resource
+    >>> from rag.compose.resource import Resource
     >>> res = Resource.from_texts("notes", ["Paris is in France.", "Rome is in Italy."],
     ...                           embedding=DeterministicFakeEmbedding(size=16))
     >>> result = retrieve("Where is Rome?", res, k=1, max_tokens=50, token_counter="approx")
@@ -49,11 +49,11 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from rag.base.errors import ConfigError, InputError
 from rag.base.result import Candidate, RAGResult
 from rag.base.text import lexical_overlap, tokenize
-from rag.core.generator import RAG
-from rag.core.pipeline import chunk_source
-from rag.core.request import OVERRIDES_KEY, SINK_KEY, configurable
-from rag.core.resource import Resource
-from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
+from rag.compose.generator import RAG
+from rag.compose.pipeline import chunk_source
+from rag.compose.request import OVERRIDES_KEY, SINK_KEY, configurable
+from rag.compose.resource import Resource
+from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 
 __all__ = ["RetrievalSettings", "aretrieve", "as_retrieval_rag", "chunk_source", "retrieve", "retrieval_settings",
            "run_retrieval"]

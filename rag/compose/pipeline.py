@@ -13,7 +13,7 @@ is recorded in the `RAGResult` (`stages`, `timings`, `extras`).
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> from rag.core.resource import Resource
+    >>> from rag.compose.resource import Resource
     >>> res = Resource.from_texts("notes", ["Paris is in France.", "Rome is in Italy."],
     ...                           embedding=DeterministicFakeEmbedding(size=16))
     >>> settings = RetrievalSettings(k=1, max_tokens=50, token_counter="approx")
@@ -40,8 +40,8 @@ from rag.base.filters import and_filters
 from rag.base.portable import ChunkSource, find_chunk_source
 from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
-from rag.core.resource import Resource
-from rag.core.retrieval_settings import RetrievalSettings
+from rag.compose.resource import Resource
+from rag.compose.retrieval_settings import RetrievalSettings
 from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import doc_key, documents_to_scored, fuse, minmax

@@ -25,7 +25,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rag.base.errors import ConfigError
-from rag.core.config_resources import (
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource
+from rag.config.resources import (
     BM25Settings,
     HybridSearchSettings,
     IndexConfig,
@@ -35,8 +37,6 @@ from rag.core.config_resources import (
     store_path,
     sync_files,
 )
-from rag.core.knowledge_base import KnowledgeBase
-from rag.core.resource import Resource
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.knowledge_base import list_knowledge_bases
 from rag.retrieval.hybrid import HybridRetriever

@@ -28,9 +28,9 @@ from pydantic import Field, field_validator
 
 from rag.base.errors import ConfigError, StoreError
 from rag.base.text import terminal_safe
-from rag.core.config_models import StrictModel, check_env_name
-from rag.core.knowledge_base import KnowledgeBase
-from rag.core.resource import Resource, validate_search_kwargs
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource, validate_search_kwargs
+from rag.config.models import StrictModel, check_env_name
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.executors import executor_from
 from rag.models.embeddings import is_default_embeddings

@@ -5,7 +5,7 @@ Each opens an existing store through its `rag.stores` module and wraps it with
 Connection strings and keys are given by environment-variable NAME (`url_env`, `uri_env`,
 `api_key_env`, `token_env`), never by value; embedded stores take a `path` instead. `create: true`
 makes an empty store when it is missing; filling it is up to you, or to a knowledge base that
-keeps its chunks there (`kind: knowledge_base` with a `store:` block, `rag.core.config_knowledge_base`).
+keeps its chunks there (`kind: knowledge_base` with a `store:` block, `rag.config.knowledge_base`).
 
     resources:
       - {name: docs, kind: pgvector, url_env: RAG_PG_URL, table: docs}
@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import field_validator, model_validator
 
 from rag.base.errors import ConfigError, RagError, StoreError
-from rag.core.config_models import check_env_name
-from rag.core.config_resources import ResourceBase, store_path
-from rag.core.resource import Resource
+from rag.compose.resource import Resource
+from rag.config.models import check_env_name
+from rag.config.resources import ResourceBase, store_path
 from rag.stores import milvus, pgvector, qdrant
 from rag.stores.faiss import FaissStore
 from rag.stores.lancedb import LanceStore

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
+from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 
 __all__ = ["CONTEXT_TOKENS", "RECOMMENDED", "recommended_retrieval"]
 

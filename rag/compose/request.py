@@ -12,7 +12,7 @@ A request's `filter` is ANDed with the RAG's own (a request narrows, never widen
 `SINK_KEY` (a list the aggregate step appends to).
 
 Example:
-    >>> from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
+    >>> from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
     >>> request_settings(RetrievalSettings(), {"configurable": {"k": 5, "filter": {"year": 2024}}}).k
     5
     >>> sorted(spec.id for spec in CONFIG_SPECS)
@@ -29,7 +29,8 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters, validate_filter
-from rag.core.retrieval_settings import RetrievalSettings, retrieval_settings
+from rag.base.portable import check_k
+from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 
 __all__ = ["BUILD_KEY", "CONFIG_SPECS", "OVERRIDES_KEY", "REQUEST_FIELDS", "REQUEST_KEY", "SINK_KEY",
            "configurable", "plain_search_kwargs", "request_settings"]
@@ -94,10 +95,7 @@ def plain_search_kwargs(config: RunnableConfig | None) -> dict[str, Any]:
                  **{key: values[key] for key in ("k", "filter") if values.get(key) is not None}}
     out: dict[str, Any] = {}
     if overrides.get("k") is not None:
-        k = overrides["k"]
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        out["k"] = k
+        out["k"] = check_k(overrides["k"])
     if overrides.get("filter") is not None:
         out["filter"] = validate_filter(overrides["filter"])
     return out

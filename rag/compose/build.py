@@ -35,8 +35,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError
-from rag.core.knowledge_base import KnowledgeBase
-from rag.core.resource import Resource
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.tags import KeywordTagger

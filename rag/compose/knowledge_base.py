@@ -25,7 +25,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
-from rag.core.resource import Resource
+from rag.compose.resource import Resource
 from rag.indexing.knowledge_base import KnowledgeStore
 from rag.retrieval.kb_search import (
     knowledge_base_retriever,

@@ -21,7 +21,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError
-from rag.core.config_resources import (
+from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource
+from rag.config.resources import (
     HybridSearchSettings,
     IndexConfig,
     ResourceBase,
@@ -30,9 +32,7 @@ from rag.core.config_resources import (
     store_path,
     sync_files,
 )
-from rag.core.config_stores import STORE_KINDS
-from rag.core.knowledge_base import KnowledgeBase
-from rag.core.resource import Resource
+from rag.config.stores import STORE_KINDS
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
 

@@ -1,7 +1,7 @@
 """`RetrievalSettings`: the options of the retrieval pipeline (`rag.retrieve`, a `RAG`'s `retrieval`).
 
 `RetrievalSettings()` is the recommended pipeline: what `RAG(resources=...).chain()`, `rag.retrieve`,
-`airag`, chat, `rag ask`, configs and `rag serve` run unless told otherwise (see `rag.core.defaults`
+`airag`, chat, `rag ask`, configs and `rag serve` run unless told otherwise (see `rag.compose.defaults`
 for why each default was chosen).
 
 Vocabulary: `k` is the number of chunks in the context (with a budget: at most that many);
@@ -24,15 +24,66 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, short_repr
+from rag.base.portable import MAX_K, check_k
 from rag.retrieval.budget import TOKEN_COUNTERS, TokenCount
+from rag.retrieval.rephrase import LLM_MODES, REPHRASE_MODES
 from rag.retrieval.rse import RSEConfig
 
-__all__ = ["RetrievalSettings", "retrieval_settings"]
+__all__ = ["ChatModel", "QueryRephraser", "RetrievalSettings", "Reranking", "Routing", "SectionPromotion",
+           "retrieval_settings"]
+
+
+@runtime_checkable
+class QueryRephraser(Protocol):
+    """Turns a question into the queries to search (`rag.retrieval.rephrase.Rephraser`)."""
+
+    def rephrase(self, question: str) -> list[str]: ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A LangChain chat or text model (anything with `invoke`), for the LLM rephrase modes."""
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class Routing(Protocol):
+    """Picks the documents a question names (`rag.retrieval.routing.DocumentRouter`)."""
+
+    key: str
+
+    def route(self, question: str) -> Any: ...
+
+    def boost(self, question: str, scored: Any, weight: float) -> Any: ...
+
+
+@runtime_checkable
+class Reranking(Protocol):
+    """Scores candidates against the question again (`rag.retrieval.rerank.Reranker`)."""
+
+    def rerank(self, query: str, docs: Any) -> Any: ...
+
+
+@runtime_checkable
+class SectionPromotion(Protocol):
+    """Promotes the sections a question names (`rag.retrieval.sections.SectionRouter`)."""
+
+    at: int
+
+    def promote(self, question: str, scored: Any, **settings: Any) -> Any: ...
+
+
+def _must_be(value: Any, kind: type, valid: str) -> Any:
+    if value is None or isinstance(value, kind):
+        return value
+    raise ValueError(f"must be {valid}, got {type(value).__name__} {short_repr(value)}")
 
 
 class RetrievalSettings(BaseModel):
@@ -73,42 +124,91 @@ class RetrievalSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    k: int = Field(default=64, ge=1)          # an upper bound only: the token budget decides how many fit
-    fetch_k: int = Field(default=100, ge=1)
+    k: int = Field(default=64, ge=1, le=MAX_K)    # an upper bound only: the token budget decides how many fit
+    fetch_k: int = Field(default=100, ge=1, le=MAX_K)
     filter: dict[str, Any] | None = None
-    rephrase: Any = None
-    llm: Any = None
-    router: Any = None
+    rephrase: QueryRephraser | list[str] | None = None
+    llm: ChatModel | None = None
+    router: Routing | None = None
     routing: Literal["filter", "boost", "both", "off"] = "filter"
     route_weight: float = 0.5
-    reranker: Any = None
+    reranker: Reranking | Literal["embedding"] | None = None
     expand: int = Field(default=0, ge=0)
     rse: str | RSEConfig | None = None
     rse_overrides: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = Field(default=4000, ge=1)
-    token_counter: Any = "auto"
+    token_counter: str | TokenCount = "auto"
     fusion: Literal["rrf", "convex"] = "rrf"
     page_diversity: float = Field(default=0.3, ge=0.0)
     rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
     rerank_depth: int | None = Field(default=None, ge=1)
     question_weight: float | None = Field(default=None, ge=0.0, le=1.0)
-    sections: Any = None
+    sections: SectionPromotion | None = None
     section_at: int | None = Field(default=None, ge=0)   # None: each SectionRouter's own `at` (3)
 
-    @field_validator("k", "fetch_k", "expand", "max_tokens", "section_at", mode="before")
+    @field_validator("k", "fetch_k", mode="before")
+    @classmethod
+    def _check_k(cls, value: Any, info: ValidationInfo) -> int:
+        return check_k(value, name=info.field_name, default=cls.model_fields[info.field_name].default)
+
+    @field_validator("expand", "max_tokens", "section_at", mode="before")
     @classmethod
     def _no_bools(cls, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError(f"must be an integer, not {value!r}")
         return value
 
-    @field_validator("token_counter")
+    @field_validator("token_counter", mode="before")
     @classmethod
     def _check_counter(cls, value: Any) -> Any:
         if value in TOKEN_COUNTERS if isinstance(value, str) else isinstance(value, TokenCount):
             return value
         raise ValueError(f"must be one of {', '.join(TOKEN_COUNTERS)} or an object with name, count(text) and "
-                         "truncate(text, max_tokens)")
+                         f"truncate(text, max_tokens), got {type(value).__name__} {short_repr(value)}")
+
+    @field_validator("rephrase", mode="before")
+    @classmethod
+    def _check_rephrase(cls, value: Any) -> Any:
+        if value is None or isinstance(value, QueryRephraser):
+            return value
+        modes = [value] if isinstance(value, str) else value
+        if not isinstance(modes, Sequence) or not all(isinstance(m, str) for m in modes):
+            raise ValueError(f"must be a Rephraser, a mode or a list of modes ({', '.join(REPHRASE_MODES)}), got "
+                             f"{type(value).__name__} {short_repr(value)}")
+        unknown = [m for m in modes if m not in REPHRASE_MODES]
+        if unknown:
+            raise ValueError(f"unknown mode(s) {short_repr(unknown)}; valid: {', '.join(REPHRASE_MODES)}")
+        return list(modes) or None
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _check_llm(cls, value: Any) -> Any:
+        return _must_be(value, ChatModel, "a LangChain chat or text model (an object with invoke) or None")
+
+    @field_validator("router", mode="before")
+    @classmethod
+    def _check_router(cls, value: Any) -> Any:
+        return _must_be(value, Routing, "a DocumentRouter (key, route(question), boost(...)) or None")
+
+    @field_validator("reranker", mode="before")
+    @classmethod
+    def _check_reranker(cls, value: Any) -> Any:
+        return value if value == "embedding" else _must_be(value, Reranking,
+                                                           "a Reranker (rerank(query, docs)), 'embedding' or None")
+
+    @field_validator("sections", mode="before")
+    @classmethod
+    def _check_sections(cls, value: Any) -> Any:
+        return _must_be(value, SectionPromotion, "a SectionRouter (at, promote(question, scored, ...)) or None")
+
+    @model_validator(mode="after")
+    def _llm_for_llm_modes(self) -> RetrievalSettings:
+        modes = self.rephrase if isinstance(self.rephrase, list) else []
+        needs = [m for m in modes if m in LLM_MODES]
+        if needs and self.llm is None:
+            raise ValueError(f"rephrase mode(s) {needs} need llm=<a chat model>; pass llm=... or use the offline "
+                             "modes keywords, feedback")
+        return self
 
 
 def retrieval_settings(**kwargs: Any) -> RetrievalSettings:
@@ -119,7 +219,7 @@ def retrieval_settings(**kwargs: Any) -> RetrievalSettings:
         ...     retrieval_settings(k=0)
         ... except ConfigError as err:
         ...     print(err)
-        invalid retrieval setting k=0: Input should be greater than or equal to 1
+        invalid retrieval setting k=0: k must be a positive integer, got 0 (leave k out for the default, 64)
     """
     unknown = sorted(set(kwargs) - set(RetrievalSettings.model_fields))
     if unknown:
@@ -128,6 +228,9 @@ def retrieval_settings(**kwargs: Any) -> RetrievalSettings:
         return RetrievalSettings(**kwargs)
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"])
-        raise ConfigError(f"invalid retrieval setting {key}={kwargs.get(key, error.get('input'))!r}: {error['msg']}") \
-            from None
+        message = error["msg"].removeprefix("Value error, ")
+        if not error["loc"]:   # a check across settings (an LLM rephrase mode without llm=)
+            raise ConfigError(f"invalid retrieval settings: {message}") from None
+        key = ".".join(str(part) for part in error["loc"][:1])
+        raise ConfigError(f"invalid retrieval setting {key}={short_repr(kwargs.get(key, error.get('input')))}: "
+                          f"{message}") from None

@@ -1,0 +1,95 @@
+"""`rag index PATH...` and `rag ask QUESTION`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rag.base.errors import ConfigError, FilterError, short_repr
+from rag.base.filters import MAX_FILTER_DEPTH
+from rag.base.text import terminal_safe
+from rag.cli.store import backend_opener, store_args, store_rag
+
+
+def add_index(sub: Any) -> None:
+    from rag.indexing.index_options import add_index_arguments
+
+    p = sub.add_parser("index", help="index files or directories into a persistent knowledge base")
+    add_index_arguments(p)
+    store_args(p)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from rag.indexing.index_command import run_index
+
+    args.open_backend = backend_opener(args, create=True)
+    return run_index(args)
+
+
+def add_ask(sub: Any) -> None:
+    p = sub.add_parser("ask", help="answer a question from an indexed store")
+    p.add_argument("question")
+    p.add_argument("--search", default="hybrid", choices=("hybrid", "dense", "bm25"),
+                   help="how a knowledge base is searched (default: %(default)s: dense + BM25 fused)")
+    p.add_argument("--k", type=int, default=None,
+                   help="at most this many chunks in the context (default: as many as the token budget holds)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="the context budget in tokens (default: the recommended pipeline's 4000)")
+    p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"page": {"$lt": 3}}\'')
+    p.add_argument("--json", action="store_true", help="print the whole output as JSON")
+    store_args(p)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from rag.base.filters import validate_filter
+    from rag.generation.citations import resolve_citations
+    from rag.generation.prompts import source_label
+
+    for flag, value in (("--k", args.k), ("--max-tokens", args.max_tokens)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be a positive integer, got {value}")
+    overrides: dict[str, Any] = {key: value for key, value in (("k", args.k), ("max_tokens", args.max_tokens))
+                                 if value is not None}
+    if args.filter:
+        try:
+            overrides["filter"] = json.loads(args.filter)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): "
+                              f"{short_repr(args.filter)}") from None
+        except RecursionError:
+            raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
+        overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
+    # the chain every door runs; the flags are its per-request settings
+    out = store_rag(args).chain().invoke(args.question, config={"configurable": overrides})
+    empty = _nothing_found(args) if not out["context"] else None
+    if empty:
+        print(f"rag ask: {terminal_safe(empty)}", file=sys.stderr)
+    # file names and document text may hold escape codes and newlines: nothing reaches the terminal raw
+    if args.json:
+        payload = {**out, "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
+        print(terminal_safe(json.dumps(payload, indent=2, ensure_ascii=False, default=str), json_text=True))
+        return 0
+    print(terminal_safe(out["answer"], newlines=True))
+    if empty:
+        print(f"\nSources: none ({terminal_safe(empty)})")
+        return 0
+    cited = set(resolve_citations(out["answer"], out["context"]).cited)
+    labels = {i: terminal_safe(source_label(doc)) for i, doc in enumerate(out["context"], start=1)}
+    if cited:
+        print("\nSources cited:")
+        print("\n".join(f"  [{n}] {labels[n]}" for n in sorted(cited)))
+    rest = [n for n in labels if n not in cited]
+    if rest:
+        print("\nRetrieved, not used:" if cited else "\nRetrieved (none cited):")
+        print("\n".join(f"  [{n}] {labels[n]}" for n in rest))
+    return 0
+
+
+def _nothing_found(args: argparse.Namespace) -> str:
+    """Why `rag ask` found no chunk: the filter matched none, or the collection is empty."""
+    if args.filter:
+        return (f"no chunk in collection {args.collection!r} matches --filter {short_repr(args.filter)}; "
+                "check the metadata keys and values (rag ask --json shows a chunk's metadata)")
+    return f"collection {args.collection!r} in {args.store} has no chunks; add some with: rag index PATH"

@@ -1,0 +1,335 @@
+"""`RAG`: resources retrieved in parallel, aggregated, answered, plus extras.
+
+```
+question ─► RunnableParallel{resource: rephrase, route, search, ...} ─► aggregate (fuse, rerank,
+        │      pack, sections, RSE | neighbours | top k, budget) ─► context
+        └──────────────────────────────────────────────► generation_chain(question, context) ─► answer
+                                                          extras(question, answer, context) ─► ...
+```
+
+By default the branches and the aggregate run the recommended pipeline (`RetrievalSettings()`,
+see `rag.compose.defaults`): the same one `rag.retrieve`, `airag`, chat, `rag ask`, configs and
+`rag serve` run, so every door returns the same context. `retrieval="plain"` gives the seed's
+plain top-k: each resource's `search_kwargs` (k 4 by default), fused, nothing cut.
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from langchain_core.language_models import FakeListChatModel
+    >>> from rag.generation.rag_with_source import rag_chain_from_docs
+    >>> docs = Resource.from_texts("docs", ["Rome is in Italy."], embedding=DeterministicFakeEmbedding(size=8))
+    >>> rag = RAG(resources=[docs], generation_chain=rag_chain_from_docs(FakeListChatModel(responses=["Italy [1]"])),
+    ...           extras={"count_docs": lambda x: len(x["context"])})
+    >>> out = rag.chain().invoke("Where is Rome?")
+    >>> out["answer"], out["count_docs"], out["context"][0].metadata["resource"]
+    ('Italy [1]', 1, 'docs')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import (
+    Runnable,
+    RunnableConfig,
+    RunnableLambda,
+    RunnableParallel,
+    RunnablePassthrough,
+    RunnableSequence,
+)
+from langchain_core.runnables.utils import (
+    ConfigurableFieldSpec,
+    get_unique_config_specs,
+)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from rag.base.errors import ConfigError, InputError, from_validation
+from rag.base.tracing import set_run_attributes
+from rag.compose.pipeline import Branch, combine, search_branch, tag_resource
+from rag.compose.request import (
+    BUILD_KEY,
+    CONFIG_SPECS,
+    REQUEST_KEY,
+    SINK_KEY,
+    configurable,
+    request_settings,
+)
+from rag.compose.resource import Resource, configured_search_kwargs, validate_search_kwargs
+from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
+from rag.compose.retriever import RAGRetriever
+from rag.generation.rag_with_source import GenerationChain, rag_chain_from_docs
+
+__all__ = ["OUTPUT_KEYS", "RAG", "aggregate_documents"]
+
+OUTPUT_KEYS = ("question", "answer", "context")
+RETRIEVAL_KEYS = ("search_kwargs",)
+#: `RAG(retrieval=PLAIN)`: the seed's plain top-k (each resource's search_kwargs, fused, nothing cut).
+PLAIN = "plain"
+_SETTINGS_KEY = "rag_retrieval_settings"   # the run's resolved RetrievalSettings (internal)
+
+
+def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
+    """Merge `{resource: docs}` into one list, tag `metadata["resource"]`, drop duplicates.
+
+    The documents are fused by reciprocal rank (`rag.compose.pipeline.combine` without settings):
+    every resource's first hit, then every second hit, ..., so no resource's best match is pushed
+    to the end of the context by another's long tail; a chunk found by several resources keeps
+    its first resource's tag and moves up.
+
+    Example:
+        >>> a, b, c = (Document(page_content=t) for t in "abc")
+        >>> [(d.page_content, d.metadata["resource"]) for d in aggregate_documents({"r1": [a, b], "r2": [a, c]})]
+        [('a', 'r1'), ('b', 'r1'), ('c', 'r2')]
+    """
+    return combine([Branch("", name, [""], {0: tag_resource(docs or [], name)}) for name, docs in results.items()],
+                   [], None).context
+
+
+class RAG(BaseModel):
+    """Retrieval-augmented generation over named resources.
+
+    Attributes:
+        resources: the resources to search; names must be unique.
+        retrieval: the retrieval pipeline's settings (`RetrievalSettings` or a dict of its fields:
+            `k`, `fetch_k`, `router`, `reranker`, `page_diversity`, `sections`, `rse`,
+            `max_tokens`, ...); the default, `RetrievalSettings()`, is the recommended pipeline.
+            Each resource's branch rephrases, routes and searches, and the aggregate fuses,
+            reranks, packs and budgets (`rag.compose.pipeline`). ``"plain"`` (or None): the seed's
+            plain top-k, each branch searching with its `search_kwargs` and the aggregate only fusing.
+        generation_chain: `{"question", "context"} -> answer`; default `rag_chain_from_docs()`
+            on the configured answerer (offline extractive unless `RAG_LLM` says otherwise).
+        extras: `{key: callable(output_dict) -> value}` added to every output.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    resources: list[Resource]
+    generation_chain: Runnable = Field(default_factory=rag_chain_from_docs)
+    extras: dict[str, Callable[[dict[str, Any]], Any]] = Field(default_factory=dict)
+    retrieval: RetrievalSettings | None = Field(default_factory=RetrievalSettings)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_validation(exc, type(self).__name__) from None
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _check_resource_types(cls, resources: Any) -> Any:
+        if isinstance(resources, list):
+            bad = [type(r).__name__ for r in resources if not isinstance(r, Resource)]
+            if bad:
+                raise ValueError(f"resources must be Resource objects, got {bad}; wrap a knowledge base with "
+                                 "kb.as_resource() and a retriever with Resource.from_retriever(name, retriever)")
+        return resources
+
+    @field_validator("retrieval", mode="before")
+    @classmethod
+    def _check_retrieval(cls, value: Any) -> Any:
+        if value == PLAIN:
+            return None
+        if isinstance(value, str):
+            raise ValueError(f"unknown retrieval {value!r}; valid: {PLAIN!r}, a RetrievalSettings or a dict of its "
+                             "fields")
+        return retrieval_settings(**value) if isinstance(value, Mapping) else value
+
+    @field_validator("extras")
+    @classmethod
+    def _check_extras(cls, extras: dict[str, Callable]) -> dict[str, Callable]:
+        clash = sorted(set(extras) & set(OUTPUT_KEYS))
+        if clash:
+            raise ValueError(f"extras cannot be named {clash}: those output keys are taken by {list(OUTPUT_KEYS)}")
+        bad = sorted(k for k, fn in extras.items() if not callable(fn))
+        if bad:
+            raise ValueError(f"extras {bad} are not callable; each extra is a function of the output dict")
+        return extras
+
+    @model_validator(mode="after")
+    def _check_resources(self) -> RAG:
+        names = [r.name for r in self.resources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"resource names must be unique; duplicated: {dupes}")
+        return self
+
+    @classmethod
+    def from_config(cls, source: Any, *, embedding: Any = None, llm: Any = None) -> RAG:
+        """Build a RAG (or subclass) from a YAML path, a dict or a `RagConfig` (see `rag.config.rag_config`).
+
+        Configuration is the floor above composition; this seed method is the one call upward, imported
+        when called (declared in pyproject.toml's `ignore_imports`, so `from rag import RAG` loads no config).
+        """
+        from rag.config.rag_config import from_config
+
+        return from_config(cls, source, embedding=embedding, llm=llm)
+
+    @property
+    def resource_names(self) -> list[str]:
+        return [r.name for r in self.resources]
+
+    @property
+    def resources_retrieval_chain(self) -> Runnable[str, list[Document]]:
+        """One parallel branch per resource, then the aggregate. Override to customise retrieval."""
+        if not self.resources:
+            return RunnableLambda(lambda _: [], name="no_resources")
+        if self.retrieval is None:
+            # the seed's branches: each resource's own search with its settings and the request's k and filter
+            parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
+            return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
+        parallel = RunnableParallel({r.name: self._branch(r) for r in self.resources})
+        return (parallel | RunnableLambda(self._aggregate, name="aggregate")).with_config(run_name="resources")
+
+    def settings_for(self, config: RunnableConfig | None) -> RetrievalSettings | None:
+        """The pipeline settings a run with `config` uses (`rag.compose.request`); None for a plain RAG."""
+        resolved = configurable(config).get(_SETTINGS_KEY)
+        return resolved if resolved is not None else request_settings(self.retrieval, config)
+
+    def _branch(self, resource: Resource) -> Runnable[str, Branch]:
+        """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
+
+        def run(question: str, config: RunnableConfig) -> Branch:
+            settings = self.settings_for(config)
+            branch = search_branch(question, resource, settings,
+                                   search_kwargs=configured_search_kwargs(config, resource.name), config=config)
+            set_run_attributes(config, resource=resource.name, k=branch.k or settings.k, filter=branch.filter is not None,
+                               documents=sum(len(docs) for docs in branch.lists.values()))
+            return branch
+
+        return RunnableLambda(run, name=resource.name)
+
+    def _aggregate(self, branches: Mapping[str, Branch], config: RunnableConfig) -> list[Document]:
+        """The cross-resource half: fuse, rerank, sections, diversify, expand / RSE, budget (`combine`)."""
+        result = combine(list(branches.values()), self.resources, self.settings_for(config))
+        sink = configurable(config).get(SINK_KEY)
+        if isinstance(sink, list):
+            sink.append(result)
+        return result.context
+
+    def as_retriever(self, *, k: int | None = None, filter: dict[str, Any] | None = None) -> BaseRetriever:
+        """This RAG's aggregated retrieval as a LangChain retriever (see `RAGRetriever`)."""
+
+        return RAGRetriever(rag=self, k=k, filter=filter)
+
+    # ------------------------------------------------------------------ settings
+    def validate_retrieval_settings(self, settings: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+        """Check `{resource: {"search_kwargs": {...}}}`; unknown names or keys raise `ConfigError`."""
+        if not settings:
+            return {}
+        if not isinstance(settings, Mapping):
+            raise ConfigError(f"retrieval_chain must be a dict of resource name -> settings, got {type(settings).__name__}")
+        valid = self.resource_names
+        out: dict[str, dict[str, Any]] = {}
+        for name, spec in settings.items():
+            if name not in valid:
+                raise ConfigError(f"unknown resource {name!r} in retrieval_chain; valid: {', '.join(valid) or '(none)'}")
+            if not isinstance(spec, Mapping):
+                raise ConfigError(f"retrieval_chain[{name!r}] must be a dict like {{'search_kwargs': {{'k': 4}}}}")
+            unknown = sorted(set(spec) - set(RETRIEVAL_KEYS))
+            if unknown:
+                raise ConfigError(f"unknown key(s) {unknown} in retrieval_chain[{name!r}]; valid: {', '.join(RETRIEVAL_KEYS)}")
+            out[name] = {"search_kwargs": validate_search_kwargs(spec.get("search_kwargs"),
+                                                                 where=f"retrieval_chain[{name!r}].search_kwargs")}
+        return out
+
+    def _generation_with(self, settings: Mapping[str, Any] | None) -> Runnable:
+        if not settings:
+            return self.generation_chain
+        if isinstance(self.generation_chain, GenerationChain):
+            return self.generation_chain.with_settings(**settings)
+        valid = [spec.id for spec in self.generation_chain.config_specs]
+        unknown = sorted(set(settings) - set(valid))
+        if unknown:
+            raise ConfigError(f"unknown generation setting(s) {unknown} for {type(self.generation_chain).__name__}; "
+                              f"valid: {', '.join(valid) or '(none: build it with rag_chain_from_docs or configurable_fields)'}")
+        return self.generation_chain.with_config(configurable=dict(settings))
+
+    # ------------------------------------------------------------------ the chain
+    def chain(self, retrieval_chain: dict[str, Any] | None = None,
+              generation_chain: dict[str, Any] | None = None) -> RunnableSequence:
+        """Build the runnable: `question -> {"question", "answer", "context", <extras>}`.
+
+        Per request, `config={"configurable": {...}}` (or `chain.with_config(configurable=...)`)
+        sets `k`, `fetch_k`, `filter`, `max_tokens` and `retrieval_chain`; `chain.config_specs`
+        lists them (`rag.compose.request`).
+
+        Args:
+            retrieval_chain: per-resource settings, e.g. `{"docs": {"search_kwargs": {"k": 10,
+                "filter": {"year": {"$gt": 2024}}}}}` (that resource's top 10, filtered). At call
+                time the same dict can be passed as `config={"configurable": {"retrieval_chain":
+                {...}}}`; its search settings win.
+            generation_chain: generation settings (`temperature`, `max_tokens`, `prompt`, `llm`).
+        """
+        defaults = self.validate_retrieval_settings(retrieval_chain)
+        generation = self._generation_with(generation_chain)
+        retrieval = self.resources_retrieval_chain
+
+        def resolved(config: RunnableConfig) -> RunnableConfig:
+            """Check the request's settings before any search, and resolve them once for every branch."""
+            self.validate_retrieval_settings(configurable(config).get(REQUEST_KEY))
+            settings = request_settings(self.retrieval, config)
+            if settings is None or settings is self.retrieval:
+                return config
+            return {**config, "configurable": {**configurable(config), _SETTINGS_KEY: settings}}
+
+        # One step normalises the input and retrieves: no extra run or thread hop per call.
+        def retrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            inputs = _normalise_input(value)
+            return {**inputs, "context": retrieval.invoke(inputs["question"], resolved(config))}
+
+        async def aretrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            inputs = _normalise_input(value)
+            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], resolved(config))}
+
+        first: Runnable = _RetrieveStep(retrieve, aretrieve)
+        if defaults:
+            # Build-time settings ride on the retrieval step's config: every runnable inside it sees
+            # them, also retrievers nested in other retrievers (which pass on only the context's config).
+            first = first.with_config(configurable={BUILD_KEY: defaults})
+        steps: list[Runnable] = [first, RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")]
+        if self.extras:
+            extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}
+            steps.append(RunnablePassthrough.assign(**extras).with_config(run_name="extras"))
+        return RunnableSequence(*steps, name=type(self).__name__)
+
+    def get_chain(self, retrieval_chain: dict[str, Any] | None = None,
+                  generation_chain: dict[str, Any] | None = None) -> RunnableSequence:
+        """Same as `chain` (the seed uses both names)."""
+        return self.chain(retrieval_chain=retrieval_chain, generation_chain=generation_chain)
+
+
+class _RetrieveStep(RunnableLambda):
+    """The chain's first step (input check, retrieval); declares the per-request settings it reads."""
+
+    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Any]) -> None:
+        super().__init__(func, afunc=afunc, name="retrieve")
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        return get_unique_config_specs([*CONFIG_SPECS, *super().config_specs])
+
+
+def _normalise_input(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        question = value
+        value = {"question": value}
+    elif isinstance(value, Mapping):
+        if "question" not in value:
+            raise InputError(f"the input dict has no 'question' key (got keys {sorted(map(str, value))}); "
+                             "pass a question string or {'question': ...}")
+        question = value.get("question")
+        value = dict(value)
+    else:
+        raise InputError(f"a RAG chain takes a question string or a dict with 'question', got {type(value).__name__}")
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question must be a non-empty string")
+    return value

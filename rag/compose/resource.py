@@ -1,0 +1,385 @@
+"""`Resource`: a named retriever with default search settings and portable filters.
+
+A resource is what a `RAG` retrieves from. It wraps any LangChain `BaseRetriever` and applies
+search settings (`k`, `filter` in the portable dialect, ...) the same way for every backend:
+Chroma gets the filter translated to its `where`; the stores of `rag.stores.native` (pgvector,
+Qdrant, FAISS, LangChain's in-memory store) get it translated to their own filter; any other
+retriever is paged (asked for more until `k` chunks match, `rag.retrieval.paging`) and filtered in
+Python, so a filter is never silently ignored nor returns fewer than `k` chunks when `k` match.
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> res = Resource.from_texts("notes", ["Paris is in France.", "Rome is in Italy."],
+    ...                           metadatas=[{"country": "fr"}, {"country": "it"}],
+    ...                           embedding=DeterministicFakeEmbedding(size=16))
+    >>> [d.page_content for d in res.retrieve("city", search_kwargs={"filter": {"country": "it"}})]
+    ['Rome is in Italy.']
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rag.base.errors import ConfigError, from_validation
+from rag.base.filters import and_filters, chroma_where_from_canonical, validate_filter
+from rag.base.portable import check_k
+from rag.base.text import terminal_safe
+from rag.base.tracing import set_run_attributes
+from rag.compose.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
+from rag.indexing.chunking import TokenChunker
+from rag.indexing.knowledge_base import KnowledgeStore
+from rag.models.embeddings import default_embeddings
+from rag.retrieval.kb_search import knowledge_base_retriever, knowledge_base_router
+from rag.retrieval.paging import apage_filtered, page_filtered
+from rag.stores.chroma import collection_name, content_id, new_chroma
+from rag.stores.native import NativeFilterRetriever, native_search_for
+
+__all__ = ["SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_search_kwargs"]
+
+logger = logging.getLogger(__name__)
+
+#: The search settings every resource understands, whatever its backend. `max_chunks` caps the
+#: resource's chunks in the context; `k` is the seed's spelling of the same (stored as `k`).
+SEARCH_KWARGS = ("max_chunks", "k", "filter", "fetch_k", "lambda_mult", "score_threshold")
+DEFAULT_K = 4
+
+
+def validate_search_kwargs(search_kwargs: Mapping[str, Any] | None, *, where: str = "search_kwargs") -> dict[str, Any]:
+    """Check search settings and return a copy with the filter in canonical form.
+
+    `max_chunks` is stored as `k` (the seed's spelling; both mean "at most this many of the
+    resource's chunks in the context").
+
+    Example:
+        >>> validate_search_kwargs({"max_chunks": 2, "filter": {"year": 2024}})
+        {'k': 2, 'filter': {'year': {'$eq': 2024}}}
+    """
+    if search_kwargs is None:
+        return {}
+    if not isinstance(search_kwargs, Mapping):
+        raise ConfigError(f"{where} must be a dict, got {type(search_kwargs).__name__}")
+    out = dict(search_kwargs)
+    unknown = sorted(set(out) - set(SEARCH_KWARGS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {', '.join(SEARCH_KWARGS)}")
+    for key in ("max_chunks", "k", "fetch_k"):
+        if key in out:
+            out[key] = check_k(out[key], name=f"{where}.{key}")
+    if "max_chunks" in out:
+        cap = out.pop("max_chunks")
+        if out.get("k", cap) != cap:
+            raise ConfigError(f"{where}: max_chunks={cap} and k={out['k']} disagree; k is the seed's spelling of "
+                              "max_chunks: give one")
+        out = {"k": cap, **out}
+    if "filter" in out:
+        out["filter"] = validate_filter(out["filter"])
+        if out["filter"] is None:
+            del out["filter"]
+    return out
+
+
+def configured_search_kwargs(config: RunnableConfig | None, name: str, *, request: bool = False) -> dict[str, Any]:
+    """Resource `name`'s search settings in a run's config: build-time ones, then the request's on top.
+
+    `RAG.chain(retrieval_chain=...)` puts build-time settings under
+    `configurable["rag_retrieval_defaults"]`; a request's `configurable["retrieval_chain"]` wins
+    over them key by key. With `request`, the request's `k` and `filter` for every resource
+    (`configurable["k"]`, `configurable["filter"]`) come first (the filter is ANDed): what a
+    resource searched on its own (`as_runnable`) takes from a request.
+    """
+    configurable = (config or {}).get("configurable") or {}
+    build, given = (((configurable.get(key) or {}).get(name) or {}).get("search_kwargs") or {}
+                    for key in (BUILD_KEY, REQUEST_KEY))
+    merged = {**build, **given}
+    if not request:
+        return merged
+    shared = plain_search_kwargs(config)
+    if shared.get("filter") and merged.get("filter"):
+        merged["filter"] = and_filters(shared["filter"], merged["filter"])
+    return {**shared, **merged}
+
+
+class Resource(BaseModel):
+    """A named retriever the `RAG` can search, with default search settings.
+
+    Attributes:
+        name: unique, non-empty; the key of this resource's branch and of `metadata["resource"]`.
+        retriever: any LangChain retriever.
+        description: what the resource holds (shown by the server and used for routing).
+        search_kwargs: defaults such as `{"max_chunks": 4, "filter": {...}}`; per-call settings win.
+            `max_chunks` (the seed's spelling: `k`) caps this resource's chunks in the context.
+        router: a `DocumentRouter` over this resource's documents, or None; the pipeline's routing
+            stage uses it (`KnowledgeBase.as_resource` sets one, see its `routing`).
+        sections: a `SectionRouter` over this resource's chunks, or None; the pipeline's named-section
+            stage uses it (`KnowledgeBase.as_resource(sections=...)`).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    #: Retrievers that set this class attribute to True take `k` and a portable `filter`
+    #: themselves (the hybrid and knowledge-base retrievers do); others are filtered here.
+    native_filter_attr: ClassVar[str] = "accepts_portable_filter"
+
+    name: str
+    retriever: BaseRetriever
+    description: str = ""
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    router: Any = None
+    sections: Any = None
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_validation(exc, "Resource") from None
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if not name or not name.strip():
+            raise ValueError("a resource name must be a non-empty string")
+        return name
+
+    @field_validator("search_kwargs")
+    @classmethod
+    def _check_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return validate_search_kwargs(value)
+
+    @field_validator("router", "sections")
+    @classmethod
+    def _check_stage(cls, value: Any, info: Any) -> Any:
+        method = {"router": "route", "sections": "promote"}[info.field_name]
+        if value is not None and not callable(getattr(value, method, None)):
+            raise ValueError(f"{info.field_name} must have a {method}() method (a "
+                             f"{'DocumentRouter' if method == 'route' else 'SectionRouter'}) or be None, "
+                             f"got {type(value).__name__}")
+        return value
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def from_vectorstore(cls, name: str, vectorstore: VectorStore, search_kwargs: dict[str, Any] | None = None,
+                         *, description: str = "") -> Resource:
+        """Wrap a vector store; `search_kwargs` become the resource's defaults.
+
+        A store with a native filter translation (`rag.stores.native.BACKENDS`) is searched through
+        it; any other store through its own retriever, filtered in Python page by page.
+        """
+        search = native_search_for(vectorstore)
+        retriever = (NativeFilterRetriever(store=vectorstore, search=search) if search is not None
+                     else vectorstore.as_retriever())
+        return cls(name=name, retriever=retriever, description=description, search_kwargs=search_kwargs or {})
+
+    @classmethod
+    def from_retriever(cls, name: str, retriever: BaseRetriever, *, description: str = "",
+                       search_kwargs: dict[str, Any] | None = None, router: Any = None,
+                       sections: Any = None) -> Resource:
+        """Wrap any retriever; filters it cannot apply are applied in Python.
+
+        `router` (a `DocumentRouter`) and `sections` (a `SectionRouter`) give the pipeline's routing
+        and named-section stages what they need for this resource.
+        """
+        return cls(name=name, retriever=retriever, description=description, search_kwargs=search_kwargs or {},
+                   router=router, sections=sections)
+
+    @classmethod
+    def from_documents(
+        cls,
+        name: str,
+        documents: Sequence[Document],
+        *,
+        embedding: Embeddings | None = None,
+        persist_directory: str | Path | None = None,
+        search_kwargs: dict[str, Any] | None = None,
+        description: str = "",
+    ) -> Resource:
+        """Embed documents into a Chroma collection named after the resource.
+
+        Ids are content hashes, so adding the same documents to a persistent store twice
+        does not duplicate them.
+        """
+
+        store = new_chroma(name, embedding or default_embeddings(), persist_directory=persist_directory)
+        unique: dict[str, Document] = {}
+        for doc in documents:
+            unique.setdefault(content_id(doc), doc)
+        if unique:
+            store.add_documents(list(unique.values()), ids=list(unique))
+        return cls.from_vectorstore(name, store, search_kwargs, description=description)
+
+    @classmethod
+    def from_texts(
+        cls,
+        name: str,
+        texts: Sequence[str],
+        *,
+        metadatas: Sequence[dict[str, Any]] | None = None,
+        embedding: Embeddings | None = None,
+        persist_directory: str | Path | None = None,
+        search_kwargs: dict[str, Any] | None = None,
+        description: str = "",
+    ) -> Resource:
+        """Embed texts (with optional metadata) into a Chroma collection."""
+        if isinstance(texts, str):
+            raise ConfigError("texts must be a list of strings, got a single string")
+        if metadatas is not None and len(metadatas) != len(texts):
+            raise ConfigError(f"got {len(texts)} texts but {len(metadatas)} metadatas; they must match")
+        docs = [Document(page_content=t, metadata=dict(metadatas[i]) if metadatas else {})
+                for i, t in enumerate(texts)]
+        return cls.from_documents(name, docs, embedding=embedding, persist_directory=persist_directory,
+                                  search_kwargs=search_kwargs, description=description)
+
+    @classmethod
+    def from_directory(
+        cls,
+        name: str,
+        path: str | Path,
+        *,
+        glob: str = "**/*",
+        exclude: Sequence[str] = (),
+        embedding: Embeddings | None = None,
+        persist_directory: str | Path | None = None,
+        search_kwargs: dict[str, Any] | None = None,
+        description: str = "",
+        chunk_size: int | None = None,
+        search: str = "hybrid",
+    ) -> Resource:
+        """Index the txt, md, html and pdf files under `path` into a knowledge base and search it.
+
+        The files go through the one ingest path (`KnowledgeStore`: load, chunk, AutoContext,
+        embed, write); with `persist_directory` the knowledge base is kept there and a second
+        call only indexes what changed, otherwise it lives in memory. `search`: ``"hybrid"``
+        (default), ``"dense"`` or ``"bm25"`` (`rag.retrieval.kb_search`). Unreadable files are
+        skipped with a warning naming the file and the reason.
+
+        Raises:
+            ConfigError: nothing readable under `path`.
+        """
+        kb = KnowledgeStore(collection_name(name)[:63], persist_directory, embedding=embedding,
+                            chunker=TokenChunker.sized(chunk_size), description=description)
+        report = kb.add_documents([path], include=glob, exclude=exclude)
+        for skipped in report.skipped:
+            logger.warning("skipped %s", terminal_safe(skipped.reason))  # the reason names the file
+        if kb.count() == 0:
+            raise ConfigError(f"no readable documents under {path} matching {glob!r}")
+        return cls(name=name, retriever=knowledge_base_retriever(kb, search=search), description=description,
+                   search_kwargs=search_kwargs or {}, router=knowledge_base_router(kb))
+
+    # ----------------------------------------------------------------- retrieval
+    def effective_search_kwargs(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The resource defaults with `overrides` on top (validated)."""
+        merged = {**self.search_kwargs, **validate_search_kwargs(overrides, where=f"{self.name}.search_kwargs")}
+        merged.setdefault("k", DEFAULT_K)
+        return merged
+
+    def retrieve(self, query: str, *, search_kwargs: Mapping[str, Any] | None = None,
+                 config: RunnableConfig | None = None) -> list[Document]:
+        """Search this resource with the defaults plus `search_kwargs`.
+
+        Plain similarity search on a vector store goes straight to the store and records the
+        relevance score (cosine similarity for Chroma) in `metadata["score"]`.
+        """
+        settings = self.effective_search_kwargs(search_kwargs)
+        retriever, kwargs, flt = self._plan(settings)
+        if _is_plain_chroma_similarity(retriever):
+            store = retriever.vectorstore
+            return _scored(store.similarity_search_with_score(query, **kwargs), store)
+        if flt is None:
+            return retriever.invoke(query, config=config, **kwargs)[:settings["k"]]
+        return page_filtered(lambda n: _sized(retriever, n).invoke(query, config=config, **_paged(kwargs, n)),
+                             flt, settings["k"])
+
+    async def aretrieve(self, query: str, *, search_kwargs: Mapping[str, Any] | None = None,
+                        config: RunnableConfig | None = None) -> list[Document]:
+        """Async `retrieve`."""
+        settings = self.effective_search_kwargs(search_kwargs)
+        retriever, kwargs, flt = self._plan(settings)
+        if _is_plain_chroma_similarity(retriever):
+            store = retriever.vectorstore
+            return _scored(await store.asimilarity_search_with_score(query, **kwargs), store)
+        if flt is None:
+            return (await retriever.ainvoke(query, config=config, **kwargs))[:settings["k"]]
+
+        async def fetch(n: int) -> list[Document]:
+            return await _sized(retriever, n).ainvoke(query, config=config, **_paged(kwargs, n))
+
+        return await apage_filtered(fetch, flt, settings["k"])
+
+    def as_runnable(self) -> Runnable[str, list[Document]]:
+        """A runnable that searches with the settings found in its config.
+
+        `RAG.chain(retrieval_chain=...)` puts build-time settings under
+        `configurable["rag_retrieval_defaults"]`; a request's `configurable["retrieval_chain"]`
+        wins over them key by key; a request's `k` and `filter` apply too
+        (`configured_search_kwargs(..., request=True)`).
+        """
+
+        def _traced(config: RunnableConfig) -> dict[str, Any]:
+            settings = configured_search_kwargs(config, self.name, request=True)
+            set_run_attributes(config, resource=self.name, k=settings.get("k", self.search_kwargs.get("k", DEFAULT_K)),
+                               filter=bool(settings.get("filter", self.search_kwargs.get("filter"))))
+            return settings
+
+        def _run(query: str, config: RunnableConfig) -> list[Document]:
+            return self.retrieve(query, search_kwargs=_traced(config), config=config)
+
+        async def _arun(query: str, config: RunnableConfig) -> list[Document]:
+            return await self.aretrieve(query, search_kwargs=_traced(config), config=config)
+
+        return RunnableLambda(_run, afunc=_arun, name=self.name)
+
+    def _plan(self, settings: dict[str, Any]) -> tuple[BaseRetriever, dict[str, Any], dict[str, Any] | None]:
+        """How to apply settings: (retriever, its call kwargs, the filter left to apply in Python or None)."""
+        k = settings["k"]
+        flt = settings.get("filter")
+        retriever = self.retriever
+        if getattr(retriever, self.native_filter_attr, False):
+            return retriever, dict(settings), None
+        if isinstance(retriever, VectorStoreRetriever):
+            kwargs = {key: v for key, v in settings.items() if key != "filter"}
+            if flt and _is_chroma(retriever.vectorstore):
+                kwargs["filter"] = chroma_where_from_canonical(flt)
+                return retriever, kwargs, None
+            return retriever, kwargs, flt
+        if "k" in type(retriever).model_fields:
+            retriever = retriever.model_copy(update={"k": k})
+        return retriever, {}, flt
+
+
+def _sized(retriever: BaseRetriever, n: int) -> BaseRetriever:
+    """`retriever` asked for `n` results: its `k` field set when it has one (a vector store's is a call kwarg)."""
+    if not isinstance(retriever, VectorStoreRetriever) and "k" in type(retriever).model_fields:
+        return retriever.model_copy(update={"k": n})
+    return retriever
+
+
+def _paged(kwargs: dict[str, Any], n: int) -> dict[str, Any]:
+    """A vector store retriever's call kwargs for a page of `n` (MMR draws from at least `n` candidates)."""
+    if not kwargs:
+        return {}
+    return {**kwargs, "k": n, "fetch_k": max(kwargs.get("fetch_k", 20), n)}
+
+
+def _is_plain_chroma_similarity(retriever: BaseRetriever) -> bool:
+    return (type(retriever) is VectorStoreRetriever and retriever.search_type == "similarity"
+            and not retriever.search_kwargs and _is_chroma(retriever.vectorstore))
+
+
+def _scored(found: list[tuple[Document, float]], store: VectorStore) -> list[Document]:
+    relevance = store._select_relevance_score_fn()  # cosine space: 1 - distance
+    # a record another process deleted can still come back from this process's index, empty: no source
+    return [Document(page_content=d.page_content, metadata={**d.metadata, "score": float(relevance(s))}, id=d.id)
+            for d, s in found if d.page_content or d.metadata]
+
+
+def _is_chroma(store: VectorStore) -> bool:
+    return type(store).__name__ == "Chroma" and type(store).__module__.startswith("langchain_chroma")

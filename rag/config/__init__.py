@@ -1,0 +1,1 @@
+"""Configuration files (YAML) -> validated models -> a ready `RAG`; the floor above composition."""
