@@ -21,9 +21,7 @@ base changes. The BM25 index of a persistent knowledge base is saved next to it 
 the knowledge base is unchanged (`rag.retrieval.bm25_cache`).
 
 Example:
-    >>> import numpy as np
-import numpy as np
-from langchain_core.documents import Document
+    >>> from langchain_core.documents import Document
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
     >>> from rag.indexing.knowledge_base import KnowledgeStore
     >>> kb = KnowledgeStore("geo", None, embedding=DeterministicFakeEmbedding(size=16))
