@@ -70,7 +70,6 @@ _QUARTER = re.compile(r"(?:\b|(?<=\d))Q([1-4])(?:\b|(?=\d))|\b(first|second|thir
                       re.IGNORECASE)
 _ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4}
 _WORD = re.compile(r"[A-Za-z0-9&]+")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)[\W_]*$")   # nothing but a sentence's end (or nothing) before
 _RECENCY = 0.05     # share of year_weight that orders cards by recency when the question names no year
 
 
@@ -104,22 +103,15 @@ def quarters_in(text: str) -> set[int]:
 
 def name_tokens(question: str) -> set[str]:
     """Tokens of the words a question writes as names: capitalised, acronyms ("AMD", "JnJ") or letters with
-    digits ("3M"). Stop words drop out ("How", "Which"), so an ordinary question names nothing, and so does
-    the capital a sentence starts with ("Show the log ...", "Merge conflicts: ..."): only an acronym or
-    letters with digits are names there.
+    digits ("3M"). Stop words drop out ("How", "Which"), so an ordinary question names nothing.
 
     Example:
         >>> sorted(name_tokens("How do I start the server?")), sorted(name_tokens("What was 3M's capex in FY2022?"))
         ([], ['3m', 'fy2022'])
-        >>> sorted(name_tokens("Describe the Acme report. Show AMD's margin"))
-        ['acm', 'amd']
     """
-    names = []
-    for match in _WORD.finditer(question):
-        w = match.group()
-        marked = sum(c.isupper() for c in w) >= 2 or (any(c.isdigit() for c in w) and any(c.isalpha() for c in w))
-        if marked or (w[0].isupper() and not _SENTENCE_START.search(question[:match.start()])):
-            names.append(w)
+    names = [w for w in _WORD.findall(question)
+             if w[0].isupper() or sum(c.isupper() for c in w) >= 2
+             or (any(c.isdigit() for c in w) and any(c.isalpha() for c in w))]
     return set(tokenize(" ".join(names)))
 
 

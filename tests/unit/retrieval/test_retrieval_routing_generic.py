@@ -4,7 +4,7 @@ The corpus imitates a documentation set of command pages (`tool-show(1)`, `tool-
 `tool-patch-id(1)` ...): every page's name is also an ordinary word of the others' text ("show the
 log", "over HTTP", "the object ID"). Questions name one page (in lower case, as people write
 commands) and add such words written as names: at the start of a sentence ("Show ..."), in Title Case
-("the Push URL"), as acronyms ("HTTP", "ID"). The knowledge base's router (routing on) must keep every
+("the Push URL"), as acronyms ("HTTP", "ID"), or another page's real name ("Patch ID"). The knowledge base's router (routing on) must keep every
 question's page in the context whenever routing off finds it; a word only one page uses still routes.
 """
 
@@ -71,4 +71,4 @@ def test_a_word_only_one_page_uses_still_routes(kb):
     assert router.route("How do I import history from SVN?").values == [
         r.doc_id for r in kb.list_documents() if r.source.endswith("tool-svn.html")]
     assert router.route("How do I fetch over HTTP by object ID?").values == []   # common words of this corpus
-    assert router.route("Show the log of a merge").values == []                   # a sentence's first capital
+    assert router.route("Show the Log of a Merge").values == []                   # capitalised, still common words
