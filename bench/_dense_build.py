@@ -34,7 +34,7 @@ def open_store(directory: Path, **options):
     """The benchmark store (the embedding is never called: queries are precomputed vectors)."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from rag.retrieval.partitioned import PartitionedChroma
+    from rag.stores import PartitionedChroma
 
     return PartitionedChroma(NAME, DeterministicFakeEmbedding(size=DIM), partition_key=KEY,
                              persist_directory=directory, **options)

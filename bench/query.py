@@ -114,7 +114,7 @@ def build_partitioned(directory: Path, n: int, docs: int):
     """The same chunks in a PartitionedChroma keyed on doc_name (default layout: global collection + arrays)."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from rag.retrieval.partitioned import PartitionedChroma
+    from rag.stores import PartitionedChroma
 
     emb = DeterministicFakeEmbedding(size=DIM)
     store = PartitionedChroma("paths", emb, partition_key="doc_name", persist_directory=directory)
@@ -294,7 +294,7 @@ def bench_fanout(args: argparse.Namespace) -> list[dict]:
 
     from bench._dense_build import unit_vectors
     from rag.retrieval.hybrid import dense_search
-    from rag.retrieval.partitioned import PartitionedChroma
+    from rag.stores import PartitionedChroma
 
     rng = np.random.default_rng(3)
     n = args.partitions * args.chunks

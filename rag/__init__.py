@@ -70,7 +70,7 @@ _LAZY = {
     "relevant_segments": "rag.retrieval.rse",
     "expand_neighbours": "rag.retrieval.expansion",
     "apply_budget": "rag.retrieval.budget",
-    "PartitionedChroma": "rag.retrieval.partitioned",
+    "PartitionedChroma": "rag.stores",
     # configuration
     "load_config": "rag.config.rag_config",
     # evaluation

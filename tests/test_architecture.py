@@ -33,7 +33,6 @@ KNOWN_CYCLES = {
     ("rag.indexing.ingest", "rag.indexing.sync"), ("rag.indexing.knowledge_base", "rag.indexing.moves"),
     ("rag.indexing.knowledge_base", "rag.indexing.ray_executor"), ("rag.indexing.knowledge_base", "rag.indexing.sync"),
     ("rag.indexing.moves", "rag.indexing.sync"), ("rag.indexing.ray_executor", "rag.indexing.sync"),
-    ("rag.stores.chunk_store", "rag.stores.chunk_view"),
 }
 
 

@@ -52,7 +52,7 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
     from rag.compose.resource import Resource
     from rag.indexing.knowledge_base import list_knowledge_bases
     from rag.models.embeddings import default_embeddings
-    from rag.stores.chroma import collection_name, new_chroma, open_client
+    from rag.stores.registry import collections, holds_store, local_client, new_vectorstore, store_name
 
     if backend is not None:   # the knowledge base's manifest and records are in `store`, its chunks elsewhere
         if collection not in list_knowledge_bases(store):
@@ -60,15 +60,15 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
         return KnowledgeBase.open(collection, store, store=backend(default_embeddings())).as_resource(search=search)
     if collection in list_knowledge_bases(store):   # (one on another backend says how to open it)
         return KnowledgeBase.open(collection, store).as_resource(search=search)
-    # Asking never creates: no directory, or a directory without a Chroma store, is an error (not an empty store).
-    if not Path(store).is_dir() or not (Path(store) / "chroma.sqlite3").is_file():
+    # Asking never creates: no directory, or a directory without a store, is an error (not an empty store).
+    if not Path(store).is_dir() or not holds_store(store):
         what = "no such directory" if not Path(store).is_dir() else "the directory holds no rag store"
         raise StoreError(f"no store at {store!r} ({what}); create one with: rag index PATH --store {store}")
-    client = open_client(store)
-    names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
-    if collection_name(collection) not in names:
+    client = local_client(store)
+    names = collections(client)
+    if store_name(collection) not in names:
         raise StoreError(f"no collection {collection!r} in {store!r}; available: {', '.join(names) or '(none)'}")
-    return Resource.from_vectorstore(collection, new_chroma(collection, default_embeddings(), client=client))
+    return Resource.from_vectorstore(collection, new_vectorstore(collection, default_embeddings(), client=client))
 
 
 def store_rag(args: argparse.Namespace) -> Any:

@@ -40,7 +40,7 @@ from rag.compose.resource import Resource
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.tags import KeywordTagger
-from rag.stores.chroma import collection_name
+from rag.stores.registry import store_name
 
 __all__ = ["build_index"]
 
@@ -81,7 +81,7 @@ def build_index(
         >>> res.retrieve("install", search_kwargs={"filter": {"tag_linux": True}})       # doctest: +SKIP
     """
     items = [sources] if isinstance(sources, str | Path | Document) else list(sources)
-    kb = KnowledgeBase(collection_name(name)[:63], store, embedding=embedding,
+    kb = KnowledgeBase(store_name(name)[:63], store, embedding=embedding,
                        chunker=_chunker(chunker, chunker_kwargs), autocontext=_autocontext(autocontext),
                        tagger=_tagger(tagger), description=description)
     kb.add_documents(items)

@@ -49,7 +49,7 @@ from rag.retrieval.packing import diversify
 from rag.retrieval.rephrase import Rephraser
 from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
 from rag.retrieval.rse import relevant_segments, segment_documents
-from rag.stores.chroma import ChromaChunks, collection_of, is_chroma
+from rag.stores.registry import chunks_of
 
 __all__ = ["Branch", "chunk_source", "combine", "search_branch", "tag_resource"]
 
@@ -297,11 +297,11 @@ def _sections(result: RAGResult, scored: list[tuple[Document, float]], settings:
 def chunk_source(resource: Resource) -> ChunkSource | None:
     """Where to read a resource's neighbouring chunks (its retriever's `chunk_source`), or None.
 
-    A LangChain `VectorStoreRetriever` over Chroma reads its collection.
+    A LangChain `VectorStoreRetriever` over a store of the registry reads its chunk store.
     """
     found = find_chunk_source(resource.retriever)
-    if found is None and isinstance(resource.retriever, VectorStoreRetriever) and is_chroma(resource.retriever.vectorstore):
-        return ChromaChunks(collection_of(resource.retriever.vectorstore))
+    if found is None and isinstance(resource.retriever, VectorStoreRetriever):
+        return chunks_of(resource.retriever.vectorstore)
     return found
 
 

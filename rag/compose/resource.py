@@ -31,7 +31,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, from_validation
-from rag.base.filters import and_filters, chroma_where_from_canonical, validate_filter
+from rag.base.filters import and_filters, validate_filter
 from rag.base.portable import check_k
 from rag.base.text import terminal_safe
 from rag.base.tracing import set_run_attributes
@@ -41,8 +41,9 @@ from rag.indexing.knowledge_base import KnowledgeStore
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.kb_search import knowledge_base_retriever, knowledge_base_router
 from rag.retrieval.paging import apage_filtered, page_filtered
-from rag.stores.chroma import collection_name, content_id, new_chroma
-from rag.stores.native import NativeFilterRetriever, native_search_for
+from rag.stores.chunk_store import content_id
+from rag.stores.native import NativeFilterRetriever
+from rag.stores.registry import new_vectorstore, store_name
 
 __all__ = ["SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_search_kwargs"]
 
@@ -171,12 +172,11 @@ class Resource(BaseModel):
                          *, description: str = "") -> Resource:
         """Wrap a vector store; `search_kwargs` become the resource's defaults.
 
-        A store with a native filter translation (`rag.stores.native.BACKENDS`) is searched through
-        it; any other store through its own retriever, filtered in Python page by page.
+        A store of the registry (`rag.stores.registry.chunks_of`) is searched through its chunk store,
+        the filter translated natively; any other store through its own retriever, filtered in Python
+        page by page.
         """
-        search = native_search_for(vectorstore)
-        retriever = (NativeFilterRetriever(store=vectorstore, search=search) if search is not None
-                     else vectorstore.as_retriever())
+        retriever = NativeFilterRetriever.over(vectorstore) or vectorstore.as_retriever()
         return cls(name=name, retriever=retriever, description=description, search_kwargs=search_kwargs or {})
 
     @classmethod
@@ -208,7 +208,7 @@ class Resource(BaseModel):
         does not duplicate them.
         """
 
-        store = new_chroma(name, embedding or default_embeddings(), persist_directory=persist_directory)
+        store = new_vectorstore(name, embedding or default_embeddings(), persist_directory=persist_directory)
         unique: dict[str, Document] = {}
         for doc in documents:
             unique.setdefault(content_id(doc), doc)
@@ -264,7 +264,7 @@ class Resource(BaseModel):
         Raises:
             ConfigError: nothing readable under `path`.
         """
-        kb = KnowledgeStore(collection_name(name)[:63], persist_directory, embedding=embedding,
+        kb = KnowledgeStore(store_name(name)[:63], persist_directory, embedding=embedding,
                             chunker=TokenChunker.sized(chunk_size), description=description)
         report = kb.add_documents([path], include=glob, exclude=exclude)
         for skipped in report.skipped:
@@ -285,14 +285,13 @@ class Resource(BaseModel):
                  config: RunnableConfig | None = None) -> list[Document]:
         """Search this resource with the defaults plus `search_kwargs`.
 
-        Plain similarity search on a vector store goes straight to the store and records the
-        relevance score (cosine similarity for Chroma) in `metadata["score"]`.
+        Plain similarity search on a store of the registry goes straight to its chunk store (no
+        retriever run) and records the relevance score (cosine similarity) in `metadata["score"]`.
         """
         settings = self.effective_search_kwargs(search_kwargs)
         retriever, kwargs, flt = self._plan(settings)
-        if _is_plain_chroma_similarity(retriever):
-            store = retriever.vectorstore
-            return _scored(store.similarity_search_with_score(query, **kwargs), store)
+        if isinstance(retriever, NativeFilterRetriever):   # straight to the store (no retriever run)
+            return retriever.search(query, **kwargs)
         if flt is None:
             return retriever.invoke(query, config=config, **kwargs)[:settings["k"]]
         return page_filtered(lambda n: _sized(retriever, n).invoke(query, config=config, **_paged(kwargs, n)),
@@ -303,9 +302,8 @@ class Resource(BaseModel):
         """Async `retrieve`."""
         settings = self.effective_search_kwargs(search_kwargs)
         retriever, kwargs, flt = self._plan(settings)
-        if _is_plain_chroma_similarity(retriever):
-            store = retriever.vectorstore
-            return _scored(await store.asimilarity_search_with_score(query, **kwargs), store)
+        if isinstance(retriever, NativeFilterRetriever):   # straight to the store (no retriever run)
+            return await retriever.asearch(query, **kwargs)
         if flt is None:
             return (await retriever.ainvoke(query, config=config, **kwargs))[:settings["k"]]
 
@@ -345,11 +343,10 @@ class Resource(BaseModel):
         if getattr(retriever, self.native_filter_attr, False):
             return retriever, dict(settings), None
         if isinstance(retriever, VectorStoreRetriever):
-            kwargs = {key: v for key, v in settings.items() if key != "filter"}
-            if flt and _is_chroma(retriever.vectorstore):
-                kwargs["filter"] = chroma_where_from_canonical(flt)
-                return retriever, kwargs, None
-            return retriever, kwargs, flt
+            native = _native(retriever)
+            if native is not None:   # plain similarity on a store of the registry: its own filtered search
+                return native, dict(settings), None
+            return retriever, {key: v for key, v in settings.items() if key != "filter"}, flt
         if "k" in type(retriever).model_fields:
             retriever = retriever.model_copy(update={"k": k})
         return retriever, {}, flt
@@ -369,17 +366,8 @@ def _paged(kwargs: dict[str, Any], n: int) -> dict[str, Any]:
     return {**kwargs, "k": n, "fetch_k": max(kwargs.get("fetch_k", 20), n)}
 
 
-def _is_plain_chroma_similarity(retriever: BaseRetriever) -> bool:
-    return (type(retriever) is VectorStoreRetriever and retriever.search_type == "similarity"
-            and not retriever.search_kwargs and _is_chroma(retriever.vectorstore))
-
-
-def _scored(found: list[tuple[Document, float]], store: VectorStore) -> list[Document]:
-    relevance = store._select_relevance_score_fn()  # cosine space: 1 - distance
-    # a record another process deleted can still come back from this process's index, empty: no source
-    return [Document(page_content=d.page_content, metadata={**d.metadata, "score": float(relevance(s))}, id=d.id)
-            for d, s in found if d.page_content or d.metadata]
-
-
-def _is_chroma(store: VectorStore) -> bool:
-    return type(store).__name__ == "Chroma" and type(store).__module__.startswith("langchain_chroma")
+def _native(retriever: VectorStoreRetriever) -> BaseRetriever | None:
+    """The store's native retriever for plain similarity search (None: another search type, or no backend)."""
+    if type(retriever) is not VectorStoreRetriever or retriever.search_type != "similarity" or retriever.search_kwargs:
+        return None
+    return NativeFilterRetriever.over(retriever.vectorstore)

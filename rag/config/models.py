@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -37,6 +37,7 @@ __all__ = [
     "TracingConfig",
     "build_embedding",
     "build_llm",
+    "kind_of",
 ]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -63,6 +64,13 @@ class StrictModel(BaseModel):
                 shown = ", ".join(short_repr(k) for k in unknown[:10])
                 raise ValueError(f"unknown {word} {shown}; valid: {', '.join(valid)}{hint}")
         return data
+
+
+def kind_of(model: type[BaseModel]) -> str:
+    """The `kind:` a resource or store config model takes: its `kind` field's one `Literal` value (the YAML
+    dialect names each kind once, there)."""
+    (kind,) = get_args(model.model_fields["kind"].annotation)
+    return kind
 
 
 def check_env_name(value: str | None) -> str | None:

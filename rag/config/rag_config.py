@@ -53,6 +53,7 @@ from rag.config.models import (
     TracingConfig,
     build_embedding,
     build_llm,
+    kind_of,
 )
 from rag.config.resources import (
     ChromaResourceConfig,
@@ -90,18 +91,10 @@ ResourceConfig = (ChromaResourceConfig | ChromaServerResourceConfig | KnowledgeB
                   | MilvusResourceConfig | LanceDBResourceConfig | FaissResourceConfig)
 
 #: kind -> config model: the only resource types a config can build.
-RESOURCE_KINDS: dict[str, type] = {
-    "chroma": ChromaResourceConfig,
-    "chroma_server": ChromaServerResourceConfig,
-    "knowledge_base": KnowledgeBaseResourceConfig,
-    "bm25": BM25ResourceConfig,
-    "hybrid": HybridResourceConfig,
-    "pgvector": PGVectorResourceConfig,
-    "qdrant": QdrantResourceConfig,
-    "milvus": MilvusResourceConfig,
-    "lancedb": LanceDBResourceConfig,
-    "faiss": FaissResourceConfig,
-}
+RESOURCE_KINDS: dict[str, type] = {kind_of(model): model for model in (
+    ChromaResourceConfig, ChromaServerResourceConfig, KnowledgeBaseResourceConfig, BM25ResourceConfig,
+    HybridResourceConfig, PGVectorResourceConfig, QdrantResourceConfig, MilvusResourceConfig, LanceDBResourceConfig,
+    FaissResourceConfig)}
 
 
 # ------------------------------------------------------------------------------ extras registry

@@ -34,12 +34,7 @@ from rag.config.models import StrictModel, check_env_name
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.executors import executor_from
 from rag.models.embeddings import is_default_embeddings
-from rag.stores.chroma import (
-    collection_name,
-    http_client,
-    new_chroma,
-    open_client,
-)
+from rag.stores.registry import collections, local_client, new_vectorstore, server_client, store_name
 
 __all__ = [
     "BM25Settings",
@@ -109,7 +104,7 @@ def sync_files(kb: KnowledgeBase, spec: IndexConfig, *, resource: str) -> None:
 
 def kb_name(name: str) -> str:
     """A knowledge base name (1-63 of [A-Za-z0-9._-]) for a collection or resource name."""
-    return collection_name(name)[:63]
+    return store_name(name)[:63]
 
 
 class ResourceBase(StrictModel):
@@ -145,13 +140,13 @@ class _ChromaBase(ResourceBase):
             return kb.as_resource(name=self.name, search="dense", search_kwargs=self.merged_search_kwargs(defaults),
                                   description=self.description)
 
-        wanted = collection_name(self.collection_name)
-        names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
+        wanted = store_name(self.collection_name)
+        names = collections(client)
         if wanted not in names and self.index is None and not self.create:
             raise ConfigError(f"resource {self.name!r}: no collection {self.collection_name!r} in {where}; "
                               f"available: {', '.join(names) or '(none)'}; add an 'index:' block to build it "
                               "from files, or 'create: true' for an empty one")
-        store = new_chroma(self.collection_name, embedding, client=client)
+        store = new_vectorstore(self.collection_name, embedding, client=client)
         return Resource.from_vectorstore(self.name, store, self.merged_search_kwargs(defaults),
                                          description=self.description)
 
@@ -168,7 +163,7 @@ class ChromaResourceConfig(_ChromaBase):
             raise ConfigError(f"resource {self.name!r}: no store at {str(path)!r}; create one with "
                               f"`rag index PATH --store {self.path}` or add an 'index:' block")
         path.mkdir(parents=True, exist_ok=True)
-        client = open_client(path)
+        client = local_client(path)
         return self._resource(client, embedding, default_search_kwargs, f"store {str(path)!r}", path)
 
 
@@ -198,7 +193,7 @@ class ChromaServerResourceConfig(_ChromaBase):
             headers["Authorization"] = f"Bearer {token}"
         where = f"Chroma server {self.host}:{self.port}"
         try:
-            client = http_client(self.host, self.port, ssl=self.ssl, headers=headers)
+            client = server_client(self.host, self.port, ssl=self.ssl, headers=headers)
         except Exception as exc:  # chromadb raises plain exceptions for connection errors
             raise StoreError(f"resource {self.name!r}: cannot reach the {where}: {exc}") from exc
         return self._resource(client, embedding, default_search_kwargs, where, store_path(self.path))

@@ -32,11 +32,9 @@ from pydantic import field_validator, model_validator
 
 from rag.base.errors import ConfigError, RagError, StoreError
 from rag.compose.resource import Resource
-from rag.config.models import check_env_name
+from rag.config.models import check_env_name, kind_of
 from rag.config.resources import ResourceBase, store_path
-from rag.stores import milvus, pgvector, qdrant
-from rag.stores.faiss import FaissStore
-from rag.stores.lancedb import LanceStore
+from rag.stores.registry import open_store
 
 __all__ = ["STORE_KINDS", "FaissResourceConfig", "LanceDBResourceConfig", "MilvusResourceConfig", "PGVectorResourceConfig",
            "QdrantResourceConfig"]
@@ -141,7 +139,8 @@ class PGVectorResourceConfig(_StoreBase):
 
     def _open(self, embedding: Any) -> Any:
         url = _env(self.url_env, self.name, "PostgreSQL URL")
-        return pgvector.open_store(url, self.table or self.name, embedding, schema=self.schema_name, create=self.create)
+        return open_store(self.kind, url, self.table or self.name, embedding, schema=self.schema_name,
+                          create=self.create)
 
 
 class QdrantResourceConfig(_PathOrEnv):
@@ -162,7 +161,8 @@ class QdrantResourceConfig(_PathOrEnv):
         url = _env(self.url_env, self.name, "Qdrant URL") if self.url_env else None
         key = _env(self.api_key_env, self.name, "Qdrant API key") if self.api_key_env else None
         path = str(store_path(self.path)) if self.path else None
-        return qdrant.open_store(self.collection_name, embedding, path=path, url=url, api_key=key, create=self.create)
+        return open_store(self.kind, self.collection_name, embedding, path=path, url=url, api_key=key,
+                          create=self.create)
 
 
 class MilvusResourceConfig(_PathOrEnv):
@@ -178,7 +178,7 @@ class MilvusResourceConfig(_PathOrEnv):
     def _open(self, embedding: Any) -> Any:
         uri = _env(self.uri_env, self.name, "Milvus URI") if self.uri_env else str(store_path(self.path))
         token = _env(self.token_env, self.name, "Milvus token") if self.token_env else None
-        return milvus.open_store(self.collection or self.name, embedding, uri=uri, token=token, create=self.create)
+        return open_store(self.kind, self.collection or self.name, embedding, uri=uri, token=token, create=self.create)
 
 
 class LanceDBResourceConfig(_PathOrEnv):
@@ -192,11 +192,10 @@ class LanceDBResourceConfig(_PathOrEnv):
 
     def _open(self, embedding: Any) -> Any:
         uri = _env(self.uri_env, self.name, "LanceDB URI") if self.uri_env else str(store_path(self.path))
-        store = LanceStore(embedding, uri=uri, table=self.table or self.name)
-        if store.table() is None and not self.create:
-            raise ConfigError(f"resource {self.name!r}: no LanceDB table {store.table_name!r} in {uri}; "
-                              "create: true makes an empty one")
-        return store
+        try:
+            return open_store(self.kind, self.table or self.name, embedding, uri=uri, create=self.create)
+        except ConfigError as exc:
+            raise ConfigError(f"resource {self.name!r}: {exc}") from None
 
 
 class FaissResourceConfig(_StoreBase):
@@ -206,13 +205,10 @@ class FaissResourceConfig(_StoreBase):
     path: str
 
     def _open(self, embedding: Any) -> Any:
-        path = store_path(self.path)
-        if self.create:   # saved there by a knowledge base after each write (`FaissStore.open`)
-            return FaissStore.open(path, embedding)
-        return FaissStore.load(path, embedding)
+        # `create`: saved there by a knowledge base after each write
+        return open_store(self.kind, store_path(self.path), embedding, create=self.create)
 
 
 #: the store kinds a knowledge base can keep its chunks in (`store:` of `kind: knowledge_base`)
-STORE_KINDS: dict[str, type[_StoreBase]] = {
-    "pgvector": PGVectorResourceConfig, "qdrant": QdrantResourceConfig, "milvus": MilvusResourceConfig,
-    "lancedb": LanceDBResourceConfig, "faiss": FaissResourceConfig}
+STORE_KINDS: dict[str, type[_StoreBase]] = {kind_of(model): model for model in (
+    PGVectorResourceConfig, QdrantResourceConfig, MilvusResourceConfig, LanceDBResourceConfig, FaissResourceConfig)}

@@ -3,7 +3,7 @@
 Built once per run from the cached page texts (`FinanceBenchData.chunks`); every chunk gets a
 stable id (``"{doc_name}#{chunk_index}"``) so the dense and the lexical side name it the same way.
 Vectors come through `CachedEmbeddings` (an SQLite file in the cache directory), so only the first
-run embeds the corpus. They go into one `rag.stores.memory.ExactVectorStore` with two vectors per
+run embeds the corpus. They go into one `rag.stores.ExactVectorStore` with two vectors per
 chunk:
 
 - ``"text"``: the chunk text;
@@ -46,7 +46,7 @@ from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.routing import DocumentRouter
 from rag.retrieval.sections import SectionRouter
-from rag.stores.memory import ExactVectorStore
+from rag.stores import ExactVectorStore
 
 __all__ = ["CONTEXT_VIEW", "TEXT_VIEW", "BenchCorpus", "benchmark_embeddings"]
 

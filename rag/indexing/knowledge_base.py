@@ -72,8 +72,8 @@ from rag.indexing.store_files import refuse_symlinks, store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, sync
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.chroma import DAMAGED_MARKER, collection_name, open_client, open_collection, store_files as chroma_files
-from rag.stores.chunk_store import ChromaChunkStore, ChunkStore, VectorStoreChunks
+from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
+from rag.stores.registry import DEFAULT, is_engine_error, open_local, require_chunks, store_name
 
 __all__ = ["DEFAULT_DIRECTORY", "KnowledgeStore", "list_knowledge_bases"]
 
@@ -102,8 +102,8 @@ class KnowledgeStore:
         client: the chromadb client holding the collection (default: a persistent client on
             `directory`; `rag.stores.chroma.http_client(...)` for a Chroma server). The manifest,
             records and lock always live in `directory`.
-        store: keep the chunks in another vector store instead of Chroma: one that
-            `rag.stores.native` searches natively (`rag.stores.pgvector.open_store(...)`, a
+        store: keep the chunks in another vector store instead of Chroma: a store of a backend of
+            `rag.stores.registry` (`rag.stores.pgvector.open_store(...)`, a
             `QdrantVectorStore`, `Milvus`, `LanceStore`, `FaissStore.open(...)`,
             `InMemoryVectorStore`); the manifest records its backend, and the knowledge base must be
             opened with a store of that backend again (docs/stores.md, support matrix).
@@ -130,8 +130,8 @@ class KnowledgeStore:
         self.name = name
         self._chunks: ChunkStore | None = None
         if store is not None:
-            self._chunks = VectorStoreChunks(store, all_ids=self._stored_ids,
-                                             dimension=lambda: self.manifest.embedding.dimension)
+            self._chunks = require_chunks(store, all_ids=self._stored_ids,
+                                          dimension=lambda: self.manifest.embedding.dimension)
         if directory is None:  # in memory: a private temporary directory, removed when the process exits
             directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
             atexit.register(shutil.rmtree, directory, True)
@@ -173,7 +173,6 @@ class KnowledgeStore:
         self._client = client
         #: the chunks live apart from the records (a Chroma server, another store): `sync` checks them
         self.remote_store = client is not None or store is not None
-        self._collection: Any = None
 
     @property
     def exists(self) -> bool:
@@ -192,7 +191,7 @@ class KnowledgeStore:
     @property
     def _store_name(self) -> str:
         """The store the manifest records: the Chroma collection, or the backend's table or collection."""
-        return getattr(self._chunks, "name", None) or collection_name(self.name)
+        return getattr(self._chunks, "name", None) or store_name(self.name)
 
     def _check_store_is_new(self) -> None:
         """A new knowledge base must not search chunks it did not write (another one's, or lost records')."""
@@ -212,7 +211,7 @@ class KnowledgeStore:
     @property
     def backend(self) -> str:
         """Where the chunks are kept: "chroma", or the backend of the `store` given (e.g. "pgvector")."""
-        return "chroma" if self._chunks is None else self._chunks.backend
+        return DEFAULT if self._chunks is None else self._chunks.backend
 
     @classmethod
     def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeStore:
@@ -228,32 +227,27 @@ class KnowledgeStore:
     # ------------------------------------------------------------------ store
     @property
     def client(self) -> Any:
-        """The chromadb client of the store (a persistent client on `directory` unless one was given)."""
-        if self._client is None:
-            self._client = open_client(self.directory)
-        return self._client
+        """The client of the default store (a persistent Chroma client on `directory` unless one was given)."""
+        return getattr(self.chunks, "client", None)
 
     @property
     def collection(self) -> Any:
-        """The Chroma collection (cosine space), opened on first use (`StoreError` on another backend)."""
-        if self._chunks is not None and self._collection is None and self.backend != "chroma":
+        """The default store's collection (Chroma, cosine space), opened on first use (`StoreError` on another backend)."""
+        found = getattr(self.chunks, "collection", None)
+        if found is None:
             raise StoreError(f"knowledge base {self.name!r} keeps its chunks in {self.backend}, not in a Chroma "
                              "collection; use kb.chunks")
-        if self._collection is None:
-            if not self.exists:
-                raise missing_knowledge_base(self.name, self.directory)
-            refuse_symlinks(chroma_files(self.directory))   # database and segment folders
-            self._collection = open_collection(self.client, self.manifest.store.collection)
-        return self._collection
+        return found
 
     @property
     def chunks(self) -> ChunkStore:
-        """The store of the chunks (`rag.stores.chunk_store`): the Chroma collection, or the `store` given."""
-        if self._chunks is None:
-            self._chunks = ChromaChunkStore(self.collection, client=self.client, where=f"knowledge base {self.name!r}",
-                                            marker=self.home / DAMAGED_MARKER)   # rag index repairs it
-        elif not self.exists:
+        """The store of the chunks (`rag.stores.chunk_store`): the default store in `directory`, or the `store` given."""
+        if not self.exists:
             raise missing_knowledge_base(self.name, self.directory)
+        if self._chunks is None:
+            self._chunks = open_local(self.directory, self.manifest.store.collection, client=self._client,
+                                      where=f"knowledge base {self.name!r}",
+                                      marker=self.home / DAMAGED_MARKER)   # rag index repairs it
         return self._chunks
 
     def _stored_ids(self) -> list[str]:
@@ -327,7 +321,7 @@ class KnowledgeStore:
             except (OSError, sqlite3.Error) as exc:
                 raise store_write_error(exc, self.directory, f"cannot write knowledge base {self.name!r}") from exc
             except Exception as exc:
-                if type(exc).__module__.startswith("chromadb"):  # Chroma's errors on a full disk or damaged files
+                if is_engine_error(exc):  # the store engine's errors on a full disk or damaged files
                     raise store_write_error(exc, self.directory,
                                             f"cannot write knowledge base {self.name!r}") from exc
                 raise

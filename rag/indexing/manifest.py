@@ -40,6 +40,7 @@ from rag.models.embeddings import (
     embedding_choice,
     minilm_precision,
 )
+from rag.stores.registry import DEFAULT, names
 
 __all__ = ["DEFAULT_DIRECTORY", "MANIFEST_VERSION", "MAX_DIMENSION", "STORE_TYPES", "list_knowledge_bases", "missing_knowledge_base", "EmbeddingInfo", "Manifest", "StoreInfo", "autocontext_kwargs", "chunker_from",
            "embedding_from_id"]
@@ -69,8 +70,8 @@ class EmbeddingInfo(BaseModel):
 
 #: where knowledge bases are kept unless a directory is given
 DEFAULT_DIRECTORY = ".rag"
-#: where a knowledge base can keep its chunks (`rag.stores.chunk_store`)
-STORE_TYPES = ("chroma", "pgvector", "qdrant", "milvus", "lancedb", "faiss", "inmemory")
+#: where a knowledge base can keep its chunks (the backends of `rag.stores.registry`)
+STORE_TYPES = names()
 #: the settings of a part that must match the manifest when a knowledge base is reopened
 _COMPARED = {"chunking": ("chunk_size", "chunk_overlap", "headers", "max_chars"),
              "autocontext": ("enabled", "max_header_tokens")}
@@ -100,7 +101,7 @@ class StoreInfo(BaseModel):
     """Where the chunks live: a Chroma collection in cosine space (or another backend, `type`)."""
 
     model_config = ConfigDict(extra="forbid")
-    type: str = "chroma"
+    type: str = DEFAULT
     collection: str
     space: str = "cosine"
 
@@ -153,7 +154,7 @@ class Manifest(BaseModel):
             problems.append(f"store.type {self.store.type!r} (one of {', '.join(STORE_TYPES)})")
         elif self.store.type != backend:
             how = ("without store= or --backend (its chunks are in the Chroma store of its directory)"
-                   if self.store.type == "chroma" else
+                   if self.store.type == DEFAULT else
                    f"with its {self.store.type} store: store= in Python, --backend on the command line, a store: "
                    "block in a config (docs/stores.md)")
             raise ConfigError(f"knowledge base {name!r} keeps its chunks in {self.store.type}, not {backend}: "

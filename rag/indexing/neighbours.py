@@ -4,8 +4,8 @@
 helpers read them back in order, for neighbour expansion and Relevant Segment Extraction.
 A *chunk source* is any of:
 
-- a `langchain_chroma.Chroma` store (``collection.get(where=...)``, no embedding needed);
-- a `rag.retrieval.partitioned.PartitionedChroma` (its global collection, else every partition);
+- a vector store of `rag.stores` (its chunk store's `get_documents`, no embedding needed);
+- a `rag.stores.partitioned.PartitionedChroma` (its global collection, else every partition);
 - a `rag.retrieval.lexical.BM25Index`, which holds every chunk in memory (fastest).
 
 Example:
@@ -24,8 +24,8 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
-from rag.base.filters import and_filters, matches_canonical, to_chroma_where, validate_filter
-from rag.stores.chroma import collection_of, get_documents, is_chroma
+from rag.base.filters import and_filters, matches_canonical, validate_filter
+from rag.stores.registry import chunks_of
 
 __all__ = ["chunk_range", "in_document_order", "neighbours"]
 
@@ -70,13 +70,13 @@ def chunk_range(source: Any, doc_id: str, start: int, end: int, *,
     flt = and_filters({"doc_id": doc_id, "chunk_index": span}, canon)
     if hasattr(source, "chunks_of"):  # BM25Index: in memory, indexed by doc_id
         chunks = source.chunks_of(doc_id, start, end)
-    elif hasattr(source, "get_documents"):  # PartitionedChroma
+    elif hasattr(source, "get_documents"):  # a chunk store, PartitionedChroma
         chunks = source.get_documents(flt)
-    elif is_chroma(source):
-        chunks = get_documents(collection_of(source), where=to_chroma_where(flt))
+    elif (store := chunks_of(source)) is not None:   # a vector store of the registry
+        chunks = store.get_documents(flt)
     else:
         raise ConfigError(f"cannot read chunks from a {type(source).__name__}; valid chunk sources: "
-                          "langchain_chroma.Chroma, PartitionedChroma, BM25Index (anything with get_documents)")
+                          "a vector store of rag.stores, PartitionedChroma, BM25Index (anything with get_documents)")
     if canon is not None:
         chunks = [c for c in chunks if matches_canonical(c.metadata, canon)]
     unique = {c.metadata["chunk_index"]: c for c in chunks}

@@ -54,7 +54,7 @@ from rag.indexing.loaders import Note, Skipped, clean_text, iter_files, path_tex
 from rag.indexing.moves import move_document, moved_candidates
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
-from rag.stores.chroma import DAMAGED_MARKER, DamagedStoreError
+from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ def _repair_damaged(kb: KnowledgeStore) -> None:
     Chroma still cannot read it, replace it by an empty one and drop the records, so this run indexes the
     documents again (from the embedding cache). Without the marker nothing is opened (a no-op stays cheap)."""
     marker = kb.home / DAMAGED_MARKER
-    if kb.backend != "chroma" or kb.remote_store or not (marker.exists() or marker.is_symlink()):
+    if kb.remote_store or not (marker.exists() or marker.is_symlink()):
         return
     try:
         kb.chunks.check()

@@ -1,18 +1,17 @@
 """Hybrid search: a dense vector store and a BM25 index searched concurrently and fused.
 
-`HybridRetriever` runs the dense search (a cosine-space Chroma, a `PartitionedChroma`, or any
-vector store) and the BM25 search (`BM25Index`) at the same time: a two-thread pool in the sync
+`HybridRetriever` runs the dense search (any store of `rag.stores`, or any other vector store) and the BM25 search (`BM25Index`) at the same time: a two-thread pool in the sync
 path, ``asyncio.gather`` in the async one. It fetches ``fetch_k`` candidates from each and fuses
 them with RRF (``k=60``) or a normalised convex combination (``weights``), see `rag.retrieval.fusion`.
 
 Every returned document is a copy with ``metadata["score"]`` (the fused score) and
 ``metadata["scores"] == {"dense": cosine, "bm25": bm25, "rrf": fused}`` (a retriever that did not
 find the chunk has no entry). Dense scores are cosine similarities, ``1 - cosine distance``:
-build Chroma stores with `rag.stores.chroma.new_chroma`, which sets the cosine space.
+the stores of `rag.stores` are made in cosine space (`rag.stores.registry.new_vectorstore`).
 
 The retriever takes ``k`` and a portable ``filter`` per call (``accepts_portable_filter``): the
-filter goes to Chroma as a ``where`` (`to_chroma_where`), to `PartitionedChroma` as is, and to BM25
-before its top k. The lexical index is persisted next to the dense one (``<dir>/bm25``) by
+filter goes to the dense store's own filter (`rag.stores.registry.chunks_of(store).search`) and to
+BM25 before its top k. The lexical index is persisted next to the dense one (``<dir>/bm25``) by
 `HybridRetriever.from_documents(..., persist_directory=...)` and reopened with `HybridRetriever.load`.
 
 Example:
@@ -40,16 +39,13 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from rag.base.errors import ConfigError
-from rag.base.filters import and_filters, to_chroma_where
+from rag.base.filters import and_filters
 from rag.base.portable import ChunkSource, PortableRetriever, check_k
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
 from rag.retrieval.paging import page_filtered
-from rag.retrieval.partitioned import PartitionedChroma
-from rag.stores.chroma import collection_of, new_chroma, query_collection
-from rag.stores.memory import ExactVectorStore
-from rag.stores.native import native_search_for
+from rag.stores.registry import chunks_of, new_vectorstore
 
 __all__ = ["HybridRetriever", "dense_search"]
 
@@ -58,48 +54,31 @@ Scored = list[tuple[Document, float]]
 
 def dense_search(store: VectorStore, query: str | Sequence[float], *, k: int,
                  filter: Mapping[str, Any] | None = None) -> Scored:
-    """Top-k chunks from a vector store as (document copy, cosine similarity), filter applied.
+    """Top-k chunks from a vector store as (document copy, relevance), filter applied.
 
-    `query` is a string or an already computed query vector. Chroma gets the filter as a
-    `where`; `PartitionedChroma` and `ExactVectorStore` take the portable filter; the stores of
-    `rag.stores.native` get it translated to their own filter; other stores (searched by text,
-    scored with their own relevance function) are paged and filtered in Python (`rag.retrieval.paging`).
+    `query` is a string or an already computed query vector. A store of the registry
+    (`rag.stores.registry.chunks_of`: every backend, `PartitionedChroma`, `ExactVectorStore`, a
+    knowledge base's view) is searched through its chunk store, the portable filter translated
+    natively; any other store (searched by text, scored with its own relevance function) is paged
+    and filtered in Python (`rag.retrieval.paging`).
     """
 
     flt = and_filters(filter)
-    if isinstance(store, ExactVectorStore):  # exact search over the allowed chunks; scores are cosines
+    chunks = chunks_of(store, hex_ids=False)
+    if chunks is not None:
         vector = store.embeddings.embed_query(query) if isinstance(query, str) else query
-        exact = store.search_by_vector(vector, k=k, filter=flt)
-        for doc, score in exact:  # fresh copies from this call: annotate in place
-            doc.metadata["score"] = score
-            doc.metadata["scores"] = {"dense": score}
-        return exact
-    native = native_search_for(store)
-    if native is not None:
-        vector = store.embeddings.embed_query(query) if isinstance(query, str) else query
-        hits = native.search(store, vector, k=k, flt=flt)
-        return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
-    if not isinstance(store, PartitionedChroma) and type(store).__name__ != "Chroma":
-        if not isinstance(query, str):
-            raise ConfigError(f"a {type(store).__name__} is searched by text; pass the query string")
-        # the store's own relevance function, else its raw score (InMemoryVectorStore: cosine)
-        def fetch(n: int) -> Scored:
-            try:
-                return store.similarity_search_with_relevance_scores(query, k=n)
-            except NotImplementedError:
-                return store.similarity_search_with_score(query, k=n)
+        return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in chunks.search(vector, k=k, filter=flt)]
+    if not isinstance(query, str):
+        raise ConfigError(f"a {type(store).__name__} is searched by text; pass the query string")
 
-        hits = page_filtered(fetch, flt, k, doc=lambda hit: hit[0])
-        return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
-    vector = store.embeddings.embed_query(query) if isinstance(query, str) else query
-    if isinstance(store, PartitionedChroma):
-        hits = store.search_by_vector(vector, k=k, filter=flt)
-    else:  # the chromadb collection directly: one query, one Document per hit (see docs/benchmarks.md)
-        hits = query_collection(collection_of(store), vector, k=k, where=to_chroma_where(flt))
-    for doc, dist in hits:  # fresh documents from this call: annotate in place
-        doc.metadata["score"] = 1.0 - dist
-        doc.metadata["scores"] = {"dense": 1.0 - dist}
-    return [(doc, 1.0 - dist) for doc, dist in hits]
+    def fetch(n: int) -> Scored:   # the store's own relevance function, else its raw score
+        try:
+            return store.similarity_search_with_relevance_scores(query, k=n)
+        except NotImplementedError:
+            return store.similarity_search_with_score(query, k=n)
+
+    hits = page_filtered(fetch, flt, k, doc=lambda hit: hit[0])
+    return [(with_scores(doc, rel, {"dense": rel}), rel) for doc, rel in hits]
 
 
 class HybridRetriever(PortableRetriever):
@@ -152,7 +131,7 @@ class HybridRetriever(PortableRetriever):
                        persist_directory: str | Path | None = None, collection_name: str = "rag",
                        bm25_settings: Mapping[str, Any] | None = None, **settings: Any) -> HybridRetriever:
         """Embed chunks into a cosine Chroma and index them with BM25 (persisted under `persist_directory`)."""
-        store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
+        store = new_vectorstore(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
         ids = [doc.id or f"{doc.metadata.get('doc_id', 'doc')}-{doc.metadata.get('chunk_index', i)}-{i}"
                for i, doc in enumerate(documents)]
         docs = [Document(page_content=d.page_content, metadata=d.metadata, id=i) for d, i in zip(documents, ids,
@@ -168,7 +147,7 @@ class HybridRetriever(PortableRetriever):
     def load(cls, persist_directory: str | Path, *, embedding: Embeddings | None = None,
              collection_name: str = "rag", **settings: Any) -> HybridRetriever:
         """Reopen a retriever saved by `from_documents(..., persist_directory=...)`."""
-        store = new_chroma(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
+        store = new_vectorstore(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
         return cls(vectorstore=store, bm25=BM25Index.load(Path(persist_directory) / "bm25"), **settings)
 
     # ------------------------------------------------------------------ search

@@ -1,6 +1,6 @@
 """The Python filter for retrievers that take no filter: page until `k` chunks match.
 
-A store or retriever with no native filter (see `rag.stores.native`) is asked for more and more
+A store or retriever with no native filter (see `rag.stores.registry`) is asked for more and more
 candidates (`2k`, then four times as many each round) until `k` of them match the portable filter
 or it returns fewer than asked, i.e. it has nothing more to give. So a selective filter never
 returns fewer than `k` chunks when `k` exist; the price is a bigger search on such stores, which

@@ -46,7 +46,7 @@ from rag.base.errors import ConfigError, MissingDependencyError, removed_names
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import doc_key, minmax, with_scores
 from rag.retrieval.rephrase import sub_queries
-from rag.stores.chroma import collection_of, get_vectors, is_chroma
+from rag.stores.registry import chunks_of
 
 __all__ = [
     "CompressorReranker",
@@ -106,7 +106,8 @@ class EmbeddingReranker(Reranker):
     Args:
         embedding: the model (default: `rag.models.embeddings.default_embeddings()`, loaded lazily).
         metadata_prefix: metadata keys whose values are prefixed to the chunk text before embedding.
-        store: a Chroma store holding the chunks' vectors (same model): chunks with an id found
+        store: a vector store holding the chunks' vectors (same model; its chunk store has
+            `get_vectors`: Chroma): chunks with an id found
             there are scored from their stored vector instead of being embedded again, which
             makes reranking a few milliseconds instead of one model pass per chunk. Not used
             with `metadata_prefix` (stored vectors were made without the prefix).
@@ -120,11 +121,13 @@ class EmbeddingReranker(Reranker):
         super().__init__(top_n=top_n)
         if isinstance(metadata_prefix, str):
             raise ConfigError("metadata_prefix must be a list of keys, not a single string")
-        if store is not None and not is_chroma(store):
-            raise ConfigError(f"store must be a langchain_chroma.Chroma, got {type(store).__name__}")
+        chunks = chunks_of(store) if store is not None else None
+        if store is not None and not hasattr(chunks, "get_vectors"):
+            raise ConfigError(f"store must be a vector store whose chunk store reads stored vectors by id "
+                              f"(a langchain_chroma.Chroma), got {type(store).__name__}")
         self._embedding = embedding
         self.metadata_prefix = tuple(metadata_prefix)
-        self.store = store
+        self.store, self._chunks = store, chunks
         self.by_sentence = bool(by_sentence)
 
     @property
@@ -161,7 +164,7 @@ class EmbeddingReranker(Reranker):
         ids = [d.id for d in docs if d.id]
         if not ids:
             return {}
-        return get_vectors(collection_of(self.store), ids)
+        return self._chunks.get_vectors(ids)
 
 
 class CrossEncoderReranker(Reranker):

@@ -1,9 +1,10 @@
 """Chroma access: the one module that talks to `chromadb` clients and collections.
 
-Everything else opens stores and reads chunks through these functions (`new_chroma`,
-`open_client`, `open_collection`, `collection_of`, `query_collection`, `get_documents`,
-`get_vectors`), so a Chroma upgrade or another backend touches this module only. Every collection
-is created in cosine space, so relevance scores mean the same on every path.
+The Chroma backend (`rag.stores.chroma_chunks`, its `ChunkStore`) and the partitioned layout
+(`rag.stores.partitioned`) reach Chroma through these functions (`new_chroma`, `open_client`,
+`open_collection`, `collection_of`, `query_collection`, `get_documents`, `get_vectors`), so a
+Chroma upgrade touches this module only; nothing outside `rag.stores` imports it (the registry
+does). Every collection is created in cosine space, so relevance scores mean the same on every path.
 
 The query helpers call the chromadb collection once, request only what a retriever returns
 (texts, metadata, distances) and build one Document per hit: `langchain_chroma.Chroma` builds a
@@ -20,8 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import uuid
@@ -35,12 +34,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from rag.base.errors import StoreError
-from rag.base.filters import to_chroma_where, validate_filter
+from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError, content_id  # noqa: F401 (kept importable here)
 
 __all__ = [
     "COSINE",
-    "ChromaChunks",
     "DAMAGED_MARKER",
     "DamagedStoreError",
     "check_collection",
@@ -75,12 +72,6 @@ def collection_name(name: str) -> str:
     return (cleaned or "rag") if len(cleaned) >= 3 else f"rag-{cleaned}".strip("-")
 
 
-def content_id(doc: Document) -> str:
-    """A stable id from a document's text and metadata (re-adding the same chunk never duplicates it)."""
-    payload = json.dumps([doc.page_content, doc.metadata], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
 _SEGMENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -99,13 +90,6 @@ def store_files(directory: str | Path) -> list[Path]:
             paths.extend(segment.iterdir())
     return paths
 
-
-#: the file a knowledge base's folder gets when a read found its Chroma collection damaged (`rag index` repairs)
-DAMAGED_MARKER = "chroma-damaged"
-
-
-class DamagedStoreError(StoreError):
-    """Chroma cannot read or write a collection: a damaged segment, or state an interrupted write left."""
 
 
 @contextmanager
@@ -232,18 +216,6 @@ def get_documents(collection: Any, *, where: dict[str, Any] | None = None,
 def get_ids(collection: Any, *, where: dict[str, Any] | None = None) -> list[str]:
     """Ids of the records matching a Chroma `where` (all when None), read in pages."""
     return [id_ for page in _paged_get(collection, where=where, ids=None, include=[]) for id_ in page["ids"]]
-
-
-class ChromaChunks:
-    """A raw collection as a chunk source (`rag.base.portable.ChunkSource`): chunks by portable filter."""
-
-    def __init__(self, collection: Any) -> None:
-        self.collection = collection
-
-    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
-        """Chunks matching a portable filter (all when None)."""
-        flt = validate_filter(filter)
-        return get_documents(self.collection, where=to_chroma_where(flt) if flt else None)
 
 
 def add_chunks(collection: Any, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],

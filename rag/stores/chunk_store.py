@@ -1,31 +1,29 @@
-"""Where a knowledge base keeps its chunks: one interface over Chroma and the native-filter backends.
+"""The one store contract: `ChunkStore`, and `VectorStoreChunks`, its shared half for LangChain stores.
 
-`rag.indexing` (sync, deletion, moves, reads) and the knowledge base's retriever talk to a
-`ChunkStore`, never to a store's own API, so a knowledge base runs on any backend that has one:
+Every backend module of `rag.stores` implements `ChunkStore` (search with the portable filter, add,
+delete, get by ids / by metadata, update metadata, count) and is registered once in
+`rag.stores.registry`; everything outside `rag.stores` (indexing, retrieval, composition) talks to
+a `ChunkStore`, never to a backend's own API or name. `rag.testing.store_conformance.StoreTests`
+is the contract as a test suite.
 
-- `ChromaChunkStore`: a Chroma collection (embedded in the knowledge base's directory, or on a
-  Chroma server), through the functions of `rag.stores.chroma`;
-- `VectorStoreChunks`: any vector store that `rag.stores.native` searches natively (pgvector's
-  `PGVectorStore`, Qdrant, Milvus, `LanceStore`, `FaissStore`, `InMemoryVectorStore`).
-
-What a backend lacks is handled here, the same way for all of them (docs/stores.md, support matrix):
+`VectorStoreChunks` is what the backends that wrap a LangChain vector store share (each backend
+module subclasses it and overrides the hooks its engine does differently; docs/development.md):
 
 - *get by metadata*: a filtered read is a native filtered search with a fixed probe vector and
   `k` = the number of stored chunks, so the engine selects every matching chunk (the order is
   irrelevant to the callers); a read of everything is a read by id of the chunk ids the knowledge
   base's records hold;
 - *delete by filter*: the ids are read as above, then deleted by id;
-- *update metadata in place* (a moved file): each backend's own update (a SQL `UPDATE` on
-  pgvector's JSON column, Qdrant's `set_payload`, a Milvus upsert of the entity read back, a
-  LanceDB `merge_insert`, FAISS and in-memory in place); a pgvector table that keeps metadata in
-  typed columns cannot, and there a moved file is indexed again as a new one;
+- *update metadata in place* (a moved file): each backend's own update (`_update`); a store that
+  cannot (`can_update` False) gets the moved file indexed again as a new one;
 - *ids*: stores with UUID ids (pgvector's default table, Qdrant) take the 32-hex chunk ids as
   UUIDs and return them hyphenated; they are returned here in the form they were given.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
     >>> from langchain_core.vectorstores import InMemoryVectorStore
-    >>> chunks = VectorStoreChunks(InMemoryVectorStore(DeterministicFakeEmbedding(size=4)))
+    >>> from rag.stores.registry import chunks_of
+    >>> chunks = chunks_of(InMemoryVectorStore(DeterministicFakeEmbedding(size=4)))
     >>> chunks.add(["a" * 32], [[1.0, 0.0, 0.0, 0.0]], ["Paris"], [{"doc_id": "d1", "chunk_index": 0}])
     >>> chunks.backend, chunks.count(), [d.page_content for d in chunks.get_documents({"doc_id": "d1"})]
     ('inmemory', 1, ['Paris'])
@@ -33,35 +31,43 @@ Example:
 
 from __future__ import annotations
 
-import importlib
+import hashlib
+import json
 import math
 import uuid
-from pathlib import Path
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from rag.base.errors import ConfigError, StoreError
-from rag.base.filters import matches, to_chroma_where, validate_filter
-from rag.stores import chroma
-from rag.stores.native import native_search_for
+from rag.base.errors import ConfigError, FilterError, StoreError
+from rag.base.filters import matches, validate_filter
 
-__all__ = ["ChromaChunkStore", "ChunkStore", "VectorStoreChunks"]
+__all__ = ["DAMAGED_MARKER", "ChunkStore", "DamagedStoreError", "VectorStoreChunks", "content_id", "scored",
+           "unsupported"]
 
-#: ids per read or delete call on the other backends (bounded statements and requests)
-_BATCH = 1000
-#: metadata keys LangChain's Qdrant store adds to what it returns (not stored metadata)
-_ADDED_KEYS = ("_id", "_collection_name")
+#: ids per read or delete call (bounded statements and requests)
+BATCH = 1000
+#: the file a knowledge base's folder gets when a read found its store damaged (`rag index` checks and repairs)
+DAMAGED_MARKER = "chroma-damaged"
 
 
+class DamagedStoreError(StoreError):
+    """A store cannot read or write its data: a damaged segment, or state an interrupted write left."""
+
+
+@runtime_checkable
 class ChunkStore(Protocol):
-    """The operations a knowledge base needs from the store that holds its chunks."""
+    """The store contract: what a knowledge base, a retriever and a worker need from a backend.
 
+    `filter` arguments are portable filters (`rag.base.filters`); ids are the chunk ids as written.
+    """
+
+    #: the backend's registered name (`rag.stores.registry`)
     backend: str
-    #: whether a moved file's chunks can be re-pointed in place (else the file is indexed again)
+    #: whether `update_metadatas` works (else a moved file is indexed again)
     can_update: bool
 
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
@@ -69,20 +75,25 @@ class ChunkStore(Protocol):
         """Write new chunks (the ids are not stored yet)."""
         ...
 
+    def upsert(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
+               metadatas: Sequence[dict[str, Any]]) -> None:
+        """Write chunks that may already be stored (a retried write): never a duplicate."""
+        ...
+
     def delete(self, ids: Sequence[str]) -> None:
         """Delete chunks by id (ids not stored are ignored)."""
         ...
 
-    def get_ids(self, filter: dict[str, Any]) -> list[str]:
-        """Ids of the chunks matching a portable filter."""
+    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
+        """The stored chunks with these ids (ids not stored are absent)."""
         ...
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Chunks (text, metadata, id) matching a portable filter (all when None)."""
         ...
 
-    def count(self) -> int:
-        """How many chunks are stored."""
+    def get_ids(self, filter: dict[str, Any]) -> list[str]:
+        """Ids of the chunks matching a portable filter."""
         ...
 
     def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -93,232 +104,195 @@ class ChunkStore(Protocol):
         """Replace the metadata of chunks by id, vectors and texts kept (only when `can_update`)."""
         ...
 
+    def count(self) -> int:
+        """How many chunks are stored."""
+        ...
+
     def search(self, vector: Sequence[float], *, k: int,
                filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        """The `k` chunks closest to `vector` that the filter allows, as (document, cosine similarity);
-        fewer when fewer are stored (an empty store returns none)."""
+        """The `k` chunks closest to `vector` that the filter allows, as (document, relevance), best first;
+        `k` whenever `k` match, fewer when fewer are stored (an empty store returns none)."""
         ...
 
     def vectorstore(self, embedding: Embeddings) -> VectorStore:
-        """The LangChain vector store over these chunks (the dense side of hybrid search)."""
+        """A LangChain vector store over these chunks (the dense side of hybrid search)."""
         ...
 
-
-class ChromaChunkStore:
-    """A Chroma collection (cosine space) as a knowledge base's chunk store.
-
-    Every read that Chroma fails (a damaged segment, state an interrupted write left) raises
-    `rag.stores.chroma.DamagedStoreError` naming `where` and the fix; `check` reads the collection
-    as a search does and `rebuild` replaces it with an empty one (the knowledge base then indexes
-    its documents again).
-    """
-
-    backend = "chroma"
-    can_update = True
-
-    def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
-                 marker: Path | None = None) -> None:
-        self.collection, self.client, self.where, self.marker = collection, client, where, marker
-
-    def _reading(self) -> Any:
-        return chroma.readable(self.collection, self.where, self.marker)
-
-    def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
-            metadatas: Sequence[dict[str, Any]]) -> None:
-        chroma.add_chunks(self.collection, ids, vectors, texts, metadatas)   # (write errors: store_write_error)
-
-    def delete(self, ids: Sequence[str]) -> None:
-        chroma.delete_ids(self.collection, ids)
-
-    def get_ids(self, filter: dict[str, Any]) -> list[str]:
-        with self._reading():
-            return chroma.get_ids(self.collection, where=to_chroma_where(validate_filter(filter)))
-
-    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
-        with self._reading():
-            return chroma.ChromaChunks(self.collection).get_documents(filter)
-
-    def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-        """Ids and metadata of the chunks matching a portable filter."""
-        with self._reading():
-            return chroma.get_metadatas(self.collection, where=to_chroma_where(validate_filter(filter)))
-
-    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
-        """Replace the metadata of chunks by id."""
-        chroma.update_metadatas(self.collection, ids, metadatas, batch=5000)
-
-    def count(self) -> int:
-        with self._reading():
-            return chroma.count(self.collection)
-
-    def search(self, vector: Sequence[float], *, k: int,
-               filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        flt = validate_filter(filter)
-        total = self.count()   # (Chroma warns when asked for more results than it holds)
-        if total == 0:
-            return []
-        with self._reading():
-            hits = chroma.query_collection(self.collection, vector, k=min(k, total),
-                                           where=to_chroma_where(flt) if flt else None)
-        return [(doc, 1.0 - distance) for doc, distance in hits]
+    def connection_spec(self) -> dict[str, Any] | None:
+        """How another process opens the same store (`rag.stores.connections`); None: it lives in this one."""
+        ...
 
     def check(self) -> None:
-        """Read the collection as a search does; `DamagedStoreError` when Chroma cannot."""
-        chroma.check_collection(self.collection, self.where)
+        """Read the store as a search does; `DamagedStoreError` when the engine cannot."""
+        ...
 
     def rebuild(self) -> None:
-        """Replace the collection by an empty one of the same name (its chunks are indexed again).
+        """Replace a damaged store by an empty one (its chunks are indexed again)."""
+        ...
 
-        Raises:
-            StoreError: Chroma cannot even drop it (its database file is damaged): what to delete.
-        """
-        name = self.collection.name
-        try:
-            with self._reading():
-                self.client.delete_collection(name)
-            self.collection = chroma.open_collection(self.client, name)
-        except Exception as exc:
-            raise StoreError(f"{self.where}: the damaged Chroma collection {name!r} cannot be replaced "
-                             f"({type(exc).__name__}); move the store directory's chroma.sqlite3 and its "
-                             "segment folders aside and run rag index again") from None
 
-    def vectorstore(self, embedding: Embeddings) -> VectorStore:
-        return chroma.new_chroma(self.collection.name, embedding, client=self.client)
+def content_id(doc: Document) -> str:
+    """A stable id from a document's text and metadata (re-adding the same chunk never duplicates it)."""
+    payload = json.dumps([doc.page_content, doc.metadata], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def unsupported(backend: str, op: str, why: str) -> FilterError:
+    """The error for a filter a backend cannot express (raised, never weakened into another filter)."""
+    return FilterError(f"{backend} cannot express {op}: {why}; drop that condition or use a backend that can "
+                       "(see docs/stores.md)")
+
+
+def scored(doc: Document, relevance: float) -> Document:
+    """A copy of `doc` with its relevance in `metadata["score"]` (the stored metadata is not changed)."""
+    return Document(page_content=doc.page_content, metadata={**doc.metadata, "score": float(relevance)}, id=doc.id)
 
 
 class VectorStoreChunks:
-    """A vector store that `rag.stores.native` searches natively, as a knowledge base's chunk store.
+    """A LangChain vector store as a `ChunkStore`: the part every such backend shares.
+
+    A backend module subclasses it, names the backend, and implements `_native_search` (the engine's
+    own filtered search) and `count`; it overrides `_write`, `_delete`, `_read`, `_update`,
+    `stored_id`, `_flush`, `name` or `can_update` where its engine differs from the defaults.
 
     Args:
-        store: e.g. `rag.stores.pgvector.open_store(...)`, a `FaissStore`, a `QdrantVectorStore`.
+        store: the backend's vector store (e.g. `rag.stores.pgvector.open_store(...)`).
         all_ids: returns the ids of every stored chunk (the knowledge base passes its records'),
             for reads of everything; without it, such reads are a search with `k` = `count()`.
         dimension: returns the vectors' dimension when known (the knowledge base passes its
             manifest's); else the store's embedding model is asked.
-
-    Raises:
-        ConfigError: no module here searches that store type natively.
+        hex_ids: ids are returned in the form they were written: a 32-hex id that a UUID-id engine
+            stores as a UUID comes back as 32 hex (False: ids as the engine holds them, for a store
+            that was filled elsewhere).
     """
 
+    backend: ClassVar[str] = ""
+    #: the most hits one search returns (None: no limit)
+    max_k: ClassVar[int | None] = None
+    #: whether metadata can be replaced in place (`update_metadatas`)
+    can_update: bool = True
+    #: whether the engine keeps ids as UUIDs (a 32-hex id comes back hyphenated unless `hex_ids`)
+    uuid_ids: ClassVar[bool] = False
+
     def __init__(self, store: VectorStore, *, all_ids: Callable[[], list[str]] | None = None,
-                 dimension: Callable[[], int | None] | None = None) -> None:
-        search = native_search_for(store)
-        if search is None:
-            raise ConfigError(f"a knowledge base cannot keep its chunks in a {type(store).__name__}: use Chroma "
-                              "(the default) or a store rag filters natively (PGVectorStore, QdrantVectorStore, "
-                              "Milvus, LanceStore, FaissStore, InMemoryVectorStore; see docs/stores.md)")
-        self.store, self.native, self.backend, self.all_ids = store, search, search.backend, all_ids
+                 dimension: Callable[[], int | None] | None = None, hex_ids: bool = True) -> None:
+        self.store, self.all_ids, self.hex_ids = store, all_ids, hex_ids
         self._dimension_known: int | None = None
         self._recorded_dimension = dimension
 
-    # ------------------------------------------------------------------ ids
-    def _ours(self, doc: Document) -> Document:
-        """A store's document with the chunk id as written and the stored metadata only."""
-        metadata = {k: v for k, v in doc.metadata.items() if k not in _ADDED_KEYS}
-        return Document(page_content=doc.page_content, metadata=metadata, id=_hex_id(doc.id))
+    @classmethod
+    def of(cls, store: VectorStore, **options: Any) -> VectorStoreChunks:
+        """The chunk store over a vector store of this backend (what `rag.stores.registry.chunks_of` calls)."""
+        return cls(store, **options)
+
+    # ------------------------------------------------------------------ the backend's hooks
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """The engine's own filtered search (canonical filter): (document as stored, relevance)."""
+        raise NotImplementedError
+
+    async def _anative_search(self, vector: list[float], *, k: int,
+                              flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """Async `_native_search` (default: in a worker thread)."""
+        import asyncio
+
+        return await asyncio.to_thread(self._native_search, vector, k=k, flt=flt)
+
+    def count(self) -> int:
+        """How many chunks are stored."""
+        raise NotImplementedError
+
+    def _write(self, ids: list[str], vectors: list[list[float]], texts: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        """Write chunks with precomputed vectors (default: the store's `add_embeddings`, in batches)."""
+        for start in range(0, len(ids), BATCH):
+            part = slice(start, start + BATCH)
+            self.store.add_embeddings(texts[part], vectors[part], metadatas=metadatas[part], ids=ids[part])
+
+    def _delete(self, ids: list[str]) -> None:
+        self.store.delete(ids=ids)
+
+    def _read(self, ids: list[str]) -> list[Document]:
+        return self.store.get_by_ids(ids)
+
+    def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        self.store.update_metadatas(ids, metadatas)
+
+    def stored_id(self, id_: str) -> str:
+        """The id as the engine stores it (UUID-id engines: the UUID form)."""
+        return id_
+
+    def _flush(self) -> None:
+        """Persist what a store keeps in memory until saved (default: nothing to do)."""
+
+    @property
+    def name(self) -> str | None:
+        """The table or collection holding the chunks (None for stores that have no name)."""
+        return getattr(self.store, "collection_name", None) or getattr(self.store, "table_name", None)
+
+    def connection_spec(self) -> dict[str, Any] | None:
+        return None
+
+    def check(self) -> None:
+        self.count()
+
+    def rebuild(self) -> None:
+        self.delete([d.id for d in self.get_documents()] if self.all_ids is None else self.all_ids())
 
     # ------------------------------------------------------------------ writing
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
-        ids, vectors, texts, metadatas = list(ids), [list(map(float, v)) for v in vectors], list(texts), list(metadatas)
-        if not ids:
-            return
-        store = self.store
-        if self.backend == "inmemory":   # its documented dict: {id: {id, vector, text, metadata}}
-            for id_, vector, text, md in zip(ids, vectors, texts, metadatas, strict=True):
-                store.store[id_] = {"id": id_, "vector": vector, "text": text, "metadata": dict(md)}
-        elif self.backend == "qdrant":
-            importlib.import_module("rag.stores.qdrant").add_points(store, ids, vectors, texts, metadatas)
-        elif hasattr(store, "add_embeddings"):   # PGVectorStore, Milvus, LanceStore, FaissStore
-            for start in range(0, len(ids), _BATCH):
-                part = slice(start, start + _BATCH)
-                store.add_embeddings(texts[part], vectors[part], metadatas=metadatas[part], ids=ids[part])
-        else:  # pragma: no cover - every backend of rag.stores.native is handled above
-            raise ConfigError(f"{self.backend}: cannot write precomputed vectors to a {type(store).__name__}")
-        self._flush()
+        ids, vectors = list(ids), [list(map(float, v)) for v in vectors]
+        if ids:
+            self._write(ids, vectors, list(texts), [dict(m) for m in metadatas])
+            self._flush()
+
+    def upsert(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
+               metadatas: Sequence[dict[str, Any]]) -> None:
+        self.delete(ids)
+        self.add(ids, vectors, texts, metadatas)
 
     def delete(self, ids: Sequence[str]) -> None:
         ids = list(ids)
-        for start in range(0, len(ids), _BATCH):
-            part = ids[start:start + _BATCH]
-            if self.backend == "inmemory":
-                for id_ in part:
-                    self.store.store.pop(id_, None)
-            else:
-                self.store.delete(ids=[self._stored_id(i) for i in part])
+        for start in range(0, len(ids), BATCH):
+            self._delete([self.stored_id(i) for i in ids[start:start + BATCH]])
         if ids:
             self._flush()
-
-    @property
-    def name(self) -> str | None:
-        """The table or collection holding the chunks (None for stores that have no name: FAISS, in memory)."""
-        if self.backend == "pgvector":
-            from rag.stores.pgvector import table_of
-
-            return table_of(self.store)
-        return getattr(self.store, "collection_name", None) or getattr(self.store, "table_name", None)
-
-    @property
-    def can_update(self) -> bool:
-        """Whether metadata can be replaced in place (`update_metadatas`)."""
-        if self.backend == "pgvector":
-            from rag.stores.pgvector import can_update_metadata
-
-            return can_update_metadata(self.store)
-        return self.backend in ("inmemory", "faiss", "lancedb", "qdrant", "milvus")
-
-    def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-        """Ids and metadata of the chunks matching a portable filter."""
-        docs = self.get_documents(filter)
-        return [d.id for d in docs], [d.metadata for d in docs]
 
     def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
         """Replace the metadata of chunks by id (vectors and texts kept), with the backend's own update."""
         if not self.can_update:
             raise ConfigError(f"{self.backend}: this store cannot update metadata in place")
         ids, metadatas = list(ids), [dict(m) for m in metadatas]
-        for start in range(0, len(ids), _BATCH):
-            part, mds = [self._stored_id(i) for i in ids[start:start + _BATCH]], metadatas[start:start + _BATCH]
-            if self.backend == "inmemory":
-                for id_, md in zip(part, mds, strict=True):
-                    if id_ in self.store.store:
-                        self.store.store[id_]["metadata"] = md
-            elif self.backend in ("faiss", "lancedb"):
-                self.store.update_metadatas(part, mds)
-            else:   # pgvector, qdrant, milvus: functions of their store modules
-                importlib.import_module(f"rag.stores.{self.backend}").update_metadatas(self.store, part, mds)
+        for start in range(0, len(ids), BATCH):
+            self._update([self.stored_id(i) for i in ids[start:start + BATCH]], metadatas[start:start + BATCH])
         self._flush()
 
-    def _stored_id(self, id_: str) -> str:
-        return str(uuid.UUID(id_)) if self.backend == "qdrant" else id_
-
-    def _flush(self) -> None:
-        """Persist a store that lives in memory until saved (`FaissStore` opened on a directory)."""
-        directory = getattr(self.store, "directory", None)
-        if self.backend == "faiss" and directory is not None:
-            self.store.save(directory)
-
     # ------------------------------------------------------------------ reading
+    def _ours(self, doc: Document) -> Document:
+        """A store's document with the chunk id as written and the stored metadata only."""
+        return Document(page_content=doc.page_content, metadata=dict(doc.metadata),
+                        id=_hex_id(doc.id) if self.hex_ids and self.uuid_ids else doc.id)
+
     def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
-        """The stored chunks with these ids (ids not stored are absent)."""
         ids, found = list(ids), []
-        read = self.store.get_by_ids
-        if self.backend in ("qdrant", "milvus"):   # (LangChain's Milvus has no get_by_ids; Qdrant's drops ids)
-            module = importlib.import_module(f"rag.stores.{self.backend}")
-            read = lambda part: module.get_by_ids(self.store, part)  # noqa: E731
-        for start in range(0, len(ids), _BATCH):
-            found += [self._ours(d) for d in read([self._stored_id(i) for i in ids[start:start + _BATCH]])]
+        for start in range(0, len(ids), BATCH):
+            found += [self._ours(d) for d in self._read([self.stored_id(i) for i in ids[start:start + BATCH]])]
         return found
 
     def get_ids(self, filter: dict[str, Any]) -> list[str]:
         return [doc.id for doc in self.get_documents(filter)]
+
+    def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+        docs = self.get_documents(filter)
+        return [d.id for d in docs], [d.metadata for d in docs]
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         flt = validate_filter(filter)
         total = self.count()
         if total == 0:
             return []
-        limit = getattr(self.native, "max_k", None)   # Milvus returns at most 16,384 hits per search
+        limit = self.max_k
         if self.all_ids is not None and (flt is None or (limit is not None and total > limit)):
             return [doc for doc in self.get_by_ids(self.all_ids()) if flt is None or matches(doc.metadata, flt)]
         if limit is not None and total > limit:
@@ -341,34 +315,22 @@ class VectorStoreChunks:
             self._dimension_known = len(embeddings.embed_query("dimension"))
         return self._dimension_known
 
-    def count(self) -> int:
-        store, backend = self.store, self.backend
-        if backend == "inmemory":
-            return len(store.store)
-        if backend == "faiss":
-            return len(store)
-        if backend == "lancedb":
-            return store.count()
-        if backend == "qdrant":
-            return int(store.client.count(collection_name=store.collection_name, exact=True).count)
-        if backend == "milvus":
-            if store.col is None:   # created on the first write
-                return 0
-            return int(store.client.query(collection_name=store.collection_name, filter="",
-                                          output_fields=["count(*)"])[0]["count(*)"])
-        if backend == "pgvector":
-            from rag.stores.pgvector import count_rows
-
-            return count_rows(store)
-        raise ConfigError(f"{backend}: cannot count the chunks of a {type(store).__name__}")  # pragma: no cover
-
-    def search(self, vector: Sequence[float], *, k: int,
-               filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        flt = validate_filter(filter)
+    def _query_vector(self, vector: Sequence[float]) -> list[float]:
         vector = [float(x) for x in vector]
         if any(not math.isfinite(x) for x in vector):
             raise ConfigError("the query vector holds NaN or infinite values")
-        return [(self._ours(doc), score) for doc, score in self.native.search(self.store, vector, k=k, flt=flt)]
+        return vector
+
+    def search(self, vector: Sequence[float], *, k: int,
+               filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        flt, vector = validate_filter(filter), self._query_vector(vector)
+        return [(self._ours(doc), score) for doc, score in self._native_search(vector, k=k, flt=flt)]
+
+    async def asearch(self, vector: Sequence[float], *, k: int,
+                      filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """Async `search`."""
+        flt, vector = validate_filter(filter), self._query_vector(vector)
+        return [(self._ours(doc), score) for doc, score in await self._anative_search(vector, k=k, flt=flt)]
 
     def vectorstore(self, embedding: Embeddings) -> VectorStore:
         from rag.stores.chunk_view import ChunkStoreView
@@ -384,4 +346,3 @@ def _hex_id(id_: str | None) -> str | None:
         except ValueError:
             return id_
     return id_
-

@@ -1,13 +1,13 @@
 """`ChunkStoreView`: a knowledge base's chunk store as a read-only LangChain vector store.
 
 Hybrid search and every other consumer of a `VectorStore` search a knowledge base on another
-backend through it; `rag.stores.native` searches it with `SEARCH`, so results carry the chunk ids
-the knowledge base wrote (not a backend's UUID form of them).
+backend through it; `rag.stores.registry.chunks_of(view)` is the chunk store behind it, so results
+carry the chunk ids the knowledge base wrote (not a backend's UUID form of them).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -15,21 +15,22 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError
 
-if TYPE_CHECKING:
-    from rag.stores.chunk_store import VectorStoreChunks
-
-__all__ = ["SEARCH", "ChunkStoreView"]
+__all__ = ["ChunkStoreView"]
 
 
 class ChunkStoreView(VectorStore):
     """A read-only LangChain vector store over a `VectorStoreChunks` (ids as the knowledge base wrote them).
 
-    `rag.stores.native` searches it through `SEARCH`, so hybrid search and every other consumer of a
-    vector store get the knowledge base's chunk ids (not a backend's UUID form of them).
+    `chunk_store()` is the chunk store behind it (`rag.stores.registry.chunks_of`), so hybrid search and
+    every other consumer of a vector store get the knowledge base's chunk ids (not a backend's UUID form).
     """
 
-    def __init__(self, *, chunks: VectorStoreChunks, embedding: Embeddings) -> None:
+    def __init__(self, *, chunks: Any, embedding: Embeddings) -> None:
         self.chunks, self._embedding = chunks, embedding
+
+    def chunk_store(self) -> Any:
+        """The knowledge base's chunk store behind this view."""
+        return self.chunks
 
     @property
     def embeddings(self) -> Embeddings:
@@ -53,16 +54,3 @@ class ChunkStoreView(VectorStore):
 
     def _select_relevance_score_fn(self):
         return lambda score: score   # cosine similarities already
-
-
-class _ViewSearch:
-    """`NativeSearch` for `ChunkStoreView` (registered in `rag.stores.native.BACKENDS`)."""
-
-    backend = "knowledge-base"
-
-    def search(self, store: ChunkStoreView, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        return store.chunks.search(vector, k=k, filter=flt)
-
-
-SEARCH = _ViewSearch()

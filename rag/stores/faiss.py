@@ -36,9 +36,10 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError
 from rag.base.filters import matches_canonical, validate_filter
+from rag.stores.chunk_store import VectorStoreChunks
 from rag.stores.value_index import ValueIndex
 
-__all__ = ["SEARCH", "FaissSearch", "FaissStore"]
+__all__ = ["open_store", "scratch_store", "STORE", "FaissChunks", "FaissStore"]
 
 _INDEX_FILE = "index.faiss"
 _DOCS_FILE = "documents.sqlite"
@@ -256,15 +257,34 @@ class FaissStore(VectorStore):
         return store
 
 
-class FaissSearch:
-    """`NativeSearch` for `FaissStore`: ids selected by the filter, then ranked by FAISS."""
+class FaissChunks(VectorStoreChunks):
+    """The `ChunkStore` of a `FaissStore`: ids selected by the filter, then ranked by FAISS; a store
+    opened on a directory is saved after every write."""
 
     backend = "faiss"
 
-    def search(self, store: FaissStore, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """The `k` matching chunks closest to `vector`: (document, cosine similarity)."""
-        return store.search_by_vector(vector, k=k, filter=flt)
+        return self.store.search_by_vector(vector, k=k, filter=flt)
+
+    def count(self) -> int:
+        return len(self.store)
+
+    def _flush(self) -> None:
+        directory = getattr(self.store, "directory", None)
+        if directory is not None:
+            self.store.save(directory)
 
 
-SEARCH = FaissSearch()
+STORE = FaissChunks
+
+
+def open_store(path: str | Path, embedding: Embeddings, *, create: bool = False) -> FaissStore:
+    """The `FaissStore` saved in the directory `path`; with `create`, one saved there after each write."""
+    return FaissStore.open(path, embedding) if create else FaissStore.load(path, embedding)
+
+
+def scratch_store(embedding: Embeddings, workdir: str | Path, name: str, *, url: str | None = None) -> FaissStore:
+    """A new, empty `FaissStore` saved under `workdir` (for tests and benchmarks)."""
+    return FaissStore.open(Path(workdir) / f"faiss-{name}", embedding)

@@ -12,7 +12,7 @@ Example:
     >>> store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
     >>> _ = store.add_texts(["a", "b", "c"], metadatas=[{"n": 1}, {"n": 2}, {}], ids=["x", "y", "z"])
     >>> vector = store.embeddings.embed_query("a")
-    >>> sorted(d.id for d, _ in SEARCH.search(store, vector, k=5, flt={"n": {"$ne": 1}}))
+    >>> sorted(d.id for d, _ in InMemoryChunks(store).search(vector, k=5, filter={"n": {"$ne": 1}}))
     ['y', 'z']
 """
 
@@ -24,19 +24,21 @@ import numpy as np
 from langchain_core.documents import Document
 
 from rag.base.filters import matches_canonical
+from rag.stores.chunk_store import VectorStoreChunks
 
-__all__ = ["SEARCH", "InMemorySearch"]
+__all__ = ["open_store", "scratch_store", "STORE", "InMemoryChunks"]
 
 
-class InMemorySearch:
-    """`NativeSearch` for `langchain_core.vectorstores.InMemoryVectorStore`."""
+class InMemoryChunks(VectorStoreChunks):
+    """The `ChunkStore` of `langchain_core.vectorstores.InMemoryVectorStore` (its documented dict:
+    ``store.store`` = {id: {id, vector, text, metadata}})."""
 
     backend = "inmemory"
 
-    def search(self, store: Any, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """The `k` matching chunks of highest cosine similarity to `vector`, best first."""
-        rows = [row for row in store.store.values() if flt is None or matches_canonical(row["metadata"], flt)]
+        rows = [row for row in self.store.store.values() if flt is None or matches_canonical(row["metadata"], flt)]
         if not rows:
             return []
         matrix = np.asarray([row["vector"] for row in rows], dtype=np.float32)
@@ -47,5 +49,34 @@ class InMemorySearch:
         return [(Document(page_content=rows[i]["text"], metadata=dict(rows[i]["metadata"]), id=rows[i]["id"]),
                  float(scores[i])) for i in order]
 
+    def count(self) -> int:
+        return len(self.store.store)
 
-SEARCH = InMemorySearch()
+    def _write(self, ids: list[str], vectors: list[list[float]], texts: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        for id_, vector, text, md in zip(ids, vectors, texts, metadatas, strict=True):
+            self.store.store[id_] = {"id": id_, "vector": vector, "text": text, "metadata": dict(md)}
+
+    def _delete(self, ids: list[str]) -> None:
+        for id_ in ids:
+            self.store.store.pop(id_, None)
+
+    def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        for id_, md in zip(ids, metadatas, strict=True):
+            if id_ in self.store.store:
+                self.store.store[id_]["metadata"] = md
+
+
+STORE = InMemoryChunks
+
+
+def open_store(embedding: Any) -> Any:
+    """A new, empty `InMemoryVectorStore` (it lives in this process only)."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    return InMemoryVectorStore(embedding)
+
+
+def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
+    """A new, empty `InMemoryVectorStore` (for tests and benchmarks)."""
+    return open_store(embedding)

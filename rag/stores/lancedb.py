@@ -42,9 +42,9 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.filters import Comparison, normal_form, validate_filter
-from rag.stores.native import unsupported
+from rag.stores.chunk_store import VectorStoreChunks, unsupported
 
-__all__ = ["SEARCH", "LanceSearch", "LanceStore", "where_clause"]
+__all__ = ["open_store", "scratch_store", "STORE", "LanceChunks", "LanceStore", "where_clause"]
 
 BACKEND = "lancedb"
 _EXACT = 2**53
@@ -282,15 +282,35 @@ def _document(row: dict[str, Any]) -> Document:
     return Document(page_content=row["text"], metadata=json.loads(row["metadata"]), id=row["id"])
 
 
-class LanceSearch:
-    """`NativeSearch` for `LanceStore`."""
+class LanceChunks(VectorStoreChunks):
+    """The `ChunkStore` of a `LanceStore`."""
 
     backend = BACKEND
 
-    def search(self, store: LanceStore, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """The `k` matching chunks closest to `vector`: (document, cosine similarity)."""
-        return store.search_by_vector(vector, k=k, filter=flt)
+        return self.store.search_by_vector(vector, k=k, filter=flt)
+
+    def count(self) -> int:
+        return self.store.count()
 
 
-SEARCH = LanceSearch()
+STORE = LanceChunks
+
+
+def open_store(table: str, embedding: Embeddings, *, uri: str | Path, create: bool = False) -> LanceStore:
+    """The `LanceStore` table `table` at `uri` (a directory or e.g. s3://...); with `create` it may be new.
+
+    Raises:
+        ConfigError: the table is missing and not `create`.
+    """
+    store = LanceStore(embedding, uri=uri, table=table)
+    if store.table() is None and not create:
+        raise ConfigError(f"no LanceDB table {store.table_name!r} in {uri}; create: true makes an empty one")
+    return store
+
+
+def scratch_store(embedding: Embeddings, workdir: str | Path, name: str, *, url: str | None = None) -> LanceStore:
+    """A new, empty `LanceStore` table under `workdir` (for tests and benchmarks)."""
+    return LanceStore(embedding, uri=Path(workdir) / "lance", table=name)

@@ -44,9 +44,10 @@ from langchain_core.vectorstores import VectorStore
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever, Scored
+from rag.stores.chunk_store import VectorStoreChunks
 from rag.stores.value_index import ValueIndex
 
-__all__ = ["DEFAULT_VIEW", "ExactRetriever", "ExactVectorStore"]
+__all__ = ["ExactChunks", "DEFAULT_VIEW", "ExactRetriever", "ExactVectorStore"]
 
 #: The view holding the vectors of the chunk texts themselves.
 DEFAULT_VIEW = "text"
@@ -242,6 +243,10 @@ class ExactVectorStore(VectorStore):
     def _select_relevance_score_fn(self):
         return lambda score: score   # scores are cosine similarities already
 
+    def chunk_store(self) -> ExactChunks:
+        """This store as a `ChunkStore` (what `rag.stores.registry.chunks_of` returns for it)."""
+        return ExactChunks(self, hex_ids=False)
+
     def as_retriever(self, **kwargs: Any) -> ExactRetriever:
         """An `ExactRetriever` over this store (`k`, `filter` as defaults)."""
         return ExactRetriever(store=self, **kwargs)
@@ -255,6 +260,23 @@ class ExactVectorStore(VectorStore):
         candidates = range(n) if pool is None else pool.tolist()
         metadatas = self._chunks.metadatas
         return np.array([i for i in candidates if matches_canonical(metadatas[i], flt)], dtype=np.int64)
+
+
+class ExactChunks(VectorStoreChunks):
+    """An `ExactVectorStore` as a `ChunkStore` (exact weighted-cosine search; metadata is not updated in place)."""
+
+    backend = "exact"
+    can_update = False
+
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        return self.store.search_by_vector(vector, k=k, filter=flt)
+
+    def count(self) -> int:
+        return len(self.store)
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        return self.store.get_documents(filter)
 
 
 class ExactRetriever(PortableRetriever):
@@ -274,7 +296,7 @@ class ExactRetriever(PortableRetriever):
         return self.store
 
     def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
-        hits = self.store.similarity_search_with_score(query, k=k, filter=filter)
+        hits = self.store.chunk_store().search(self.store.embeddings.embed_query(query), k=k, filter=filter)
         for doc, score in hits:   # fresh copies from this call: annotate in place
             doc.metadata["scores"] = {"dense": score}
         return hits

@@ -34,9 +34,9 @@ from langchain_core.documents import Document
 
 from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
-from rag.stores.native import unsupported
+from rag.stores.chunk_store import VectorStoreChunks, unsupported
 
-__all__ = ["SEARCH", "MilvusSearch", "get_by_ids", "literal", "open_store", "translate", "update_metadatas"]
+__all__ = ["scratch_store", "STORE", "MilvusChunks", "get_by_ids", "literal", "open_store", "translate", "update_metadatas"]
 
 BACKEND = "milvus"
 _OPS = {"$eq": "==", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -109,16 +109,17 @@ def _primary_key(hit: Any, field: str) -> Any:
     return raw[field] if field in raw else raw.get("id")
 
 
-class MilvusSearch:
-    """`NativeSearch` for `langchain_milvus.Milvus` (one dense vector field)."""
+class MilvusChunks(VectorStoreChunks):
+    """The `ChunkStore` of `langchain_milvus.Milvus` (one dense vector field)."""
 
     backend = BACKEND
     #: Milvus returns at most this many hits per search (its `topk` limit)
     max_k = 16_384
 
-    def search(self, store: Any, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """The `k` entities closest to `vector` among those `flt` allows: (document, relevance)."""
+        store = self.store
         if store.col is None:
             return []
         field = _json_field(store)
@@ -138,8 +139,21 @@ class MilvusSearch:
             out.append((Document(page_content=text, metadata=metadata, id=str(_primary_key(hit, store._primary_field))), float(score)))
         return out
 
+    def count(self) -> int:
+        store = self.store
+        if store.col is None:   # created on the first write
+            return 0
+        return int(store.client.query(collection_name=store.collection_name, filter="",
+                                      output_fields=["count(*)"])[0]["count(*)"])
 
-SEARCH = MilvusSearch()
+    def _read(self, ids: list[str]) -> list[Document]:
+        return get_by_ids(self.store, ids)   # (LangChain's Milvus has no get_by_ids)
+
+    def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        update_metadatas(self.store, ids, metadatas)
+
+
+STORE = MilvusChunks
 
 
 def get_by_ids(store: Any, ids: list[str]) -> list[Document]:
@@ -188,3 +202,10 @@ def open_store(collection: str, embedding: Any, *, uri: str, token: str | None =
                              f"{', '.join(sorted(existing)) or '(none)'}; create: true makes one on the first write")
     return Milvus(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
                   index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False, primary_field="pk")
+
+
+def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
+    """A new, empty collection in a Milvus Lite file under `workdir` (for tests and benchmarks)."""
+    from pathlib import Path
+
+    return open_store(name, embedding, uri=str(Path(workdir) / f"milvus-{name}.db"), create=True)

@@ -38,9 +38,9 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError, short_repr
 from rag.base.filters import Comparison, normal_form
-from rag.stores.native import unsupported
+from rag.stores.chunk_store import VectorStoreChunks, unsupported
 
-__all__ = ["SEARCH", "PGVectorSearch", "can_update_metadata", "connection_of", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
+__all__ = ["scratch_store", "STORE", "PGVectorChunks", "can_update_metadata", "connection_of", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
 
 BACKEND = "pgvector"
 _SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -144,27 +144,54 @@ def _inner(store: Any) -> Any:
     return store._PGVectorStore__vs
 
 
-class PGVectorSearch:
-    """`NativeSearch` for `langchain_postgres.PGVectorStore`: its table, queried with `where_clause`."""
+class PGVectorChunks(VectorStoreChunks):
+    """The `ChunkStore` of `langchain_postgres.PGVectorStore`: its table, queried with `where_clause`."""
 
     backend = BACKEND
+    uuid_ids = True
 
-    def search(self, store: Any, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """The `k` rows closest to `vector` among those `flt` allows: (document, relevance)."""
-        vs = _inner(store)
+        vs = _inner(self.store)
         sql, params = _query(vs, vector, k, flt)
-        return _documents(store, vs, store._engine._run_as_sync(_rows(vs, sql, params)))
+        return _documents(self.store, vs, self.store._engine._run_as_sync(_rows(vs, sql, params)))
 
-    async def asearch(self, store: Any, vector: list[float], *, k: int,
-                      flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        """Async `search`, on the store's own event loop (as `PGVectorStore`'s async methods run)."""
-        vs = _inner(store)
+    async def _anative_search(self, vector: list[float], *, k: int,
+                              flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """Async search, on the store's own event loop (as `PGVectorStore`'s async methods run)."""
+        vs = _inner(self.store)
         sql, params = _query(vs, vector, k, flt)
-        return _documents(store, vs, await store._engine._run_as_async(_rows(vs, sql, params)))
+        return _documents(self.store, vs, await self.store._engine._run_as_async(_rows(vs, sql, params)))
+
+    def count(self) -> int:
+        return count_rows(self.store)
+
+    @property
+    def can_update(self) -> bool:   # type: ignore[override]
+        """Only when all metadata is in the JSON column (a table with typed metadata columns cannot)."""
+        return can_update_metadata(self.store)
+
+    def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        update_metadatas(self.store, ids, metadatas)
+
+    def upsert(self, ids: Any, vectors: Any, texts: Any, metadatas: Any) -> None:
+        self.add(ids, vectors, texts, metadatas)   # PGVectorStore's insert is ON CONFLICT (id) DO UPDATE
+
+    @property
+    def name(self) -> str:
+        return table_of(self.store)
+
+    def connection_spec(self) -> dict[str, Any]:
+        return {"backend": BACKEND, **connection_of(self.store)}
+
+    @classmethod
+    def from_connection(cls, spec: dict[str, Any], embedding: Any) -> PGVectorChunks:
+        """The table a `connection_spec` names, opened in this process (it must exist)."""
+        return cls(open_store(spec["url"], spec["table"], embedding, schema=spec["schema"]))
 
 
-SEARCH = PGVectorSearch()
+STORE = PGVectorChunks
 
 
 async def _execute(vs: Any, sql: str, rows: list[dict[str, Any]]) -> None:
@@ -252,3 +279,10 @@ def connection_of(store: Any) -> dict[str, str]:
     vs = _inner(store)
     return {"url": vs.engine.url.render_as_string(hide_password=False), "schema": vs.schema_name,
             "table": vs.table_name}
+
+
+def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
+    """A new, empty table `name` in the database at `url` (`rag.testing.pg_server`; for tests and benchmarks)."""
+    if url is None:
+        raise ValueError("the pgvector backend needs a database url (rag.testing.pg_server.pg_server)")
+    return open_store(url, name, embedding, create=True)

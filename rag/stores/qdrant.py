@@ -35,9 +35,9 @@ from langchain_core.documents import Document
 
 from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
-from rag.stores.native import unsupported
+from rag.stores.chunk_store import VectorStoreChunks, unsupported
 
-__all__ = ["SEARCH", "QdrantSearch", "add_points", "get_by_ids", "open_store", "translate", "update_metadatas"]
+__all__ = ["scratch_store", "STORE", "QdrantChunks", "add_points", "get_by_ids", "open_store", "translate", "update_metadatas"]
 
 BACKEND = "qdrant"
 _EXACT = 2**53
@@ -100,28 +100,53 @@ def _key(field: str, metadata_key: str, op: str) -> str:
     return f'{metadata_key}."{field}"'
 
 
-class QdrantSearch:
-    """`NativeSearch` for `langchain_qdrant.QdrantVectorStore` (dense vectors)."""
+class QdrantChunks(VectorStoreChunks):
+    """The `ChunkStore` of `langchain_qdrant.QdrantVectorStore` (dense vectors; ids stored as UUIDs)."""
 
     backend = BACKEND
+    uuid_ids = True
 
-    def search(self, store: Any, vector: list[float], *, k: int,
-               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """The `k` points closest to `vector` among those `flt` allows: (document, relevance)."""
         from qdrant_client import models
 
+        store = self.store
         points = store.client.query_points(
             collection_name=store.collection_name, query=list(vector), using=store.vector_name or None,
             query_filter=None if flt is None else translate(flt, store.metadata_payload_key),
             limit=k, with_payload=True, with_vectors=False).points
         relevance = ((lambda s: s) if store.distance == models.Distance.COSINE
                      else store._select_relevance_score_fn())
-        return [(Document(page_content=(p.payload or {}).get(store.content_payload_key, ""),
-                          metadata=dict((p.payload or {}).get(store.metadata_payload_key) or {}), id=str(p.id)),
-                 float(relevance(p.score))) for p in points]
+        return [(_document(store, p), float(relevance(p.score))) for p in points]
+
+    def count(self) -> int:
+        return int(self.store.client.count(collection_name=self.store.collection_name, exact=True).count)
+
+    def _write(self, ids: list[str], vectors: list[list[float]], texts: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        add_points(self.store, ids, vectors, texts, metadatas)
+
+    def upsert(self, ids: Any, vectors: Any, texts: Any, metadatas: Any) -> None:
+        self.add(ids, vectors, texts, metadatas)   # points are upserted by id
+
+    def _read(self, ids: list[str]) -> list[Document]:
+        return get_by_ids(self.store, ids)
+
+    def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        update_metadatas(self.store, ids, metadatas)
+
+    def stored_id(self, id_: str) -> str:
+        return str(uuid.UUID(id_))
 
 
-SEARCH = QdrantSearch()
+def _document(store: Any, point: Any) -> Document:
+    """A point as a Document: its text, its stored metadata only, its id."""
+    return Document(page_content=(point.payload or {}).get(store.content_payload_key, ""),
+                    metadata=dict((point.payload or {}).get(store.metadata_payload_key) or {}), id=str(point.id))
+
+
+STORE = QdrantChunks
 
 
 def add_points(store: Any, ids: list[str], vectors: list[list[float]], texts: list[str],
@@ -144,9 +169,7 @@ def add_points(store: Any, ids: list[str], vectors: list[list[float]], texts: li
 def get_by_ids(store: Any, ids: list[str]) -> list[Document]:
     """The points with these ids, with their ids (LangChain's `get_by_ids` moves them into the metadata)."""
     points = store.client.retrieve(store.collection_name, ids=ids, with_payload=True, with_vectors=False)
-    return [Document(page_content=(p.payload or {}).get(store.content_payload_key, ""),
-                     metadata=dict((p.payload or {}).get(store.metadata_payload_key) or {}), id=str(p.id))
-            for p in points]
+    return [_document(store, p) for p in points]
 
 
 def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
@@ -188,3 +211,8 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
         client.create_collection(collection, vectors_config=models.VectorParams(size=size,
                                                                                 distance=models.Distance.COSINE))
     return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding)
+
+
+def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
+    """A new, empty collection in memory (local mode locks a directory per client; for tests and benchmarks)."""
+    return open_store(name, embedding, path=":memory:", create=True)

@@ -2,7 +2,7 @@
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> type(empty_store("inmemory", DeterministicFakeEmbedding(size=8), "/tmp", "notes")).__name__
+    >>> type(empty_store(KB_BACKENDS[-1], DeterministicFakeEmbedding(size=8), "/tmp", "notes")).__name__
     'InMemoryVectorStore'
 """
 
@@ -13,42 +13,19 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from rag.stores.registry import DEFAULT, backend, names, scratch_store
+
 __all__ = ["KB_BACKENDS", "empty_store"]
 
-#: the backends of `rag.stores.chunk_store.VectorStoreChunks` (Chroma is the knowledge base's default)
-KB_BACKENDS = ("inmemory", "faiss", "lancedb", "qdrant", "milvus", "pgvector")
+#: the registered backends other than the default one (a knowledge base keeps its chunks in the default unless told)
+KB_BACKENDS = tuple(name for name in names() if name != DEFAULT)
 
 
-def empty_store(backend: str, embedding: Embeddings, workdir: str | Path, name: str, pg_url: str | None = None) -> Any:
-    """A new, empty store of `backend` named `name` (files under `workdir`; pgvector in the database at `pg_url`).
+def empty_store(name: str, embedding: Embeddings, workdir: str | Path, label: str, pg_url: str | None = None) -> Any:
+    """A new, empty store of backend `name` called `label` (files under `workdir`; a server backend at `pg_url`).
 
-    Qdrant runs in memory (its local mode locks a directory per client); Milvus Lite in a file.
+    Raises:
+        ConfigError: no such backend (the message lists them).
     """
-    workdir = Path(workdir)
-    if backend == "inmemory":
-        from langchain_core.vectorstores import InMemoryVectorStore
-
-        return InMemoryVectorStore(embedding)
-    if backend == "faiss":
-        from rag.stores.faiss import FaissStore
-
-        return FaissStore.open(workdir / f"faiss-{name}", embedding)
-    if backend == "lancedb":
-        from rag.stores.lancedb import LanceStore
-
-        return LanceStore(embedding, uri=workdir / "lance", table=name)
-    if backend == "qdrant":
-        from rag.stores.qdrant import open_store
-
-        return open_store(name, embedding, path=":memory:", create=True)
-    if backend == "milvus":
-        from rag.stores.milvus import open_store
-
-        return open_store(name, embedding, uri=str(workdir / f"milvus-{name}.db"), create=True)
-    if backend == "pgvector":
-        from rag.stores.pgvector import open_store
-
-        if pg_url is None:
-            raise ValueError("the pgvector backend needs pg_url (rag.testing.pg_server.pg_server)")
-        return open_store(pg_url, name, embedding, create=True)
-    raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(KB_BACKENDS)}")
+    backend(name)
+    return scratch_store(name, embedding, Path(workdir), label, url=pg_url)

@@ -42,7 +42,7 @@ def test_semantic_search_finds_paraphrases(corpus, tmp_path, minilm):
 
 
 def test_persistent_store_reopens_with_same_documents(corpus, tmp_path, minilm):
-    from rag.compose.resource import new_chroma
+    from rag.stores.chroma import new_chroma
 
     Resource.from_directory("kb", corpus, persist_directory=tmp_path / "store", embedding=minilm)
     reopened = Resource.from_vectorstore("kb", new_chroma("kb", minilm, persist_directory=tmp_path / "store"))

@@ -10,11 +10,11 @@ from rag.compose.retriever import RAGRetriever
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
-from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
 from rag.retrieval.routing import DocumentRouter
 from rag.retrieval.sections import SectionRouter
+from rag.stores import PartitionedChroma, PartitionedRetriever
 from rag.stores.chroma import open_client, open_collection
-from rag.stores.chunk_store import ChromaChunkStore
+from rag.stores.chroma_chunks import ChromaChunkStore
 from rag.testing.conformance import PortableRetrieverTests
 
 EMB = DeterministicFakeEmbedding(size=16)

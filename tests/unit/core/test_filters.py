@@ -4,7 +4,8 @@ import chromadb
 import pytest
 
 from rag.base.errors import FilterError
-from rag.base.filters import and_filters, matches, to_chroma_where, validate_filter
+from rag.base.filters import and_filters, matches, validate_filter
+from rag.stores.chroma_where import to_chroma_where
 
 DOCS = [
     {"id": "a", "type": "edito", "year": 2020, "lang": "fr"},

@@ -18,9 +18,9 @@ from rag.base.filters import (
     MAX_FILTER_DEPTH,
     MAX_FILTER_SIZE,
     matches,
-    to_chroma_where,
     validate_filter,
 )
+from rag.stores.chroma_where import to_chroma_where
 from tests.unit.hostile import (
     any_json,
     hostile_filters,

@@ -6,12 +6,12 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from rag.base.errors import ConfigError
-from rag.compose.resource import new_chroma
 from rag.indexing.chunking import split_documents
 from rag.indexing.neighbours import chunk_range, neighbours
 from rag.retrieval.expansion import expand_neighbours, merge_chunk_texts
 from rag.retrieval.lexical import BM25Index
-from rag.retrieval.partitioned import PartitionedChroma
+from rag.stores import PartitionedChroma
+from rag.stores.chroma import new_chroma
 
 TEXT = " ".join(f"Sentence number {i} talks about topic {i % 7} in the annual report." for i in range(60))
 

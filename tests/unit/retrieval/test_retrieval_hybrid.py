@@ -11,7 +11,7 @@ from retrieval_corpus import filing_chunks
 from rag.compose.resource import Resource
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index
-from rag.retrieval.partitioned import PartitionedChroma
+from rag.stores import PartitionedChroma
 
 
 class MeetingEmbedding(Embeddings):

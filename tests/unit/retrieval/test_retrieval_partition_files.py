@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag.base.errors import StoreError
-from rag.retrieval.partition_index import PartitionIndex
+from rag.stores.partition_index import PartitionIndex
 
 _SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

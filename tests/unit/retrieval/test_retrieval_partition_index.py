@@ -7,8 +7,8 @@ from retrieval_corpus import filing_chunks
 
 from rag.base.errors import ConfigError
 from rag.retrieval.hybrid import dense_search
-from rag.retrieval.partition_index import PartitionIndex
-from rag.retrieval.partitioned import PartitionedChroma
+from rag.stores import PartitionedChroma
+from rag.stores.partition_index import PartitionIndex
 
 EMB = DeterministicFakeEmbedding(size=16)
 
@@ -143,7 +143,7 @@ def test_delete_removes_chunks_from_search_with_and_without_filter(tmp_path):
 
 
 def test_dense_search_on_plain_chroma_matches_langchain_chroma(chunks):
-    from rag.compose.resource import new_chroma
+    from rag.stores.chroma import new_chroma
 
     store = new_chroma("plain", EMB)
     store.add_documents(chunks, ids=[c.id for c in chunks])

@@ -6,8 +6,8 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from retrieval_corpus import filing_chunks
 
 from rag.base.errors import ConfigError
-from rag.retrieval.partition_index import split_partition_filter
-from rag.retrieval.partitioned import PartitionedChroma, PartitionedRetriever
+from rag.stores import PartitionedChroma, PartitionedRetriever
+from rag.stores.partition_index import split_partition_filter
 
 
 def _store(tmp_path=None, *, keep_global=True) -> PartitionedChroma:

@@ -110,7 +110,7 @@ def test_bad_top_n_is_rejected():
 def test_stored_vectors_give_the_same_scores_without_embedding_again(chunks):
     from langchain_core.embeddings import Embeddings
 
-    from rag.compose.resource import new_chroma
+    from rag.stores.chroma import new_chroma
 
     class CountingEmbedding(Embeddings):
         def __init__(self):

@@ -90,7 +90,7 @@ async def test_every_retriever_keeps_k_and_filter_on_the_async_path(chunks):
     from rag import RAG, Resource
     from rag.compose.retriever import RAGRetriever
     from rag.retrieval.lexical import BM25Index
-    from rag.retrieval.partitioned import PartitionedChroma
+    from rag.stores import PartitionedChroma
 
     index = BM25Index.from_documents(chunks)
     base = BM25Retriever(index=index)

@@ -22,7 +22,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from rag import KnowledgeBase
 from rag.base.errors import ConfigError, StoreError
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
-from rag.stores.chunk_store import VectorStoreChunks
+from rag.stores.registry import chunks_of
 from rag.testing.conformance import PortableRetrieverTests, conformance_corpus
 from rag.testing.stores import KB_BACKENDS
 from rag.testing.stores import empty_store as new_store
@@ -173,7 +173,7 @@ def test_a_moved_file_is_re_pointed_as_on_chroma(store_factory, tmp_path: Path) 
 
 
 def test_a_store_without_native_filters_is_refused(tmp_path: Path) -> None:
-    from rag.stores.memory import ExactVectorStore
+    from rag.stores import ExactVectorStore
 
     with pytest.raises(ConfigError, match="cannot keep its chunks in a ExactVectorStore"):
         KnowledgeBase("kb", tmp_path, embedding=EMB, store=ExactVectorStore(EMB))
@@ -195,7 +195,7 @@ class TestKnowledgeBaseRetrieverOnEachBackend(PortableRetrieverTests):
 
     @pytest.fixture
     def retriever(self, corpus, tmp_path, store_factory):
-        chunks = VectorStoreChunks(store_factory())
+        chunks = chunks_of(store_factory())
         texts = [d.page_content for d in corpus]
         chunks.add([d.id for d in corpus], EMB.embed_documents(texts), texts, [d.metadata for d in corpus])
         return KnowledgeBaseRetriever(chunks=chunks, embedding=EMB)

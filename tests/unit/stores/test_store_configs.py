@@ -37,14 +37,14 @@ def test_a_store_kind_is_created_filled_reopened_and_filtered_natively(request, 
         monkeypatch.setenv("TEST_PG_URL", request.getfixturevalue("pg_url"))
     spec = {"name": "cities", **_specs(tmp_path)[kind]}
     created = _resource({**spec, "create": True})
-    store = created.retriever.store
+    store = created.retriever.vectorstore
     store.add_texts(TEXTS, metadatas=METADATAS, ids=[doc_id(t) for t in TEXTS])
     if kind == "faiss":
         store.save(tmp_path / "faiss")
     if kind == "qdrant":
         store.client.close()   # local mode locks its directory while a client holds it
     reopened = _resource(spec)
-    assert isinstance(reopened.retriever, NativeFilterRetriever) and reopened.retriever.search.backend == kind
+    assert isinstance(reopened.retriever, NativeFilterRetriever) and reopened.retriever.store.backend == kind
     found = reopened.retrieve("city", search_kwargs={"k": 3, "filter": {"country": "fr", "big": {"$ne": True}}})
     assert sorted(d.page_content for d in found) == ["Lyon is in France.", "Paris is in France."]
 

@@ -35,7 +35,7 @@ def _resource(request, backend: str, docs: list[Document]) -> Resource:
 def test_every_native_backend_gets_a_native_retriever(request, backend):
     resource = _resource(request, backend, [Document(id=doc_id("one"), page_content="x", metadata={"a": 1})])
     assert isinstance(resource.retriever, NativeFilterRetriever)
-    assert resource.retriever.search.backend == backend
+    assert resource.retriever.store.backend == backend
 
 
 @pytest.mark.parametrize("backend", ["qdrant", "pgvector", "milvus", "lancedb"])

@@ -37,7 +37,7 @@ import numpy as np
 
 from rag.base.errors import ConfigError, StoreError
 from rag.base.filters import validate_filter
-from rag.indexing.store_files import open_nofollow, refuse_symlinks, store_write_error
+from rag.stores.files import open_nofollow, refuse_symlinks, store_write_error
 
 __all__ = ["PartitionIndex", "split_partition_filter"]
 

@@ -1,0 +1,241 @@
+"""The Chroma backend's `ChunkStore`: a Chroma collection, embedded in a directory or on a Chroma server.
+
+It reaches the collection through the functions of `rag.stores.chroma` (the one module that talks
+to chromadb). Every read that Chroma fails (a damaged segment, state an interrupted write left)
+raises `rag.stores.chroma.DamagedStoreError` naming `where` and the fix; `check` reads the
+collection as a search does and `rebuild` replaces it with an empty one (the knowledge base then
+indexes its documents again).
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from rag.stores.chroma import new_chroma
+    >>> chunks = ChromaChunkStore.of(new_chroma("chunks-doc", DeterministicFakeEmbedding(size=4)))
+    >>> chunks.add(["a" * 32], [[1.0, 0.0, 0.0, 0.0]], ["Paris"], [{"doc_id": "d1"}])
+    >>> chunks.backend, chunks.count(), [d.id for d, _ in chunks.search([1.0, 0, 0, 0], k=3, filter={"doc_id": "d1"})]
+    ('chroma', 1, ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'])
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from rag.base.errors import StoreError
+from rag.base.filters import validate_filter
+from rag.stores import chroma
+from rag.stores.chroma_where import to_chroma_where
+from rag.stores.files import refuse_symlinks
+
+__all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name"]
+
+_BATCH = 1000
+
+
+class ChromaChunkStore:
+    """A Chroma collection (cosine space) as a `ChunkStore`.
+
+    Args:
+        collection: the raw chromadb collection.
+        client: its client (needed to rebuild it, to open the LangChain view, and for a server's
+            connection spec).
+        where: how errors name the store.
+        marker: the file a read that finds the collection damaged creates (`rag index` repairs).
+    """
+
+    backend = "chroma"
+    can_update = True
+
+    def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
+                 marker: Path | None = None) -> None:
+        self.collection, self.client, self.where, self.marker = collection, client, where, marker
+
+    @classmethod
+    def of(cls, store: VectorStore, **options: Any) -> ChromaChunkStore:
+        """The chunk store over a `langchain_chroma.Chroma` (`rag.stores.registry.chunks_of`)."""
+        return cls(chroma.collection_of(store), client=getattr(store, "_client", None))
+
+    @classmethod
+    def from_connection(cls, spec: dict[str, Any], embedding: Any) -> ChromaChunkStore:
+        """The server collection a `connection_spec` names, opened in this process (it must exist)."""
+        client = chroma.http_client(spec["host"], spec["port"], ssl=spec["ssl"], headers=spec["headers"])
+        client.set_tenant(spec["tenant"], spec["database"])
+        return cls(chroma.open_collection(client, spec["collection"], create=False), client=client)
+
+    def _reading(self) -> Any:
+        return chroma.readable(self.collection, self.where, self.marker)
+
+    @property
+    def name(self) -> str:
+        return self.collection.name
+
+    def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
+            metadatas: Sequence[dict[str, Any]]) -> None:
+        if len(ids):
+            chroma.add_chunks(self.collection, ids, [list(map(float, v)) for v in vectors], texts, metadatas)
+
+    def upsert(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
+               metadatas: Sequence[dict[str, Any]]) -> None:
+        self.update_metadatas(ids, metadatas)   # (the stored ones first: an upsert merges metadata)
+        for start in range(0, len(ids), _BATCH):
+            part = slice(start, start + _BATCH)
+            self.collection.upsert(ids=list(ids[part]), embeddings=[list(v) for v in vectors[part]],
+                                   documents=list(texts[part]), metadatas=list(metadatas[part]))
+
+    def _dropping(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> tuple[list[str], list[dict]]:
+        """For the stored ones of `ids`: their new metadata with every key it drops set to None (Chroma's
+        update merges metadata; None deletes a key)."""
+        new, found = dict(zip(ids, metadatas, strict=True)), []
+        with self._reading():
+            for start in range(0, len(ids), _BATCH):
+                page = self.collection.get(ids=list(ids[start:start + _BATCH]), include=["metadatas"])
+                found += [(i, md or {}) for i, md in zip(page["ids"], page["metadatas"], strict=True)]
+        return [i for i, _ in found], [{**dict.fromkeys(old), **new[i]} for i, old in found]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        chroma.delete_ids(self.collection, ids)
+
+    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
+        if not len(ids):
+            return []
+        with self._reading():
+            return chroma.get_documents(self.collection, ids=list(ids))
+
+    def get_ids(self, filter: dict[str, Any]) -> list[str]:
+        with self._reading():
+            return chroma.get_ids(self.collection, where=_where(filter))
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        with self._reading():
+            return chroma.get_documents(self.collection, where=_where(filter))
+
+    def get_metadatas(self, filter: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+        with self._reading():
+            return chroma.get_metadatas(self.collection, where=_where(filter))
+
+    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Replace the metadata of chunks by id (keys the new metadata drops are deleted)."""
+        ids, metadatas = self._dropping(list(ids), list(metadatas))
+        chroma.update_metadatas(self.collection, ids, metadatas, batch=5000)
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
+        """Stored vectors by id (ids not stored are absent)."""
+        with self._reading():
+            return chroma.get_vectors(self.collection, list(ids))
+
+    def count(self) -> int:
+        with self._reading():
+            return chroma.count(self.collection)
+
+    def search(self, vector: Sequence[float], *, k: int,
+               filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        flt = validate_filter(filter)
+        with self._reading():   # (Chroma returns what it holds when asked for more, and nothing when empty)
+            hits = chroma.query_collection(self.collection, vector, k=k, where=to_chroma_where(flt) if flt else None)
+        return [(doc, 1.0 - distance) for doc, distance in hits]
+
+    async def asearch(self, vector: Sequence[float], *, k: int,
+                      filter: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        """Async `search` (in a worker thread: chromadb's client is blocking)."""
+        return await asyncio.to_thread(self.search, vector, k=k, filter=filter)
+
+    def connection_spec(self) -> dict[str, Any] | None:
+        """A Chroma server's collection: host, port, TLS, headers, tenant, database (an embedded one: None)."""
+        if self.client is None:
+            return None
+        settings = self.client.get_settings()
+        if not settings.chroma_server_host:   # a persistent client has no host
+            return None
+        return {"backend": self.backend, "host": settings.chroma_server_host,
+                "port": int(settings.chroma_server_http_port), "ssl": bool(settings.chroma_server_ssl_enabled),
+                "headers": dict(settings.chroma_server_headers or {}), "tenant": self.client.tenant,
+                "database": self.client.database, "collection": self.collection.name}
+
+    def check(self) -> None:
+        """Read the collection as a search does; `DamagedStoreError` when Chroma cannot."""
+        chroma.check_collection(self.collection, self.where)
+
+    def rebuild(self) -> None:
+        """Replace the collection by an empty one of the same name (its chunks are indexed again).
+
+        Raises:
+            StoreError: Chroma cannot even drop it (its database file is damaged): what to delete.
+        """
+        name = self.collection.name
+        try:
+            with self._reading():
+                self.client.delete_collection(name)
+            self.collection = chroma.open_collection(self.client, name)
+        except Exception as exc:
+            raise StoreError(f"{self.where}: the damaged Chroma collection {name!r} cannot be replaced "
+                             f"({type(exc).__name__}); move the store directory's chroma.sqlite3 and its "
+                             "segment folders aside and run rag index again") from None
+
+    def vectorstore(self, embedding: Embeddings) -> VectorStore:
+        return chroma.new_chroma(self.collection.name, embedding, client=self.client)
+
+
+def _where(filter: dict[str, Any] | None) -> dict[str, Any] | None:
+    flt = validate_filter(filter)
+    return to_chroma_where(flt) if flt else None
+
+
+STORE = ChromaChunkStore
+
+
+def new_vectorstore(name: str, embedding: Embeddings, *, persist_directory: str | Path | None = None,
+                    client: Any = None) -> VectorStore:
+    """A `langchain_chroma.Chroma` in cosine space (`rag.stores.chroma.new_chroma`)."""
+    return chroma.new_chroma(name, embedding, persist_directory=persist_directory, client=client)
+
+
+def open_store(name: str, embedding: Embeddings, *, path: str | Path | None = None, client: Any = None) -> VectorStore:
+    """The Chroma collection `name` in the directory `path` (or on `client`), created if missing."""
+    return chroma.new_chroma(name, embedding, persist_directory=path, client=client)
+
+
+def store_name(name: str) -> str:
+    """A valid Chroma collection name for `name`."""
+    return chroma.collection_name(name)
+
+
+def open_local(directory: str | Path, collection: str, *, client: Any = None, where: str,
+               marker: Path | None) -> ChromaChunkStore:
+    """The collection a knowledge base keeps in `directory` (a persistent client there), or on `client`.
+
+    Raises:
+        StoreError: Chroma's database or a segment folder in `directory` is a symlink.
+    """
+    refuse_symlinks(chroma.store_files(directory))   # database and segment folders
+    client = client if client is not None else chroma.open_client(directory)
+    return ChromaChunkStore(chroma.open_collection(client, collection), client=client, where=where, marker=marker)
+
+
+def scratch_store(embedding: Embeddings, workdir: Any, name: str, *, url: str | None = None) -> VectorStore:
+    """A new, empty in-memory collection (for tests and benchmarks)."""
+    return chroma.new_chroma(name, embedding)
+
+
+def local_client(path: str | Path | None = None) -> Any:
+    """A persistent client on the directory `path` (an in-process ephemeral one when None)."""
+    return chroma.open_client(path)
+
+
+def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
+    """A client of a running Chroma server, checked with a heartbeat (raises on connection errors)."""
+    return chroma.http_client(host, port, ssl=ssl, headers=headers)
+
+
+def collections(client: Any) -> list[str]:
+    """The names of the collections `client` holds."""
+    return [c if isinstance(c, str) else c.name for c in client.list_collections()]
+
+
+def holds_store(directory: str | Path) -> bool:
+    """Whether `directory` holds a store of this backend (Chroma's database file)."""
+    return (Path(directory) / "chroma.sqlite3").is_file()

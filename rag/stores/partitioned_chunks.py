@@ -1,0 +1,68 @@
+"""A `PartitionedChroma` as a `ChunkStore`, and `PartitionedRetriever`, its retriever.
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from rag.stores.partitioned import PartitionedChroma
+    >>> store = PartitionedChroma("r", DeterministicFakeEmbedding(size=8), partition_key="tenant")
+    >>> _ = store.add_texts(["a", "b"], metadatas=[{"tenant": "x"}, {"tenant": "y"}])
+    >>> [d.page_content for d in store.as_retriever().invoke("a", filter={"tenant": "y"})]
+    ['b']
+    >>> store.chunk_store().count()
+    2
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
+from rag.stores.chunk_store import VectorStoreChunks
+
+__all__ = ["PartitionedChunks", "PartitionedRetriever"]
+
+
+class PartitionedChunks(VectorStoreChunks):
+    """A `PartitionedChroma` as a `ChunkStore` (relevance = 1 - cosine distance; no update in place)."""
+
+    backend = "chroma-partitioned"
+    can_update = False
+
+    def _native_search(self, vector: list[float], *, k: int,
+                       flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
+        return [(doc, 1.0 - dist) for doc, dist in self.store.search_by_vector(vector, k=k, filter=flt)]
+
+    def count(self) -> int:
+        return self.store.count()
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        return self.store.get_documents(filter)
+
+    def _write(self, ids: list[str], vectors: list[list[float]], texts: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        self.store.add_embeddings(vectors, metadatas=metadatas, documents=texts, ids=ids)
+
+
+class PartitionedRetriever(PortableRetriever):
+    """Search a `PartitionedChroma`; documents get ``metadata["score"]`` (cosine similarity).
+
+    Attributes:
+        store: the `PartitionedChroma`.
+        k: how many chunks to return by default.
+        filter: a default portable filter, ANDed with a call's `filter=`.
+    """
+
+    store: Any
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The partitioned store (reads chunks by filter)."""
+        return self.store
+
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
+        vector = self.store.embeddings.embed_query(query)
+        hits = self.store.chunk_store().search(vector, k=k, filter=filter)
+        for doc, score in hits:  # fresh documents from this call: annotate in place
+            doc.metadata["scores"] = {"dense": score}
+        return hits

@@ -1,0 +1,203 @@
+"""The store registry: every backend, registered once, by name and by the store class it serves.
+
+A backend is one module of `rag.stores` exporting `STORE`, its `ChunkStore` class (the contract in
+`rag.stores.chunk_store`), and `open_store(...)`, which opens or creates one of its stores. The
+registry names the module as a string and imports it on first use, so no backend package
+(chromadb, qdrant_client, pymilvus, ...) is imported until a store of that kind is used.
+Nothing outside `rag.stores` names a backend or imports a backend module
+(tests/unit/stores/test_store_registry.py): it asks this module.
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from langchain_core.vectorstores import InMemoryVectorStore
+    >>> names()
+    ('chroma', 'pgvector', 'qdrant', 'milvus', 'lancedb', 'faiss', 'inmemory')
+    >>> chunks_of(InMemoryVectorStore(DeterministicFakeEmbedding(size=8))).backend
+    'inmemory'
+    >>> chunks_of(object()) is None
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from rag.base.errors import ConfigError
+from rag.stores.chunk_store import ChunkStore
+
+__all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "holds_store", "is_engine_error",
+           "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
+           "require_chunks", "scratch_store", "server_client", "serves", "store_name"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend: its name (the YAML `kind:`, the manifest's store type), its module, the store classes it serves.
+
+    Attributes:
+        name: the backend's name.
+        module: the `rag.stores` module exporting `STORE` and `open_store`.
+        classes: (module prefix, class name) of the vector store classes it wraps (matched along the MRO).
+        engines: the client packages whose exceptions are the engine's own (a full disk, a damaged file).
+    """
+
+    name: str
+    module: str
+    classes: tuple[tuple[str, str], ...]
+    engines: tuple[str, ...] = ()
+
+    def load(self) -> ModuleType:
+        """The backend's module (imported now)."""
+        return importlib.import_module(self.module)
+
+
+#: the backends, in the order docs and errors list them
+_BACKENDS: tuple[Backend, ...] = (
+    Backend("chroma", "rag.stores.chroma_chunks", (("langchain_chroma", "Chroma"),), ("chromadb",)),
+    Backend("pgvector", "rag.stores.pgvector", (("langchain_postgres", "PGVectorStore"),)),
+    Backend("qdrant", "rag.stores.qdrant", (("langchain_qdrant", "QdrantVectorStore"),)),
+    Backend("milvus", "rag.stores.milvus", (("langchain_milvus", "Milvus"),)),
+    Backend("lancedb", "rag.stores.lancedb", (("rag.stores.lancedb", "LanceStore"),)),
+    Backend("faiss", "rag.stores.faiss", (("rag.stores.faiss", "FaissStore"),)),
+    Backend("inmemory", "rag.stores.inmemory", (("langchain_core.vectorstores", "InMemoryVectorStore"),)),
+)
+_BY_NAME = {b.name: b for b in _BACKENDS}
+#: the backend of a new store made without naming one (`new_vectorstore`; a knowledge base's default)
+DEFAULT = "chroma"
+#: vector stores that carry their own chunk store (`.chunks`) or search natively without a backend of their own
+_VIEWS = (("rag.stores.chunk_view", "ChunkStoreView"), ("rag.stores.memory", "ExactVectorStore"),
+          ("rag.stores.partitioned", "PartitionedChroma"))
+
+
+def names() -> tuple[str, ...]:
+    """The registered backends' names."""
+    return tuple(_BY_NAME)
+
+
+def backend(name: str) -> Backend:
+    """The backend called `name`.
+
+    Raises:
+        ConfigError: no such backend (the message lists the valid names).
+    """
+    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ConfigError(f"unknown store backend {name!r}; valid: {', '.join(_BY_NAME)}")
+    return found
+
+
+def _matches(store: Any, classes: tuple[tuple[str, str], ...]) -> bool:
+    return any(cls.__name__ == name and cls.__module__.startswith(prefix)
+               for cls in type(store).__mro__ for prefix, name in classes)
+
+
+def serves(store: Any) -> Backend | None:
+    """The backend that serves this vector store (None: none does)."""
+    for entry in _BACKENDS:
+        if _matches(store, entry.classes):
+            return entry
+    return None
+
+
+def chunks_of(store: Any, **options: Any) -> Any:
+    """`store` as a `ChunkStore`: a chunk store as is, a vector store through its backend's `STORE.of`.
+
+    `options` go to the backend (`all_ids`, `dimension`, `hex_ids` of `VectorStoreChunks`). Stores
+    that search natively without being a backend (`ExactVectorStore`, `PartitionedChroma`, a
+    knowledge base's `ChunkStoreView`) give their own (`store.chunk_store()`). None: nothing here
+    searches that store natively.
+    """
+    if _matches(store, _VIEWS):
+        return store.chunk_store()
+    entry = serves(store)
+    if entry is None:
+        return store if isinstance(store, ChunkStore) else None
+    return entry.load().STORE.of(store, **options)
+
+
+def open_store(name: str, *args: Any, **kwargs: Any) -> Any:
+    """A vector store of backend `name`: its module's `open_store(*args, **kwargs)` (see each module)."""
+    return backend(name).load().open_store(*args, **kwargs)
+
+
+def open_chunks(name: str, *args: Any, **kwargs: Any) -> Any:
+    """A `ChunkStore` of backend `name` over `open_store(name, *args, **kwargs)`."""
+    return chunks_of(open_store(name, *args, **kwargs))
+
+
+def open_connection(spec: dict[str, Any], embedding: Any) -> Any:
+    """The store a `ChunkStore.connection_spec()` names, opened in this process (it must exist).
+
+    Raises:
+        ConfigError: the spec's backend has no worker connection.
+    """
+    entry = backend(spec.get("backend"))
+    store = entry.load().STORE
+    if not hasattr(store, "from_connection"):
+        valid = [b.name for b in _BACKENDS if hasattr(b.load().STORE, "from_connection")]
+        raise ConfigError(f"no worker connection for a store of backend {entry.name!r}; valid: {', '.join(valid)}")
+    return store.from_connection(spec, embedding)
+
+
+def new_vectorstore(name: str, embedding: Any, *, persist_directory: Any = None, client: Any = None) -> Any:
+    """A vector store of the default backend named `name` (in `persist_directory`, on `client`, or in memory)."""
+    return backend(DEFAULT).load().new_vectorstore(name, embedding, persist_directory=persist_directory, client=client)
+
+
+def store_name(name: str) -> str:
+    """The collection a knowledge base called `name` gets in the default backend."""
+    return backend(DEFAULT).load().store_name(name)
+
+
+def open_local(directory: Any, collection: str, *, client: Any = None, where: str, marker: Any) -> Any:
+    """The `ChunkStore` a knowledge base keeps in its own `directory` (the default backend), or on `client`."""
+    return backend(DEFAULT).load().open_local(directory, collection, client=client, where=where, marker=marker)
+
+
+def require_chunks(store: Any, **options: Any) -> Any:
+    """`chunks_of(store, **options)`, or `ConfigError` naming the stores a knowledge base can keep its chunks in."""
+    found = serves(store)
+    if found is None:
+        raise ConfigError(f"a knowledge base cannot keep its chunks in a {type(store).__name__}: use the default "
+                          f"store or one of the registered backends ({', '.join(_BY_NAME)}; see docs/stores.md)")
+    return chunks_of(store, **options)
+
+
+def is_engine_error(exc: BaseException) -> bool:
+    """Whether `exc` comes from a backend's client package (reported as a store write error)."""
+    module = type(exc).__module__
+    return any(module == engine or module.startswith(engine + ".") for b in _BACKENDS for engine in b.engines)
+
+
+def scratch_store(name: str, embedding: Any, workdir: Any, label: str, *, url: str | None = None) -> Any:
+    """A new, empty vector store of backend `name` called `label` (files under `workdir`; a server
+    backend in the database at `url`), for tests and benchmarks."""
+    return backend(name).load().scratch_store(embedding, workdir, label, url=url)
+
+
+# ---------------------------------------------------------------- the default backend's stores in a directory or on a server
+def _default() -> ModuleType:
+    return backend(DEFAULT).load()
+
+
+def local_client(path: Any = None) -> Any:
+    """A client of the default backend on the directory `path` (in memory when None)."""
+    return _default().local_client(path)
+
+
+def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
+    """A client of a running server of the default backend (raises on connection errors)."""
+    return _default().server_client(host, port, ssl=ssl, headers=headers)
+
+
+def collections(client: Any) -> list[str]:
+    """The collections a client of the default backend holds."""
+    return _default().collections(client)
+
+
+def holds_store(directory: Any) -> bool:
+    """Whether `directory` holds a store of the default backend."""
+    return _default().holds_store(directory)
