@@ -158,13 +158,14 @@ def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
     from rag.generation.sentences import parse_answer
 
     answerer = default_llm()
-    rows, seconds = [], []
+    rows, seconds, cpu = [], [], []
     for q, a in zip(questions, asked):
         context = [Document(page_content=d["page_content"], metadata=d["metadata"]) for d in a["context"]]
         answerer.invoke({"question": "warm-up", "context": context[:1]}) if not seconds else None
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         decision = answerer.decide(q["question"], context)
         seconds.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - cpu_started)
         unrefused = decision.text
         answer = NO_ANSWER if decision.refused else unrefused   # what invoke() returns, without a second run
         sentences = [p.text for p in parse_answer(unrefused)]
@@ -176,6 +177,7 @@ def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
                      "confidence": round(decision.confidence, 4), "qtype": decision.qtype,
                      "right": bool(q["answers"]) and right(q, unrefused), "unrefused": unrefused})
     return {"corpus": name, "rows": rows, "answerer_seconds_median": statistics.median(seconds),
+            "answerer_cpu_seconds_median": statistics.median(cpu), "load_average": os.getloadavg()[0],
             "ask_seconds_median": statistics.median(a["seconds"] for a in asked)}
 
 
@@ -209,15 +211,18 @@ def _pct(a: int, b: int) -> str:
 
 def markdown(results: list[dict]) -> str:
     lines = [("| corpus | questions (answerable + not in corpus) | context hit | answer right | right, given a hit "
-              "| not-in-corpus refused | answered and wrong | answerable refused | answerer time (median) |"),
-             "|---|---|---|---|---|---|---|---|---|"]
+              "| not-in-corpus refused | answered and wrong | answerable refused | answerer time (median) "
+              "| answerer CPU (median) | load |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         s = summary(res)
         lines.append(f"| {res['corpus']} | {s['questions']} ({s['answerable']} + {s['not_in_corpus']}) "
                      f"| {_pct(s['context_hit'], s['answerable'])} | {_pct(s['right'], s['answerable'])} "
                      f"| {_pct(s['right_given_hit'], s['hits'])} | {_pct(s['refused_absent'], s['not_in_corpus'])} "
                      f"| {_pct(s['answered_wrong'], s['questions'])} | {_pct(s['refused_answerable'], s['answerable'])} "
-                     f"| {res['answerer_seconds_median'] * 1000:.0f} ms |")
+                     f"| {res['answerer_seconds_median'] * 1000:.0f} ms "
+                     f"| {res.get('answerer_cpu_seconds_median', float('nan')) * 1000:.0f} ms "
+                     f"| {res.get('load_average', float('nan')):.1f} |")
     lines += ["", "The checks' \"answers the question\" signal on the answers given (separate from \"quoted\"):", "",
               "| corpus | right answers marked as answering | wrong answers marked as not answering |", "|---|---|---|"]
     for res in results:

@@ -120,7 +120,7 @@ def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[s
         word = match.group()
         if "'" in word:
             word = word.split("'", 1)[0]
-        if not any(c.isdigit() for c in word):
+        if word.isalpha() or not any(c.isdigit() for c in word):   # isalpha: the common case, no scan
             word = word.replace(",", "").replace(".", "")
         if not word or (stop_words and word in STOP_WORDS):
             continue

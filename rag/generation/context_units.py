@@ -312,12 +312,12 @@ def drop_near_duplicates(units: Sequence[Unit], *, threshold: float = 0.85) -> l
     words = [set(k.split()) for k in keys]
     docs = [_document(u.metadata) for u in units]
     order = sorted(range(len(units)), key=lambda i: (-len(keys[i]), i))
-    kept: list[int] = []
+    kept: dict[Any, list[int]] = {}   # per document: only units of the same document are compared
     for i in order:
         if not keys[i]:
             continue
-        duplicate = any(docs[i] == docs[j] and (keys[i] in keys[j] or
-                        len(words[i] & words[j]) / max(len(words[i] | words[j]), 1) >= threshold) for j in kept)
-        if not duplicate:
-            kept.append(i)
-    return [units[i] for i in sorted(kept)]
+        same = kept.setdefault(docs[i], [])
+        if not any(keys[i] in keys[j] or len(words[i] & words[j]) / max(len(words[i] | words[j]), 1) >= threshold
+                   for j in same):
+            same.append(i)
+    return [units[i] for i in sorted(i for same in kept.values() for i in same)]

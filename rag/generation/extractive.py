@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -93,14 +94,19 @@ def _has_value(text: str) -> bool:
     return any(not _YEAR.fullmatch(m.strip("($€£-%),")) for m in _NUMBER.findall(text))
 
 
-def _document_terms(metadata: Mapping[str, Any]) -> set[str]:
+def _document_terms(metadata: Mapping[str, Any]) -> frozenset[str]:
     """Terms of the document a unit comes from: title, section and file name."""
-    parts = [str(metadata.get(key) or "") for key in ("title", "section")]
-    source = str(metadata.get("source") or "")
+    return _terms_of(str(metadata.get("title") or ""), str(metadata.get("section") or ""),
+                     str(metadata.get("source") or ""))
+
+
+@functools.lru_cache(maxsize=1024)
+def _terms_of(title: str, section: str, source: str) -> frozenset[str]:
+    parts = [title, section]
     if source:
         path = PurePath(source)
         parts += [path.stem, path.parent.name]
-    return set(tokenize(" ".join(parts).replace("_", " ").replace("-", " ")))
+    return frozenset(tokenize(" ".join(parts).replace("_", " ").replace("-", " ")))
 
 
 class ScoredSentence(tuple):
@@ -179,7 +185,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def __init__(self, *, embedding: Embeddings | str | None = None, max_sentences: int = 2,
                  min_score: float = 0.2, min_similarity: float = 0.5, relative_cutoff: float = 0.8,
                  min_confidence: float = DEFAULT_MIN_CONFIDENCE, type_weight: float = 0.15,
-                 max_embedded: int = 32) -> None:
+                 max_embedded: int = 16) -> None:
         if max_sentences < 1 or max_embedded < 1:
             raise ConfigError(f"max_sentences and max_embedded must be >= 1, got {max_sentences} and {max_embedded}")
         for label, value in (("min_score", min_score), ("min_similarity", min_similarity),
@@ -230,8 +236,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         weights = {t: idf.get(t, unseen) for t in set(key)}
         total = sum(weights.values()) or 1.0
         in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
-        in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in _document_terms(u.metadata))
-                           / total for toks, u in zip(tokens, units)])
+        doc_terms = [_document_terms(u.metadata) for u in units]   # once per unit, not per key term
+        in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in terms) / total
+                           for toks, terms in zip(tokens, doc_terms)])
         # a sentence continues the one before it ("The Colosseum is in Rome. It held 50,000 spectators."):
         # the question's terms there count half
         before = [tokens[i - 1] if i and units[i - 1].source == u.source else set() for i, u in enumerate(units)]

@@ -33,10 +33,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ValidationError
@@ -68,14 +70,29 @@ def document_router(kb: KnowledgeStore) -> DocumentRouter | None:
     Each document's card is what identifies it, its title and file name (not its summary: content
     words such as "server" or "token" would route questions about a topic to one document that
     mentions it), and a route is taken only when the question names something
-    (`DocumentRouter(names_only=True)`).
+    (`DocumentRouter(names_only=True)`) that is a name in this knowledge base: the documents it
+    names hold at least half of the chunks using the word (counted in the knowledge base's BM25
+    index, read on the first question that writes a name), so a word the corpus uses everywhere
+    ("URL", "HTTP", "ID" in a documentation set) routes nothing.
     """
     cards = {}
     for record in kb.list_documents():
         name = Path(record.source).stem.replace("_", " ") if record.source else ""
         parts = [p for p in (record.title, name) if p]
         cards[record.doc_id] = " | ".join(dict.fromkeys(parts)) or record.doc_id
-    return DocumentRouter(cards, key="doc_id", names_only=True) if cards else None
+    return DocumentRouter(cards, key="doc_id", names_only=True, mentions=_mentions(kb)) if cards else None
+
+
+def _mentions(kb: KnowledgeStore) -> Callable[[str], Counter]:
+    """word -> chunks using it per ``doc_id``, from the knowledge base's BM25 index (loaded on first use)."""
+    index: list[BM25Index] = []
+
+    def mentions(word: str) -> Counter:
+        if not index:
+            index.append(knowledge_base_bm25(kb, _BM25_DEFAULTS))
+        found = np.flatnonzero(index[0].scores(word) > 0)
+        return Counter(index[0].metadatas[i].get("doc_id") for i in found)
+    return mentions
 
 
 def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",

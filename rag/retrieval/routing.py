@@ -41,7 +41,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,12 +166,18 @@ class DocumentRouter:
             an acronym, letters with digits) matches a distinctive card token; an ordinary word
             shared by the question and a card ("server", "index") then never restricts the search.
             What a knowledge base's router does: its cards (title, file name, summary) are made
-            of ordinary words, unlike a filing's company and period.
+            of ordinary words, unlike a filing's company and period. Only documents a name matched
+            are routed to, and the question's other words only order them (they weigh a tenth).
+        mentions: with `names_only`, a word of the question -> how many chunks of each document
+            (key value) use it (a knowledge base's router counts them in its BM25 index). A word
+            written as a name is a name only when the documents it names hold at least half of
+            those chunks; otherwise the corpus uses it everywhere ("URL" in a documentation set)
+            and it routes nothing. None: every name counts.
     """
 
     def __init__(self, cards: dict[Any, str], *, key: str = "doc_name", embedding: Embeddings | None = None,
                  top_n: int = 5, ratio: float = 0.85, weights: dict[str, float] | None = None,
-                 names_only: bool = False) -> None:
+                 names_only: bool = False, mentions: Callable[[str], Mapping[Any, int]] | None = None) -> None:
         if not cards:
             raise ConfigError("a DocumentRouter needs at least one document card")
         unknown = sorted(set(weights or {}) - {"lexical", "year", "quarter", "semantic"})
@@ -180,7 +186,7 @@ class DocumentRouter:
         if not 0 < ratio <= 1:
             raise ConfigError(f"ratio must be in (0, 1], got {ratio!r}")
         self.key, self.embedding, self.top_n, self.ratio = key, embedding, top_n, ratio
-        self.names_only = names_only
+        self.names_only, self.mentions = names_only, mentions
         self.weights = {"lexical": 1.0, "year": 0.5, "quarter": 0.3, "semantic": 0.5, **(weights or {})}
         self.values = list(cards)
         self.cards = [cards[v] for v in self.values]
@@ -196,6 +202,9 @@ class DocumentRouter:
         self._years = [years_in(c) for c in self.cards]
         self._quarters = [quarters_in(c) for c in self.cards]
         self._initial_words = [self._leading_words(c) for c in self.cards]
+        # each card field's distinctive tokens: a question holding all of one names that document
+        self._parts = [[set(tokenize(p.replace("_", " "))) & self._distinctive for p in c.split("|")]
+                       for c in self.cards]
         self._vectors: np.ndarray | None = None
 
     @classmethod
@@ -250,25 +259,64 @@ class DocumentRouter:
         An acronym-like word of the question (two capitals or more: "JPM", "JnJ") also matches a
         longer card token it begins ("jpmorgan") or the initials of a card field's leading words
         ("Johnson & Johnson"), at 80% of those tokens' weight. A period alone never makes the route
-        confident: many documents share a period.
+        confident: many documents share a period. With `names_only`, only the question's names
+        (`names`) score; its other words weigh a tenth, to order documents a name matched.
         """
-        q_tokens = set(tokenize(question))
-        named = name_tokens(question) if self.names_only else q_tokens
+        total, _named_hit, matched = self._scored(question)
+        return total, matched
+
+    def names(self, question: str) -> set[str]:
+        """The question's tokens that name documents here: with `names_only` the words it writes as names
+        (`name_tokens`) that are names in this corpus, not words its text uses everywhere (`mentions`: a
+        name's documents hold at least half of the chunks that use the word; "URL", "HTTP", "ID" in most
+        documentation sets are common words); else every token.
+        """
+        if not self.names_only:
+            return set(tokenize(question))
+        named = name_tokens(question)
+        if self.mentions is None or not named:
+            return named
         prefixes, initials = _aliases(question)
+        keep = set()
+        for word in {w for w in _WORD.findall(question) if set(tokenize(w)) & named}:
+            tokens = set(tokenize(word))
+            hits = {self.values[i] for i, toks in enumerate(self._tokens) if tokens & toks & self._distinctive}
+            low = word.lower()
+            hits |= {self.values[i] for i, toks in enumerate(self._tokens) if low in prefixes and
+                     any(t.startswith(low) for t in toks & self._distinctive)}
+            hits |= {self.values[i] for i, w in enumerate(self._initial_words) if low in initials and low in w}
+            counts = self.mentions(word)
+            used = sum(counts.values())
+            if not hits or not used or sum(counts.get(v, 0) for v in hits) * 2 >= used:
+                keep |= tokens & named
+        return keep
+
+    def _scored(self, question: str) -> tuple[np.ndarray, np.ndarray, bool]:
+        q_tokens = set(tokenize(question))
+        named = self.names(question)
+        prefixes, initials = _aliases(question)
+        if self.names_only:   # an acronym the corpus uses everywhere is no alias either
+            prefixes = {p for p in prefixes if set(tokenize(p)) & named or p in named}
+            initials = {a for a in initials if a in named or set(tokenize(a)) & named}
         lexical = np.zeros(len(self.values))
-        matched = False
+        hit = np.zeros(len(self.values), dtype=bool)
         for i, toks in enumerate(self._tokens):
             exact = (q_tokens & toks) - _period_tokens(q_tokens)  # periods are scored by the period signals
             partial = {c for c in toks - exact if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
             for alias in initials:
                 partial |= self._initial_words[i].get(alias, set()) - exact
-            lexical[i] = sum(self._idf[t] for t in exact) + 0.8 * sum(self._idf[t] for t in partial)
-            matched = matched or bool(((exact & named) | partial) & self._distinctive)   # aliases are names
+            hit[i] = bool(((exact & named) | partial) & self._distinctive)   # aliases are names
+            other = 0.1 if self.names_only else 1.0   # names_only: the names decide, other words order
+            lexical[i] = (sum(self._idf[t] * (1.0 if t in named else other) for t in exact)
+                          + 0.8 * sum(self._idf[t] for t in partial))
+            if self.names_only and hit[i]:   # "Merge" names git-merge better than git-merge-base
+                own = toks & self._distinctive
+                lexical[i] += 0.1 * sum(self._idf[t] for t in own & named) / sum(self._idf[t] for t in own)
         if lexical.max() > 0:
             lexical = lexical / lexical.max()
         total = (self.weights["lexical"] * lexical + self.weights["year"] * self._year_signal(question)
                  + self.weights["quarter"] * self._quarter_signal(question))
-        return total + self.weights["semantic"] * self._semantic(question), matched
+        return total + self.weights["semantic"] * self._semantic(question), hit, bool(hit.any())
 
     def _year_signal(self, question: str) -> np.ndarray:
         q_years = years_in(question)
@@ -303,14 +351,25 @@ class DocumentRouter:
         return quarter
 
     def route(self, question: str) -> Route:
-        """The documents the question is about (empty and not confident when nothing matched)."""
-        total, matched = self.scores(question)
+        """The documents the question is about (empty and not confident when nothing matched).
+
+        With `names_only`, only documents a name of the question matched are routed to (the best,
+        as without it), and with them every document one of whose card fields (title, file name) the
+        question spells out in full in any case, so the document a question is about stays in the
+        route when another word of it names other documents.
+        """
+        total, hit, matched = self._scored(question)
         order = np.argsort(-total, kind="stable")
         scores = {self.values[i]: float(total[i]) for i in order}
         if not matched:
             return Route(values=[], scores=scores, confident=False)
-        best = total[order[0]]
-        chosen = [self.values[i] for i in order[: self.top_n] if total[i] >= self.ratio * best - 1e-9]
+        named = [i for i in order if hit[i]] if self.names_only else list(order)
+        best = total[named[0]]
+        chosen = [self.values[i] for i in named[: self.top_n] if total[i] >= self.ratio * best - 1e-9]
+        if self.names_only:   # a page the question names in lower case ("git fetch ... over HTTP") stays in
+            words = set(tokenize(question))
+            chosen += [self.values[i] for i in order if self.values[i] not in chosen
+                       and any(part and part <= words for part in self._parts[i])]
         return Route(values=chosen, scores=scores)
 
     def to_filter(self, question: str) -> dict[str, Any] | None:

@@ -167,6 +167,7 @@ def test_names_only_never_routes_a_question_in_lower_case(words):
 @pytest.mark.parametrize(("question", "names"), [
     ("How do I start the server?", set()), ("Which options does rag index take?", set()),
     ("What was 3M's capex in FY2022?", {"3m", "fy2022"}), ("Is JnJ bigger than AMD?", {"jnj", "amd"}),
-    ("Does Pepsico pay a dividend?", {"pepsico"}), ("Describe Acme", {"describ", "acm"})])
+    ("Does Pepsico pay a dividend?", {"pepsico"}), ("Describe Acme", {"describ", "acm"}),
+    ("Is the Bisect run, GPG or P4 faster?", {"bisect", "gpg", "p4"})])
 def test_name_tokens(question, names):
     assert name_tokens(question) == names
