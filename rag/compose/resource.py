@@ -36,12 +36,7 @@ from rag.base.portable import check_k
 from rag.base.text import terminal_safe
 from rag.base.tracing import set_run_attributes
 from rag.compose.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
-from rag.indexing.autocontext import AutoContext
-from rag.indexing.chunking import PassthroughChunker, TokenChunker
-from rag.indexing.kb_parts import knowledge_base_name
-from rag.indexing.knowledge_base import KnowledgeStore
 from rag.models.embeddings import default_embeddings
-from rag.retrieval.kb_search import knowledge_base_retriever, knowledge_base_router
 from rag.retrieval.paging import apage_filtered, page_filtered
 from rag.stores.chunk_store import content_id
 from rag.stores.native import NativeFilterRetriever
@@ -216,6 +211,12 @@ class Resource(BaseModel):
         for doc in documents:
             unique.setdefault(content_id(doc), doc)
         if persist_directory is not None:
+            # the write path is imported when used: `from rag import RAG` does not load the indexing floor
+            from rag.indexing.autocontext import AutoContext
+            from rag.indexing.chunking import PassthroughChunker
+            from rag.indexing.kb_parts import knowledge_base_name
+            from rag.indexing.knowledge_base import KnowledgeStore
+
             cls._check_name(name)   # (before anything is written)
             kb = KnowledgeStore(knowledge_base_name(name), persist_directory, embedding=embedding,
                                 chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False))
@@ -275,6 +276,11 @@ class Resource(BaseModel):
         Raises:
             ConfigError: nothing readable under `path`.
         """
+        from rag.indexing.chunking import TokenChunker
+        from rag.indexing.kb_parts import knowledge_base_name
+        from rag.indexing.knowledge_base import KnowledgeStore
+        from rag.retrieval.kb_search import knowledge_base_retriever, knowledge_base_router
+
         kb = KnowledgeStore(knowledge_base_name(name), persist_directory, embedding=embedding,
                             chunker=TokenChunker.sized(chunk_size), description=description)
         report = kb.add_documents([path], include=glob, exclude=exclude)
