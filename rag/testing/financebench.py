@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["SYNTHETIC_FILINGS", "write_pdf", "write_synthetic_financebench"]
+__all__ = ["SYNTHETIC_FILINGS", "wrap_lines", "write_pdf", "write_synthetic_financebench"]
 
 _FILLER = ("The company discusses general business conditions, employees, properties and risk factors "
            "that may affect results in future periods. ")
@@ -65,7 +65,7 @@ def write_pdf(path: str | Path, pages: list[str]) -> Path:
     bodies = [b"<< /Type /Catalog /Pages 2 0 R >>",
               ("<< /Type /Pages /Kids [%s] /Count %d >>" % (" ".join(f"{3 + 2 * i} 0 R" for i in range(n)), n)).encode()]
     for i, text in enumerate(pages):
-        escaped = [line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in _wrap(text)]
+        escaped = [line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in wrap_lines(text)]
         content = ("BT /F1 10 Tf 12 TL 40 760 Td " + " ".join(f"({line}) Tj T*" for line in escaped) + " ET")
         data = content.encode("latin-1", "replace")
         bodies.append((f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 {font} 0 R "
@@ -91,7 +91,8 @@ def pdf_bytes(bodies: list[bytes]) -> bytes:
     return bytes(out)
 
 
-def _wrap(text: str, width: int = 95) -> list[str]:
+def wrap_lines(text: str, width: int = 95) -> list[str]:
+    """`text` in lines of at most `width` characters (words kept whole; a newline starts a new line)."""
     lines: list[str] = []
     for raw in text.split("\n"):
         words, line = raw.split(), ""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rag.base.errors import ConfigError
 from rag.indexing.loaders import LoadLimits, load_file
 from rag.indexing.pdfium_tables import find_tables_pdfium, page_tables
-from rag.testing.financebench import pdf_bytes
+from rag.testing.financebench import pdf_bytes, wrap_lines
 from rag.testing.hostile_files import inflating_pdf
 
 # Helvetica advance widths (1/1000 em) of the characters the tables use, to right-align figures
@@ -62,14 +62,7 @@ PROSE = ("Net sales grew 4% in 2022, driven by price increases across the segmen
 
 
 def _lines(text: str, width: int = 90) -> list[str]:
-    words, lines, line = text.split(), [], ""
-    for word in words:
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}".strip()
-    return [*lines, line]
+    return wrap_lines(text, width)
 
 
 def test_a_statement_is_read_into_rows_of_cells_with_its_title_and_the_prose_stays_text(tmp_path):
