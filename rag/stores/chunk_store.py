@@ -44,8 +44,9 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError, FilterError, StoreError
 from rag.base.filters import matches, validate_filter
+from rag.base.portable import ChunkSource, PortableRetriever, Scored
 
-__all__ = ["DAMAGED_MARKER", "ChunkStore", "DamagedStoreError", "VectorStoreChunks", "content_id", "scored",
+__all__ = ["DAMAGED_MARKER", "ChunkStore", "DamagedStoreError", "LayoutRetriever", "VectorStoreChunks", "content_id", "scored",
            "unsupported"]
 
 #: ids per read or delete call (bounded statements and requests)
@@ -346,3 +347,24 @@ def _hex_id(id_: str | None) -> str | None:
         except ValueError:
             return id_
     return id_
+
+
+class LayoutRetriever(PortableRetriever):
+    """Dense search over a store layout that embeds queries itself (`store.embeddings`) and serves its chunks
+    through its own chunk store (`store.chunk_store()`): `ExactVectorStore`, `PartitionedChroma`.
+
+    Documents get ``metadata["score"]`` (by the base class) and ``metadata["scores"] = {"dense": ...}``.
+    """
+
+    store: Any
+
+    @property
+    def chunk_source(self) -> ChunkSource | None:
+        """The store (reads chunks by filter)."""
+        return self.store
+
+    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
+        hits = self.store.chunk_store().search(self.store.embeddings.embed_query(query), k=k, filter=filter)
+        for doc, score in hits:   # fresh copies from this call: annotate in place
+            doc.metadata["scores"] = {"dense": score}
+        return hits

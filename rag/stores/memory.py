@@ -43,8 +43,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, validate_filter
-from rag.base.portable import ChunkSource, PortableRetriever, Scored
-from rag.stores.chunk_store import VectorStoreChunks
+from rag.stores.chunk_store import LayoutRetriever, VectorStoreChunks
 from rag.stores.value_index import ValueIndex
 
 __all__ = ["ExactChunks", "DEFAULT_VIEW", "ExactRetriever", "ExactVectorStore"]
@@ -279,7 +278,7 @@ class ExactChunks(VectorStoreChunks):
         return self.store.get_documents(filter)
 
 
-class ExactRetriever(PortableRetriever):
+class ExactRetriever(LayoutRetriever):
     """Dense search over an `ExactVectorStore`; takes `k` and a portable `filter` per call.
 
     Attributes:
@@ -289,17 +288,6 @@ class ExactRetriever(PortableRetriever):
     """
 
     store: ExactVectorStore
-
-    @property
-    def chunk_source(self) -> ChunkSource | None:
-        """The store (reads chunks by filter)."""
-        return self.store
-
-    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
-        hits = self.store.chunk_store().search(self.store.embeddings.embed_query(query), k=k, filter=filter)
-        for doc, score in hits:   # fresh copies from this call: annotate in place
-            doc.metadata["scores"] = {"dense": score}
-        return hits
 
 
 def _check_weights(views: dict[str, float]) -> dict[str, float]:

@@ -17,8 +17,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.base.portable import ChunkSource, PortableRetriever, Scored
-from rag.stores.chunk_store import VectorStoreChunks
+from rag.stores.chunk_store import LayoutRetriever, VectorStoreChunks
 
 __all__ = ["PartitionedChunks", "PartitionedRetriever"]
 
@@ -44,7 +43,7 @@ class PartitionedChunks(VectorStoreChunks):
         self.store.add_embeddings(vectors, metadatas=metadatas, documents=texts, ids=ids)
 
 
-class PartitionedRetriever(PortableRetriever):
+class PartitionedRetriever(LayoutRetriever):
     """Search a `PartitionedChroma`; documents get ``metadata["score"]`` (cosine similarity).
 
     Attributes:
@@ -52,17 +51,3 @@ class PartitionedRetriever(PortableRetriever):
         k: how many chunks to return by default.
         filter: a default portable filter, ANDed with a call's `filter=`.
     """
-
-    store: Any
-
-    @property
-    def chunk_source(self) -> ChunkSource | None:
-        """The partitioned store (reads chunks by filter)."""
-        return self.store
-
-    def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
-        vector = self.store.embeddings.embed_query(query)
-        hits = self.store.chunk_store().search(vector, k=k, filter=filter)
-        for doc, score in hits:  # fresh documents from this call: annotate in place
-            doc.metadata["scores"] = {"dense": score}
-        return hits
