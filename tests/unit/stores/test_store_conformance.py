@@ -19,8 +19,8 @@ from rag.base.errors import FilterError
 from rag.base.filters import validate_filter
 from rag.testing.conformance import FILTERS as CONFORMANCE_FILTERS
 from rag.testing.conformance import QUERY, conformance_corpus
-from tests.unit.core.test_filters import DOCS as DIALECT_DOCS
-from tests.unit.core.test_filters import FILTERS as DIALECT_FILTERS
+from tests.unit.compose.test_filters import DOCS as DIALECT_DOCS
+from tests.unit.compose.test_filters import FILTERS as DIALECT_FILTERS
 from tests.unit.hostile import valid_filters
 from tests.unit.stores.backends import (
     BACKENDS,
