@@ -11,7 +11,10 @@ is split into units here, and what is not a statement is left out:
 - headings, table rules and run-on text longer than `MAX_WORDS`.
 
 Table rows are units of their own kind (`"row"`), quoted with their label and column header: a
-Markdown row as `label (header: cell; header: cell)`, a PDF row (a label then numbers, one row per
+Markdown row as `label (header: cell; header: cell)`; a row the loaders print as cells joined with
+" | " (PDF and HTML tables) the same way, its columns named by the header lines above it (cells
+joined with " | ", or a line of years: "2022 2021 2020"; a header with fewer cells spans the columns
+under it: "Fiscal 2024 | Fiscal 2023" over eight columns); a PDF row (a label then numbers, one row per
 line) followed by the nearest header line above it in brackets. The answerer quotes rows only when
 the question asks for a value. `drop_near_duplicates` removes the copies overlapping chunks make.
 
@@ -55,6 +58,54 @@ _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
 _TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
+_FIGURE = re.compile(r"\d")
+_FIGURE_CELL = re.compile(r"^\(?-?[$€£]?\s?\(?-?\d[\d,]*(?:\.\d+)?\)?\s?%?\)?\*?$")
+_CLOSER = re.compile(r"^(?:%|\)|%\)|\)%)$")   # a cell the PDF reader split off its number: "23 | %", "(2 | )"
+
+
+def pipe_cells(line: str) -> list[str]:
+    """The cells of a row printed as "label | cell | cell", a lone "%" or ")" joined to its number.
+
+    Example:
+        >>> pipe_cells("Effective tax rate | 23 | % | (2 | ) | 20%")
+        ['Effective tax rate', '23%', '(2)', '20%']
+    """
+    cells: list[str] = []
+    for cell in (c.strip() for c in line.strip().strip("|").split(" | ")):
+        if cells and _CLOSER.match(cell):
+            cells[-1] += cell
+        elif cell:
+            cells.append(cell)
+    return cells
+
+
+def _is_figure(cell: str) -> bool:
+    """A number cell ("$1,797", "(26%)", "80.5"), not a year or a header ("Fiscal 2023")."""
+    return bool(_FIGURE_CELL.match(cell)) and not _YEAR.fullmatch(cell.strip("$€£()%* "))
+
+
+def _column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
+    """Names of a row's `count` value columns from the header lines above it (top first): a header
+    line of `count` cells (or one more: the label column's) names each column, one of fewer cells
+    that divides `count` spans the columns under it; "" when no header line fits."""
+    names = [""] * count
+    for cells in headers:
+        if len(cells) == count + 1 and count > 1:
+            cells = cells[1:]
+        if len(cells) < 2 and count > 1 or count % len(cells):
+            continue
+        span = count // len(cells)
+        names = [names[j] if names[j].endswith(cells[j // span]) else f"{names[j]} {cells[j // span]}".strip()
+                 for j in range(count)]
+    return names if all(names) else []
+
+
+def _header_cells(line: str) -> list[str]:
+    """A header line's cells: " | "-joined cells, or the years of a line naming two or more."""
+    if " | " in line:
+        return pipe_cells(line)
+    years = _YEAR.findall(line)
+    return years if len(years) >= 2 and len(line.split()) <= 16 and not _END.search(line) else []
 
 
 @dataclass(frozen=True)
@@ -229,6 +280,26 @@ class _Splitter:
         self.table_rows.clear()
         self.table_header = None
 
+    def pipe_row(self, cells: list[str]) -> None:
+        """A row printed as "label | cell | cell": quoted as `label (column: cell; ...)`, cells under one
+        spanning header grouped ("2023: 2,018, 1,608"), else with the nearest header line in brackets."""
+        self.flush(before_row=True)
+        label, values = cells[0], cells[1:]
+        names = _column_names(len(values), [c for c in (_header_cells(h) for h in self.recent) if c])
+        groups: list[tuple[str, list[str]]] = []
+        for name, value in zip(names, values):
+            if groups and groups[-1][0] == name:
+                groups[-1][1].append(value)
+            else:
+                groups.append((name, [value]))
+        named = "; ".join(f"{name}: {', '.join(vals)}" for name, vals in groups)
+        text, terms = f"{label} ({named})", " ".join(dict.fromkeys(names))
+        if not names or len(text.split()) > MAX_WORDS:
+            terms = _header(self.recent)
+            text = " | ".join(cells) + (f" ({terms})" if terms else "")
+        if len(text.split()) <= MAX_WORDS:
+            self.add(text, "row", terms=terms)
+
     def pdf_row(self, line: str) -> None:
         if self.paragraph and line[:1].islower():  # the label began on the line above
             line = f"{self.paragraph.pop()} {line}"
@@ -264,6 +335,14 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
         splitter.close_table()
         if line.startswith("#") or _TABLE_RULE.match(line):
             splitter.flush()
+            continue
+        if " | " in line:   # a row of a PDF or HTML table as the loaders print it, or its header
+            cells = pipe_cells(line)
+            if len(cells) >= 2 and any(_is_figure(c) for c in cells[1:]) and not _FIGURE.search(cells[0][:1]):
+                splitter.pipe_row(cells)
+                continue
+            splitter.flush(before_row=True)
+            splitter.recent.append(line)
             continue
         if _pdf_row(line):
             splitter.pdf_row(line)

@@ -10,7 +10,7 @@ the one sharing the most words with it. A question's type says what the answer m
   or a number word;
 - `extension`: "What extension / suffix ...", "Where does it put / store / write ... files": a file
   extension (`.orig`) or a path;
-- `reason`: "Why ...": a cause ("because", "since", "so that", "to avoid");
+- `reason`: "Why ...", "What drove / caused ...": a cause ("because", "since", "so that", "to avoid");
 - `procedure`: "How do I / can I ...": an identifier to use (an option, a command) is likely part
   of the answer (the same check as `identifier`, but the answer may have more than one sentence);
 - `open`: anything else ("How do I ...", "What is ...").
@@ -51,7 +51,8 @@ _EXTENSION_Q = re.compile(r"\b(?:extension|suffix)\b", re.IGNORECASE)
 _WHERE_Q = re.compile(r"^\s*where\b.*\b(?:put|puts|store[sd]?|save[sd]?|write|writes|written|keeps?|kept|files?|"
                       r"director(?:y|ies)|folders?)\b", re.IGNORECASE)   # a file's place: a path or extension
 _HOW_TO_Q = re.compile(r"^\s*how (?:do|can|should|would) (?:i|you|we|one)\b", re.IGNORECASE)
-_REASON_Q = re.compile(r"^\s*why\b|\bfor what reason\b", re.IGNORECASE)
+_REASON_Q = re.compile(r"^\s*why\b|\bfor what reason\b|^\s*what (?:drove|drives|caused|causes|led to|explains)\b",
+                       re.IGNORECASE)
 
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _CALL = re.compile(r"\b[A-Za-z_][\w.]*\(\)")
