@@ -8,7 +8,9 @@ is split into units here, and what is not a statement is left out:
 - sentences cut by the chunk's edges: the first one when the chunk starts mid-sentence (a lower-case
   or punctuation start), the last one when a chunker cut the text before its full stop; and the
   halves of a sentence a code block interrupts (an unfinished line before it, a lower-case start after);
-- headings, table rules and run-on text longer than `MAX_WORDS`.
+- headings, table rules and run-on text longer than `MAX_WORDS`; a sentence that only introduces
+  a code block ("From the command line:") is quoted with the block's first line, which is what it
+  tells the reader to run: "... add your models: `register_price("my-model", ...)`".
 
 Table rows are units of their own kind (`"row"`), quoted with their label and column header: a
 Markdown row as `label (header: cell; header: cell)`; a row the loaders print as cells joined with
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
+from rag.generation.table_rows import column_names, header_cells, is_row, row_cells
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
 
@@ -53,61 +56,12 @@ _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
 _CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
 _ALNUM = re.compile(r"[^\W_]")
+_ASSIGN = re.compile(r"^\W*[A-Za-z_][\w.\[\]]*\s=\s|[;(]\s*\w+\s=\s")   # "x = 1", not "precision = a / b"
 _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
 _TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
-_FIGURE = re.compile(r"\d")
-_FIGURE_CELL = re.compile(r"^\(?-?[$€£]?\s?\(?-?\d[\d,]*(?:\.\d+)?\)?\s?%?\)?\*?$")
-_CLOSER = re.compile(r"^(?:%|\)|%\)|\)%)$")   # a cell the PDF reader split off its number: "23 | %", "(2 | )"
-
-
-def pipe_cells(line: str) -> list[str]:
-    """The cells of a row printed as "label | cell | cell", a lone "%" or ")" joined to its number.
-
-    Example:
-        >>> pipe_cells("Effective tax rate | 23 | % | (2 | ) | 20%")
-        ['Effective tax rate', '23%', '(2)', '20%']
-    """
-    cells: list[str] = []
-    for cell in (c.strip() for c in line.strip().strip("|").split(" | ")):
-        if cells and _CLOSER.match(cell):
-            cells[-1] += cell
-        elif cell:
-            cells.append(cell)
-    return cells
-
-
-def _is_figure(cell: str) -> bool:
-    """A number cell ("$1,797", "(26%)", "80.5"), not a year or a header ("Fiscal 2023")."""
-    return bool(_FIGURE_CELL.match(cell)) and not _YEAR.fullmatch(cell.strip("$€£()%* "))
-
-
-def _column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
-    """Names of a row's `count` value columns from the header lines above it (top first): a header
-    line of `count` cells (or one more: the label column's) names each column, one of fewer cells
-    that divides `count` spans the columns under it; "" when no header line fits."""
-    names = [""] * count
-    for cells in headers:
-        if len(cells) == count + 1 and count > 1:
-            cells = cells[1:]
-        if len(cells) < 2 and count > 1 or count % len(cells):
-            continue
-        span = count // len(cells)
-        names = [names[j] if names[j].endswith(cells[j // span]) else f"{names[j]} {cells[j // span]}".strip()
-                 for j in range(count)]
-    return names if all(names) else []
-
-
-def _header_cells(line: str) -> list[str]:
-    """A header line's cells: " | "-joined cells, or the years of a line naming two or more."""
-    if " | " in line:
-        return pipe_cells(line)
-    years = _YEAR.findall(line)
-    return years if len(years) >= 2 and len(line.split()) <= 16 and not _END.search(line) else []
-
-
 @dataclass(frozen=True)
 class Unit:
     """One quotable piece of the context.
@@ -148,7 +102,7 @@ def is_code_like(text: str) -> bool:
     words = prose.split()
     calls = len(_CALL.findall(prose))
     identifiers = sum(1 for w in words if re.search(r"[a-z]_[a-z]|[a-z]\.[a-z_]+\(|^[a-z]+[A-Z]\w*$", w))
-    return symbols >= 0.08 or (calls and (calls + identifiers) / max(len(words), 1) >= 0.2) or " = " in prose
+    return symbols >= 0.08 or (calls and (calls + identifiers) / max(len(words), 1) >= 0.2) or bool(_ASSIGN.search(prose))
 
 
 def _mostly_numbers(text: str) -> bool:
@@ -224,6 +178,7 @@ class _Splitter:
         self.bullet = False  # the paragraph is a list item
         self.after_code = False  # the paragraph follows a code block
         self.terms: list[str] = []  # option names of a definition list, waiting for their description
+        self.code = ""  # the first line of the code block an intro sentence ("... add your models:") leads to
 
     def add(self, text: str, kind: str, terms: str = "") -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
@@ -254,13 +209,20 @@ class _Splitter:
         self.first_paragraph = False
         if cut_end and sentences and not _END.search(sentences[-1]):
             sentences = sentences[:-1]
+        code, self.code = self.code, ""
         for i, sentence in enumerate(sentences):
             words = len(sentence.split())
+            if code and i == len(sentences) - 1 and _INTRO.search(sentence) and not is_code_like(sentence):
+                self.add(f"{sentence} `{code}`", "sentence")   # "... add your models: `register_price(...)`"
+                continue
             if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
                     and not is_code_like(sentence) and not _INTRO.search(sentence):
                 # the description's first sentence is quoted with its option names ("-N, --new-file: If ...")
                 label = f"{', '.join(terms)}: " if terms and i == 0 else ""
-                self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence")
+                # ... and matched with the rest of its description ("--hard: Resets the index and working
+                # tree." answers "... discarding changes" from the sentence after it)
+                rest = " ".join(sentences[1:4]) if label else ""
+                self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence", terms=rest)
 
     def markdown_row(self, line: str) -> None:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -285,7 +247,7 @@ class _Splitter:
         spanning header grouped ("2023: 2,018, 1,608"), else with the nearest header line in brackets."""
         self.flush(before_row=True)
         label, values = cells[0], cells[1:]
-        names = _column_names(len(values), [c for c in (_header_cells(h) for h in self.recent) if c])
+        names = column_names(len(values), [c for c in (header_cells(h) for h in self.recent) if c])
         groups: list[tuple[str, list[str]]] = []
         for name, value in zip(names, values):
             if groups and groups[-1][0] == name:
@@ -310,6 +272,17 @@ class _Splitter:
         self.add(f"{line} ({header})" if header else line, "row", terms=header)
 
 
+def _first_code_line(lines: Sequence[str]) -> str:
+    """The first line of a code block that does something (not a fence, an import or a comment)."""
+    for raw in lines[1:] if lines and _FENCE.match(lines[0]) else lines:
+        line = re.sub(r"^(?:>>>|\$|%)\s", "", raw.strip())
+        if _FENCE.match(raw):
+            break
+        if line and not re.match(r"(?:from|import)\s|#", line):
+            return line if len(line) <= 120 else ""
+    return ""
+
+
 def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | None = None) -> list[Unit]:
     """The units of one chunk's text (`source` is its context number)."""
     metadata = metadata or {}
@@ -317,8 +290,11 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     lines = _prose_lines(text)
     first = next((line for line in lines if line), "")
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
-    for line in lines:
+    for n, line in enumerate(lines):
         if line is None or not (_ALNUM.search(line) or line.startswith("|")):  # code, blank, a rule (____)
+            if splitter.paragraph and splitter.paragraph[-1].endswith(":"):   # an intro: is code next?
+                m = next((m for m in range(n, len(lines)) if lines[m] != ""), len(lines))
+                splitter.code = _first_code_line(text.splitlines()[m:]) if m < len(lines) and lines[m] is None else ""
             splitter.flush(cut_end=line is None)
             splitter.after_code = line is None or (splitter.after_code and not line)
             splitter.close_table()
@@ -337,8 +313,8 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
             splitter.flush()
             continue
         if " | " in line:   # a row of a PDF or HTML table as the loaders print it, or its header
-            cells = pipe_cells(line)
-            if len(cells) >= 2 and any(_is_figure(c) for c in cells[1:]) and not _FIGURE.search(cells[0][:1]):
+            cells = row_cells(line)
+            if is_row(cells):
                 splitter.pipe_row(cells)
                 continue
             splitter.flush(before_row=True)

@@ -48,11 +48,13 @@ from langchain_core.runnables.config import (
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
+from rag.generation.answer_kinds import kind_scores
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
 from rag.generation.question_types import (
+    asks_for_name,
     has_answer_of_type,
+    identifiers_in,
     missing_names,
-    name_match,
     question_type,
     title_name,
 )
@@ -63,9 +65,9 @@ from rag.models.embeddings import scoring_embeddings
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "NO_ANSWER", "Decision", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
 
 NO_ANSWER = "I don't know: the retrieved context does not answer this question."
-#: The refusal threshold on `Decision.confidence`, chosen on the diffutils corpus of bench/answers.py
-#: (the lowest threshold with under 10% answered-and-wrong there) and checked on the git and FinanceBench corpora.
-DEFAULT_MIN_CONFIDENCE = 0.35
+#: The refusal threshold on `Decision.confidence`, chosen on the git corpus of bench/answers.py (the lowest
+#: threshold with under 10% answered-and-wrong there) and checked on the diffutils and FinanceBench corpora.
+DEFAULT_MIN_CONFIDENCE = 0.45
 
 # Question words that carry no topic: "What happened?" asks about whatever the context is about.
 _GENERIC_TERMS = frozenset(tokenize("happen happened happening tell say said describe explain know new news "
@@ -231,16 +233,19 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
         return vectors @ query / np.where(norms == 0, 1.0, norms)
 
-    def _term_scores(self, key: Sequence[str], units: Sequence[Unit]) -> tuple[np.ndarray, np.ndarray, dict]:
+    def _term_scores(self, key: Sequence[str], units: Sequence[Unit],
+                     titles: bool = True) -> tuple[np.ndarray, np.ndarray, dict]:
         """(share of the key terms in each unit, share in the unit or its document's title / section / file,
-        the terms of the sentence before it counted half; the key terms' weights)."""
+        the terms of the sentence before it counted half; the key terms' weights). `titles=False`: a
+        question asking for a command name does not find its words in a page's name ("shows" is not git-show)."""
         tokens = [{period_term(t) for t in tokenize(f"{u.text} {u.terms}")} for u in units]
         idf = idf_weights(tokens)
         unseen = max(idf.values(), default=1.0)
         weights = {t: idf.get(t, unseen) for t in set(key)}
         total = sum(weights.values()) or 1.0
         in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
-        doc_terms = [_document_terms(u.metadata) for u in units]   # once per unit, not per key term
+        doc_terms = [_document_terms(u.metadata if titles else {"section": u.metadata.get("section")})
+                     for u in units]   # once per unit, not per key term
         in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in terms) / total
                            for toks, terms in zip(tokens, doc_terms)])
         # a sentence continues the one before it ("The Colosseum is in Rome. It held 50,000 spectators."):
@@ -262,7 +267,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
                if t not in _GENERIC_TERMS and not (value and _YEAR.fullmatch(t))]
         table = np.zeros(len(units))   # a value question: the row labelled with its metric, in the year asked
         if key:   # only the best `max_embedded` units by key terms are embedded (the answerer's time is there)
-            in_unit, lexical, weights = self._term_scores(key, units)
+            in_unit, lexical, weights = self._term_scores(key, units, titles=not asks_for_name(question, qtype))
             if value:
                 table = self.label_weight * (np.array(label_share(weights, question, units)) +
                                              0.5 * np.array(names_period(question_years(question), units)))
@@ -284,14 +289,11 @@ class ExtractiveAnswerer(Runnable[dict, str]):
                 answers |= cosine >= self.min_similarity
             asked = set(tokenize(question))   # a unit adding nothing to the question only echoes it, and one
             quoted = " ".join(question.lower().split()).rstrip("?.! ")   # quoting the question talks about it
-            answers &= np.array([len(set(tokenize(u.text)) - asked) >= 1 and
+            named = identifiers_in(question)   # an option it names adds to it ("-s, --short" for "the short format")
+            answers &= np.array([(len(set(tokenize(u.text)) - asked) >= 1 or bool(identifiers_in(u.text) - named)) and
                                  not (len(quoted) > 12 and quoted in " ".join(u.text.lower().split())) for u in units])
-        if qtype != "open":  # the unit holding the kind of answer asked for (an option, a number) comes first
-            wanted = np.array([has_answer_of_type(u.text, qtype, question, _title(u)) for u in units])
-            score = score + self.type_weight * wanted
-        if qtype in ("identifier", "procedure"):  # an option named after what the question asks ("--ignore-all-space")
-            score = score + self.type_weight * np.array([name_match(f"{u.text} {title_name(_title(u))}", question)
-                                                         for u in units])
+        score = score + self.type_weight * kind_scores(question, qtype, [u.text for u in units],
+                                                       [_title(u) for u in units])
         if value:
             score = score + 0.1 * np.array([_has_value(u.text) for u in units]) + table
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
@@ -321,6 +323,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
                 chosen[item.text] = ScoredSentence(first.score, first.source, first.text, (*first.sources, item.source))
             elif item.score >= floor and len(chosen) < limit:
                 chosen[item.text] = item
+        if qtype == "number" and not has_answer_of_type(ranked[0].text, qtype, question):   # "How many ...?"
+            return Decision(qtype=qtype, chosen=tuple(chosen.values()), confidence=0.0, refused=True,
+                            reason="no unit states a number")
         best = 1.0 if generic else confidence[0]
         low = best < self.min_confidence
         return Decision(qtype=qtype, chosen=tuple(chosen.values()), confidence=best, refused=low,

@@ -13,8 +13,8 @@ by a sentence that shares the question's words. Two signals, used by the offline
   "FY 2023", "2021 Q1", "fiscal 2024"), in its text or its column headers.
 
 Example:
-    >>> question_years("Was there any change between Q2 of FY2024 and FY23?")
-    {'2024', '2023'}
+    >>> sorted(question_years("Was there any change between Q2 of FY2024 and FY23?"))
+    ['2023', '2024']
     >>> row_label("Effective tax rate | 23% | 20%"), row_label("Cost of sales (2022: $33; 2021: $29)")
     ('Effective tax rate', 'Cost of sales')
 """
