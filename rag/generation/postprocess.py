@@ -48,13 +48,13 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
+from rag.base.errors import ConfigError
 from rag.generation.citations import (
     CitationReport,
     check_citations,
     resolve_citations,
     source_map,
 )
-from rag.base.errors import ConfigError
 from rag.generation.extractive import NO_ANSWER
 from rag.generation.relevance import context_text
 from rag.generation.support import (
