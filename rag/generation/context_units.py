@@ -9,8 +9,8 @@ is split into units here, and what is not a statement is left out:
   or punctuation start), the last one when a chunker cut the text before its full stop; and the
   halves of a sentence a code block interrupts (an unfinished line before it, a lower-case start after);
 - headings, table rules and run-on text longer than `MAX_WORDS`; a sentence that only introduces
-  a code block ("From the command line:") is quoted with the block's first line, which is what it
-  tells the reader to run: "... add your models: `register_price("my-model", ...)`".
+  a code block ("From the command line:", "the score is") is quoted with the block's first line,
+  which is what it tells the reader: "... add your models: `register_price("my-model", ...)`".
 
 Table rows are units of their own kind (`"row"`), quoted with their label and column header: a
 Markdown row as `label (header: cell; header: cell)`; a row the loaders print as cells joined with
@@ -212,7 +212,8 @@ class _Splitter:
         code, self.code = self.code, ""
         for i, sentence in enumerate(sentences):
             words = len(sentence.split())
-            if code and i == len(sentences) - 1 and _INTRO.search(sentence) and not is_code_like(sentence):
+            if code and i == len(sentences) - 1 and (_INTRO.search(sentence) or not _END.search(sentence)) \
+                    and words >= _MIN_WORDS and not is_code_like(sentence):
                 self.add(f"{sentence} `{code}`", "sentence")   # "... add your models: `register_price(...)`"
                 continue
             if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
@@ -292,8 +293,8 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
     for n, line in enumerate(lines):
         if line is None or not (_ALNUM.search(line) or line.startswith("|")):  # code, blank, a rule (____)
-            if splitter.paragraph and splitter.paragraph[-1].endswith(":"):   # an intro: is code next?
-                m = next((m for m in range(n, len(lines)) if lines[m] != ""), len(lines))
+            if splitter.paragraph and (splitter.paragraph[-1].endswith(":") or not _END.search(splitter.paragraph[-1])):
+                m = next((m for m in range(n, len(lines)) if lines[m] != ""), len(lines))   # an intro: code next?
                 splitter.code = _first_code_line(text.splitlines()[m:]) if m < len(lines) and lines[m] is None else ""
             splitter.flush(cut_end=line is None)
             splitter.after_code = line is None or (splitter.after_code and not line)
