@@ -214,7 +214,7 @@ class _Splitter:
             words = len(sentence.split())
             if code and i == len(sentences) - 1 and (_INTRO.search(sentence) or not _END.search(sentence)) \
                     and words >= _MIN_WORDS and not is_code_like(sentence):
-                self.add(f"{sentence} `{code}`", "sentence")   # "... add your models: `register_price(...)`"
+                self.add(f"{sentence} {code}", "sentence")   # "... add your models: `register_price(...)`"
                 continue
             if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
                     and not is_code_like(sentence) and not _INTRO.search(sentence):
@@ -274,14 +274,19 @@ class _Splitter:
 
 
 def _first_code_line(lines: Sequence[str]) -> str:
-    """The first line of a code block that does something (not a fence, an import or a comment)."""
+    """The first lines of a code block, as code spans: an import (it names what to use) and the first line
+    that does something (not a comment): "`from rag.generation.pricing import register_price` `register_price(...)`"."""
+    spans: list[str] = []
     for raw in lines[1:] if lines and _FENCE.match(lines[0]) else lines:
         line = re.sub(r"^(?:>>>|\$|%)\s", "", raw.strip())
-        if _FENCE.match(raw):
+        if _FENCE.match(raw) or len(spans) == 2:
             break
-        if line and not re.match(r"(?:from|import)\s|#", line):
-            return line if len(line) <= 120 else ""
-    return ""
+        importing = bool(re.match(r"(?:from|import)\s", line))
+        if line and not line.startswith("#") and len(line) <= 120 and (importing and not spans or not importing):
+            spans.append(f"`{line}`")
+            if not importing:
+                break
+    return " ".join(spans)
 
 
 def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | None = None) -> list[Unit]:

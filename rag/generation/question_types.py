@@ -40,7 +40,8 @@ QUESTION_TYPES = ("identifier", "number", "extension", "reason", "procedure", "o
 
 _IDENTIFIER_NOUNS = (r"options?|flags?|switch(?:es)?|commands?|programs?|functions?|methods?|class(?:es)?|"
                      r"exceptions?|errors?|modules?|(?:environment )?variables?|settings?|keys?|decorators?|"
-                     r"tools?|utilit(?:y|ies)|arguments?|parameters?|modes?|subcommands?|calls?|types?")
+                     r"tools?|utilit(?:y|ies)|arguments?|parameters?|modes?|subcommands?|calls?|types?|"
+                     r"attributes?|propert(?:y|ies)|adapters?|objects?")
 _IDENTIFIER_Q = re.compile(rf"\b(?:which|what)\b(?:\s+\S+){{0,3}}?\s+(?:{_IDENTIFIER_NOUNS})\b"
                            rf"|\b(?:which|what)\s+(?:{_IDENTIFIER_NOUNS})\b|\bwhat (?:do|should) i (?:call|use|run)\b",
                            re.IGNORECASE)

@@ -196,10 +196,12 @@ def _labelled_quote(needle: str, chunk: str, title: str = "") -> bool:
 
 def _code_quote(needle: str, chunk: str) -> bool:
     """A sentence introducing a code block quoted with the block's first line, as the extractive answerer
-    quotes it ("... add your models: `register_price(...)`", "the score is `score = ...`"): both parts are in
-    the chunk."""
-    intro, sep, code = needle.rpartition(" `")
-    return bool(sep and intro and code.endswith("`")) and intro in chunk and code[:-1] in chunk
+    quotes it ("... add your models: `register_price(...)`", "the score is `score = ...`"): the sentence and
+    each code span are in the chunk."""
+    intro, sep, code = needle.partition(" `")
+    spans = re.findall(r"`([^`]+)`", sep + code)
+    return bool(sep and intro and spans and code.rstrip().endswith("`")) and intro in chunk and \
+        all(span in chunk for span in spans)
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:
