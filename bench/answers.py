@@ -25,6 +25,7 @@ which, `docs/generation.md`).
     apt-get install diffutils-doc git-doc python-requests-doc   # the documentation corpora
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
+    python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
 """
 
 from __future__ import annotations
@@ -253,14 +254,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", default="financebench,diffutils,git,requests")
     parser.add_argument("--cache", default=os.environ.get("RAG_BENCH_CACHE", "/work/cache/answers"),
                         help="where the stores, corpus copies and asked contexts go (default: %(default)s)")
+    parser.add_argument("--corpus-cache", action="append", default=[], metavar="NAME=DIR",
+                        help="another cache for one corpus (e.g. financebench=/work/cache/answers); repeatable")
     parser.add_argument("--reuse", action="store_true", help="answer the cached contexts again (no retrieval)")
     parser.add_argument("--out", default=str(ROOT / "bench/results/answers"),
                         help="writes OUT.md and OUT.json (default: %(default)s)")
     args = parser.parse_args(argv)
-    cache = Path(args.cache)
-    cache.mkdir(parents=True, exist_ok=True)
+    caches = {name: Path(folder) for name, _, folder in (c.partition("=") for c in args.corpus_cache)}
     results = []
     for name in args.corpora.split(","):
+        cache = caches.get(name, Path(args.cache))
+        cache.mkdir(parents=True, exist_ok=True)
         files, questions = _financebench_corpus(args.data) if name == "financebench" else _docs_corpus(name, cache)
         asked = ask_all(name, files, questions, cache, reuse=args.reuse)
         res = judge(name, questions, asked)
