@@ -46,9 +46,9 @@ def test_a_value_question_is_answered_by_the_row_naming_its_metric_in_the_year_a
 
 
 def test_a_unit_denying_what_is_asked_does_not_answer_it():
-    context = [Document(page_content="--soft\n\nDoes not touch the index file or the working tree at all.\n\n"
-                                     "--hard\n\nResets the index and working tree. Any changes to tracked files "
-                                     "are discarded.")]
+    context = [Document(page_content="--soft\n\nDoes not reset the index file or the working tree, discarding "
+                                     "no changes.\n\n--hard\n\nResets the index and working tree. Any changes "
+                                     "to tracked files are discarded.")]
     answer = ExtractiveAnswerer(embedding=None).invoke({
         "question": "Which mode resets the index and the working tree, discarding changes?", "context": context})
     assert answer.startswith("--hard: Resets the index and working tree.")
