@@ -59,7 +59,7 @@ from rag.generation.question_types import (
     title_name,
 )
 from rag.generation.relevance import context_text
-from rag.generation.value_units import label_share, names_period, period_term, question_years
+from rag.generation.value_units import in_period, label_share, names_period, period_term, question_years
 from rag.models.embeddings import scoring_embeddings
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "NO_ANSWER", "Decision", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
@@ -297,8 +297,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         if value:
             score = score + 0.1 * np.array([_has_value(u.text) for u in units]) + table
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
-        return (qtype, [ScoredSentence(float(score[j]), units[j].source, _named(units[j], qtype, question)) for j in order],
-                [float(confidence[j]) for j in order])
+        years = question_years(question) if value else set()   # a row quoted in the years asked: one value
+        return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(_named(units[j], qtype, question), years))
+                        for j in order], [float(confidence[j]) for j in order])
 
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
         """The context units that answer the question, scored, best first."""

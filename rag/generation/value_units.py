@@ -10,7 +10,9 @@ by a sentence that shares the question's words. Two signals, used by the offline
   the label's words the question uses ("Effective tax rate" for "How much has the effective tax
   rate changed?": all of the label, most of the question);
 - `names_period`: whether the unit names one of the years the question asks about ("FY2023",
-  "FY 2023", "2021 Q1", "fiscal 2024"), in its text or its column headers.
+  "FY 2023", "2021 Q1", "fiscal 2024"), in its text or its column headers;
+
+and `in_period` quotes a row's columns of the years asked only: one value, not the whole row.
 
 Example:
     >>> sorted(question_years("Was there any change between Q2 of FY2024 and FY23?"))
@@ -27,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from rag.base.text import tokenize
 from rag.generation.context_units import Unit
 
-__all__ = ["label_share", "names_period", "period_term", "question_years", "row_label"]
+__all__ = ["in_period", "label_share", "names_period", "period_term", "question_years", "row_label"]
 
 _YEAR = re.compile(r"\b(?:FY\s?)?((?:19|20)\d\d)\b|\bFY\s?'?(\d\d)\b", re.IGNORECASE)
 
@@ -76,3 +78,22 @@ def label_share(weights: Mapping[str, float], question: str, units: Sequence[Uni
 def names_period(years: set[str], units: Sequence[Unit]) -> list[bool]:
     """Per unit: whether its text or column headers name one of `years`."""
     return [bool(years) and any(y in f"{u.text} {u.terms}" for y in years) for u in units]
+
+
+_ROW = re.compile(r"^(?P<label>.+?) \((?P<columns>[^()]*(?:\([^()]*\)[^()]*)*)\)$")
+
+
+def in_period(text: str, years: set[str]) -> str:
+    """A row quoted with the columns of the years asked only ("Adjusted EBITDA (2023: 2,018)"); the row as
+    it is when its columns are not named by years or none of them is asked.
+
+    Example:
+        >>> in_period("Adjusted EBITDA (2022: 2,117; 2023: 2,018)", {"2023"})
+        'Adjusted EBITDA (2023: 2,018)'
+    """
+    match = _ROW.match(text)
+    if not years or not match:
+        return text
+    groups = match.group("columns").split("; ")
+    kept = [g for g in groups if any(y in g.partition(": ")[0] for y in years)]
+    return f"{match.group('label')} ({'; '.join(kept)})" if kept and len(kept) < len(groups) else text
