@@ -51,6 +51,7 @@ STORES = {
 }
 CORPORA = ("fb-single", "fb-shared", "fb-answers", "diffutils", "git", "gitman", "docs")
 BUDGET = 4000
+ROUTER: dict = {}
 RANKED = 50
 
 
@@ -98,7 +99,11 @@ def _resource(corpus: str):
     store, collection = STORES["fb" if corpus.startswith("fb-") and corpus != "fb-answers" else corpus]
     if not (store / "kb" / collection).exists():
         raise SystemExit(f"{corpus}: no knowledge base {collection!r} under {store} (copy the built store there)")
-    return KnowledgeBase(collection, str(store)).as_resource()
+    resource = KnowledgeBase(collection, str(store)).as_resource()
+    for key, value in ROUTER.items():   # --router KEY=JSON: an attribute of the knowledge base's router
+        if resource.router is not None:
+            setattr(resource.router, key, value)
+    return resource
 
 
 def run_corpus(corpus: str, settings: dict) -> dict:
@@ -148,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", default=",".join(CORPORA), help="comma-separated (default: %(default)s)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                         help="a RetrievalSettings field for every question (repeatable)")
+    parser.add_argument("--router", action="append", default=[], metavar="KEY=JSON",
+                        help="an attribute of the knowledge base's router (an experiment; repeatable)")
     parser.add_argument("--dump", default=None, help="write every question's outcome to this JSON file")
     parser.add_argument("--compare", default=None, help="a --dump of another run: list the questions that differ")
     args = parser.parse_args(argv)
@@ -155,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.set:
         key, _, value = item.partition("=")
         settings[key] = _value(value)
+    for item in args.router:
+        key, _, value = item.partition("=")
+        ROUTER[key] = _value(value)
     old = json.loads(Path(args.compare).read_text(encoding="utf-8")) if args.compare else {}
     results = []
     for corpus in args.corpora.split(","):
