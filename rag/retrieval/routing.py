@@ -138,7 +138,6 @@ class DocumentRouter:
             raise ConfigError(f"ratio must be in (0, 1], got {ratio!r}")
         self.key, self.embedding, self.top_n, self.ratio = key, embedding, top_n, ratio
         self.names_only, self.mentions = names_only, mentions
-        self.periods = "filter"
         self.weights = {"lexical": 1.0, "year": 0.5, "quarter": 0.3, "semantic": 0.5, **(weights or {})}
         self.values = list(cards)
         self.cards = [cards[v] for v in self.values]
@@ -322,12 +321,8 @@ class DocumentRouter:
         if not matched:
             return Route(values=[], scores=scores, confident=False)
         named = [i for i in order if hit[i]] if self.names_only else list(order)
-        cut = total
-        if self.periods == "order":   # the period orders the documents a name matched, it does not cut them
-            cut = total - self.weights["year"] * self._year_signal(question) \
-                - self.weights["quarter"] * self._quarter_signal(question)
-        best = max(cut[i] for i in named)
-        chosen = [self.values[i] for i in named[: self.top_n] if cut[i] >= self.ratio * best - 1e-9]
+        best = total[named[0]]
+        chosen = [self.values[i] for i in named[: self.top_n] if total[i] >= self.ratio * best - 1e-9]
         if self.names_only:   # a page the question names in lower case ("git fetch ... over HTTP") stays in
             words = set(tokenize(question))
             chosen += [self.values[i] for i in order if self.values[i] not in chosen
