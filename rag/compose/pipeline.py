@@ -220,7 +220,11 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     scored = fused
     if settings.page_evidence or settings.document_evidence:
         with _timed(result.timings, "aggregate"):
-            scored = aggregate_evidence(scored, page_weight=settings.page_evidence,
+            import os
+
+            from rag.retrieval.aggregation import place_key, page_key
+            unit = place_key if os.environ.get("RAG_EXP_PLACE") else page_key
+            scored = aggregate_evidence(scored, page_weight=settings.page_evidence, page=unit,
                                         document_weight=settings.document_evidence, top=settings.evidence_top,
                                         depth=settings.fetch_k)
         result.add_stage("aggregated", _candidates([d for d, _ in scored]))
