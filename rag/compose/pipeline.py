@@ -46,7 +46,6 @@ from rag.retrieval.aggregation import aggregate_evidence
 from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import doc_key, documents_to_scored, fuse, minmax
-from rag.retrieval.lexical import BM25Index
 from rag.retrieval.packing import diversify
 from rag.retrieval.rephrase import Rephraser
 from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
@@ -220,11 +219,7 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     scored = fused
     if settings.page_evidence or settings.document_evidence:
         with _timed(result.timings, "aggregate"):
-            import os
-
-            from rag.retrieval.aggregation import place_key, page_key
-            unit = place_key if os.environ.get("RAG_EXP_PLACE") else page_key
-            scored = aggregate_evidence(scored, page_weight=settings.page_evidence, page=unit,
+            scored = aggregate_evidence(scored, page_weight=settings.page_evidence,
                                         document_weight=settings.document_evidence, top=settings.evidence_top,
                                         depth=settings.fetch_k)
         result.add_stage("aggregated", _candidates([d for d, _ in scored]))
@@ -342,11 +337,7 @@ def _rephraser(settings: RetrievalSettings, resource: Resource) -> Any:
     if hasattr(settings.rephrase, "rephrase"):
         return settings.rephrase
     modes = [settings.rephrase] if isinstance(settings.rephrase, str) else list(settings.rephrase)
-    if "feedback" not in modes:
-        return Rephraser(modes=modes, llm=settings.llm)
-    source = chunk_source(resource)   # a BM25 index weighs feedback terms by their rarity
-    return Rephraser(modes=modes, llm=settings.llm, retriever=resource.retriever,
-                     idf=source.idf() if isinstance(source, BM25Index) else None)
+    return Rephraser(modes=modes, llm=settings.llm, retriever=resource.retriever if "feedback" in modes else None)
 
 
 def _select(result: RAGResult, resources: list[Resource], scored: list[tuple[Document, float]],

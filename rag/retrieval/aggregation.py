@@ -37,7 +37,7 @@ from rag.base.errors import ConfigError
 from rag.retrieval.fusion import doc_key, minmax
 from rag.retrieval.packing import page_key
 
-__all__ = ["aggregate_evidence", "document_key", "place_key"]
+__all__ = ["aggregate_evidence", "document_key"]
 
 Scored = list[tuple[Document, float]]
 
@@ -52,19 +52,6 @@ def document_key(doc: Document) -> Hashable:
     meta = doc.metadata
     document = meta.get("doc_id", meta.get("doc_name", meta.get("source")))
     return ("chunk", doc_key(doc)) if document is None else document
-
-
-def place_key(doc: Document) -> Hashable:
-    """The page of a chunk (`page_key`), or, for a chunk without a page, its section in its document.
-
-    Example:
-        >>> place_key(Document(page_content="x", metadata={"doc_id": "d", "section": "Options"}))
-        ('d', 'section', 'Options')
-    """
-    section = doc.metadata.get("section")
-    if doc.metadata.get("page") is None and section:
-        return (document_key(doc), "section", section)
-    return page_key(doc)
 
 
 def _number(name: str, value: float) -> None:

@@ -31,7 +31,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -135,16 +135,6 @@ class BM25Index:
 
     def __len__(self) -> int:
         return len(self.texts)
-
-    def idf(self) -> Mapping[str, float]:
-        """Term (in `tokens` form) -> its idf in this index, a read-only view (no copy).
-
-        Example:
-            >>> index = BM25Index.from_documents([Document(page_content="cash flow"), Document(page_content="cash")])
-            >>> index.idf()["flow"] > index.idf()["cash"], "revenue" in index.idf()
-            (True, False)
-        """
-        return _IdfView(self._vocab, self._idf)
 
     # ------------------------------------------------------------------ search
     def scores(self, query: str) -> np.ndarray:
@@ -277,19 +267,3 @@ class BM25Retriever(PortableRetriever):
     def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
         hits = self.index.search(query, k=k, filter=filter)
         return [(self.index.document(i, s), s) for i, s in hits]
-
-
-class _IdfView(Mapping[str, float]):
-    """`BM25Index.idf()`: term -> idf over the index's vocabulary and idf array."""
-
-    def __init__(self, vocab: dict[str, int], idf: np.ndarray) -> None:
-        self._vocab, self._idf = vocab, idf
-
-    def __getitem__(self, term: str) -> float:
-        return float(self._idf[self._vocab[term]])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._vocab)
-
-    def __len__(self) -> int:
-        return len(self._vocab)

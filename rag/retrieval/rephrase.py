@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -93,7 +93,7 @@ def keyword_query(question: str) -> str:
 
 
 def feedback_terms(question: str, docs: Sequence[Document], *, n_terms: int = 5,
-                   idf: Mapping[str, float] | None = None) -> list[str]:
+                   idf: dict[str, float] | None = None) -> list[str]:
     """Terms frequent in `docs` (the first search's top chunks) that the question lacks, best first.
 
     Each term is returned in its most common surface form. With `idf` (stem -> weight, e.g. from
@@ -134,14 +134,10 @@ class Rephraser:
         llm: a LangChain chat/text model for HyDE and multi-query.
         n: number of multi-query variants.
         retriever: the base retriever used for the first search of "feedback".
-        idf: term (`rag.base.text.tokenize` form) -> weight, for "feedback": a term's frequency in
-            the first search's chunks is weighted by its rarity (`BM25Index.idf()`); None: by the
-            number of those chunks holding it.
     """
 
     def __init__(self, *, modes: Sequence[str] = ("keywords",), llm: BaseLanguageModel | None = None, n: int = 3,
-                 retriever: BaseRetriever | None = None, feedback_docs: int = 5, feedback_terms: int = 5,
-                 idf: Mapping[str, float] | None = None) -> None:
+                 retriever: BaseRetriever | None = None, feedback_docs: int = 5, feedback_terms: int = 5) -> None:
         if isinstance(modes, str):
             modes = [modes]
         unknown = [m for m in modes if m not in REPHRASE_MODES]
@@ -156,7 +152,7 @@ class Rephraser:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"n must be a positive integer, got {n!r}")
         self.modes, self.llm, self.n, self.retriever = tuple(modes), llm, n, retriever
-        self.feedback_docs, self.n_feedback_terms, self.idf = feedback_docs, feedback_terms, idf
+        self.feedback_docs, self.n_feedback_terms = feedback_docs, feedback_terms
 
     def rephrase(self, question: str, *, search_kwargs: dict[str, Any] | None = None) -> list[str]:
         """The question followed by its variants, without duplicates."""
@@ -166,8 +162,7 @@ class Rephraser:
                 variants.append(keyword_query(question))
             elif mode == "feedback":
                 docs = self.retriever.invoke(question, **{**(search_kwargs or {}), "k": self.feedback_docs})
-                terms = feedback_terms(question, docs[: self.feedback_docs], n_terms=self.n_feedback_terms,
-                                       idf=self.idf)
+                terms = feedback_terms(question, docs[: self.feedback_docs], n_terms=self.n_feedback_terms)
                 variants.append(" ".join([keyword_query(question), *terms]))
             elif mode == "hyde":
                 variants.append(_text(self.llm.invoke(_HYDE_PROMPT.format(question=question))))
