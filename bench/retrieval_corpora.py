@@ -116,7 +116,7 @@ def run_corpus(corpus: str, settings: dict) -> dict:
     resource = _resource(corpus)
     questions = _questions(corpus)
     fb = corpus.startswith("fb-")
-    rows, seconds = [], []
+    rows, seconds, stage_ms = [], [], []
     for q in questions:
         extra = dict(settings)
         if fb:
@@ -126,6 +126,7 @@ def run_corpus(corpus: str, settings: dict) -> dict:
         started = time.perf_counter()
         result = retrieve(q["question"], resource, **extra)
         seconds.append(time.perf_counter() - started)
+        stage_ms.append(1000 * result.timings.get("aggregate", 0.0))
         context = cap_context(result.context, budget=BUDGET) if fb else result.context
         ranked = [_gold(q, d) for d in ranked_documents(result, limit=RANKED)]
         first = next((i for i, g in enumerate(ranked) if g), None)
@@ -138,7 +139,8 @@ def run_corpus(corpus: str, settings: dict) -> dict:
     return {"corpus": corpus, "questions": len(rows), "context_hit": sum(r["hit"] for r in rows) / n,
             "gold_first": sum(r["first"] for r in rows) / n,
             "mrr": sum(1 / r["rank"] for r in rows if r["rank"]) / n,
-            "median_ms": statistics.median(seconds) * 1000 if seconds else 0.0, "rows": rows}
+            "median_ms": statistics.median(seconds) * 1000 if seconds else 0.0,
+            "aggregate_ms": statistics.median(stage_ms) if stage_ms else 0.0, "rows": rows}
 
 
 def _value(text: str):
@@ -171,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         res = run_corpus(corpus, settings)
         results.append(res)
         print(f"{corpus:10s} n={res['questions']:3d}  context hit {res['context_hit']:6.1%}  gold first "
-              f"{res['gold_first']:6.1%}  MRR {res['mrr']:.3f}  {res['median_ms']:.0f} ms/q  (load "
+              f"{res['gold_first']:6.1%}  MRR {res['mrr']:.3f}  {res['median_ms']:.0f} ms/q (evidence stage "
+              f"{res['aggregate_ms']:.1f} ms)  (load "
               f"{os.getloadavg()[0]:.1f})", flush=True)
         before = {r["id"]: r for r in old.get(corpus, {}).get("rows", [])}
         for row in res["rows"]:
