@@ -144,7 +144,7 @@ class RetrievalSettings(BaseModel):
     fusion: Literal["rrf", "convex"] = "rrf"
     page_diversity: float = Field(default=0.3, ge=0.0)
     page_evidence: float = Field(default=0.2, ge=0.0)
-    document_evidence: float = Field(default=0.0, ge=0.0)
+    document_evidence: float = Field(default=0.1, ge=0.0)
     evidence_top: int = Field(default=3, ge=1)
     rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
     rerank_depth: int | None = Field(default=None, ge=1)
