@@ -126,7 +126,7 @@ def run_corpus(corpus: str, settings: dict) -> dict:
         started = time.perf_counter()
         result = retrieve(q["question"], resource, **extra)
         seconds.append(time.perf_counter() - started)
-        stage_ms.append(1000 * result.timings.get("aggregate", 0.0))
+        stage_ms.append(1000 * result.timings.get("evidence", 0.0))
         context = cap_context(result.context, budget=BUDGET) if fb else result.context
         ranked = [_gold(q, d) for d in ranked_documents(result, limit=RANKED)]
         first = next((i for i, g in enumerate(ranked) if g), None)

@@ -2,7 +2,7 @@
 
 ```
 per resource (a RAG's parallel branches)     once (a RAG's aggregate step)
-question ─► rephrase ─► route ─► search  ─►  fuse ─► route boost ─► rerank ─► page diversity
+question ─► route ─► rephrase ─► search  ─►  fuse ─► route boost ─► evidence ─► rerank ─► page diversity
                                              ─► named sections ─► RSE | neighbours | top k ─► budget
 ```
 
@@ -218,11 +218,11 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
             result.add_stage("filtered", _candidates([d for d, _ in fused]))
     scored = fused
     if settings.page_evidence or settings.document_evidence:
-        with _timed(result.timings, "aggregate"):
+        with _timed(result.timings, "evidence"):
             scored = aggregate_evidence(scored, page_weight=settings.page_evidence,
                                         document_weight=settings.document_evidence, top=settings.evidence_top,
                                         depth=settings.fetch_k)
-        result.add_stage("aggregated", _candidates([d for d, _ in scored]))
+        result.add_stage("evidence", _candidates([d for d, _ in scored]))
     reranker = _reranker(settings.reranker)
     if reranker is not None:
         with _timed(result.timings, "rerank"):

@@ -79,12 +79,14 @@ def test_retrieve_applies_document_evidence_and_records_the_stage():
     other = [Document(page_content="compare files line by line", id="o0",
                       metadata={"doc_id": "other", "chunk_index": 0})]
     resource = Resource.from_retriever("docs", BM25Retriever.from_documents(manual + other))
-    plain = retrieve("compare files line by line", resource, k=5, max_tokens=None, page_diversity=0)
+    off = {"page_evidence": 0, "document_evidence": 0}
+    plain = retrieve("compare files line by line", resource, k=5, max_tokens=None, page_diversity=0, **off)
     assert plain.context[0].id == "o0"
     smoothed = retrieve("compare files line by line", resource, k=5, max_tokens=None, page_diversity=0,
-                        document_evidence=1.0)
+                        page_evidence=0, document_evidence=1.0)
     assert smoothed.context[0].metadata["doc_id"] == "manual"
-    assert "aggregated" in smoothed.stages and "aggregate" in smoothed.timings
-    assert "aggregated" not in plain.stages
+    assert "evidence" in smoothed.stages and "evidence" in smoothed.timings
+    assert "evidence" not in plain.stages
+    assert smoothed.context[0].metadata["scores"]["evidence"] > 1.0
     with pytest.raises(ValueError, match="document_evidence"):
         retrieve("compare", resource, document_evidence=-0.5)
