@@ -238,9 +238,12 @@ class DocumentRouter:
                      any(t.startswith(low) for t in toks & self._distinctive)}
             hits |= {self.values[i] for i, w in enumerate(self._initial_words)
                      if (low in initials and low in w) or (initials_of(word) in initials and initials_of(word) in w)}
+            if not hits:   # it names no document: nothing to check (and no index lookup)
+                keep |= tokens & named
+                continue
             counts = self.mentions(word)
             used = sum(counts.values())
-            if not hits or not used or sum(counts.get(v, 0) for v in hits) * 2 >= used:
+            if not used or sum(counts.get(v, 0) for v in hits) * 2 >= used:
                 keep |= tokens & named
         return keep
 
