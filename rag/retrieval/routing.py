@@ -11,6 +11,8 @@ company, period, doc_name (and a summary when indexing produced one). The genera
 - organisation aliases: an acronym-like word of the question (two capitals or more) matches a card
   token it begins ("JPM" -> "jpmorgan") or the initials of a card field's leading words ("JnJ",
   "J&J" -> "Johnson & Johnson");
+- names written in words: two or three adjacent words written as names are also read joined, when
+  a card holds the joined word ("Best Buy" -> ``BESTBUY_2019_10K``; `rag.retrieval.naming.compound_names`);
 - periods: years in the question (``2022``, ``FY2022``, ``FY22``, ``Q2 2023``) against the years in
   the card. The latest year named counts (a report covers the years before it): a card with that
   year adds ``year_weight``, a card with another named year (or the year after) a third of it, a card
