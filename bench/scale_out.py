@@ -191,9 +191,9 @@ def _index(folder: Path, executor: Any, embedding: Any, limit: int | None, pg: t
                                         create=True) if pg else None
         kb = KnowledgeBase("bench", store, embedding=embedding, cache=False, store=chunks_in)
         with Machine(pg[1] if pg else None) as machine, WorkerClocks() as clocks:
-            start = time.perf_counter()
+            start, began = time.perf_counter(), time.time()
             report = kb.add_documents([str(f) for f in files], executor=executor)
-            seconds = time.perf_counter() - start
+            seconds, ended = time.perf_counter() - start, time.time()
         chunks = kb.count()
         kb.close()
     torch = sys.modules.get("torch")
@@ -201,6 +201,7 @@ def _index(folder: Path, executor: Any, embedding: Any, limit: int | None, pg: t
             "chunks_per_s": chunks / seconds, "embeddings_per_s": report.embedded / seconds,
             "memory_mib": machine.summary(), "cpu_s": {k: round(v, 2) for k, v in sorted(machine.cpu.items())},
             "actor_cpu_s": machine.cpu.get("embedding actor", 0.0), "workers": clocks.workers,
+            "began": began, "ended": ended,
             "driver_torch_threads": torch.get_num_threads() if torch is not None else None}
 
 
@@ -304,6 +305,7 @@ def _print(best: dict[str, dict[str, Any]], overhead: dict[str, Any], args: argp
         print(f"| {name} | {run['seconds']:.1f} | {run['chunks_per_s']:.1f} | {run['embeddings_per_s']:.1f} | "
               f"{run['embeddings_per_s'] / workers:.1f} | {ratio} | {memory} |")
     _print_workers(best)
+    _print_timeline(best)
     _print_cpu(best, cpus)
     if overhead:
         n = overhead["local"]["files"]
@@ -330,6 +332,23 @@ def _print_workers(best: dict[str, dict[str, Any]]) -> None:
                   f"{w['embed_cpu_s']:.1f} | {w['embed_s']:.1f} | {w['busy_s']:.1f} | "
                   f"{_rate(w['embedded'], w['embed_cpu_s'])} | {_rate(w['embedded'], w['embed_s'])} | "
                   f"{_rate(w['embedded'], w['busy_s'])} | {w['torch_threads']} |")
+
+
+def _print_timeline(best: dict[str, dict[str, Any]]) -> None:
+    """Where each embedding worker's wall time went, from the sync's start to its end (they add up to the wall)."""
+    print("\nEach embedding worker's wall time, in order (s): start-up = the sync's start to its constructor "
+          "(Ray Data's planning, the worker process, imports); wait = model loaded to its first batch; gaps = "
+          "between its batches; tail = its last batch to the sync's end (the other workers' last batches, the "
+          "driver's last write and commits)")
+    print("| executor | worker | start-up | model load | wait | busy | gaps | tail | wall |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, run in best.items():
+        for k, w in enumerate(sorted(run["workers"], key=lambda w: w["pid"])):
+            if "busy_first" not in w:
+                continue
+            parts = [w["load_first"] - run["began"], w["load_last"] - w["load_first"], w["busy_first"] - w["load_last"],
+                     w["busy_s"], w["busy_last"] - w["busy_first"] - w["busy_s"], run["ended"] - w["busy_last"]]
+            print(f"| {name} | {k + 1} | " + " | ".join(f"{p:.1f}" for p in parts) + f" | {run['seconds']:.1f} |")
 
 
 def _print_cpu(best: dict[str, dict[str, Any]], cpus: int) -> None:

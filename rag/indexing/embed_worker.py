@@ -78,24 +78,29 @@ class WorkerClock:
 
     def __init__(self) -> None:
         self.seconds = {f"{part}_{kind}": 0.0 for part in _PARTS for kind in ("s", "cpu_s")}
+        #: when each part first began and last ended (seconds since the epoch: comparable across the processes
+        #: of one machine, so a benchmark can place the worker's load, first batch and last batch in its run)
+        self.stamps: dict[str, float] = {}
         self.batches = self.embedded = 0
 
     @contextlib.contextmanager
     def timed(self, part: str) -> Iterator[None]:
         """Add the block's wall and CPU time to `part`."""
+        self.stamps.setdefault(f"{part}_first", time.time())
         wall, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             self.seconds[f"{part}_s"] += time.perf_counter() - wall
             self.seconds[f"{part}_cpu_s"] += time.process_time() - cpu
+            self.stamps[f"{part}_last"] = time.time()
 
     def totals(self) -> str:
         """The totals so far as JSON, with the process id and the threads its model computes with."""
         torch = sys.modules.get("torch")
         return json.dumps({"pid": os.getpid(), "batches": self.batches, "embedded": self.embedded,
                            "torch_threads": torch.get_num_threads() if torch is not None else None,
-                           **{k: round(v, 4) for k, v in self.seconds.items()}}, sort_keys=True)
+                           **{k: round(v, 4) for k, v in self.seconds.items()}, **self.stamps}, sort_keys=True)
 
 
 def log_workers(workers: dict[int, dict[str, Any]]) -> None:

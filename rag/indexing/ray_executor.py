@@ -306,8 +306,9 @@ class _Results:
     def take(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
             if row.get("worker"):
-                totals = json.loads(row["worker"])
-                self.workers[totals["pid"]] = totals
+                totals = json.loads(row["worker"])   # (the latest: batches may arrive out of order)
+                if totals["batches"] > self.workers.get(totals["pid"], {}).get("batches", 0):
+                    self.workers[totals["pid"]] = totals
             n = int(row["n"])
             if n in self.closed:
                 continue   # (a retried task's rows for a document already committed)
