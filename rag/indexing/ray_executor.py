@@ -67,7 +67,7 @@ __all__ = ["EmbedChunks", "chunk_files", "run_on_ray"]
 logger = logging.getLogger(__name__)
 
 _LOOKUP_BATCH = 500  # documents per query for the chunk ids a store already holds
-_WRITE_BATCH = 5000  # chunks per driver write (Chroma's cost per call is high)
+_WRITE_BATCH = 1000  # chunks per driver write: written while the actors embed, so little is left after the last
 _BLOCK_BYTES = 1 << 20  # about 256 chunk rows (embedded text, text and metadata)
 
 
