@@ -307,6 +307,7 @@ def _print(best: dict[str, dict[str, Any]], overhead: dict[str, Any], args: argp
     _print_workers(best)
     _print_timeline(best)
     _print_cpu(best, cpus)
+    _print_verdict(best)
     if overhead:
         n = overhead["local"]["files"]
         fixed = overhead["ray_1"]["seconds"] - overhead["local_1"]["seconds"]
@@ -363,6 +364,27 @@ def _print_cpu(best: dict[str, dict[str, Any]], cpus: int) -> None:
         used = sum(run["cpu_s"].get(k, 0.0) for k in kinds)
         print(f"| {name} | {cap:.1f} | " + " | ".join(f"{run['cpu_s'].get(k, 0.0):.1f}" for k in kinds)
               + f" | {max(0.0, cap - used):.1f} |")
+
+
+def _print_verdict(best: dict[str, dict[str, Any]]) -> None:
+    """The issue's two targets: Ray with 2 workers within 15% of local; per-worker throughput not falling 1 -> 2."""
+    one, two, local = best.get("ray, 1 worker"), best.get("ray, 2 workers"), best.get("local")
+    if two and local:
+        ratio = local["seconds"] / two["seconds"]
+        print(f"\nRay with 2 workers vs local: {ratio:.2f}x ({'within' if ratio >= 0.85 else 'NOT within'} 15%)")
+    if not (one and two and one["workers"] and two["workers"]):
+        return
+
+    def per_worker(run: dict[str, Any], key: str) -> float:   # chunks per second of `key`, mean over the workers
+        rates = [w["embedded"] / w[key] for w in run["workers"] if w["embedded"] and w[key] > 0]
+        return sum(rates) / len(rates) if rates else 0.0
+
+    wall = (one["embeddings_per_s"], two["embeddings_per_s"] / 2)
+    print("Per-worker throughput, 1 -> 2 workers: " + "; ".join(
+        f"{label} {a:.1f} -> {b:.1f} ({(b / a - 1) * 100 if a else 0:+.0f}%)" for label, (a, b) in (
+            ("per wall-second of the sync", wall),
+            ("per busy wall-second of a worker", (per_worker(one, "busy_s"), per_worker(two, "busy_s"))),
+            ("per embedding CPU-second of a worker", (per_worker(one, "embed_cpu_s"), per_worker(two, "embed_cpu_s"))))))
 
 
 def _rate(count: int, seconds: float) -> str:
