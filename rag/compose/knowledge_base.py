@@ -36,7 +36,7 @@ from langchain_core.retrievers import BaseRetriever
 from rag.base.errors import StoreError
 from rag.compose.resource import Resource
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.chunking import PassthroughChunker, TokenChunker
+from rag.indexing.formats import Chunker
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.indexing.kb_settings import is_name
@@ -72,7 +72,9 @@ class KnowledgeBase:
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
             `rag.models.embeddings.default_embeddings()` for a new knowledge base.
         chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap);
-            `PassthroughChunker()` stores already-chunked documents as they are.
+            `PassthroughChunker()` stores already-chunked documents as they are; any
+            `rag.indexing.formats.Chunker` will do (its `settings()` are recorded in the manifest, and the
+            knowledge base is reopened with the same chunker).
         autocontext: defaults to `AutoContext()` (title / section + extractive summary);
             `AutoContext(enabled=False)` embeds chunks alone.
         tagger: optional, e.g. `KeywordTagger()` (tags in metadata, selectable by filters).
@@ -97,7 +99,7 @@ class KnowledgeBase:
 
     def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *,
                  embedding: Embeddings | None = None,
-                 chunker: TokenChunker | PassthroughChunker | None = None, autocontext: AutoContext | None = None,
+                 chunker: Chunker | None = None, autocontext: AutoContext | None = None,
                  tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
                  client: Any = None, store: Any = None) -> None:
         #: its storage: manifest, lock, records, chunk store, embedding, components (`IndexTarget`)

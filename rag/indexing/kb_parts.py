@@ -37,8 +37,8 @@ from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, StoreError
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.embedding_cache import CachedEmbeddings
+from rag.indexing.formats import Chunker
 from rag.indexing.kb_settings import check_name, resolve_parts
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import DEFAULT_DIRECTORY, Manifest, missing_knowledge_base
@@ -83,7 +83,8 @@ class IndexTarget:
             directory removed when the process exits.
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
             `rag.models.embeddings.default_embeddings()` for a new knowledge base.
-        chunker: defaults to `TokenChunker()`; `PassthroughChunker()` stores documents as given.
+        chunker: defaults to `TokenChunker()`; `PassthroughChunker()` stores documents as given; any
+            `rag.indexing.formats.Chunker`.
         autocontext: defaults to `AutoContext()`; `AutoContext(enabled=False)` embeds chunks alone.
         tagger: optional, e.g. `KeywordTagger()`.
         description: what it holds; a new one for an existing knowledge base is saved by the next write.
@@ -99,7 +100,7 @@ class IndexTarget:
 
     def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *,
                  embedding: Embeddings | None = None,
-                 chunker: TokenChunker | PassthroughChunker | None = None, autocontext: AutoContext | None = None,
+                 chunker: Chunker | None = None, autocontext: AutoContext | None = None,
                  tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
                  client: Any = None, store: Any = None) -> None:
         if client is not None and store is not None:
