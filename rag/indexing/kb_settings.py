@@ -96,13 +96,17 @@ def resolve_parts(name: str, directory: Path, existing: Manifest | None, *, embe
 
     Raises:
         ConfigError: settings that differ from the manifest (another embedding model, chunk size or
-            AutoContext setting).
+            AutoContext setting), or no `chunker` for one built with a chunker rag cannot make by itself.
     """
     if embedding is None:
         embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
     model_id = embedding_id(embedding)
     if existing:
         existing.check_embedding(name, directory, model_id)
+    if chunker is None and existing and existing.chunking.get("type", "token") not in ("token", "passthrough"):
+        raise ConfigError(f"knowledge base {name!r} was built with the chunker {existing.chunking['type']!r} "
+                          f"(settings {existing.chunking}), which rag cannot create by itself; pass "
+                          "chunker=<that chunker> when opening it")
     chunker = chunker or (chunker_from(existing.chunking) if existing else TokenChunker())
     autocontext = autocontext or (AutoContext(**autocontext_kwargs(existing.autocontext)) if existing
                                   else AutoContext())

@@ -79,6 +79,8 @@ def test_the_corpus_is_a_knowledge_base_read_once_and_chunked_by_the_page_chunke
     assert [(c.id, c.page_content, c.metadata) for c in chunks] == \
         [(f"{c.metadata['doc_name']}#{c.metadata['chunk_index']}", c.page_content,
           {k: v for k, v in c.metadata.items() if k != "file_type"}) for c in expected]
+    with pytest.raises(ConfigError, match="built with the chunker 'financebench-pages'.*pass chunker="):
+        KnowledgeBase.open(CORPUS_NAME, tmp_path / "cache", embedding=fake)   # rag cannot make it by itself
     kb = KnowledgeBase.open(CORPUS_NAME, tmp_path / "cache", embedding=fake, chunker=PageChunker(chunk_size=200))
     assert kb.manifest.chunking == PageChunker(chunk_size=200).settings()
     assert kb.count() == len(chunks)
