@@ -1,4 +1,4 @@
-"""Answer quality of the default chain on three corpora: right answers, refusals, and the trade-off curve.
+"""Answer quality of the default chain on four corpora: right answers, refusals, and the trade-off curve.
 
 Corpora (questions and gold answers committed in `bench/answer_corpora/`):
 
@@ -7,7 +7,9 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
   about companies whose filings are not in the store (right answer: "I don't know"); one knowledge
   base holding the filings the answerable questions need;
 - `diffutils`: the GNU diffutils manual from Debian's `diffutils-doc` package;
-- `git`: 32 git manual pages from Debian's `git-doc` package (many documents of one shape).
+- `git`: 32 git manual pages from Debian's `git-doc` package (many documents of one shape);
+- `requests`: the Requests documentation from Debian's `python-requests-doc` package (a Sphinx
+  user guide and API reference), a check of the rules designed on diffutils and git.
 
 Every question is asked through the public door, `rag ask QUESTION --json` (run in this process
 through `rag.cli.main`, the same code as the command): default retrieval, default answerer. Per
@@ -20,9 +22,10 @@ question, and for each threshold how many questions would be answered right, ans
 refused. The default threshold was chosen on one corpus and is checked on the others (the docs say
 which, `docs/generation.md`).
 
-    apt-get install diffutils-doc git-doc             # the two documentation corpora
+    apt-get install diffutils-doc git-doc python-requests-doc   # the documentation corpora
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
+    python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
 """
 
 from __future__ import annotations
@@ -73,11 +76,14 @@ def _docs_corpus(name: str, cache: Path) -> tuple[list[str], list[dict]]:
     if name == "diffutils":
         pages = [p for p in sorted(DIFFUTILS_DIR.glob("*.html")) if p.name not in _DIFFUTILS_SKIP
                  and "The node you are looking for" not in p.read_text(encoding="utf-8", errors="replace")]
+    elif "dir" in spec:   # pages under a folder ("user/quickstart.html"), copied under their file names
+        pages = [Path(spec["dir"]) / f for f in spec["files"]]
     else:
         pages = [GIT_DIR / f"{stem}.html" for stem in spec["files"]]
     missing = [str(p) for p in pages if not p.exists()]
     if not pages or missing:
-        raise SystemExit(f"{name}: pages missing ({missing[:3] or 'none found'}); apt-get install {name}-doc")
+        package = {"requests": "python-requests-doc"}.get(name, f"{name}-doc")
+        raise SystemExit(f"{name}: pages missing ({missing[:3] or 'none found'}); apt-get install {package}")
     for page in pages:
         target = folder / page.name
         if not target.exists():
@@ -245,17 +251,20 @@ def markdown(results: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=DEFAULT_DATA, help="FinanceBench data (default: %(default)s)")
-    parser.add_argument("--corpora", default="financebench,diffutils,git")
+    parser.add_argument("--corpora", default="financebench,diffutils,git,requests")
     parser.add_argument("--cache", default=os.environ.get("RAG_BENCH_CACHE", "/work/cache/answers"),
                         help="where the stores, corpus copies and asked contexts go (default: %(default)s)")
+    parser.add_argument("--corpus-cache", action="append", default=[], metavar="NAME=DIR",
+                        help="another cache for one corpus (e.g. financebench=/work/cache/answers); repeatable")
     parser.add_argument("--reuse", action="store_true", help="answer the cached contexts again (no retrieval)")
     parser.add_argument("--out", default=str(ROOT / "bench/results/answers"),
                         help="writes OUT.md and OUT.json (default: %(default)s)")
     args = parser.parse_args(argv)
-    cache = Path(args.cache)
-    cache.mkdir(parents=True, exist_ok=True)
+    caches = {name: Path(folder) for name, _, folder in (c.partition("=") for c in args.corpus_cache)}
     results = []
     for name in args.corpora.split(","):
+        cache = caches.get(name, Path(args.cache))
+        cache.mkdir(parents=True, exist_ok=True)
         files, questions = _financebench_corpus(args.data) if name == "financebench" else _docs_corpus(name, cache)
         asked = ask_all(name, files, questions, cache, reuse=args.reuse)
         res = judge(name, questions, asked)

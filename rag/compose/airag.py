@@ -152,14 +152,17 @@ class LLMRefiner:
 class CheckAnswer:
     """postprocess: drop dangling citations, check citations, annotate support, raise flags."""
 
-    def __init__(self, *, embedding: Embeddings | str | None = "default", threshold: float = 0.6) -> None:
+    def __init__(self, *, embedding: Embeddings | str | None = "default", threshold: float = 0.6,
+                 on_unsupported: str = "flag") -> None:
         self.embedding = embedding
         self.threshold = threshold
+        self.on_unsupported = on_unsupported   # "flag" (keep and flag) or "refuse" ("I don't know")
 
     def __call__(self, result: RAGResult, config: RunnableConfig) -> None:
         checks = check_answer(result.final_answer or result.answer or "", result.context,
                               embedding=self.embedding, threshold=self.threshold,
-                              question=result.standalone_question or result.question)
+                              question=result.standalone_question or result.question,
+                              on_unsupported=self.on_unsupported)
         result.final_answer = checks.final_answer
         result.sources = checks.sources
         result.citations = checks.citations_dict()

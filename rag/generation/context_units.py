@@ -8,10 +8,15 @@ is split into units here, and what is not a statement is left out:
 - sentences cut by the chunk's edges: the first one when the chunk starts mid-sentence (a lower-case
   or punctuation start), the last one when a chunker cut the text before its full stop; and the
   halves of a sentence a code block interrupts (an unfinished line before it, a lower-case start after);
-- headings, table rules and run-on text longer than `MAX_WORDS`.
+- headings, table rules and run-on text longer than `MAX_WORDS`; a sentence that only introduces
+  a code block ("From the command line:", "the score is") is quoted with the block's first line,
+  which is what it tells the reader: "... add your models: `register_price("my-model", ...)`".
 
 Table rows are units of their own kind (`"row"`), quoted with their label and column header: a
-Markdown row as `label (header: cell; header: cell)`, a PDF row (a label then numbers, one row per
+Markdown row as `label (header: cell; header: cell)`; a row the loaders print as cells joined with
+" | " (PDF and HTML tables) the same way, its columns named by the header lines above it (cells
+joined with " | ", or a line of years: "2022 2021 2020"; a header with fewer cells spans the columns
+under it: "Fiscal 2024 | Fiscal 2023" over eight columns); a PDF row (a label then numbers, one row per
 line) followed by the nearest header line above it in brackets. The answerer quotes rows only when
 the question asks for a value. `drop_near_duplicates` removes the copies overlapping chunks make.
 
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
+from rag.generation.table_rows import column_names, header_cells, is_row, row_cells
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
 
@@ -50,13 +56,12 @@ _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
 _CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
 _ALNUM = re.compile(r"[^\W_]")
+_ASSIGN = re.compile(r"^\W*[A-Za-z_][\w.\[\]]*\s=\s|[;(]\s*\w+\s=\s")   # "x = 1", not "precision = a / b"
 _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
 _TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
-
-
 @dataclass(frozen=True)
 class Unit:
     """One quotable piece of the context.
@@ -97,7 +102,7 @@ def is_code_like(text: str) -> bool:
     words = prose.split()
     calls = len(_CALL.findall(prose))
     identifiers = sum(1 for w in words if re.search(r"[a-z]_[a-z]|[a-z]\.[a-z_]+\(|^[a-z]+[A-Z]\w*$", w))
-    return symbols >= 0.08 or (calls and (calls + identifiers) / max(len(words), 1) >= 0.2) or " = " in prose
+    return symbols >= 0.08 or (calls and (calls + identifiers) / max(len(words), 1) >= 0.2) or bool(_ASSIGN.search(prose))
 
 
 def _mostly_numbers(text: str) -> bool:
@@ -173,6 +178,7 @@ class _Splitter:
         self.bullet = False  # the paragraph is a list item
         self.after_code = False  # the paragraph follows a code block
         self.terms: list[str] = []  # option names of a definition list, waiting for their description
+        self.code = ""  # the first line of the code block an intro sentence ("... add your models:") leads to
 
     def add(self, text: str, kind: str, terms: str = "") -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
@@ -203,13 +209,21 @@ class _Splitter:
         self.first_paragraph = False
         if cut_end and sentences and not _END.search(sentences[-1]):
             sentences = sentences[:-1]
+        code, self.code = self.code, ""
         for i, sentence in enumerate(sentences):
             words = len(sentence.split())
+            if code and i == len(sentences) - 1 and (_INTRO.search(sentence) or not _END.search(sentence)) \
+                    and words >= _MIN_WORDS and not is_code_like(sentence):
+                self.add(f"{sentence} {code}", "sentence")   # "... add your models: `register_price(...)`"
+                continue
             if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
                     and not is_code_like(sentence) and not _INTRO.search(sentence):
                 # the description's first sentence is quoted with its option names ("-N, --new-file: If ...")
                 label = f"{', '.join(terms)}: " if terms and i == 0 else ""
-                self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence")
+                # ... and matched with the rest of its description ("--hard: Resets the index and working
+                # tree." answers "... discarding changes" from the sentence after it)
+                rest = " ".join(sentences[1:4]) if label else ""
+                self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence", terms=rest)
 
     def markdown_row(self, line: str) -> None:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -229,6 +243,26 @@ class _Splitter:
         self.table_rows.clear()
         self.table_header = None
 
+    def pipe_row(self, cells: list[str]) -> None:
+        """A row printed as "label | cell | cell": quoted as `label (column: cell; ...)`, cells under one
+        spanning header grouped ("2023: 2,018, 1,608"), else with the nearest header line in brackets."""
+        self.flush(before_row=True)
+        label, values = cells[0], cells[1:]
+        names = column_names(len(values), [c for c in (header_cells(h) for h in self.recent) if c])
+        groups: list[tuple[str, list[str]]] = []
+        for name, value in zip(names, values):
+            if groups and groups[-1][0] == name:
+                groups[-1][1].append(value)
+            else:
+                groups.append((name, [value]))
+        named = "; ".join(f"{name}: {', '.join(vals)}" for name, vals in groups)
+        text, terms = f"{label} ({named})", " ".join(dict.fromkeys(names))
+        if not names or len(text.split()) > MAX_WORDS:
+            terms = _header(self.recent)
+            text = " | ".join(cells) + (f" ({terms})" if terms else "")
+        if len(text.split()) <= MAX_WORDS:
+            self.add(text, "row", terms=terms)
+
     def pdf_row(self, line: str) -> None:
         if self.paragraph and line[:1].islower():  # the label began on the line above
             line = f"{self.paragraph.pop()} {line}"
@@ -239,6 +273,22 @@ class _Splitter:
         self.add(f"{line} ({header})" if header else line, "row", terms=header)
 
 
+def _first_code_line(lines: Sequence[str]) -> str:
+    """The first lines of a code block, as code spans: an import (it names what to use) and the first line
+    that does something (not a comment): "`from rag.generation.pricing import register_price` `register_price(...)`"."""
+    spans: list[str] = []
+    for raw in lines[1:] if lines and _FENCE.match(lines[0]) else lines:
+        line = re.sub(r"^(?:>>>|\$|%)\s", "", raw.strip())
+        if _FENCE.match(raw) or len(spans) == 2:
+            break
+        importing = bool(re.match(r"(?:from|import)\s", line))
+        if line and not line.startswith("#") and len(line) <= 120 and (importing and not spans or not importing):
+            spans.append(f"`{line}`")
+            if not importing:
+                break
+    return " ".join(spans)
+
+
 def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | None = None) -> list[Unit]:
     """The units of one chunk's text (`source` is its context number)."""
     metadata = metadata or {}
@@ -246,8 +296,11 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     lines = _prose_lines(text)
     first = next((line for line in lines if line), "")
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
-    for line in lines:
+    for n, line in enumerate(lines):
         if line is None or not (_ALNUM.search(line) or line.startswith("|")):  # code, blank, a rule (____)
+            if splitter.paragraph and (splitter.paragraph[-1].endswith(":") or not _END.search(splitter.paragraph[-1])):
+                m = next((m for m in range(n, len(lines)) if lines[m] != ""), len(lines))   # an intro: code next?
+                splitter.code = _first_code_line(text.splitlines()[m:]) if m < len(lines) and lines[m] is None else ""
             splitter.flush(cut_end=line is None)
             splitter.after_code = line is None or (splitter.after_code and not line)
             splitter.close_table()
@@ -264,6 +317,14 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
         splitter.close_table()
         if line.startswith("#") or _TABLE_RULE.match(line):
             splitter.flush()
+            continue
+        if " | " in line:   # a row of a PDF or HTML table as the loaders print it, or its header
+            cells = row_cells(line)
+            if is_row(cells):
+                splitter.pipe_row(cells)
+                continue
+            splitter.flush(before_row=True)
+            splitter.recent.append(line)
             continue
         if _pdf_row(line):
             splitter.pdf_row(line)

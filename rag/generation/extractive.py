@@ -48,28 +48,31 @@ from langchain_core.runnables.config import (
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
+from rag.generation.answer_kinds import kind_scores
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
 from rag.generation.question_types import (
+    asks_for_name,
     has_answer_of_type,
+    identifiers_in,
     missing_names,
-    name_match,
     question_type,
     title_name,
 )
 from rag.generation.relevance import context_text
+from rag.generation.value_units import in_period, label_share, names_period, period_term, question_years
 from rag.models.embeddings import scoring_embeddings
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "NO_ANSWER", "Decision", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
 
 NO_ANSWER = "I don't know: the retrieved context does not answer this question."
-#: The refusal threshold on `Decision.confidence`, chosen on the diffutils corpus of bench/answers.py
-#: (the lowest threshold with under 10% answered-and-wrong there) and checked on the git and FinanceBench corpora.
-DEFAULT_MIN_CONFIDENCE = 0.35
+#: The refusal threshold on `Decision.confidence`, chosen on the git corpus of bench/answers.py (the lowest
+#: threshold with under 10% answered-and-wrong there) and checked on the diffutils and FinanceBench corpora.
+DEFAULT_MIN_CONFIDENCE = 0.45
 
 # Question words that carry no topic: "What happened?" asks about whatever the context is about.
 _GENERIC_TERMS = frozenset(tokenize("happen happened happening tell say said describe explain know new news "
                                     "thing things anything something everything info information detail details "
-                                    "summary summarize overview going go update updates", stop_words=False))
+                                    "summary summarize overview going go update updates much many", stop_words=False))
 _VALUE_QUESTION = re.compile(
     r"\b(how (much|many|big|large|high|low|long)|amount|total|number of|percent(age)?|%|ratio|rate|margin|"
     r"revenue|sales|income|earnings|ebitda|eps|cash|costs?|expenses?|price|value|growth|figure|balance|"
@@ -178,6 +181,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         type_weight: the score added to a unit holding the kind of answer the question asks for.
         max_embedded: with an embedding, only this many units (the best by key terms) are scored by
             similarity and may answer; the answerer's time is mostly their embedding.
+        label_weight: for a value question, the score added to a table row whose label names the
+            question's metric (`rag.generation.value_units`), half of it to a unit naming the year asked.
     """
 
     name = "ExtractiveAnswerer"
@@ -185,12 +190,12 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def __init__(self, *, embedding: Embeddings | str | None = None, max_sentences: int = 2,
                  min_score: float = 0.2, min_similarity: float = 0.5, relative_cutoff: float = 0.8,
                  min_confidence: float = DEFAULT_MIN_CONFIDENCE, type_weight: float = 0.15,
-                 max_embedded: int = 16) -> None:
+                 max_embedded: int = 16, label_weight: float = 0.3) -> None:
         if max_sentences < 1 or max_embedded < 1:
             raise ConfigError(f"max_sentences and max_embedded must be >= 1, got {max_sentences} and {max_embedded}")
         for label, value in (("min_score", min_score), ("min_similarity", min_similarity),
                              ("relative_cutoff", relative_cutoff), ("min_confidence", min_confidence),
-                             ("type_weight", type_weight)):
+                             ("type_weight", type_weight), ("label_weight", label_weight)):
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{label} must be in [0, 1], got {value}")
         self._embedding_spec = embedding
@@ -202,6 +207,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         self.min_confidence = min_confidence
         self.type_weight = type_weight
         self.max_embedded = max_embedded
+        self.label_weight = label_weight
 
     def __repr__(self) -> str:
         return f"ExtractiveAnswerer(max_sentences={self.max_sentences}, min_score={self.min_score})"
@@ -227,16 +233,19 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
         return vectors @ query / np.where(norms == 0, 1.0, norms)
 
-    def _term_scores(self, key: Sequence[str], units: Sequence[Unit]) -> tuple[np.ndarray, np.ndarray]:
+    def _term_scores(self, key: Sequence[str], units: Sequence[Unit],
+                     titles: bool = True) -> tuple[np.ndarray, np.ndarray, dict]:
         """(share of the key terms in each unit, share in the unit or its document's title / section / file,
-        the terms of the sentence before it counted half)."""
-        tokens = [set(tokenize(f"{u.text} {u.terms}")) for u in units]
+        the terms of the sentence before it counted half; the key terms' weights). `titles=False`: a
+        question asking for a command name does not find its words in a page's name ("shows" is not git-show)."""
+        tokens = [{period_term(t) for t in tokenize(f"{u.text} {u.terms}")} for u in units]
         idf = idf_weights(tokens)
         unseen = max(idf.values(), default=1.0)
         weights = {t: idf.get(t, unseen) for t in set(key)}
         total = sum(weights.values()) or 1.0
         in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
-        doc_terms = [_document_terms(u.metadata) for u in units]   # once per unit, not per key term
+        doc_terms = [_document_terms(u.metadata if titles else {"section": u.metadata.get("section")})
+                     for u in units]   # once per unit, not per key term
         in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in terms) / total
                            for toks, terms in zip(tokens, doc_terms)])
         # a sentence continues the one before it ("The Colosseum is in Rome. It held 50,000 spectators."):
@@ -244,20 +253,26 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         before = [tokens[i - 1] if i and units[i - 1].source == u.source else set() for i, u in enumerate(units)]
         in_before = np.array([sum(w for t, w in weights.items() if t not in toks and t in prev) / total
                               for toks, prev in zip(tokens, before)])
-        return in_unit, np.minimum(in_unit + in_doc + 0.5 * in_before, 1.0)
+        return in_unit, np.minimum(in_unit + in_doc + 0.5 * in_before, 1.0), weights
 
     def _scored(self, question: str, docs: Sequence[Document]) -> tuple[str, list[ScoredSentence], list[float]]:
         """(question type, the units that answer best first, each one's confidence)."""
         qtype = question_type(question)
-        value = asks_for_value(question) or qtype == "number"
+        value = (asks_for_value(question) and qtype not in ("reason", "procedure")) or qtype == "number"
         units = drop_near_duplicates([u for u in context_units(docs) if value or u.kind == "sentence"])
         if not units:
             return qtype, [], []
-        key = [t for t in tokenize(question) if t not in _GENERIC_TERMS]
+        # the years of a value question are matched as its period (in a row's headers too), not as words
+        key = [t for t in map(period_term, tokenize(question))
+               if t not in _GENERIC_TERMS and not (value and _YEAR.fullmatch(t))]
+        table = np.zeros(len(units))   # a value question: the row labelled with its metric, in the year asked
         if key:   # only the best `max_embedded` units by key terms are embedded (the answerer's time is there)
-            in_unit, lexical = self._term_scores(key, units)
-            keep = np.sort(np.argsort(-lexical, kind="stable")[:self.max_embedded])
-            units, in_unit, lexical = [units[j] for j in keep], in_unit[keep], lexical[keep]
+            in_unit, lexical, weights = self._term_scores(key, units, titles=not asks_for_name(question, qtype))
+            if value:
+                table = self.label_weight * (np.array(label_share(weights, question, units)) +
+                                             0.5 * np.array(names_period(question_years(question), units)))
+            keep = np.sort(np.argsort(-(lexical + table), kind="stable")[:self.max_embedded])
+            units, in_unit, lexical, table = [units[j] for j in keep], in_unit[keep], lexical[keep], table[keep]
         else:
             units = units[:self.max_embedded]
         cosine = self._similarities(question, units)
@@ -274,19 +289,17 @@ class ExtractiveAnswerer(Runnable[dict, str]):
                 answers |= cosine >= self.min_similarity
             asked = set(tokenize(question))   # a unit adding nothing to the question only echoes it, and one
             quoted = " ".join(question.lower().split()).rstrip("?.! ")   # quoting the question talks about it
-            answers &= np.array([len(set(tokenize(u.text)) - asked) >= 1 and
+            named = identifiers_in(question)   # an option it names adds to it ("-s, --short" for "the short format")
+            answers &= np.array([(len(set(tokenize(u.text)) - asked) >= 1 or bool(identifiers_in(u.text) - named)) and
                                  not (len(quoted) > 12 and quoted in " ".join(u.text.lower().split())) for u in units])
-        if qtype != "open":  # the unit holding the kind of answer asked for (an option, a number) comes first
-            wanted = np.array([has_answer_of_type(u.text, qtype, question, _title(u)) for u in units])
-            score = score + self.type_weight * wanted
-        if qtype in ("identifier", "procedure"):  # an option named after what the question asks ("--ignore-all-space")
-            score = score + self.type_weight * np.array([name_match(f"{u.text} {title_name(_title(u))}", question)
-                                                         for u in units])
+        score = score + self.type_weight * kind_scores(question, qtype, [u.text for u in units],
+                                                       [_title(u) for u in units])
         if value:
-            score = score + 0.1 * np.array([_has_value(u.text) for u in units])
+            score = score + 0.1 * np.array([_has_value(u.text) for u in units]) + table
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
-        return (qtype, [ScoredSentence(float(score[j]), units[j].source, _named(units[j], qtype, question)) for j in order],
-                [float(confidence[j]) for j in order])
+        years = question_years(question) if value else set()   # a row quoted in the years asked: one value
+        return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(_named(units[j], qtype, question), years))
+                        for j in order], [float(confidence[j]) for j in order])
 
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
         """The context units that answer the question, scored, best first."""
@@ -311,6 +324,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
                 chosen[item.text] = ScoredSentence(first.score, first.source, first.text, (*first.sources, item.source))
             elif item.score >= floor and len(chosen) < limit:
                 chosen[item.text] = item
+        if qtype == "number" and not has_answer_of_type(ranked[0].text, qtype, question):   # "How many ...?"
+            return Decision(qtype=qtype, chosen=tuple(chosen.values()), confidence=0.0, refused=True,
+                            reason="no unit states a number")
         best = 1.0 if generic else confidence[0]
         low = best < self.min_confidence
         return Decision(qtype=qtype, chosen=tuple(chosen.values()), confidence=best, refused=low,

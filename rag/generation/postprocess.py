@@ -17,12 +17,25 @@ the cited sources, citation precision / recall, per-sentence support and flags:
 
 `answer_checks()` wraps it as a `RAG` extra, so a plain chain reports the same checks.
 
+What happens to an answer the context does not support (`on_unsupported`):
+
+- `"flag"` (the default): the answer is kept as written and flagged (`unsupported_sentences`,
+  `does_not_answer`), so a caller sees both the answer and why not to trust it;
+- `"refuse"`: the final answer becomes "I don't know: the retrieved context does not answer this
+  question." (`NO_ANSWER`) when a claim is unsupported or no claim answers the question; the flags
+  still say why.
+
+The offline answerer quotes the context, so its answers are supported by construction; the rule
+matters for an LLM's answers.
+
 Example:
     >>> from langchain_core.documents import Document
     >>> ctx = [Document(page_content="Rome is in Italy.")]
     >>> checks = check_answer("Rome is in Italy [1]. The moon is cheese [4].", ctx, embedding=None)
     >>> checks.final_answer, checks.flags
     ('Rome is in Italy [1]. The moon is cheese.', ['invalid_citations', 'unsupported_sentences', 'uncited_sentences'])
+    >>> check_answer("The moon is cheese [1].", ctx, embedding=None, on_unsupported="refuse").final_answer
+    "I don't know: the retrieved context does not answer this question."
 """
 
 from __future__ import annotations
@@ -35,12 +48,14 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
+from rag.base.errors import ConfigError
 from rag.generation.citations import (
     CitationReport,
     check_citations,
     resolve_citations,
     source_map,
 )
+from rag.generation.extractive import NO_ANSWER
 from rag.generation.relevance import context_text
 from rag.generation.support import (
     SentenceSupport,
@@ -49,8 +64,9 @@ from rag.generation.support import (
     support_summary,
 )
 
-__all__ = ["FLAGS", "AnswerChecks", "answer_checks", "check_answer", "suspicious_chunks"]
+__all__ = ["FLAGS", "ON_UNSUPPORTED", "AnswerChecks", "answer_checks", "check_answer", "suspicious_chunks"]
 
+ON_UNSUPPORTED = ("flag", "refuse")
 FLAGS = ("invalid_citations", "unsupported_sentences", "uncited_sentences", "no_answer", "suspected_injection",
          "does_not_answer")
 
@@ -94,8 +110,12 @@ class AnswerChecks(BaseModel):
 
 
 def check_answer(answer: str, context: Sequence[Document], *, embedding: Embeddings | str | None = "default",
-                 threshold: float = 0.6, partial_threshold: float = 0.3, question: str | None = None) -> AnswerChecks:
-    """Run all post-checks on an answer (see the module docstring); with `question`, also whether it answers it."""
+                 threshold: float = 0.6, partial_threshold: float = 0.3, question: str | None = None,
+                 on_unsupported: str = "flag") -> AnswerChecks:
+    """Run all post-checks on an answer (see the module docstring); with `question`, also whether it answers
+    it; `on_unsupported="refuse"` replaces an unsupported or non-answering answer by `NO_ANSWER`."""
+    if on_unsupported not in ON_UNSUPPORTED:
+        raise ConfigError(f"on_unsupported must be one of {ON_UNSUPPORTED}, got {on_unsupported!r}")
     resolved = resolve_citations(answer or "", context)
     suspicious = suspicious_chunks(context)
     # A chunk that gives the model orders is not evidence: it is scored as empty.
@@ -120,25 +140,31 @@ def check_answer(answer: str, context: Sequence[Document], *, embedding: Embeddi
         flags.append("suspected_injection")
     if claims and all(s.answers is False for s in claims):
         flags.append("does_not_answer")
-    return AnswerChecks(final_answer=resolved.answer, sources=source_map(context), cited=resolved.cited,
+    refuse = on_unsupported == "refuse" and bool({"unsupported_sentences", "does_not_answer"} & set(flags))
+    return AnswerChecks(final_answer=NO_ANSWER if refuse else resolved.answer, sources=source_map(context),
+                        cited=[] if refuse else resolved.cited,
                         invalid=resolved.invalid, suspicious=suspicious, citations=report, support=support,
                         summary=support_summary(support), flags=flags)
 
 
-def answer_checks(*, embedding: Embeddings | str | None = "default",
-                  threshold: float = 0.6) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A `RAG` extra: `RAG(..., extras={"checks": answer_checks()})` adds the checks to every output.
+def answer_checks(*, embedding: Embeddings | str | None = "default", threshold: float = 0.6,
+                  on_unsupported: str = "flag") -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A `RAG` extra: `RAG(..., extras={"checks": answer_checks()})` adds the checks to every output
+    (`on_unsupported`: "flag" keeps an unsupported answer and flags it, "refuse" replaces it by `NO_ANSWER`).
 
     Example:
         >>> fn = answer_checks(embedding=None)
         >>> fn({"answer": "I don't know.", "context": []})["flags"]
         ['no_answer']
     """
+    if on_unsupported not in ON_UNSUPPORTED:
+        raise ConfigError(f"on_unsupported must be one of {ON_UNSUPPORTED}, got {on_unsupported!r}")
+
     def run(output: dict[str, Any]) -> dict[str, Any]:
         question = output.get("question")
         question = question.get("question") if isinstance(question, dict) else question   # a chat chain's input
         checks = check_answer(output.get("answer") or "", output.get("context") or [], embedding=embedding,
-                              threshold=threshold, question=question)
+                              threshold=threshold, question=question, on_unsupported=on_unsupported)
         return {"final_answer": checks.final_answer, "flags": checks.flags, "summary": checks.summary,
                 "citations": checks.citations_dict(), "support": [s.model_dump() for s in checks.support]}
 

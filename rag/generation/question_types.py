@@ -10,7 +10,7 @@ the one sharing the most words with it. A question's type says what the answer m
   or a number word;
 - `extension`: "What extension / suffix ...", "Where does it put / store / write ... files": a file
   extension (`.orig`) or a path;
-- `reason`: "Why ...": a cause ("because", "since", "so that", "to avoid");
+- `reason`: "Why ...", "What drove / caused ...": a cause ("because", "since", "so that", "to avoid");
 - `procedure`: "How do I / can I ...": an identifier to use (an option, a command) is likely part
   of the answer (the same check as `identifier`, but the answer may have more than one sentence);
 - `open`: anything else ("How do I ...", "What is ...").
@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["QUESTION_TYPES", "has_answer_of_type", "identifiers_in", "names_in", "question_type"]
+__all__ = ["QUESTION_TYPES", "asks_for_name", "defined_subject", "has_answer_of_type", "identifiers_in", "names_in", "negated",
+           "question_type"]
 
 QUESTION_TYPES = ("identifier", "number", "extension", "reason", "procedure", "open")
 
 _IDENTIFIER_NOUNS = (r"options?|flags?|switch(?:es)?|commands?|programs?|functions?|methods?|class(?:es)?|"
                      r"exceptions?|errors?|modules?|(?:environment )?variables?|settings?|keys?|decorators?|"
-                     r"tools?|utilit(?:y|ies)|arguments?|parameters?|modes?|subcommands?|calls?|types?")
+                     r"tools?|utilit(?:y|ies)|arguments?|parameters?|modes?|subcommands?|calls?|types?|"
+                     r"attributes?|propert(?:y|ies)|adapters?|objects?")
 _IDENTIFIER_Q = re.compile(rf"\b(?:which|what)\b(?:\s+\S+){{0,3}}?\s+(?:{_IDENTIFIER_NOUNS})\b"
                            rf"|\b(?:which|what)\s+(?:{_IDENTIFIER_NOUNS})\b|\bwhat (?:do|should) i (?:call|use|run)\b",
                            re.IGNORECASE)
@@ -51,7 +53,8 @@ _EXTENSION_Q = re.compile(r"\b(?:extension|suffix)\b", re.IGNORECASE)
 _WHERE_Q = re.compile(r"^\s*where\b.*\b(?:put|puts|store[sd]?|save[sd]?|write|writes|written|keeps?|kept|files?|"
                       r"director(?:y|ies)|folders?)\b", re.IGNORECASE)   # a file's place: a path or extension
 _HOW_TO_Q = re.compile(r"^\s*how (?:do|can|should|would) (?:i|you|we|one)\b", re.IGNORECASE)
-_REASON_Q = re.compile(r"^\s*why\b|\bfor what reason\b", re.IGNORECASE)
+_REASON_Q = re.compile(r"^\s*why\b|\bfor what reason\b|^\s*what (?:drove|drives|caused|causes|led to|explains)\b",
+                       re.IGNORECASE)
 
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _CALL = re.compile(r"\b[A-Za-z_][\w.]*\(\)")
@@ -226,3 +229,54 @@ def name_match(text: str, question: str) -> float:
         if words:
             best = max(best, len(words & asked) / len(words))
     return best
+
+
+_NEGATION = re.compile(r"(?<![\w-])(?:not|no|never|cannot|none|nothing)(?![\w-])|n[’']t\b", re.IGNORECASE)
+
+
+def negated(question: str, texts: list[str]) -> list[bool]:
+    """Per text: whether it starts by denying (its first five words, after an option label, hold "not",
+    "no", "never", ...) while the question asks without a negation: "--soft: Does not touch the index
+    or the working tree" is about the index and the working tree, but does not reset them.
+
+    Example:
+        >>> negated("Which mode resets the index?", ["--soft: Does not touch the index.", "--mixed: Resets the index."])
+        [True, False]
+    """
+    if _NEGATION.search(question) or re.search(r"\bwithout\b|\bonly\b", question, re.IGNORECASE):
+        return [False] * len(texts)
+    out = []
+    for text in texts:
+        label, sep, rest = text.partition(": ")
+        words = (rest if sep and len(label.split()) <= 4 else text).split()[:5]
+        out.append(bool(_NEGATION.search(" ".join(words))))
+    return out
+
+
+def asks_for_name(question: str, qtype: str) -> bool:
+    """Whether the question asks for a command or code name ("Which command ...?"): its words are not that
+    name, so a page's title sharing one of them ("shows" and git-show) is a coincidence, not a match."""
+    return qtype == "identifier" and identifier_kind(question) in ("command", "code")
+
+
+_DEFINE_Q = re.compile(r"^\s*(?:how (?:is|are) (?P<a>.+?) (?:defined|computed|calculated|measured)|what does (?P<b>.+?) "
+                       r"mean|what is meant by (?P<c>.+?)|define (?P<d>.+?)|what (?:is|are) (?P<e>.+?))\s*[?.!]*\s*$",
+                       re.IGNORECASE)
+
+
+def defined_subject(question: str) -> str:
+    """What a question asks to define: "How is citation precision defined?" -> "citation precision" (an
+    article dropped, cut before "of": "the support score of a sentence" -> "support score"); "" for any
+    other question, and for a "What is ...?" of more than four words (a value, not a term).
+
+    Example:
+        >>> defined_subject("How is citation precision defined?"), defined_subject("What is a stash?")
+        ('citation precision', 'stash')
+    """
+    match = _DEFINE_Q.match(question)
+    if not match:
+        return ""
+    subject = next(g for g in match.groups() if g)
+    subject = re.sub(r"^(?:the|an?)\s+", "", subject.strip(), flags=re.IGNORECASE)
+    subject = re.split(r"\s+(?:of|for|in|when|used)\s+", subject)[0]
+    return "" if match.group("e") and len(subject.split()) > 4 else subject

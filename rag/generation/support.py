@@ -157,7 +157,8 @@ class SupportScorer:
             lex = self.lexical(sentence, i)
             sem = None if semantic is None else float(np.clip(semantic[i], 0.0, 1.0))
             if needle and (needle in self._normalised[i] or needle in self._units[i] or
-                           _labelled_quote(needle, self._normalised[i], self._titles[i])):
+                           _labelled_quote(needle, self._normalised[i], self._titles[i]) or
+                           _code_quote(needle, self._normalised[i])):
                 score = 1.0                     # quoted verbatim
                 self._quoted[sentence] = True
             elif sem is None:
@@ -191,6 +192,16 @@ def _labelled_quote(needle: str, chunk: str, title: str = "") -> bool:
     if not (sep and quote and label) or quote not in chunk:
         return False
     return (bool(title) and title.startswith(label)) or all(part in chunk for part in label.split(", "))
+
+
+def _code_quote(needle: str, chunk: str) -> bool:
+    """A sentence introducing a code block quoted with the block's first line, as the extractive answerer
+    quotes it ("... add your models: `register_price(...)`", "the score is `score = ...`"): the sentence and
+    each code span are in the chunk."""
+    intro, sep, code = needle.partition(" `")
+    spans = re.findall(r"`([^`]+)`", sep + code)
+    return bool(sep and intro and spans and code.rstrip().endswith("`")) and intro in chunk and \
+        all(span in chunk for span in spans)
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ name `.venv/bin/rag` (the venv is given here as the test's own), and each one mu
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -52,3 +53,23 @@ def test_every_printed_command_runs(tmp_path):
     for command in commands:
         run = subprocess.run(shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True)
         assert run.returncode == 0, (command, run.stderr[-2000:])
+
+
+def test_demo_answers_its_own_question_with_the_cited_sources_first(tmp_path, capsys):
+    """The question `make demo` asks is answered by the sentence that states the answer, and the
+    sources it cites are listed first (issue 25). The docs are indexed with the fake embedding to keep
+    the test fast (retrieval is then BM25 plus a fake dense search); the answerer is the default one."""
+    venv = Path(sys.executable).parent.parent
+    recipe = subprocess.run(["make", "-s", "--no-print-directory", "-n", "-C", str(ROOT), "demo", f"VENV={venv}"],
+                            capture_output=True, text=True, check=True).stdout
+    question = next(shlex.split(line)[2] for line in recipe.splitlines() if line.startswith(f"{venv}/bin/rag ask "))
+    store = str(tmp_path / "demo-store")
+    assert cli.main(["index", str(ROOT / "docs"), "--store", store, "--collection", "docs", "--embedding", "fake"]) == 0
+    capsys.readouterr()
+    assert cli.main(["ask", question, "--store", store, "--collection", "docs"]) == 0
+    out = capsys.readouterr().out
+    answer, _, sources = out.partition("Sources cited:")
+    assert "all-MiniLM-L6-v2" in answer.split(". ")[0], answer   # the first sentence states the default model
+    cited, _, unused = sources.partition("Retrieved, not used:")
+    assert re.findall(r"\[\d+\] \S+", cited) and "models.md" in cited.splitlines()[1], out
+    assert all(f"[{n}]" in cited for n in re.findall(r"\[(\d+)\]", answer)), out   # every cited source is listed first

@@ -8,8 +8,10 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import GenericFakeChatModel
 
+from rag.base.errors import ConfigError
 from rag.compose.generator import RAG
 from rag.compose.resource import Resource
+from rag.generation.extractive import NO_ANSWER
 from rag.generation.postprocess import answer_checks
 from rag.generation.rag_with_source import rag_chain_from_docs
 
@@ -17,13 +19,13 @@ TEXTS = ["Acme opened a plant in Lyon in 2023.", "Acme revenue grew 10% in 2024.
 QUESTION = "In which city did Acme open a plant?"
 
 
-def _checks(answer: str) -> dict:
+def _checks(answer: str, **options) -> dict:
     """The `checks` extra of a RAG whose fake chat model always answers `answer` (uncited, as models often do)."""
     resource = Resource.from_texts("reports", TEXTS, embedding=DeterministicFakeEmbedding(size=16),
                                    search_kwargs={"k": 2})
     llm = GenericFakeChatModel(messages=itertools.cycle([answer]))
     rag = RAG(resources=[resource], generation_chain=rag_chain_from_docs(llm),
-              extras={"checks": answer_checks(embedding=None)})
+              extras={"checks": answer_checks(embedding=None, **options)})
     return rag.chain().invoke(QUESTION)["checks"]
 
 
@@ -38,3 +40,24 @@ def test_an_llm_answer_is_flagged_when_unsupported_or_not_answering(answer, flag
     checks = _checks(answer)
     assert checks["flags"] == flags
     assert checks["support"][0]["answers"] is answers
+
+
+@pytest.mark.parametrize(("answer", "kept"), [
+    ("Acme opened its plant in Lyon.", True),
+    ("The plant is on the Moon, built by cats.", False),     # not supported by the context
+    ("Acme revenue grew 10% in 2024.", False),                # supported, but does not answer the question
+    ("I don't know.", True),
+])
+def test_by_default_an_unsupported_llm_answer_is_kept_and_flagged_and_refuse_replaces_it(answer, kept):
+    flagged = _checks(answer)   # the documented default: on_unsupported="flag"
+    assert flagged["final_answer"] == answer
+    refused = _checks(answer, on_unsupported="refuse")
+    assert refused["final_answer"] == (answer if kept else NO_ANSWER)
+    assert refused["flags"] == flagged["flags"]   # the flags still say why
+    if not kept:
+        assert refused["citations"]["sources"] == [] and {"unsupported_sentences", "does_not_answer"} & set(refused["flags"])
+
+
+def test_an_unknown_on_unsupported_setting_is_refused_with_the_valid_ones():
+    with pytest.raises(ConfigError, match="flag.*refuse.*'drop'"):
+        answer_checks(embedding=None, on_unsupported="drop")

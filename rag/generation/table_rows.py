@@ -1,0 +1,80 @@
+"""Table rows as the loaders print them: cells joined with " | " (PDF tables, `rag.indexing.tables`; HTML
+tables, `rag.indexing.html_text`), and the header lines above them that name their columns.
+
+`rag.generation.context_units` quotes such a row as `label (column: cell; ...)`: the columns are named
+by the header lines above the row (" | "-joined cells, or a line of years: "2022 2021 2020"); a header
+line with fewer cells spans the columns under it ("Fiscal 2024 | Fiscal 2023" over eight columns).
+
+Example:
+    >>> row_cells("Effective tax rate | 23 | % | 20 | %")
+    ['Effective tax rate', '23%', '20%']
+    >>> column_names(3, [header_cells("2022 2021 2020")])
+    ['2022', '2021', '2020']
+    >>> column_names(4, [header_cells("Fiscal 2024 | Fiscal 2023"), header_cells("Opened | Closed | Opened | Closed")])
+    ['Fiscal 2024 Opened', 'Fiscal 2024 Closed', 'Fiscal 2023 Opened', 'Fiscal 2023 Closed']
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["column_names", "header_cells", "is_figure", "is_row", "row_cells"]
+
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
+_FIGURE = re.compile(r"\d")
+_FIGURE_CELL = re.compile(r"^\(?-?[$€£]?\s?\(?-?\d[\d,]*(?:\.\d+)?\)?\s?%?\)?\*?$")
+_CLOSER = re.compile(r"^(?:%|\)|%\)|\)%)$")   # a cell the PDF reader split off its number: "23 | %", "(2 | )"
+
+
+def row_cells(line: str) -> list[str]:
+    """The cells of a row printed as "label | cell | cell", a lone "%" or ")" joined to its number.
+
+    Example:
+        >>> row_cells("Effective tax rate | 23 | % | (2 | ) | 20%")
+        ['Effective tax rate', '23%', '(2)', '20%']
+    """
+    cells: list[str] = []
+    for cell in (c.strip() for c in line.strip().strip("|").split(" | ")):
+        if cells and _CLOSER.match(cell):
+            cells[-1] += cell
+        elif cell:
+            cells.append(cell)
+    return cells
+
+
+def is_figure(cell: str) -> bool:
+    """A number cell ("$1,797", "(26%)", "80.5"), not a year or a header ("Fiscal 2023")."""
+    return bool(_FIGURE_CELL.match(cell)) and not _YEAR.fullmatch(cell.strip("$€£()%* "))
+
+
+def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
+    """Names of a row's `count` value columns from the header lines above it (top first): a header
+    line of `count` cells (or one more: the label column's) names each column, one of fewer cells
+    that divides `count` spans the columns under it; "" when no header line fits."""
+    names = [""] * count
+    for cells in headers:
+        if len(cells) == count + 1 and count > 1:
+            cells = cells[1:]
+        if len(cells) < 2 and count > 1 or count % len(cells):
+            continue
+        span = count // len(cells)
+        names = [names[j] if names[j].endswith(cells[j // span]) else f"{names[j]} {cells[j // span]}".strip()
+                 for j in range(count)]
+    return names if all(names) else []
+
+
+def header_cells(line: str) -> list[str]:
+    """A header line's cells: " | "-joined cells, or the years of a line naming two or more."""
+    if " | " in line:
+        return row_cells(line)
+    years = _YEAR.findall(line)
+    return years if len(years) >= 2 and len(line.split()) <= 16 and not _END.search(line) else []
+
+
+
+
+def is_row(cells: Sequence[str]) -> bool:
+    """Whether a line's cells are a row of figures under a label (not a header: "Fiscal 2024 | Fiscal 2023")."""
+    return len(cells) >= 2 and any(is_figure(c) for c in cells[1:]) and not _FIGURE.search(cells[0][:1])

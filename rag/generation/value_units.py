@@ -1,0 +1,99 @@
+"""Which unit holds the value a question asks for: a table row whose label names the metric, in the period asked.
+
+A question asking for a quantity ("What was Amcor's adjusted EBITDA for FY 2023?") is answered by
+the row labelled with that metric, read in the columns of the year the question names, more than
+by a sentence that shares the question's words. Two signals, used by the offline answerer
+(`rag.generation.extractive`) for value questions:
+
+- `label_share`: how well a row's label names the question's metric: the harmonic mean of the share
+  of the question's key terms (IDF-weighted as in the answerer) found in the label and the share of
+  the label's words the question uses ("Effective tax rate" for "How much has the effective tax
+  rate changed?": all of the label, most of the question);
+- `names_period`: whether the unit names one of the years the question asks about ("FY2023",
+  "FY 2023", "2021 Q1", "fiscal 2024"), in its text or its column headers;
+
+and `in_period` quotes a row's columns of the years asked only: one value, not the whole row.
+
+Example:
+    >>> sorted(question_years("Was there any change between Q2 of FY2024 and FY23?"))
+    ['2023', '2024']
+    >>> row_label("Effective tax rate | 23% | 20%"), row_label("Cost of sales (2022: $33; 2021: $29)")
+    ('Effective tax rate', 'Cost of sales')
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from rag.base.text import tokenize
+from rag.generation.context_units import Unit
+
+__all__ = ["in_period", "label_share", "names_period", "period_term", "question_years", "row_label"]
+
+_YEAR = re.compile(r"\b(?:FY\s?)?((?:19|20)\d\d)\b|\bFY\s?'?(\d\d)\b", re.IGNORECASE)
+
+
+_FISCAL = re.compile(r"^fy'?(\d\d|(?:19|20)\d\d)$")
+
+
+def period_term(token: str) -> str:
+    """A token as a period: "fy2021" and "fy21" match the year "2021" a table header prints.
+
+    Example:
+        >>> period_term("fy2021"), period_term("fy21"), period_term("rate")
+        ('2021', '2021', 'rate')
+    """
+    match = _FISCAL.match(token)
+    return token if not match else match.group(1) if len(match.group(1)) == 4 else f"20{match.group(1)}"
+
+
+def question_years(question: str) -> set[str]:
+    """The years a question names, as four digits ("FY23" -> "2023")."""
+    return {m.group(1) or f"20{m.group(2)}" for m in _YEAR.finditer(question)}
+
+
+def row_label(text: str) -> str:
+    """A row unit's label: the text before its cells (" | ") or its column list (" (")."""
+    return re.split(r" \| | \(", text, maxsplit=1)[0].strip()
+
+
+def label_share(weights: Mapping[str, float], question: str, units: Sequence[Unit]) -> list[float]:
+    """Per unit: for a row, how well its label names what the question asks (0 for sentences): the
+    harmonic mean of the key terms' weighted share in the label and the label words' share in the question."""
+    total = sum(weights.values()) or 1.0
+    asked = set(tokenize(question))
+    out = []
+    for unit in units:
+        label = set(tokenize(row_label(unit.text))) if unit.kind == "row" else set()
+        if not label:
+            out.append(0.0)
+            continue
+        named = sum(w for t, w in weights.items() if t in label) / total   # the question's terms in the label
+        spelled = len(label & asked) / len(label)                        # the label's words in the question
+        out.append(2 * named * spelled / (named + spelled) if named and spelled else 0.0)
+    return out
+
+
+def names_period(years: set[str], units: Sequence[Unit]) -> list[bool]:
+    """Per unit: whether its text or column headers name one of `years`."""
+    return [bool(years) and any(y in f"{u.text} {u.terms}" for y in years) for u in units]
+
+
+_ROW = re.compile(r"^(?P<label>.+?) \((?P<columns>[^()]*(?:\([^()]*\)[^()]*)*)\)$")
+
+
+def in_period(text: str, years: set[str]) -> str:
+    """A row quoted with the columns of the years asked only ("Adjusted EBITDA (2023: 2,018)"); the row as
+    it is when its columns are not named by years or none of them is asked.
+
+    Example:
+        >>> in_period("Adjusted EBITDA (2022: 2,117; 2023: 2,018)", {"2023"})
+        'Adjusted EBITDA (2023: 2,018)'
+    """
+    match = _ROW.match(text)
+    if not years or not match:
+        return text
+    groups = match.group("columns").split("; ")
+    kept = [g for g in groups if any(y in g.partition(": ")[0] for y in years)]
+    return f"{match.group('label')} ({'; '.join(kept)})" if kept and len(kept) < len(groups) else text
