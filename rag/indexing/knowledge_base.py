@@ -49,6 +49,7 @@ from rag.indexing.executors import executor_from
 from rag.indexing.ingest import Components
 from rag.indexing.kb_parts import IndexTarget, check_name, is_name, resolve_parts
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
+from rag.indexing.limits import LoadLimits
 from rag.indexing.loaders import path_text
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import DEFAULT_DIRECTORY, Manifest, list_knowledge_bases, missing_knowledge_base
@@ -233,7 +234,8 @@ class KnowledgeStore:
     def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                       exclude: str | Sequence[str] = (), cleanup: str | None = None,
                       progress: Callable[[str, int], None] | None = None,
-                      follow_symlinks: bool = False, executor: Any = None) -> IndexReport:
+                      follow_symlinks: bool = False, executor: Any = None,
+                      limits: LoadLimits | dict[str, Any] | None = None) -> IndexReport:
         """Index files, folders or Documents; unchanged ones are skipped without embedding.
 
         Creates the knowledge base on first use (under the writer lock, as every write).
@@ -247,6 +249,9 @@ class KnowledgeStore:
             follow_symlinks: also index what symlinks under the folders lead to outside them (by default
                 such links are skipped and listed in `skipped`).
             executor: None / "local" (this process), "ray" or a `RayExecutor(...)` (docs/scale.md).
+            limits: what reading one file may cost (`LoadLimits`, or a mapping of its fields: tables, OCR,
+                seconds and sizes; None: the defaults). What hits one is in the report's `notes`; files
+                whose reading other settings change (PDFs, images) are read again (docs/indexing.md).
 
         Returns:
             What was added, updated, unchanged, deleted and skipped (with reasons).
@@ -257,9 +262,11 @@ class KnowledgeStore:
         """
         if cleanup not in CLEANUP_MODES:
             raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
-        runner = executor_from(executor)   # (a bad executor fails before the lock is taken)
+        runner = executor_from(executor)   # (a bad executor or limit fails before the lock is taken)
+        load_limits = LoadLimits.of(limits)
 
         def run(syncer: Syncer) -> IndexReport:
+            syncer.target.components.limits = load_limits
             with index_span("rag.index", knowledge_base=self.name, cleanup=cleanup or "none",
                             executor=runner.name) as span:
                 report = syncer.sync(sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress,
