@@ -57,7 +57,7 @@ class LoadLimits:
     """What reading one file may cost; what hits a limit is read more cheaply and noted.
 
     Attributes:
-        tables: read tables of pages that look tabular: True or "pdfium" with pypdfium2's character
+        tables: read tables of pages that look tabular: "pdfium" (or True) with pypdfium2's character
             boxes (`rag.indexing.pdfium_tables`), "pdfplumber" with pdfplumber (about 100 times
             slower), False or "none": all pages as text.
         table_max_chars: a page with more characters gets no table detection (a dense filing
@@ -77,7 +77,7 @@ class LoadLimits:
         20000
     """
 
-    tables: bool | str = True
+    tables: bool | str = "pdfium"
     table_max_chars: int = 20_000
     table_max_objects: int = 20_000
     table_seconds: float = 120.0
@@ -88,8 +88,8 @@ class LoadLimits:
     max_bytes: int = DEFAULT_MAX_BYTES
 
     def __post_init__(self) -> None:
-        if self.tables == "none":
-            object.__setattr__(self, "tables", False)
+        if self.tables is True or self.tables == "none":   # (one value per meaning: equal limits compare equal)
+            object.__setattr__(self, "tables", "pdfium" if self.tables is True else False)
         if not (isinstance(self.tables, bool) or (isinstance(self.tables, str) and self.tables in TABLE_FINDERS)):
             raise ConfigError(f"tables={self.tables!r}; valid: {', '.join(map(repr, TABLE_MODES))}, True (= 'pdfium') "
                               "or False (= 'none')")
@@ -108,7 +108,7 @@ class LoadLimits:
     @property
     def table_finder(self) -> str | None:
         """"pdfium", "pdfplumber", or None (no table detection)."""
-        return "pdfium" if self.tables is True else (self.tables or None)
+        return self.tables or None
 
     @classmethod
     def of(cls, value: LoadLimits | Mapping[str, Any] | None) -> LoadLimits:
