@@ -32,6 +32,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,18 +118,38 @@ def html_hits(spec: str, questions: list[list[str]], budget: int, store: Path) -
     return out
 
 
-def _child(setup: str, code: str) -> tuple[float, float, float]:
-    """Wall and CPU seconds of `code` (after `setup`: imports) and peak resident memory (MB) of a child process.
+def _child(setup: str, code: str, extra: str = "") -> tuple[float, float, float, dict]:
+    """Wall and CPU seconds of `code` (after `setup`: imports) and peak resident memory (MB) of a child process,
+    and the JSON object the expression `extra` gives after it (if any).
 
     CPU seconds (all threads of the process) are the steadier figure on a shared machine.
     """
-    script = (f"import resource, sys, time\n{setup}\nstart, cpu = time.perf_counter(), time.process_time()\n"
-              f"{code}\nprint(time.perf_counter() - start, time.process_time() - cpu, "
-              "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    script = (f"import json, resource, sys, time\n{setup}\nstart, cpu = time.perf_counter(), time.process_time()\n"
+              f"{code}\nseconds, cpu = time.perf_counter() - start, time.process_time() - cpu\n"
+              f"print('EXTRA', json.dumps({extra or '{}'}))\n"
+              "print(seconds, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    seconds, cpu, peak = run.stdout.split()[-3:]
-    return float(seconds), float(cpu), int(peak) / 1024
+    lines = run.stdout.splitlines()
+    seconds, cpu, peak = lines[-1].split()
+    more = next((json.loads(line[6:]) for line in lines if line.startswith("EXTRA ")), {})
+    return float(seconds), float(cpu), int(peak) / 1024, more
+
+
+#: counts the wall time spent in Chroma's `Collection.add` (its work runs in chromadb's own Rust threads)
+_TIME_ADDS = """
+import chromadb.api.models.Collection as _c
+_ADDS = {"add_calls": 0, "add_seconds": 0.0}
+_add = _c.Collection.add
+def _timed_add(self, *args, **kwargs):
+    t = time.perf_counter()
+    try:
+        return _add(self, *args, **kwargs)
+    finally:
+        _ADDS["add_calls"] += 1
+        _ADDS["add_seconds"] += time.perf_counter() - t
+_c.Collection.add = _timed_add
+"""
 
 
 def _text_file(path: Path, size: int, seed: int) -> None:
@@ -143,29 +164,40 @@ def _text_file(path: Path, size: int, seed: int) -> None:
             written += len(paragraph)
 
 
-def limits(folder: Path) -> dict:
+def limits(folder: Path, sizes: tuple[int, ...] = (5, 50)) -> dict:
+    """The inflating PDF, then text files of `sizes` MB indexed by `rag index --embedding fake`, each in a child
+    process; the time Chroma's `add` took in each (see `chroma` for why it grows faster than the rest)."""
     folder.mkdir(parents=True, exist_ok=True)
-    out = {}
-    seconds, cpu, peak = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders import "
-                           f"load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)",
-                           f"load_file({str(folder / 'bomb.pdf')!r})")
+    out: dict = {"load_average": os.getloadavg()[0]}
+    seconds, cpu, peak, _ = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders "
+                                   f"import load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)",
+                                   f"load_file({str(folder / 'bomb.pdf')!r})")
     out["inflating_pdf"] = {"bytes": (folder / "bomb.pdf").stat().st_size, "seconds": round(seconds, 2),
                             "cpu_seconds": round(cpu, 2), "peak_mb": round(peak)}
     print(json.dumps(out["inflating_pdf"]), flush=True)
-    for mb in (5, 50):
+    for mb in sizes:
         path = folder / f"text{mb}.txt"
         _text_file(path, mb * 1_000_000, seed=mb)
         store = folder / f"store{mb}"
-        seconds, cpu, peak = _child("from rag.cli import main\nimport rag.indexing.index_command, chromadb\n"
-                               "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
-                               ", '--collection', 't', '--embedding', 'fake']",
-                               "try:\n    main()\nexcept SystemExit:\n    pass")
-        out[f"text_{mb}mb"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "peak_mb": round(peak)}
+        shutil.rmtree(store, ignore_errors=True)
+        seconds, cpu, peak, adds = _child(
+            "from rag.cli import main\nimport rag.indexing.index_command, chromadb\n" + _TIME_ADDS +
+            "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
+            ", '--collection', 't', '--embedding', 'fake']", "try:\n    main()\nexcept SystemExit:\n    pass", "_ADDS")
+        out[f"text_{mb}mb"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "peak_mb": round(peak),
+                               **{k: round(v, 1) for k, v in adds.items()},
+                               "seconds_without_adds": round(seconds - adds.get("add_seconds", 0), 1),
+                               "load_average": os.getloadavg()[0]}
         print(json.dumps({f"text_{mb}mb": out[f"text_{mb}mb"]}), flush=True)
-    out["ratio_50_to_5"] = round(out["text_50mb"]["seconds"] / out["text_5mb"]["seconds"], 2)
-    out["cpu_ratio_50_to_5"] = round(out["text_50mb"]["cpu_seconds"] / out["text_5mb"]["cpu_seconds"], 2)
-    print(json.dumps({"ratio_50_to_5": out["ratio_50_to_5"], "cpu_ratio_50_to_5": out["cpu_ratio_50_to_5"]}),
-          flush=True)
+    small, large = (f"text_{mb}mb" for mb in (min(sizes), max(sizes)))
+    factor = max(sizes) / min(sizes)
+    for key, label in (("seconds", "ratio"), ("cpu_seconds", "cpu_ratio"), ("seconds_without_adds", "ratio_without_adds"),
+                       ("add_seconds", "ratio_of_adds")):
+        if out[small].get(key):
+            out[f"{label}_{max(sizes)}_to_{min(sizes)}"] = round(out[large][key] / out[small][key], 2)
+    out["target_ratio"] = round(1.3 * factor, 1)
+    out["load_average_after"] = os.getloadavg()[0]
+    print(json.dumps({k: v for k, v in out.items() if "ratio" in k or "load" in k}), flush=True)
     return out
 
 
@@ -232,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     html.add_argument("--store", default=None)
     lim = sub.add_parser("limits")
     lim.add_argument("folder")
+    lim.add_argument("--sizes", default="5,50", help="MB of the text files, comma-separated (the ratio: last / first)")
     tab = sub.add_parser("tables")
     tab.add_argument("--files", type=int, default=4)
     tab.add_argument("--data", default=None)
@@ -249,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             results["hits"] = [html_hits(spec, questions[spec.partition("=")[0]], args.budget, store)
                                for spec in args.sets]
     elif args.part == "limits":
-        results = limits(Path(args.folder))
+        results = limits(Path(args.folder), tuple(int(x) for x in args.sizes.split(",")))
     else:
         results = tables(args.files, args.data, args.modes.split(","), args.repeat)
     if args.json:

@@ -302,13 +302,21 @@ class KnowledgeStore:
                                             f"cannot write knowledge base {self.name!r}") from exc
                 raise
 
-    def update_document(self, source: str | Path, documents: Sequence[Document] | None = None) -> IndexReport:
-        """Re-index one file now (or replace a source's content with `documents`)."""
+    def update_document(self, source: str | Path, documents: Sequence[Document] | None = None, *,
+                        limits: LoadLimits | dict[str, Any] | None = None) -> IndexReport:
+        """Re-index one file now, within `limits` (see `add_documents`), or replace a source's content with
+        `documents`."""
         if documents is not None:
             docs = [Document(page_content=d.page_content, metadata={**d.metadata, "source": str(source)})
                     for d in documents]
             return self.add_documents(docs)
-        return self._write(lambda syncer: syncer.sync([source], force=True))
+        load_limits = LoadLimits.of(limits)
+
+        def run(syncer: Syncer) -> IndexReport:
+            syncer.target.components.limits = load_limits
+            return syncer.sync([source], force=True)
+
+        return self._write(run)
 
     def delete_document(self, source: str | Path) -> int:
         """Delete a document (by path, source or doc_id) and its chunks; returns chunks deleted."""

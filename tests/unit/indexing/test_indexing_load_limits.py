@@ -113,6 +113,8 @@ def test_time_budgets_are_not_recorded(tmp_path):
     kb = KnowledgeBase("docs", tmp_path / "store", embedding=DeterministicFakeEmbedding(size=8))
     kb.add_documents(tmp_path)
     assert not kb.add_documents(tmp_path, limits={"table_seconds": 0, "table_page_seconds": 1}).changed
+    forced = kb.update_document(tmp_path / "rows.pdf", limits={"table_seconds": 0})   # re-read on request
+    assert forced.updated and "table_seconds=0 spent on this file" in forced.notes[0].note
     assert LoadLimits(table_seconds=5, table_page_seconds=1, max_bytes=10).reading(".pdf") == ""
 
 
