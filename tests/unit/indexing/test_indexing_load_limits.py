@@ -17,6 +17,7 @@ from langchain_core.language_models import FakeListChatModel
 from rag import RAG, cli
 from rag.base.errors import ConfigError
 from rag.compose.knowledge_base import KnowledgeBase
+from rag.compose.resource import Resource
 from rag.config.rag_config import from_config, parse_config
 from rag.indexing.limits import LIMIT_NAMES, LoadLimits
 from rag.indexing.loaders import load_file
@@ -57,6 +58,8 @@ def test_a_bad_limit_is_refused_at_every_door_naming_it_and_what_is_valid(tmp_pa
     with pytest.raises(ConfigError, match=rf"{name}=.*; valid: "):
         kb.add_documents(home, limits={name: value})
     assert not kb.exists   # refused before anything was written
+    with pytest.raises(ConfigError, match=rf"{name}=.*; valid: "):
+        Resource.from_directory("d", home, embedding=DeterministicFakeEmbedding(size=8), limits={name: value})
     with pytest.raises(ConfigError, match=rf"resources\[0\]\.index: .*{name}=.*; valid: "):
         parse_config({"resources": [{"name": "d", "kind": "knowledge_base", "index": {"paths": ["x"], name: value}}]})
 
@@ -127,6 +130,15 @@ def test_config_index_block_passes_limits_and_logs_what_hit_one(tmp_path, caplog
     with caplog.at_level(logging.WARNING, logger="rag.config.resources"):
         from_config(RAG, spec, embedding=DeterministicFakeEmbedding(size=8), llm=FakeListChatModel(responses=["ok"]))
     assert any("note" in r.getMessage() and "limits 1,000 / 20,000" in r.getMessage() for r in caplog.records)
+
+
+def test_from_directory_takes_limits_and_logs_what_hit_one(tmp_path, caplog):
+    inflating_pdf(tmp_path / "rows.pdf", rows=300)
+    with caplog.at_level(logging.WARNING, logger="rag.compose.resource"):
+        Resource.from_directory("d", tmp_path, embedding=DeterministicFakeEmbedding(size=8),
+                                limits=LoadLimits(table_max_objects=10))
+    assert any("rows.pdf: page 1: tables not detected" in r.getMessage() and "limits 20,000 / 10" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_pdfplumber_is_cut_off_per_page_and_the_pages_are_read_as_text(tmp_path):
