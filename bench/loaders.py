@@ -13,6 +13,8 @@ Three parts, each run on its own (`python bench/loaders.py PART ...`):
 - `limits DIR`: time (imports excluded) and peak memory (a child process each) of the inflating PDF
   (`rag.testing.hostile_files.inflating_pdf`, 40,000 rows, ~3.6 KB) read by `load_file`, and of a
   5 MB and a 50 MB text file (distinct paragraphs) indexed by `rag index --embedding fake`.
+- `chroma DIR [--chunks N] [--vectors CACHE] [--hnsw JSON]`: CPU seconds of each 5,000-chunk write into one
+  growing Chroma collection (why the writes of a large file grow faster than the file: see docs/indexing.md).
 - `tables --files N [--modes none,pdfium,pdfplumber]`: `load_file` time (wall and CPU) on a sample
   of FinanceBench filings without tables (`tables=False`), with the default pypdfium2 table finder
   and with pdfplumber, in one process; the tables each finds, and the share of pdfplumber's table
@@ -22,6 +24,7 @@ Usage:
     python bench/loaders.py html sphinx=/usr/share/doc/sphinx-doc/html \
         postgresql=/usr/share/doc/postgresql-doc-15/html:ddl*.html,datatype*.html --questions bench/loaders_questions.json
     python bench/loaders.py limits /tmp/loaders-bench
+    python bench/loaders.py chroma /tmp/loaders-bench --chunks 45000 --vectors .rag/embeddings.sqlite
     python bench/loaders.py tables --files 4
 """
 
@@ -164,11 +167,35 @@ def _text_file(path: Path, size: int, seed: int) -> None:
             written += len(paragraph)
 
 
-def limits(folder: Path, sizes: tuple[int, ...] = (5, 50)) -> dict:
+#: a stand-in embedding with the geometry of real text vectors: each text gets a vector of an embedding cache
+#: (picked by a hash of the text) plus a little noise of its own, so the vector index sees realistic data
+_REPLAY = """
+import hashlib, sqlite3
+import numpy as np
+from langchain_core.embeddings import Embeddings
+_rows = sqlite3.connect(VECTORS).execute("SELECT vector FROM embeddings WHERE dim = 384").fetchall()
+_V = np.stack([np.frombuffer(r[0], dtype=np.float32) for r in _rows])
+class Replay(Embeddings):
+    model = "replay-of-real-vectors"
+    def embed_documents(self, texts):
+        out = []
+        for text in texts:
+            h = int.from_bytes(hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=8).digest(), 'big')
+            v = _V[h % len(_V)] + np.random.default_rng(h).normal(0, 0.003, 384)
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+"""
+
+
+def limits(folder: Path, sizes: tuple[int, ...] = (5, 50), vectors: str | None = None) -> dict:
     """The inflating PDF, then text files of `sizes` MB indexed by `rag index --embedding fake`, each in a child
-    process; the time Chroma's `add` took in each (see `chroma` for why it grows faster than the rest)."""
+    process; the time Chroma's `add` took in each (see `chroma` for why it grows faster than the rest). With
+    `vectors` (an embedding cache file) the files are indexed by `KnowledgeStore.add_documents` (what `rag index`
+    calls) with `_REPLAY`'s vectors instead of the fake's i.i.d. random ones."""
     folder.mkdir(parents=True, exist_ok=True)
-    out: dict = {"load_average": os.getloadavg()[0]}
+    out: dict = {"load_average": os.getloadavg()[0], "vectors": vectors or "fake (i.i.d. random)"}
     seconds, cpu, peak, _ = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders "
                                    f"import load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)",
                                    f"load_file({str(folder / 'bomb.pdf')!r})")
@@ -180,10 +207,17 @@ def limits(folder: Path, sizes: tuple[int, ...] = (5, 50)) -> dict:
         _text_file(path, mb * 1_000_000, seed=mb)
         store = folder / f"store{mb}"
         shutil.rmtree(store, ignore_errors=True)
-        seconds, cpu, peak, adds = _child(
-            "from rag.cli import main\nimport rag.indexing.index_command, chromadb\n" + _TIME_ADDS +
-            "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
-            ", '--collection', 't', '--embedding', 'fake']", "try:\n    main()\nexcept SystemExit:\n    pass", "_ADDS")
+        if vectors:
+            seconds, cpu, peak, adds = _child(
+                f"VECTORS = {vectors!r}\n{_REPLAY}\nfrom rag.indexing.knowledge_base import KnowledgeStore\n"
+                f"import chromadb\n{_TIME_ADDS}", f"KnowledgeStore('t', {str(store)!r}, embedding=Replay())"
+                f".add_documents([{str(path)!r}])", "_ADDS")
+        else:
+            seconds, cpu, peak, adds = _child(
+                "from rag.cli import main\nimport rag.indexing.index_command, chromadb\n" + _TIME_ADDS +
+                "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
+                ", '--collection', 't', '--embedding', 'fake']", "try:\n    main()\nexcept SystemExit:\n    pass",
+                "_ADDS")
         out[f"text_{mb}mb"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "peak_mb": round(peak),
                                **{k: round(v, 1) for k, v in adds.items()},
                                "seconds_without_adds": round(seconds - adds.get("add_seconds", 0), 1),
@@ -198,6 +232,52 @@ def limits(folder: Path, sizes: tuple[int, ...] = (5, 50)) -> dict:
     out["target_ratio"] = round(1.3 * factor, 1)
     out["load_average_after"] = os.getloadavg()[0]
     print(json.dumps({k: v for k, v in out.items() if "ratio" in k or "load" in k}), flush=True)
+    return out
+
+
+def chroma_growth(folder: Path, chunks: int, vectors: str | None, hnsw: dict, batch: int = 5000) -> dict:
+    """CPU seconds of each `batch`-chunk write into one growing Chroma collection (the library's `add_chunks`, in a
+    child process), with i.i.d. random 384-d vectors (what `--embedding fake` gives) or the vectors of an embedding
+    cache file (`vectors`: real MiniLM vectors), 800-character texts and the metadata keys of a chunk; and with
+    real vectors, the recall@10 of the collection's HNSW search of 1,000 held-out vectors against exact search."""
+    store = folder / "chroma-growth"
+    shutil.rmtree(store, ignore_errors=True)
+    code = f"""
+import json, sqlite3, time
+import numpy as np
+from rag.stores import chroma
+rng = np.random.default_rng(0)
+if {vectors!r}:
+    rows = sqlite3.connect({vectors!r}).execute("SELECT vector FROM embeddings WHERE dim = 384").fetchall()
+    real = np.stack([np.frombuffer(r[0], dtype=np.float32) for r in rows])[rng.permutation(len(rows))]
+    held, real = real[:1000], real[1000:1000 + {chunks}]
+collection = chroma.open_client({str(store)!r}).get_or_create_collection(
+    "growth", metadata={{**chroma.COSINE, **{hnsw!r}}}, embedding_function=None)
+per = []
+n = min({chunks}, len(real)) if {vectors!r} else {chunks}
+for start in range(0, n, {batch}):
+    size = min({batch}, n - start)
+    vecs = real[start:start + size] if {vectors!r} else rng.standard_normal((size, 384)).astype(np.float32)
+    texts = [("revenue grew in the segment " * 30)[:790] + str(start + i) for i in range(size)]
+    metas = [{{"doc_id": "d", "chunk_index": start + i, "source": "/x.txt", "title": "x", "token_count": 200,
+               "start_index": 800 * (start + i)}} for i in range(size)]
+    cpu = time.process_time()
+    chroma.add_chunks(collection, [f"c{{start + i}}" for i in range(size)], vecs.tolist(), texts, metas)
+    per.append(round(time.process_time() - cpu, 2))
+recall = None
+if {vectors!r}:
+    exact = np.argsort(-(held @ real[:n].T), axis=1)[:, :10]
+    got = collection.query(query_embeddings=held, n_results=10, include=[])["ids"]
+    recall = float(np.mean([len({{int(i[1:]) for i in g}} & set(e.tolist())) / 10 for g, e in zip(got, exact)]))
+print("EXTRA", json.dumps({{"chunks": n, "cpu_per_batch": per, "recall_at_10": recall}}))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    out = json.loads(next(line[6:] for line in run.stdout.splitlines() if line.startswith("EXTRA ")))
+    per = out["cpu_per_batch"]
+    out.update(vectors=vectors or "random", hnsw=hnsw, load_average=os.getloadavg()[0],
+               last_to_first_batch=round(per[-1] / per[0], 2) if per else None)
+    print(json.dumps(out), flush=True)
     return out
 
 
@@ -265,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     lim = sub.add_parser("limits")
     lim.add_argument("folder")
     lim.add_argument("--sizes", default="5,50", help="MB of the text files, comma-separated (the ratio: last / first)")
+    lim.add_argument("--vectors", default=None, help="an embedding cache file: index with its real vectors replayed")
+    growth = sub.add_parser("chroma", help="CPU per batch of writes into one growing Chroma collection")
+    growth.add_argument("folder")
+    growth.add_argument("--chunks", type=int, default=50_000)
+    growth.add_argument("--vectors", default=None, help="an embedding cache file (embeddings.sqlite): real vectors")
+    growth.add_argument("--hnsw", default="{}", help='collection HNSW settings as JSON, e.g. {"hnsw:construction_ef": 50}')
     tab = sub.add_parser("tables")
     tab.add_argument("--files", type=int, default=4)
     tab.add_argument("--data", default=None)
@@ -281,8 +367,10 @@ def main(argv: list[str] | None = None) -> int:
             store = Path(args.store or tempfile.mkdtemp(prefix="bench-loaders-"))
             results["hits"] = [html_hits(spec, questions[spec.partition("=")[0]], args.budget, store)
                                for spec in args.sets]
+    elif args.part == "chroma":
+        results = chroma_growth(Path(args.folder), args.chunks, args.vectors, json.loads(args.hnsw))
     elif args.part == "limits":
-        results = limits(Path(args.folder), tuple(int(x) for x in args.sizes.split(",")))
+        results = limits(Path(args.folder), tuple(int(x) for x in args.sizes.split(",")), args.vectors)
     else:
         results = tables(args.files, args.data, args.modes.split(","), args.repeat)
     if args.json:
