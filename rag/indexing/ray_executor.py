@@ -10,12 +10,14 @@ pipeline over them:
    embedded text, text, metadata as JSON, whether the store lacks it), plus the document's facts
    (chunk ids in order, title, summary, pages, load-limit notes) or why it could not be loaded;
 2. `map_batches(EmbedChunks)`: an actor pool (`concurrency` actors, each loading the embedding
-   model once) embeds the chunks the store lacks, `batch_size` at a time; for a server store
+   model once, in its constructor: `rag.indexing.embed_worker`) embeds the chunks the store lacks,
+   `batch_size` at a time, timing its load, embedding and writes; for a server store
    (`rag.stores.connections`: PostgreSQL + pgvector, a Chroma server) each actor opens its own
    connection and writes them with an idempotent upsert by id, and returns only acknowledgements;
    for an embedded store (Chroma on disk, FAISS, LanceDB, ...) the driver writes the vectors returned;
 3. the driver reads the results as they stream in; a document is committed (record `ok`, its stale
-   chunks deleted) only once every one of its chunk ids is acknowledged.
+   chunks deleted) only once every one of its chunk ids is acknowledged. At the end it logs each
+   embedding worker's clock (INFO, logger `rag.indexing.embed_worker`).
 
 A killed worker's task is retried by Ray (the ids are deterministic and the writes idempotent, so a
 retry writes nothing twice); a killed driver leaves records `pending`, and the next sync redoes
@@ -40,6 +42,7 @@ from langchain_core.documents import Document
 from rag.base.errors import ConfigError
 from rag.base.tracing import index_span
 from rag.indexing.autocontext import AutoContext
+from rag.indexing.embed_worker import WorkerClock, log_workers, worker_embedding
 from rag.indexing.ingest import (
     Components,
     Done,
@@ -64,7 +67,7 @@ __all__ = ["EmbedChunks", "chunk_files", "run_on_ray"]
 logger = logging.getLogger(__name__)
 
 _LOOKUP_BATCH = 500  # documents per query for the chunk ids a store already holds
-_WRITE_BATCH = 5000  # chunks per driver write (Chroma's cost per call is high)
+_WRITE_BATCH = 1000  # chunks per driver write: written while the actors embed, so little is left after the last
 _BLOCK_BYTES = 1 << 20  # about 256 chunk rows (embedded text, text and metadata)
 
 
@@ -234,59 +237,41 @@ def chunk_files(batch: Any, *, settings: str) -> Any:
     return pd.DataFrame(out, columns=["n", "id", "text", "content", "metadata", "todo", "info", "error"])
 
 
-@dataclass(frozen=True)
-class _SameEmbedding:
-    """Gives a worker the driver's embedding object (sent as it is)."""
-
-    embedding: Any
-
-    def __call__(self) -> Any:
-        return self.embedding
-
-
-@dataclass(frozen=True)
-class _MiniLM:
-    """Rebuilds the default MiniLM on a worker from its settings (the model is loaded there, once per actor)."""
-
-    precision: str
-    batch_size: int
-
-    def __call__(self) -> Any:
-        from rag.models.embeddings import MiniLMEmbeddings
-
-        return MiniLMEmbeddings(precision=self.precision, batch_size=self.batch_size)
-
-
-def worker_embedding(embedding: Any) -> Any:
-    """A factory a worker calls to get the knowledge base's embedding model."""
-    from rag.models.embeddings import MiniLMEmbeddings
-
-    if isinstance(embedding, MiniLMEmbeddings):
-        return _MiniLM(embedding.precision, embedding.batch_size)
-    return _SameEmbedding(embedding)
-
-
 class EmbedChunks:
-    """Ray actor: embeds the chunks a store lacks; writes them to a server store itself, or returns the vectors."""
+    """Ray actor: embeds the chunks a store lacks; writes them to a server store itself, or returns the vectors.
+
+    Every returned batch carries the actor's `WorkerClock` totals in its first row (`worker`)."""
 
     def __init__(self, embedding: Any, spec: dict[str, Any] | None) -> None:
-        self.embedding = embedding()
+        self.clock = WorkerClock()
+        with self.clock.timed("load"):
+            self.embedding = embedding()
         self.spec = spec
         self.chunks: Any = None   # its own connection to the server store, opened on the first write
 
     def __call__(self, batch: Any) -> Any:
+        import pandas as pd
+
+        with self.clock.timed("busy"):
+            rows = self._embed(batch.to_dict("records"))
+        for k, row in enumerate(rows):
+            row["worker"] = self.clock.totals() if k == 0 else ""
+        return pd.DataFrame(rows)
+
+    def _embed(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         import numpy as np
 
-        rows = batch.to_dict("records")
         todo = [k for k, r in enumerate(rows) if r["todo"] and r["id"]]
-        vectors, _ = embed_texts(self.embedding, [rows[k]["text"] for k in todo]) if todo else ([], 0)
+        with self.clock.timed("embed"):
+            vectors, _ = embed_texts(self.embedding, [rows[k]["text"] for k in todo]) if todo else ([], 0)
+        self.clock.batches, self.clock.embedded = self.clock.batches + 1, self.clock.embedded + len(todo)
         packed = [b""] * len(rows)
         for k, vector in zip(todo, vectors, strict=True):   # float64 bytes: exact, and one column type
             packed[k] = np.asarray(vector, dtype=np.float64).tobytes()
         if self.spec is not None and todo:
             if self.chunks is None:
                 self.chunks = open_connection(self.spec, self.embedding)
-            with index_span("rag.index.write", chunks=len(todo)):
+            with self.clock.timed("write"), index_span("rag.index.write", chunks=len(todo)):
                 upsert_chunks(self.chunks, [rows[k]["id"] for k in todo], vectors, [rows[k]["content"] for k in todo],
                               [json.loads(rows[k]["metadata"]) for k in todo])
         for row, vector in zip(rows, packed, strict=True):
@@ -296,12 +281,7 @@ class EmbedChunks:
                 row["vector"] = vector
             else:   # written: only the acknowledgement goes back
                 row["content"] = row["metadata"] = ""
-        return _frame(rows)
-
-
-def _frame(rows: list[dict[str, Any]]) -> Any:
-    import pandas as pd
-    return pd.DataFrame(rows)
+        return rows
 
 
 @dataclass
@@ -320,9 +300,14 @@ class _Results:
         self.docs: dict[int, _Doc] = {}
         self.buffer: list[dict[str, Any]] = []
         self.closed: set[int] = set()
+        self.workers: dict[int, dict[str, Any]] = {}   # each embedding actor's latest clock totals
 
     def take(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
+            if row.get("worker"):
+                totals = json.loads(row["worker"])   # (the latest: batches may arrive out of order)
+                if totals["batches"] > self.workers.get(totals["pid"], {}).get("batches", 0):
+                    self.workers[totals["pid"]] = totals
             n = int(row["n"])
             if n in self.closed:
                 continue   # (a retried task's rows for a document already committed)
@@ -394,6 +379,7 @@ class _Results:
     def finish(self) -> None:
         """Write what is buffered; every document must be committed or reported as skipped."""
         self._flush()
+        log_workers(self.workers)
         missing = [self.items[n].display for n in range(len(self.items)) if n not in self.closed]
         if missing:
             raise ConfigError(f"the Ray pipeline returned no result for {len(missing)} document(s), e.g. "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
 import signal
@@ -162,16 +163,21 @@ def test_ray_run_on_chroma_equals_local_run_and_a_rerun_is_a_no_op(ray_address, 
     assert_same(remote, local)
 
 
-def test_ray_workers_write_pgvector_themselves_and_equal_a_local_run(ray_address, tmp_path, corpus, pg_url):
+def test_ray_workers_write_pgvector_themselves_and_equal_a_local_run(ray_address, tmp_path, corpus, pg_url, caplog):
     local, remote = _pg_kb("kb", tmp_path / "local", pg_url), _pg_kb("kb", tmp_path / "ray", pg_url).create()
     assert connection_spec(remote.chunks)["backend"] == "pgvector"
     driver_writes: list[int] = []
     store_add = remote.chunks.add
     remote.chunks.add = lambda ids, *args: driver_writes.append(len(ids)) or store_add(ids, *args)
     expected = local.add_documents(str(corpus))
-    report = remote.add_documents(str(corpus), executor=RayExecutor(batch_size=8, concurrency=2))
+    with caplog.at_level(logging.INFO, logger="rag.indexing.embed_worker"):
+        report = remote.add_documents(str(corpus), executor=RayExecutor(batch_size=8, concurrency=2))
     assert _facts(report) == _facts(expected)
     assert driver_writes == []   # every chunk was written by a worker, over its own connection
+    # each worker's own clock came back and was logged: together they embedded (and wrote) what the report says
+    clocks = [r.rag_worker for r in caplog.records if hasattr(r, "rag_worker")]
+    assert 1 <= len(clocks) <= 2 and sum(c["embedded"] for c in clocks) == report.embedded
+    assert all(c["write_s"] > 0 and c["busy_s"] + 1e-3 >= c["embed_s"] + c["write_s"] for c in clocks)
     assert_same(remote, local, pg_url)
     (corpus / "doc4.md").write_text("# Report 4\n\nShorter now.\n")
     assert _facts(remote.add_documents(str(corpus), executor="ray")) == _facts(local.add_documents(str(corpus)))
