@@ -77,13 +77,13 @@ class Watchdog:
         if math.isinf(self.seconds):
             yield
             return
-        with self._lock:
-            self._target, self._fired = threading.get_ident(), False
-            self._deadline = time.monotonic() + self.seconds
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, name="rag-page-watchdog", daemon=True)
             self._thread.start()
-        self._wake.set()
+        with self._lock:   # (the watchdog fires under this lock: nothing is interrupted before the step is armed)
+            self._target, self._fired = threading.get_ident(), False
+            self._deadline = time.monotonic() + self.seconds
+            self._wake.set()
         try:
             yield
         finally:

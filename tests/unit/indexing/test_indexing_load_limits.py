@@ -182,3 +182,17 @@ def test_a_watchdog_cuts_off_a_long_step_and_only_that_one():
         with dog.step():
             total = sum(range(1000))
     assert total == 499500
+
+
+def test_a_zero_budget_cuts_every_step_and_never_hangs():
+    """The interrupt comes at once, so it often arrives while a step is being armed or ended."""
+    cut = 0
+    with Watchdog(0) as dog:
+        for _ in range(200):
+            try:
+                with dog.step():
+                    while True:
+                        pass
+            except PageTimeout:
+                cut += 1
+    assert cut == 200
