@@ -9,9 +9,12 @@ section and text, fused by reciprocal rank) over AutoContext chunks, and documen
 holds 8 documents (`routing="auto"`; the router belongs to the resource and the pipeline applies it): a question that names documents (a capitalised word, an
 acronym, letters with digits matching their title or file name) searches only them, and any other
 question searches everything. Across resources (`RetrievalSettings()`; `RECOMMENDED` is the same as data):
-candidates fused, then packed page-diversely (a chunk loses 0.3 of its normalised score per
-better chunk already taken from its page) into a context budget of 4,000 tokens rather than a
-fixed number of chunks.
+candidates fused, each candidate's score smoothed with the evidence of its page (0.2 of the normalised
+sum of the page's three best candidates: a statement table rises with the title and prose of its
+page) and of its document (0.1: a lone look-alike chunk of another document yields to a document
+several candidates come from; `rag.retrieval.aggregation`), then packed page-diversely (a chunk loses 0.3 of its normalised
+score per better chunk already taken from its page) into a context budget of 4,000 tokens rather
+than a fixed number of chunks.
 
 Why these: on FinanceBench (92 questions, 54 filings) the pieces that held up on filings and
 questions kept back from development were AutoContext, routing and hybrid search; page-diverse
@@ -38,7 +41,8 @@ __all__ = ["CONTEXT_TOKENS", "RECOMMENDED", "recommended_retrieval"]
 CONTEXT_TOKENS: int = RetrievalSettings().max_tokens or 4000
 #: The default pipeline's cross-resource settings, as data: `RetrievalSettings()`'s own defaults.
 RECOMMENDED: dict[str, Any] = {key: getattr(RetrievalSettings(), key)
-                               for key in ("k", "fetch_k", "fusion", "page_diversity", "max_tokens", "token_counter")}
+                               for key in ("k", "fetch_k", "fusion", "page_evidence", "document_evidence",
+                                           "page_diversity", "max_tokens", "token_counter")}
 
 
 def recommended_retrieval(**overrides: Any) -> RetrievalSettings:

@@ -2,7 +2,7 @@
 
 ```
 per resource (a RAG's parallel branches)     once (a RAG's aggregate step)
-question ─► rephrase ─► route ─► search  ─►  fuse ─► route boost ─► rerank ─► page diversity
+question ─► route ─► rephrase ─► search  ─►  fuse ─► route boost ─► evidence ─► rerank ─► page diversity
                                              ─► named sections ─► RSE | neighbours | top k ─► budget
 ```
 
@@ -42,6 +42,7 @@ from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
 from rag.compose.resource import Resource
 from rag.compose.retrieval_settings import RetrievalSettings
+from rag.retrieval.aggregation import aggregate_evidence
 from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import doc_key, documents_to_scored, fuse, minmax
@@ -92,10 +93,6 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
     caller's filter share no document, the caller's filter wins (the search runs without the route).
     """
     timings: dict[str, float] = {}
-    queries = [question]
-    if settings.rephrase is not None:
-        with _timed(timings, "rephrase"):
-            queries = _rephraser(settings, resource).rephrase(question)
     request = dict(search_kwargs or {})
     flt = and_filters(settings.filter, request.pop("filter", None))
     router = None if settings.routing == "off" else (settings.router or resource.router)
@@ -105,6 +102,13 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
             route = router.route(question)
         if settings.routing != "boost" and route.values:   # "filter" or "both"
             routed = and_filters(flt, {router.key: {"$in": route.values}})
+    queries = [question]
+    if settings.rephrase is not None:
+        with _timed(timings, "rephrase"):
+            rephraser = _rephraser(settings, resource)
+            # feedback's first search reads only what the search may return (the caller's filter and the route)
+            queries = (rephraser.rephrase(question, search_kwargs={"filter": routed} if routed else None)
+                       if isinstance(rephraser, Rephraser) else rephraser.rephrase(question))
     # a k the user gave the resource (its search_kwargs or this request's) caps what it puts in the
     # context (see `combine`); candidates are still searched `fetch_k` deep
     wanted = request.pop("k", resource.search_kwargs.get("k"))
@@ -213,10 +217,16 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
                                          weight=settings.route_weight)
             result.add_stage("filtered", _candidates([d for d, _ in fused]))
     scored = fused
+    if settings.page_evidence or settings.document_evidence:
+        with _timed(result.timings, "evidence"):
+            scored = aggregate_evidence(scored, page_weight=settings.page_evidence,
+                                        document_weight=settings.document_evidence, top=settings.evidence_top,
+                                        depth=settings.fetch_k)
+        result.add_stage("evidence", _candidates([d for d, _ in scored]))
     reranker = _reranker(settings.reranker)
     if reranker is not None:
         with _timed(result.timings, "rerank"):
-            scored = _rerank(reranker, question, fused, settings)
+            scored = _rerank(reranker, question, scored, settings)
         result.add_stage("reranked", _candidates([d for d, _ in scored]))
     if settings.page_diversity:
         with _timed(result.timings, "diversify"):

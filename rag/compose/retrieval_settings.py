@@ -116,6 +116,9 @@ class RetrievalSettings(BaseModel):
             the question itself; the rephrasings share the rest equally (None = every list the same).
         page_diversity: `rag.retrieval.packing.diversify` discount (0 = off): a chunk loses this
             much of its normalised score per better chunk already taken from its page.
+        page_evidence, document_evidence: `rag.retrieval.aggregation.aggregate_evidence` weights
+            (0 = off): a candidate's normalised score plus this much of its page's / document's
+            evidence (the sum of that unit's `evidence_top` best candidates, normalised).
         sections: a `rag.retrieval.sections.SectionRouter` for every resource (None: each resource's
             own, see `KnowledgeBase.as_resource(sections=...)`, if any): the opening chunk of each
             section whose heading the question names goes in after the first `section_at` results
@@ -140,6 +143,9 @@ class RetrievalSettings(BaseModel):
     token_counter: str | TokenCount = "auto"
     fusion: Literal["rrf", "convex"] = "rrf"
     page_diversity: float = Field(default=0.3, ge=0.0)
+    page_evidence: float = Field(default=0.2, ge=0.0)
+    document_evidence: float = Field(default=0.1, ge=0.0)
+    evidence_top: int = Field(default=3, ge=1)
     rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0)
     rerank_depth: int | None = Field(default=None, ge=1)
     question_weight: float | None = Field(default=None, ge=0.0, le=1.0)

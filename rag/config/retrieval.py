@@ -11,6 +11,8 @@ retrieval:
   fetch_k: 40               # candidates per resource and query
   fusion: rrf               # rrf | convex (several resources or queries)
   page_diversity: 0.3       # 0 turns page-diverse packing off
+  page_evidence: 0.2        # a chunk's score smoothed with its page's evidence (0: off)
+  document_evidence: 0.1    # ... and with its document's (0: off)
   reranker: embedding       # null | embedding (the offline MiniLM reranker)
   rerank_weight: 0.5        # 1: the reranker's order; below 1 blended with the first stage
   rephrase: [keywords]      # keywords | feedback | hyde | multi_query (the last two use the llm)
@@ -52,6 +54,8 @@ class RetrievalConfig(StrictModel):
     fetch_k: int = Field(default=RECOMMENDED["fetch_k"], ge=1, le=1000)
     fusion: Literal["rrf", "convex"] = RECOMMENDED["fusion"]
     page_diversity: float = Field(default=RECOMMENDED["page_diversity"], ge=0, le=10)
+    page_evidence: float = Field(default=RECOMMENDED["page_evidence"], ge=0, le=10)
+    document_evidence: float = Field(default=RECOMMENDED["document_evidence"], ge=0, le=10)
     max_tokens: int | None = Field(default=RECOMMENDED["max_tokens"], ge=1, le=1_000_000)
     token_counter: Literal["auto", "minilm", "approx"] = RECOMMENDED["token_counter"]
     reranker: Literal["embedding"] | None = None

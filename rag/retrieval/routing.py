@@ -11,6 +11,8 @@ company, period, doc_name (and a summary when indexing produced one). The genera
 - organisation aliases: an acronym-like word of the question (two capitals or more) matches a card
   token it begins ("JPM" -> "jpmorgan") or the initials of a card field's leading words ("JnJ",
   "J&J" -> "Johnson & Johnson");
+- names written in words: two or three adjacent words written as names are also read joined, when
+  a card holds the joined word ("Best Buy" -> ``BESTBUY_2019_10K``; `rag.retrieval.naming.compound_names`);
 - periods: years in the question (``2022``, ``FY2022``, ``FY22``, ``Q2 2023``) against the years in
   the card. The latest year named counts (a report covers the years before it): a card with that
   year adds ``year_weight``, a card with another named year (or the year after) a third of it, a card
@@ -40,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,8 +52,19 @@ from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, removed_names
 from rag.base.text import idf_weights, tokenize
+from rag.retrieval.naming import (
+    WORD,
+    alias_words,
+    aliases,
+    compound_names,
+    initials_of,
+    name_tokens,
+    period_tokens,
+    quarters_in,
+    years_in,
+)
 
-__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "Route", "name_tokens", "quarters_in",
+__all__ = ["DEFAULT_ROUTING_FIELDS", "DocumentRouter", "Route", "compound_names", "name_tokens", "quarters_in",
            "years_in"]
 
 __getattr__ = removed_names(__name__, {"RoutedRetriever": (
@@ -62,66 +74,7 @@ __getattr__ = removed_names(__name__, {"RoutedRetriever": (
 
 DEFAULT_ROUTING_FIELDS = ("title", "doc_name", "company", "period", "doc_period", "year", "source", "summary",
                           "doc_summary")
-_YEAR = re.compile(r"(?<![\d])((?:19|20)\d{2})(?![\d])")
-_ACRONYM = re.compile(r"\b(?=\w*[A-Z]\w*[A-Z])[A-Za-z&]{3,}\b")  # JPM, JnJ, AMD: two capitals or more
-_SHORT_FY = re.compile(r"\bFY\s?'?(\d{2})\b", re.IGNORECASE)
-_QUARTER_BEFORE_YEAR = re.compile(r"\b(Q[1-4])(?=(?:19|20)\d{2}(?!\d))", re.IGNORECASE)   # "Q22023"
-_QUARTER = re.compile(r"(?:\b|(?<=\d))Q([1-4])(?:\b|(?=\d))|\b(first|second|third|fourth)\s+(?:fiscal\s+)?quarter",
-                      re.IGNORECASE)
-_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4}
-_WORD = re.compile(r"[A-Za-z0-9&]+")
 _RECENCY = 0.05     # share of year_weight that orders cards by recency when the question names no year
-
-
-def _period_tokens(tokens: set[str]) -> set[str]:
-    return {t for t in tokens if t.isdigit() or _YEAR.fullmatch(t) or _SHORT_FY.fullmatch(t)}
-
-
-def years_in(text: str) -> set[int]:
-    """Four-digit years (1900-2099) in text, plus two-digit fiscal years ("FY22" -> 2022).
-
-    Example:
-        >>> sorted(years_in("FY22 vs fiscal 2021, doc_2019_10K"))
-        [2019, 2021, 2022]
-    """
-    text = _QUARTER_BEFORE_YEAR.sub(r"\1 ", text.replace("_", " "))
-    years = {int(y) for y in _YEAR.findall(text)}
-    years |= {2000 + int(y) for y in _SHORT_FY.findall(text)}
-    return years
-
-
-def quarters_in(text: str) -> set[int]:
-    """Quarters (1-4) named in text: "Q2", "2023Q2", "Q22023", "second (fiscal) quarter".
-
-    Example:
-        >>> sorted(quarters_in("Q2 of FY2023 vs the fourth quarter; ACME_2022Q1_10Q"))
-        [1, 2, 4]
-    """
-    return {int(digit) if digit else _ORDINAL[word.lower()]
-            for digit, word in _QUARTER.findall(text.replace("_", " "))}
-
-
-def name_tokens(question: str) -> set[str]:
-    """Tokens of the words a question writes as names: capitalised, acronyms ("AMD", "JnJ") or letters with
-    digits ("3M"). Stop words drop out ("How", "Which"), so an ordinary question names nothing.
-
-    Example:
-        >>> sorted(name_tokens("How do I start the server?")), sorted(name_tokens("What was 3M's capex in FY2022?"))
-        ([], ['3m', 'fy2022'])
-    """
-    names = [w for w in _WORD.findall(question)
-             if w[0].isupper() or sum(c.isupper() for c in w) >= 2
-             or (any(c.isdigit() for c in w) and any(c.isalpha() for c in w))]
-    return set(tokenize(" ".join(names)))
-
-
-def _aliases(question: str) -> tuple[set[str], set[str]]:
-    """Acronym-like words of the question: (name prefixes "jpm"; initials "jpm", "jj" for "JnJ" or "J&J")."""
-    words = _ACRONYM.findall(question) + re.findall(r"\b[A-Z]&[A-Z]\b", question)
-    prefixes = {w.lower().replace("&", "") for w in words}
-    # a name prefix needs three letters: "da" (from "D&A") would begin too many words
-    return ({p for p in prefixes if len(p) >= 3},
-            {"".join(c for c in w if c.isupper()).lower() for w in words} | prefixes)
 
 
 @dataclass
@@ -233,7 +186,7 @@ class DocumentRouter:
         out: dict[str, set[str]] = {}
         for part in card.replace("_", " ").split("|"):
             words = []
-            for word in _WORD.findall(part):
+            for word in WORD.findall(part):
                 if word == "&":
                     continue
                 if not word.isalpha():
@@ -272,36 +225,45 @@ class DocumentRouter:
         documentation sets are common words); else every token.
         """
         if not self.names_only:
-            return set(tokenize(question))
-        named = name_tokens(question)
+            return set(tokenize(question)) | set(self._compounds(question))
+        compounds = self._compounds(question)
+        named = name_tokens(question) | set(compounds)
         if self.mentions is None or not named:
             return named
-        prefixes, initials = _aliases(question)
+        prefixes, initials = aliases(question)
         keep = set()
-        for word in {w for w in _WORD.findall(question) if set(tokenize(w)) & named}:
+        for word in {w for w in WORD.findall(question) if set(tokenize(w)) & named} | set(compounds.values()):
             tokens = set(tokenize(word))
             hits = {self.values[i] for i, toks in enumerate(self._tokens) if tokens & toks & self._distinctive}
             low = word.lower()
             hits |= {self.values[i] for i, toks in enumerate(self._tokens) if low in prefixes and
                      any(t.startswith(low) for t in toks & self._distinctive)}
-            hits |= {self.values[i] for i, w in enumerate(self._initial_words) if low in initials and low in w}
+            hits |= {self.values[i] for i, w in enumerate(self._initial_words)
+                     if (low in initials and low in w) or (initials_of(word) in initials and initials_of(word) in w)}
+            if not hits:   # it names no document: nothing to check (and no index lookup)
+                keep |= tokens & named
+                continue
             counts = self.mentions(word)
             used = sum(counts.values())
-            if not hits or not used or sum(counts.get(v, 0) for v in hits) * 2 >= used:
+            if not used or sum(counts.get(v, 0) for v in hits) * 2 >= used:
                 keep |= tokens & named
         return keep
 
+    def _compounds(self, question: str) -> dict[str, str]:
+        """`compound_names` of the question that are distinctive tokens of a card."""
+        return {t: w for t, w in compound_names(question).items() if t in self._distinctive}
+
     def _scored(self, question: str) -> tuple[np.ndarray, np.ndarray, bool]:
-        q_tokens = set(tokenize(question))
+        q_tokens = set(tokenize(question)) | set(self._compounds(question))
         named = self.names(question)
-        prefixes, initials = _aliases(question)
+        prefixes, initials = aliases(question)
         if self.names_only:   # an acronym the corpus uses everywhere is no alias either
-            prefixes = {p for p in prefixes if set(tokenize(p)) & named or p in named}
-            initials = {a for a in initials if a in named or set(tokenize(a)) & named}
+            prefixes, initials = aliases(question, [w for w in alias_words(question)
+                                                     if set(tokenize(w)) & named or w.lower() in named])
         lexical = np.zeros(len(self.values))
         hit = np.zeros(len(self.values), dtype=bool)
         for i, toks in enumerate(self._tokens):
-            exact = (q_tokens & toks) - _period_tokens(q_tokens)  # periods are scored by the period signals
+            exact = (q_tokens & toks) - period_tokens(q_tokens)  # periods are scored by the period signals
             partial = {c for c in toks - exact if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
             for alias in initials:
                 partial |= self._initial_words[i].get(alias, set()) - exact

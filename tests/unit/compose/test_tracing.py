@@ -62,7 +62,7 @@ def test_rag_chain_run_becomes_a_span_tree_with_resource_attributes(exporter):
                                           "configurable": {"retrieval_chain": {"cities": {"search_kwargs": {
                                               "filter": {"source": {"$ne": "x"}}}}}}})
     assert span_tree(exporter) == [(0, "RAG"), (1, "retrieve"), (2, "resources"), (3, "cities"), (4, "search/cities"),
-                                   (3, "aggregate"), (4, "fuse"), (4, "diversify"), (4, "select"), (4, "budget"),
+                                   (3, "aggregate"), (4, "fuse"), (4, "evidence"), (4, "diversify"), (4, "select"), (4, "budget"),
                                    (1, "generate"), (2, "ExtractiveAnswerer")]
     resource = dict(_span(exporter, "cities").attributes)
     # the resource's k caps its chunks in the context; its candidates are searched fetch_k deep
@@ -77,7 +77,7 @@ def test_retrieve_stages_are_child_runs_of_the_calling_run(exporter):
     step = RunnableLambda(lambda q: retrieve(q, both, k=1, max_tokens=50, token_counter="approx"), name="ask")
     step.invoke("Where is Rome?", {"callbacks": [handler]})
     assert span_tree(exporter) == [(0, "ask"), (1, "resources"), (2, "cities"), (3, "search/cities"), (2, "more"),
-                                   (3, "search/more"), (2, "aggregate"), (3, "fuse"), (3, "diversify"), (3, "select"),
+                                   (3, "search/more"), (2, "aggregate"), (3, "fuse"), (3, "evidence"), (3, "diversify"), (3, "select"),
                                    (3, "budget")]
     search = dict(_span(exporter, "search/cities").attributes)
     assert (search["rag.resource"], search["rag.k"], search["rag.documents"]) == ("cities", 100, 3), search

@@ -90,6 +90,8 @@ def pipeline_settings(draw: st.DrawFn, chunks: list[Document]) -> dict[str, Any]
         chosen["routing"] = draw(st.sampled_from(["filter", "boost", "both"]))
     if draw(st.booleans()):
         chosen["page_diversity"] = 0.3
+    chosen["page_evidence"] = draw(st.sampled_from([0.0, 0.2, 1.0]))
+    chosen["document_evidence"] = draw(st.sampled_from([0.0, 0.1, 1.0]))
     return chosen
 
 

@@ -8,8 +8,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import Resource, retrieve
 from rag.base.errors import ConfigError
+from rag.base.text import tokenize
 from rag.retrieval.lexical import BM25Retriever
-from rag.retrieval.routing import DocumentRouter, name_tokens, quarters_in, years_in
+from rag.retrieval.routing import DocumentRouter, compound_names, name_tokens, quarters_in, years_in
 
 
 def _router(chunks, **kw) -> DocumentRouter:
@@ -171,3 +172,62 @@ def test_names_only_never_routes_a_question_in_lower_case(words):
     ("Is the Bisect run, GPG or P4 faster?", {"bisect", "gpg", "p4"})])
 def test_name_tokens(question, names):
     assert name_tokens(question) == names
+
+
+# ---------------------------------------------------------------- names written in words, cards in one word
+FILE_CARDS = {"bb19": "BESTBUY_2019_10K | BESTBUY 2019 10K", "bb23": "BESTBUY_2023_10K | BESTBUY 2023 10K",
+              "gm": "GENERALMILLS_2019_10K | GENERALMILLS 2019 10K",
+              "jj": "JOHNSON_JOHNSON_2022_10K | JOHNSON JOHNSON 2022 10K", "kc": "KRAFTHEINZ_2019_10K",
+              "bk": "BOOKING_2019_10K | BOOKING 2019 10K", "3m": "3M_2019_10K | 3M 2019 10K"}
+
+
+@pytest.mark.parametrize("names_only", [True, False])
+@pytest.mark.parametrize(("question", "expected"), [
+    ("What were Best Buy's inventories in FY2019?", ["bb19"]), ("Did General Mills grow in 2019?", ["gm"]),
+    ("Is Kraft-Heinz profitable?", ["kc"]), ("How did JnJ's US sales grow?", ["jj"]),
+    ("How did J&J's US sales grow?", ["jj"])])
+def test_a_name_written_in_words_routes_to_its_one_word_card(question, expected, names_only):
+    assert DocumentRouter(FILE_CARDS, key="doc", names_only=names_only).route(question).values == expected
+
+
+def test_joined_words_route_only_when_a_card_holds_the_joined_word():
+    router = DocumentRouter(FILE_CARDS, key="doc", names_only=True)
+    assert router.route("What is the Best Practice for Buy Backs?").values == []
+    assert compound_names("Did Best Buy grow?")["bestbuy"] == "BestBuy"
+    assert "bestbuy" not in compound_names("Did best buy grow?")          # not written as names
+    assert "bestbuy" not in compound_names("Best, Buy")                  # not adjacent
+
+
+@given(st.lists(st.sampled_from(["Best", "Buy", "General", "Mills", "Report", "Growth", "Kraft", "Heinz", "the",
+                                 "in", "2019", "Did", "How"]), min_size=1, max_size=8))
+def test_a_compound_routes_only_to_cards_holding_it(words):
+    question = " ".join(words) + "?"
+    router = DocumentRouter(FILE_CARDS, key="doc", names_only=True)
+    joined = set(compound_names(question))
+    for value in router.route(question).values:
+        card_tokens = set(tokenize(FILE_CARDS[value].replace("_", " ")))
+        assert card_tokens & (name_tokens(question) | joined), (question, value)
+
+
+def test_a_knowledge_base_routes_a_name_written_in_words_to_its_file(tmp_path):
+    from rag import KnowledgeBase
+
+    names = ["BESTBUY_2019_10K", "BESTBUY_2023_10K", "GENERALMILLS_2019_10K", "JOHNSON_JOHNSON_2022_10K",
+             "KRAFTHEINZ_2019_10K", "BOOKING_2019_10K", "PEPSICO_2019_10K", "ADOBE_2019_10K"]
+    for name in names:
+        (tmp_path / f"{name}.txt").write_text("Inventories were valued at cost. The best stores buy in bulk. "
+                                              "Net sales grew in every market the company serves.\n")
+    kb = KnowledgeBase("filings", tmp_path / "store", embedding=DeterministicFakeEmbedding(size=16))
+    kb.add_documents(tmp_path, include="*.txt")
+    resource = kb.as_resource()
+    by_id = {r.doc_id: r.source.rsplit("/", 1)[-1] for r in kb.list_documents()}
+
+    def routed(question: str) -> list[str]:
+        return sorted(by_id[v] for v in resource.router.route(question).values)
+
+    assert routed("What were Best Buy's inventories in FY2019?") == ["BESTBUY_2019_10K.txt"]
+    assert routed("Did General Mills grow its net sales?") == ["GENERALMILLS_2019_10K.txt"]
+    assert routed("How did JnJ's sales grow?") == ["JOHNSON_JOHNSON_2022_10K.txt"]
+    assert routed("Which stores buy the best inventories?") == []
+    context = retrieve("What were Best Buy's inventories in FY2019?", resource).context
+    assert {d.metadata["source"].rsplit("/", 1)[-1] for d in context} == {"BESTBUY_2019_10K.txt"}
