@@ -77,6 +77,8 @@ class Watchdog:
         if math.isinf(self.seconds):
             yield
             return
+        if self.seconds <= 0:   # (no budget: cut off before it starts, without waiting for the watchdog thread)
+            raise PageTimeout
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, name="rag-page-watchdog", daemon=True)
             self._thread.start()
