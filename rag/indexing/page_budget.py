@@ -5,8 +5,9 @@ in a page: a page of dense rows can take minutes. It runs in Python (pdfminer.si
 interrupted between two bytecodes: a watchdog thread raises `PageTimeout` in the working thread
 (`PyThreadState_SetAsyncExc`) when a step outlives its budget, and the step's caller reads that
 page as text. One watchdog thread serves every step of a file; arming and disarming are under one
-lock, and an interrupt that was sent but not yet delivered when the step ended is withdrawn, so
-`PageTimeout` never escapes the `with` block of the step it was meant for.
+lock, the interrupt is sent again every 10 ms until the step ends (one landing in a garbage-collector
+callback is swallowed there), and one sent but not yet delivered when the step ended is withdrawn,
+so `PageTimeout` never escapes the `with` block of the step it was meant for.
 
 Work in C (a long zlib inflate inside pdfminer) is interrupted when it returns to Python.
 `PageTimeout` derives from `BaseException`, so an `except Exception` inside the library does not
@@ -34,6 +35,8 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["PageTimeout", "Watchdog"]
+
+_RESEND = 0.01  # seconds between interrupts once a step is over its budget
 
 
 class PageTimeout(BaseException):  # noqa: N818 - a signal to the step, not an error of the caller's
@@ -105,7 +108,9 @@ class Watchdog:
                     return
                 left = None if self._deadline is None else self._deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    self._deadline, self._fired, left = None, True, None   # one interrupt per step
+                    # sent again until the step ends: one that lands in a garbage-collector callback (Python code,
+                    # e.g. Hypothesis's) is swallowed there as "unraisable"
+                    self._deadline, self._fired, left = time.monotonic() + _RESEND, True, _RESEND
                     _interrupt(self._target, PageTimeout)
 
     def close(self) -> None:

@@ -151,6 +151,9 @@ def test_pdfplumber_is_cut_off_per_page_and_the_pages_are_read_as_text(tmp_path)
     assert [d.page_content for d in docs] == [d.page_content for d in plain]
 
 
+# (an interrupt that lands in Hypothesis's garbage-collector callback is swallowed there, reported as unraisable,
+# and sent again 10 ms later: that is the case this test once caught)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_page_pdfplumber_would_read_for_long_is_interrupted_by_the_watchdog(tmp_path):
     """3,000 rows let through the per-page limits: pdfplumber would take many seconds; the budget is 0.05 s."""
     path = tmp_path / "rows.pdf"
