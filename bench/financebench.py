@@ -1,7 +1,7 @@
 """FinanceBench retrieval benchmark: `python bench/financebench.py [options]`.
 
-The same as `rag eval financebench` (see `--help`): parses the filings once, embeds the chunks once
-(both cached under bench/results/cache/), runs every retrieval configuration in the single-document
+The same as `rag eval financebench` (see `--help`): indexes the filings once into knowledge bases
+through the library and embeds the chunks once (both kept under bench/results/cache/), runs every retrieval configuration in the single-document
 and shared-store settings, prints one line per configuration and writes bench/results/financebench.
 {md,json,png}. Data: ../shared/data/financebench, or --data, or $RAG_FINANCEBENCH_DIR.
 

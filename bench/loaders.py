@@ -192,8 +192,8 @@ class Replay(Embeddings):
 def limits(folder: Path, sizes: tuple[int, ...] = (5, 50), vectors: str | None = None) -> dict:
     """The inflating PDF, then text files of `sizes` MB indexed by `rag index --embedding fake`, each in a child
     process; the time Chroma's `add` took in each (see `chroma` for why it grows faster than the rest). With
-    `vectors` (an embedding cache file) the files are indexed by `KnowledgeStore.add_documents` (what `rag index`
-    calls) with `_REPLAY`'s vectors instead of the fake's i.i.d. random ones."""
+    `vectors` (an embedding cache file) the files are indexed by `rag.indexing.write_path.index_sources` (what
+    `rag index` calls) with `_REPLAY`'s vectors instead of the fake's i.i.d. random ones."""
     folder.mkdir(parents=True, exist_ok=True)
     out: dict = {"load_average": os.getloadavg()[0], "vectors": vectors or "fake (i.i.d. random)"}
     seconds, cpu, peak, _ = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders "
@@ -209,9 +209,9 @@ def limits(folder: Path, sizes: tuple[int, ...] = (5, 50), vectors: str | None =
         shutil.rmtree(store, ignore_errors=True)
         if vectors:
             seconds, cpu, peak, adds = _child(
-                f"VECTORS = {vectors!r}\n{_REPLAY}\nfrom rag.indexing.knowledge_base import KnowledgeStore\n"
-                f"import chromadb\n{_TIME_ADDS}", f"KnowledgeStore('t', {str(store)!r}, embedding=Replay())"
-                f".add_documents([{str(path)!r}])", "_ADDS")
+                f"VECTORS = {vectors!r}\n{_REPLAY}\nfrom rag.indexing.kb_parts import IndexTarget\n"
+                f"from rag.indexing.write_path import index_sources\nimport chromadb\n{_TIME_ADDS}",
+                f"index_sources(IndexTarget('t', {str(store)!r}, embedding=Replay()), [{str(path)!r}])", "_ADDS")
         else:
             seconds, cpu, peak, adds = _child(
                 "from rag.cli import main\nimport rag.indexing.index_command, chromadb\n" + _TIME_ADDS +

@@ -55,7 +55,7 @@ def _add_eval_financebench(sub: Any) -> None:
     p.add_argument("--data", default=None,
                    help="data directory (default: $RAG_FINANCEBENCH_DIR or ../shared/data/financebench)")
     p.add_argument("--cache-dir", default="bench/results/cache",
-                   help="page texts and embeddings cache (default: %(default)s)")
+                   help="the benchmark's knowledge bases and embedding cache (default: %(default)s)")
     p.add_argument("--out", default="bench/results", help="where the md/json/png go (default: %(default)s)")
     p.add_argument("--settings", default="single,shared", help="comma-separated: single, shared (default: %(default)s)")
     p.add_argument("--configs", default=None, help="comma-separated configuration names (default: all)")

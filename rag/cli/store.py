@@ -50,7 +50,7 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
     """
     from rag.compose.knowledge_base import KnowledgeBase
     from rag.compose.resource import Resource
-    from rag.indexing.knowledge_base import list_knowledge_bases
+    from rag.indexing.manifest import list_knowledge_bases
     from rag.models.embeddings import default_embeddings
     from rag.stores.registry import collections, holds_store, local_client, new_vectorstore, store_name
 

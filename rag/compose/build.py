@@ -1,7 +1,7 @@
 """`build_index` (RAGTools): sources -> chunks -> tags -> embeddings -> store -> a searchable `Resource`.
 
-A one-call front door to the library's one ingest path, the knowledge base
-(`rag.indexing.knowledge_base.KnowledgeStore`: load, chunk, AutoContext, tag, embed, write). Each
+A one-call front door to the library's one write path, through a `KnowledgeBase`
+(`rag.indexing.write_path`: load, chunk, AutoContext, tag, embed, write). Each
 step is a component with a default, replaceable by keyword:
 
 | step        | default                                 | replace with                               |

@@ -1,11 +1,12 @@
 """`KnowledgeBase`: a persistent, incrementally updated knowledge base you can search.
 
-The class users meet. Its storage and ingest side, the library's one write path, is
-`rag.indexing.knowledge_base.KnowledgeStore` (manifest, writer lock, records, chunk store and a
-`Syncer` each write hands them to; on the indexing floor so that the front doors which cannot import
-this class, `HybridRetriever.from_documents` and `Resource`'s constructors, write through the same
-path); this class adds what needs the floors above: hybrid search (`as_hybrid_retriever`) and a
-`Resource` for `RAG` (`as_resource`). See docs/development.md, "The knowledge base".
+The library's one knowledge base class. It owns two collaborators on the indexing floor: its storage
+(`rag.indexing.kb_parts.IndexTarget`: manifest, writer lock, document records, chunk store, embedding
+model, chunker / tagger / AutoContext) and a `Syncer` (`rag.indexing.sync`) over it; every write goes
+through the library's one write path, `rag.indexing.write_path`, which the front doors below this
+floor (`HybridRetriever.from_documents`, `Resource`'s persisting constructors, `rag index`) call too.
+This class adds what needs the floors above: hybrid search (`as_hybrid_retriever`) and a `Resource`
+for `RAG` (`as_resource`). See docs/development.md, "The knowledge base".
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -13,6 +14,8 @@ Example:
     >>> import tempfile
     >>> kb = KnowledgeBase("notes", tempfile.mkdtemp(), embedding=DeterministicFakeEmbedding(size=16))
     >>> kb.add_documents([Document(page_content="Paris is in France.", metadata={"source": "geo"})]).added
+    ['geo']
+    >>> kb.add_documents([Document(page_content="Paris is in France.", metadata={"source": "geo"})]).unchanged
     ['geo']
     >>> res = kb.as_resource()
     >>> [d.page_content for d in res.retrieve("Paris")]
@@ -22,31 +25,239 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
+from rag.base.errors import StoreError
 from rag.compose.resource import Resource
-from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.autocontext import AutoContext
+from rag.indexing.formats import Chunker
+from rag.indexing.kb_parts import IndexTarget
+from rag.indexing.kb_retriever import KnowledgeBaseRetriever
+from rag.indexing.kb_settings import is_name
+from rag.indexing.manifest import DEFAULT_DIRECTORY, missing_knowledge_base
+from rag.indexing.neighbours import neighbours
+from rag.indexing.records import DocumentRecord, RecordStore
+from rag.indexing.sync import IndexReport, Source, Syncer
+from rag.indexing.write_path import delete_source, index_sources, reindex_source
 from rag.retrieval.kb_search import (
     knowledge_base_retriever,
     knowledge_base_router,
     knowledge_base_sections,
 )
+from rag.stores.chunk_store import ChunkStore
 
 __all__ = ["KnowledgeBase"]
 
 logger = logging.getLogger(__name__)
 
 
-class KnowledgeBase(KnowledgeStore):
+def _part(attribute: str, doc: str) -> Any:
+    """A read-only view of one of the storage's parts."""
+    return property(lambda self: getattr(self.storage, attribute), doc=doc)
+
+
+class KnowledgeBase:
     """A persistent knowledge base: add, update, delete, search documents, and use it as a `Resource`.
 
-    Takes the arguments of `KnowledgeStore` (name, directory, embedding, chunker, autocontext,
-    tagger, description, cache, lock_timeout); ``directory=None`` keeps it in memory.
+    Args:
+        name: 1-63 characters of letters, digits, `.`, `_`, `-` (also the Chroma collection).
+        directory: where it is stored (created by the first write); None keeps it in a private temporary
+            directory removed when the process exits (`Resource.from_directory`, `build_index`).
+        embedding: the embedding model; defaults to the one recorded in the manifest, or to
+            `rag.models.embeddings.default_embeddings()` for a new knowledge base.
+        chunker: defaults to `TokenChunker()` (200 MiniLM word pieces, 30 overlap);
+            `PassthroughChunker()` stores already-chunked documents as they are; any
+            `rag.indexing.formats.Chunker` will do (its `settings()` are recorded in the manifest, and the
+            knowledge base is reopened with the same chunker).
+        autocontext: defaults to `AutoContext()` (title / section + extractive summary);
+            `AutoContext(enabled=False)` embeds chunks alone.
+        tagger: optional, e.g. `KeywordTagger()` (tags in metadata, selectable by filters).
+        description: what it holds (shown by resources); a new one for an existing one is saved by a write.
+        cache: keep an on-disk embedding cache in the directory.
+        lock_timeout: seconds a writer waits for another writer before `StoreError`.
+        client: the chromadb client holding the collection (default: a persistent client on `directory`;
+            `rag.stores.chroma.http_client(...)` for a server). Manifest, records and lock stay in `directory`.
+        store: keep the chunks in another vector store, of a backend of `rag.stores.registry`
+            (`rag.stores.pgvector.open_store(...)`, a `QdrantVectorStore`, ...); the manifest records its
+            backend, and the knowledge base must be opened with a store of that backend again (docs/stores.md).
+
+    Construction and reads write nothing: the first write creates the knowledge base, under the writer
+    lock; reading one never written raises `StoreError` listing the existing ones.
+
+    Raises:
+        ConfigError: bad name, or settings that differ from the manifest (another embedding
+            model, chunk size or AutoContext setting).
+        StoreError: the manifest is damaged, names another knowledge base, or store files are
+            symlinks.
     """
+
+    def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *,
+                 embedding: Embeddings | None = None,
+                 chunker: Chunker | None = None, autocontext: AutoContext | None = None,
+                 tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
+                 client: Any = None, store: Any = None) -> None:
+        #: its storage: manifest, lock, records, chunk store, embedding, components (`IndexTarget`)
+        self.storage = IndexTarget(name, directory, embedding=embedding, chunker=chunker, autocontext=autocontext,
+                                   tagger=tagger, description=description, cache=cache,
+                                   lock_timeout=lock_timeout, client=client, store=store)
+        #: what brings the store in line with the sources of a write (`rag.indexing.sync.Syncer`)
+        self.syncer = Syncer(self.storage)
+
+    @classmethod
+    def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeBase:
+        """Open an existing knowledge base; `StoreError` listing the existing ones if it does not exist."""
+        if not is_name(name) or not (Path(directory) / "kb" / name / "manifest.json").exists():
+            raise missing_knowledge_base(str(name), Path(directory))
+        return cls(name, directory, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {str(self.directory)!r})"
+
+    name = _part("name", "Its name (also the default store's collection).")
+    directory = _part("directory", "The directory it is stored in.")
+    home = _part("home", "Its folder, `<directory>/kb/<name>` (manifest, records, BM25 cache).")
+    manifest = _part("manifest", "Its manifest (`rag.indexing.manifest.Manifest`): what it was built with.")
+    manifest_path = _part("manifest_path", "Where the manifest is saved.")
+    lock = _part("lock", "Its writer lock (`rag.indexing.locking.WriterLock`).")
+    embedding = _part("embedding", "The embedding used for writes and dense search (cached when `cache`).")
+    embedding_model = _part("embedding_model", "The embedding model itself.")
+    backend = _part("backend", "Where the chunks are kept: the default backend, or the `store` given's.")
+    remote_store = _part("remote", "Whether the chunks live apart from the records (a Chroma server, a store).")
+    exists = _part("exists", "Whether it has been created (its manifest is on disk).")
+
+    @property
+    def chunker(self) -> Any:
+        """Its chunker (`TokenChunker` by default)."""
+        return self.storage.components.chunker
+
+    @property
+    def tagger(self) -> Any:
+        """Its tagger, or None."""
+        return self.storage.components.tagger
+
+    @property
+    def autocontext(self) -> AutoContext:
+        """Its AutoContext settings."""
+        return self.storage.components.autocontext
+
+    @property
+    def records(self) -> RecordStore:
+        """The document records (`RecordStore`), opened on first use; `StoreError` if never created."""
+        return self.storage.records
+
+    @property
+    def chunks(self) -> ChunkStore:
+        """The store of the chunks (`rag.stores.chunk_store`): the default store in `directory`, or the `store` given."""
+        return self.storage.chunks
+
+    @property
+    def client(self) -> Any:
+        """The client of the default store (a persistent Chroma client on `directory` unless one was given)."""
+        return getattr(self.chunks, "client", None)
+
+    @property
+    def collection(self) -> Any:
+        """The default store's collection (Chroma, cosine space), opened on first use (`StoreError` on another backend)."""
+        found = getattr(self.chunks, "collection", None)
+        if found is None:
+            raise StoreError(f"knowledge base {self.name!r} keeps its chunks in {self.backend}, not in a Chroma "
+                             "collection; use kb.chunks")
+        return found
+
+    def create(self) -> KnowledgeBase:
+        """Create the knowledge base (empty) if it does not exist; returns itself. Writes do this on their own.
+
+        Under the writer lock, as every write (a changed description given to an existing one is saved here).
+        """
+        self.storage.create()
+        return self
+
+    def count(self) -> int:
+        """Number of chunks in the store."""
+        return self.chunks.count()
+
+    def close(self) -> None:
+        """Release file handles (the store stays on disk)."""
+        self.storage.close()
+
+    # ------------------------------------------------------------------ writing
+    def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
+                      exclude: str | Sequence[str] = (), cleanup: str | None = None,
+                      progress: Callable[[str, int], None] | None = None,
+                      follow_symlinks: bool = False, executor: Any = None, limits: Any = None) -> IndexReport:
+        """Index files, folders or Documents; unchanged ones are skipped without embedding.
+
+        Creates the knowledge base on first use (under the writer lock, as every write).
+
+        Args:
+            sources: paths (files or folders) and/or Documents (grouped by `metadata["source"]`).
+            include, exclude: globs for files under folders (see `load_directory`).
+            cleanup: None keeps everything else; "incremental" deletes documents indexed from the given
+                folders that are no longer there; "full" deletes every document not in `sources`.
+            progress: called with (event, amount): "files_total", "file", "pages", "chunks", "embeddings".
+            follow_symlinks: also index what symlinks under the folders lead to outside them (by default
+                such links are skipped and listed in `skipped`).
+            executor: None / "local" (this process), "ray" or a `RayExecutor(...)` (docs/scale.md).
+            limits: what reading one file may cost (`rag.indexing.limits.LoadLimits`, or a mapping of its
+                fields: tables, OCR, seconds and sizes; None: the defaults). What hits one is in the report's
+                `notes`; files whose reading other settings change (PDFs, images) are read again
+                (docs/indexing.md).
+
+        Returns:
+            What was added, updated, unchanged, deleted and skipped (with reasons).
+
+        Raises:
+            StoreError: another process is writing (after `lock_timeout`), or the store cannot be written
+                (full disk, damaged files): the message names the cause and the fix.
+        """
+        return index_sources(self.storage, sources, include=include, exclude=exclude, cleanup=cleanup,
+                             progress=progress, follow_symlinks=follow_symlinks, executor=executor,
+                             syncer=self.syncer, limits=limits)
+
+    def update_document(self, source: str | Path, documents: Sequence[Document] | None = None, *,
+                        limits: Any = None) -> IndexReport:
+        """Re-index one file now within `limits` (see `add_documents`), or replace a source's content with
+        `documents`."""
+        return reindex_source(self.storage, source, documents, syncer=self.syncer, limits=limits)
+
+    def delete_document(self, source: str | Path) -> int:
+        """Delete a document (by path, source or doc_id) and its chunks; returns chunks deleted."""
+        return delete_source(self.storage, source)
+
+    # ------------------------------------------------------------------ reading
+    def list_documents(self) -> list[DocumentRecord]:
+        """Records of the documents it holds (source, doc_id, hash, chunk ids, title, summary)."""
+        return self.storage.list_documents()
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Chunks matching a portable filter (all when None), by document and position.
+
+        The order depends on neither the store nor the write order (BM25 breaks ties by position).
+
+        Example:
+            >>> kb.get_documents({"doc_id": "ab12", "chunk_index": {"$gte": 3, "$lt": 6}})   # doctest: +SKIP
+        """
+        return self.storage.get_documents(filter)
+
+    def neighbours(self, doc_id: str, chunk_index: int, *, window: int = 2) -> list[Document]:
+        """Chunks `chunk_index - window .. chunk_index + window` of `doc_id`, in order (those that exist)."""
+        return neighbours(self, doc_id, chunk_index, window=window)
+
+    def get_chunks(self, doc_id: str) -> list[Document]:
+        """All chunks of a document, in `chunk_index` order."""
+        return self.get_documents({"doc_id": doc_id})   # (read in document order)
+
+    def as_retriever(self, *, k: int = 4, filter: dict[str, Any] | None = None,
+                     score_threshold: float | None = None) -> KnowledgeBaseRetriever:
+        """A `KnowledgeBaseRetriever`: dense search (takes `k` and portable `filter` per call)."""
+        return KnowledgeBaseRetriever(chunks=self.chunks, embedding=self.embedding, k=k, filter=filter,
+                                      score_threshold=score_threshold)
 
     def as_hybrid_retriever(self, *, k: int = 4, fusion: str = "rrf", weights: dict[str, float] | None = None,
                             fetch_k: int = 20, rrf_k: int = 60, bm25_settings: dict[str, Any] | None = None,
@@ -60,7 +271,7 @@ class KnowledgeBase(KnowledgeStore):
         Raises:
             ConfigError: the knowledge base is empty, or a fusion setting is invalid.
         """
-        return knowledge_base_retriever(self, search="hybrid", k=k, fusion=fusion, weights=weights, fetch_k=fetch_k,
+        return knowledge_base_retriever(self.storage, search="hybrid", k=k, fusion=fusion, weights=weights, fetch_k=fetch_k,
                                         rrf_k=rrf_k, bm25_settings=bm25_settings, chunks=chunks)
 
     def as_resource(self, *, name: str | None = None, search: str = "hybrid", routing: str | bool = "auto",
@@ -91,8 +302,8 @@ class KnowledgeBase(KnowledgeStore):
             logger.info("knowledge base %r is empty: searching it dense until it is rebuilt", self.name)
             search = "dense"
         chunks = self.get_documents() if sections is not None and search != "dense" else None
-        retriever = knowledge_base_retriever(self, search=search, chunks=chunks, **(hybrid or {}))
+        retriever = knowledge_base_retriever(self.storage, search=search, chunks=chunks, **(hybrid or {}))
         return Resource(name=name or self.name, retriever=retriever,
                         description=self.manifest.description if description is None else description,
-                        search_kwargs=search_kwargs or {}, router=knowledge_base_router(self, routing),
-                        sections=knowledge_base_sections(self, sections, chunks))
+                        search_kwargs=search_kwargs or {}, router=knowledge_base_router(self.storage, routing),
+                        sections=knowledge_base_sections(self.storage, sections, chunks))

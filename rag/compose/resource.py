@@ -214,15 +214,17 @@ class Resource(BaseModel):
             # the write path is imported when used: `from rag import RAG` does not load the indexing floor
             from rag.indexing.autocontext import AutoContext
             from rag.indexing.chunking import PassthroughChunker
-            from rag.indexing.kb_parts import knowledge_base_name
-            from rag.indexing.knowledge_base import KnowledgeStore
+            from rag.indexing.kb_parts import IndexTarget
+            from rag.indexing.kb_retriever import KnowledgeBaseRetriever
+            from rag.indexing.kb_settings import knowledge_base_name
+            from rag.indexing.write_path import index_sources
 
             cls._check_name(name)   # (before anything is written)
-            kb = KnowledgeStore(knowledge_base_name(name), persist_directory, embedding=embedding,
-                                chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False))
-            kb.add_documents(list(unique.values()))
-            return cls(name=name, retriever=kb.as_retriever(), description=description,
-                       search_kwargs=search_kwargs or {})
+            kb = IndexTarget(knowledge_base_name(name), persist_directory, embedding=embedding,
+                             chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False))
+            index_sources(kb, list(unique.values()))
+            return cls(name=name, retriever=KnowledgeBaseRetriever(chunks=kb.chunks, embedding=kb.embedding),
+                       description=description, search_kwargs=search_kwargs or {})
         store = new_vectorstore(name, embedding or default_embeddings())
         if unique:
             store.add_documents(list(unique.values()), ids=list(unique))
@@ -268,7 +270,7 @@ class Resource(BaseModel):
     ) -> Resource:
         """Index the txt, md, html and pdf files under `path` into a knowledge base and search it.
 
-        The files go through the one ingest path (`KnowledgeStore`: load, chunk, AutoContext,
+        The files go through the one write path (`rag.indexing.write_path`: load, chunk, AutoContext,
         embed, write); with `persist_directory` the knowledge base is kept there and a second
         call only indexes what changed, otherwise it lives in memory. `search`: ``"hybrid"``
         (default), ``"dense"`` or ``"bm25"`` (`rag.retrieval.kb_search`). `limits`: the cost limits per
@@ -279,18 +281,19 @@ class Resource(BaseModel):
             ConfigError: nothing readable under `path`.
         """
         from rag.indexing.chunking import TokenChunker
-        from rag.indexing.kb_parts import knowledge_base_name
-        from rag.indexing.knowledge_base import KnowledgeStore
+        from rag.indexing.kb_parts import IndexTarget
+        from rag.indexing.kb_settings import knowledge_base_name
+        from rag.indexing.write_path import index_sources
         from rag.retrieval.kb_search import knowledge_base_retriever, knowledge_base_router
 
-        kb = KnowledgeStore(knowledge_base_name(name), persist_directory, embedding=embedding,
-                            chunker=TokenChunker.sized(chunk_size), description=description)
-        report = kb.add_documents([path], include=glob, exclude=exclude, limits=limits)
+        kb = IndexTarget(knowledge_base_name(name), persist_directory, embedding=embedding,
+                         chunker=TokenChunker.sized(chunk_size), description=description)
+        report = index_sources(kb, [path], include=glob, exclude=exclude, limits=limits)
         for skipped in report.skipped:
             logger.warning("skipped %s", terminal_safe(skipped.reason))  # the reason names the file
         for note in report.notes:
             logger.warning("note %s: %s", terminal_safe(note.path), terminal_safe(note.note))
-        if kb.count() == 0:
+        if kb.chunks.count() == 0:
             raise ConfigError(f"no readable documents under {path} matching {glob!r}")
         return cls(name=name, retriever=knowledge_base_retriever(kb, search=search), description=description,
                    search_kwargs=search_kwargs or {}, router=knowledge_base_router(kb))

@@ -38,7 +38,7 @@ from rag.config.resources import (
     sync_files,
 )
 from rag.indexing.chunking import TokenChunker
-from rag.indexing.knowledge_base import list_knowledge_bases
+from rag.indexing.manifest import list_knowledge_bases
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 

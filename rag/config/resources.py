@@ -2,12 +2,12 @@
 
 - `chroma`: a persistent Chroma collection in a local directory (`path`, default `.rag`);
 - `chroma_server`: a collection on a running Chroma server (`chromadb.HttpClient`; `host`, `port`);
-- `knowledge_base`: a persistent `rag.indexing.KnowledgeBase` (manifest, incremental sync, AutoContext).
+- `knowledge_base`: a persistent `rag.KnowledgeBase` (manifest, incremental sync, AutoContext).
 
 Each takes an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size` in word pieces, the
 executor and the cost limits per file):
-the files are synced into a knowledge base at every build (the library's one ingest path,
-`rag.indexing.knowledge_base.KnowledgeStore`: unchanged files cost a hash check, changed ones are
+the files are synced into a knowledge base at every build (the library's one write path,
+`rag.indexing.write_path`: unchanged files cost a hash check, changed ones are
 re-indexed, deleted ones removed), so a config can serve a folder of documents with no separate
 `rag index` step. Without `index:` a missing collection is an error listing the collections that
 exist (or `create: true` makes it empty).

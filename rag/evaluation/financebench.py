@@ -1,21 +1,22 @@
-"""FinanceBench data: questions, filings, cached page texts and page-aware chunks.
+"""FinanceBench data: questions, filings, their pages and the benchmark's page-aware chunker.
 
 The data directory holds `pdfs/{doc_name}.pdf`, `questions.jsonl` (each question with its
 `doc_name` and `evidence` pages, zero-based) and `documents.jsonl` (company, doc_type,
-doc_period per filing). PDFs are parsed once with pypdfium2 and their page texts cached as
-JSON under a cache directory, so re-runs never parse again. Chunks never cross a page, so
-every chunk has exactly one zero-based `page` to compare with the gold evidence.
+doc_period per filing). A filing's pages are read by the library's PDF loader
+(`rag.indexing.loaders.load_file`, pages as plain text: no table detection, no OCR), and chunked by
+`PageChunker`, a `rag.indexing.formats.Chunker` the benchmark's knowledge base is given
+(`rag.evaluation.financebench_corpus`). Chunks never cross a page, so every chunk has exactly one
+zero-based `page` to compare with the gold evidence.
 
 Example:
     >>> data = FinanceBenchData.load("../shared/data/financebench")    # doctest: +SKIP
     >>> len(data.questions), len(data.documents)                       # doctest: +SKIP
     (92, 54)
-    >>> chunks = data.chunks(cache_dir="bench/results/cache")           # doctest: +SKIP
+    >>> chunks = data.chunks(doc_names=["3M_2018_10K"])                # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -27,21 +28,27 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, InputError
 from rag.indexing.headings import chunk_section, heading_spans
+from rag.indexing.loaders import load_file
+from rag.indexing.pdf import LoadLimits
 
 __all__ = [
     "DATA_ENV_VAR",
     "DEFAULT_DATA_DIR",
+    "PAGE_LIMITS",
     "FinanceBenchData",
+    "PageChunker",
     "Question",
     "chunk_pages",
     "document_title",
+    "page_list",
     "resolve_data_dir",
 ]
 
 DATA_ENV_VAR = "RAG_FINANCEBENCH_DIR"
 #: Relative to the project root (the current directory when run from it).
 DEFAULT_DATA_DIR = "../shared/data/financebench"
-_PAGE_CACHE_VERSION = "pypdfium2-v1"
+#: how the benchmark reads a filing: each page's text layer as it is (tables stay in the page text; no OCR)
+PAGE_LIMITS = LoadLimits(tables=False, ocr=False)
 
 
 @dataclass(frozen=True)
@@ -101,38 +108,71 @@ class FinanceBenchData:
             questions = questions[:limit]
         return cls(root=root, questions=questions, documents=documents)
 
-    def page_texts(self, doc_name: str, *, cache_dir: str | Path | None = None) -> list[str]:
-        """The text of every page of a filing (index = zero-based page), parsed once and cached."""
+    def pages(self, doc_name: str) -> list[Document]:
+        """A filing's pages with text, read by the library's PDF loader (`PAGE_LIMITS`), with the filing's
+        metadata: `doc_name`, `title` (`document_title`), `source` (``"{doc_name}.pdf"``), `company`,
+        `doc_type`, `doc_period`, and each page's zero-based `page`."""
         pdf = self.root / "pdfs" / f"{doc_name}.pdf"
         if not pdf.exists():
             raise InputError(f"no PDF for {doc_name!r} in {self.root / 'pdfs'}")
-        cache_file = None
-        if cache_dir is not None:
-            stat = pdf.stat()
-            key = hashlib.sha256(f"{_PAGE_CACHE_VERSION}|{pdf.name}|{stat.st_size}".encode()).hexdigest()[:12]
-            cache_file = Path(cache_dir) / "pages" / f"{doc_name}.{key}.json"
-            if cache_file.exists():
-                return json.loads(cache_file.read_text(encoding="utf-8"))
-        pages = _parse_pdf(pdf)
-        if cache_file is not None:
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(pages, ensure_ascii=False), encoding="utf-8")
-            os.replace(tmp, cache_file)
-        return pages
+        known = self.documents.get(doc_name, {"doc_name": doc_name})
+        meta = {"doc_name": doc_name, "title": document_title(known), "source": f"{doc_name}.pdf",
+                **{key: known[key] for key in ("company", "doc_type", "doc_period") if key in known}}
+        return [Document(page_content=d.page_content, metadata={**d.metadata, **meta})
+                for d in load_file(pdf, limits=PAGE_LIMITS)]
 
-    def chunks(self, *, cache_dir: str | Path | None = None, chunk_size: int = 1000,
-               doc_names: Iterable[str] | None = None) -> list[Document]:
-        """Page-aware chunks of every filing (or of `doc_names`), in document order."""
+    def page_texts(self, doc_name: str) -> list[str]:
+        """The text of every page of a filing (index = zero-based page; "" for a page without text)."""
+        return page_list(self.pages(doc_name))
+
+    def chunks(self, *, chunk_size: int = 1000, doc_names: Iterable[str] | None = None) -> list[Document]:
+        """`PageChunker` chunks of every filing (or of `doc_names`), in document order (no knowledge base)."""
+        chunker = PageChunker(chunk_size=chunk_size)
+        return [c for name in sorted(doc_names if doc_names is not None else self.documents)
+                for c in chunker.split_documents(self.pages(name))]
+
+
+class PageChunker:
+    """The benchmark's chunker: at most `chunk_size` characters, never across a page (`chunk_pages`).
+
+    A `rag.indexing.formats.Chunker`: it splits each document (its pages, grouped by `doc_id`, else
+    `doc_name`) on its own and numbers its chunks; a knowledge base records its `settings()`.
+
+    Example:
+        >>> pages = [Document(page_content="alpha beta. " * 30, metadata={"doc_id": "d", "page": 0}),
+        ...          Document(page_content="gamma", metadata={"doc_id": "d", "page": 2})]
+        >>> [(c.metadata["page"], c.metadata["chunk_index"]) for c in PageChunker(chunk_size=200).split_documents(pages)]
+        [(0, 0), (0, 1), (2, 2)]
+    """
+
+    def __init__(self, chunk_size: int = 1000) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ConfigError(f"chunk_size must be a positive number of characters, got {chunk_size!r}")
+        self.chunk_size = chunk_size
+
+    def settings(self) -> dict[str, Any]:
+        """The settings as data."""
+        return {"type": "financebench-pages", "chunk_size": self.chunk_size}
+
+    def split_documents(self, docs: Sequence[Document]) -> list[Document]:
+        """Each document's chunks, documents in the order given."""
+        by_doc: dict[str, list[Document]] = {}
+        for doc in docs:
+            by_doc.setdefault(str(doc.metadata.get("doc_id", doc.metadata.get("doc_name", ""))), []).append(doc)
         out: list[Document] = []
-        for name in sorted(doc_names if doc_names is not None else self.documents):
-            meta = {"doc_name": name, "title": document_title(self.documents.get(name, {"doc_name": name})),
-                    "source": f"{name}.pdf"}
-            for key in ("company", "doc_type", "doc_period"):
-                if key in self.documents.get(name, {}):
-                    meta[key] = self.documents[name][key]
-            out.extend(chunk_pages(self.page_texts(name, cache_dir=cache_dir), metadata=meta, chunk_size=chunk_size))
+        for doc_id, pages in by_doc.items():
+            meta = {k: v for k, v in pages[0].metadata.items() if k not in ("page", "chunk_index", "section")}
+            out += chunk_pages(page_list(pages), metadata={**meta, "doc_id": doc_id}, chunk_size=self.chunk_size)
         return out
+
+
+def page_list(pages: Sequence[Document]) -> list[str]:
+    """Page texts by zero-based `page` ("" for a page the loader left out: it had no text)."""
+    texts = [""] * (1 + max((int(p.metadata.get("page", 0)) for p in pages), default=-1))
+    for page in pages:
+        index = int(page.metadata.get("page", 0))
+        texts[index] = texts[index] + "\n" + page.page_content if texts[index] else page.page_content
+    return texts
 
 
 def chunk_pages(pages: Sequence[str], *, metadata: dict[str, Any], chunk_size: int = 1000) -> list[Document]:
@@ -162,7 +202,7 @@ def chunk_pages(pages: Sequence[str], *, metadata: dict[str, Any], chunk_size: i
             found = text.find(piece, cursor)
             cursor = found if found >= 0 else cursor
             chunks.append(Document(page_content=piece, metadata={
-                **metadata, "doc_id": metadata["doc_name"], "page": page, "chunk_index": len(chunks),
+                **metadata, "doc_id": metadata.get("doc_id", metadata.get("doc_name")), "page": page, "chunk_index": len(chunks),
                 "section": chunk_section(spans, page, cursor, cursor + len(piece))}))
     return chunks
 
@@ -185,23 +225,6 @@ def document_title(meta: dict[str, Any]) -> str:
 def resolve_data_dir(option: str | Path | None = None) -> Path:
     """The data directory: the option if given, else `RAG_FINANCEBENCH_DIR`, else the default."""
     return Path(option or os.environ.get(DATA_ENV_VAR) or DEFAULT_DATA_DIR)
-
-
-def _parse_pdf(path: Path) -> list[str]:
-    import pypdfium2 as pdfium
-
-    pdf = pdfium.PdfDocument(str(path))
-    try:
-        pages = []
-        for index in range(len(pdf)):
-            page = pdf[index]
-            textpage = page.get_textpage()
-            pages.append(textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n"))
-            textpage.close()
-            page.close()
-        return pages
-    finally:
-        pdf.close()
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -1,10 +1,13 @@
 """The FinanceBench corpus in library search components: one exact vector store, two BM25 indexes, routers.
 
-Built once per run from the cached page texts (`FinanceBenchData.chunks`); every chunk gets a
-stable id (``"{doc_name}#{chunk_index}"``) so the dense and the lexical side name it the same way.
-Vectors come through `CachedEmbeddings` (an SQLite file in the cache directory), so only the first
-run embeds the corpus. They go into one `rag.stores.ExactVectorStore` with two vectors per
-chunk:
+Built through the library's one write path: the filings' pages (the library's PDF loader,
+`FinanceBenchData.pages`) go into a `rag.KnowledgeBase` named `CORPUS_NAME` in the cache directory,
+chunked by the benchmark's `PageChunker` (characters, never across a page) and given AutoContext;
+a second run finds the filings recorded and reads nothing again. Its chunks, read back in filing
+order, each get a stable id (``"{doc_name}#{chunk_index}"``) so the dense and the lexical side name
+it the same way. Vectors come through the knowledge base's `CachedEmbeddings` (an SQLite file in
+the cache directory), so only the first run embeds the corpus. They go into one
+`rag.stores.ExactVectorStore` with two vectors per chunk:
 
 - ``"text"``: the chunk text;
 - ``"context"``: the library's AutoContext text (`rag.indexing.autocontext.AutoContext`:
@@ -32,10 +35,10 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.compose.resource import Resource
-from rag.evaluation.financebench import FinanceBenchData
+from rag.evaluation.financebench import FinanceBenchData, PageChunker
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.models.embeddings import (
     PRECISION_ENV_VAR,
     default_embeddings,
@@ -48,10 +51,12 @@ from rag.retrieval.routing import DocumentRouter
 from rag.retrieval.sections import SectionRouter
 from rag.stores import ExactVectorStore
 
-__all__ = ["CONTEXT_VIEW", "TEXT_VIEW", "BenchCorpus", "benchmark_embeddings"]
+__all__ = ["CONTEXT_VIEW", "CORPUS_NAME", "TEXT_VIEW", "BenchCorpus", "benchmark_embeddings", "corpus_chunks"]
 
 TEXT_VIEW, CONTEXT_VIEW = "text", "context"
 FETCH_K = 100          # candidates per searched list, and kept after fusion
+#: the knowledge base the corpus is built in (in the cache directory; in memory without one)
+CORPUS_NAME = "financebench-pages"
 
 
 def benchmark_embeddings() -> Embeddings:
@@ -83,16 +88,10 @@ class BenchCorpus:
     @classmethod
     def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, chunk_size: int = 1000,
               embeddings: Embeddings | None = None, progress: Callable[[str], None] | None = None) -> BenchCorpus:
-        """Parse (cached), chunk, embed (cached) and index every filing of `data`."""
+        """Index every filing of `data` into the corpus knowledge base (`corpus_chunks`), then build the two views."""
         say = progress or (lambda _msg: None)
-        if embeddings is None:
-            embeddings = benchmark_embeddings()
-        if cache_dir is not None and not isinstance(embeddings, CachedEmbeddings):
-            embeddings = CachedEmbeddings(embeddings, path=Path(cache_dir) / "embeddings.sqlite")
-        say(f"parsing and chunking {len(data.documents)} filings")
-        chunks = [Document(page_content=c.page_content, metadata=c.metadata,
-                           id=f"{c.metadata['doc_name']}#{c.metadata['chunk_index']}")
-                  for c in data.chunks(cache_dir=cache_dir, chunk_size=chunk_size)]
+        chunks, embeddings = corpus_chunks(data, cache_dir=cache_dir, chunk_size=chunk_size,
+                                           embeddings=embeddings or benchmark_embeddings(), progress=say)
         texts = [c.page_content for c in chunks]
         say(f"embedding {len(texts)} chunks (cached after the first run)")
         plain = embeddings.embed_documents(texts)
@@ -150,3 +149,30 @@ class BenchCorpus:
         if settings not in self._sections:
             self._sections[settings] = SectionRouter(self.chunks, key="doc_name", **dict(settings))
         return self._sections[settings]
+
+
+def corpus_chunks(data: FinanceBenchData, *, cache_dir: str | Path | None, chunk_size: int, embeddings: Embeddings,
+                  progress: Callable[[str], None]) -> tuple[list[Document], Embeddings]:
+    """The chunks of `data`'s filings from the corpus knowledge base (indexing the filings it does not hold yet),
+    in filing and chunk order, named ``"{doc_name}#{chunk_index}"``; and the knowledge base's (cached) embedding.
+
+    A filing already recorded is not read again (its PDF is data, not edited); the knowledge base records the
+    chunker's settings, so another `chunk_size` in the same cache directory is a `ConfigError`.
+    """
+    kb = KnowledgeBase(CORPUS_NAME, cache_dir, embedding=embeddings, chunker=PageChunker(chunk_size=chunk_size),
+                       autocontext=AutoContext())
+    known = {r.source for r in kb.list_documents()} if kb.exists else set()
+    names = sorted(data.documents)
+    todo = [name for name in names if f"{name}.pdf" not in known]
+    progress(f"reading {len(todo)} of {len(names)} filings into the knowledge base {CORPUS_NAME!r}")
+    if todo:
+        report = kb.add_documents([page for name in todo for page in data.pages(name)])
+        progress(f"knowledge base {CORPUS_NAME!r}: {report.summary()}")
+    stored = kb.get_documents({"doc_name": {"$in": names}}) if names else []
+    stored.sort(key=lambda c: (c.metadata["doc_name"], c.metadata["chunk_index"]))
+    chunks = []
+    for c in stored:   # the benchmark's names: a chunk is "{doc_name}#{chunk_index}", its document its filing
+        meta = {k: v for k, v in c.metadata.items() if k != "file_type"} | {"doc_id": c.metadata["doc_name"]}
+        chunks.append(Document(page_content=c.page_content, metadata=meta,
+                               id=f"{meta['doc_name']}#{meta['chunk_index']}"))
+    return chunks, kb.embedding

@@ -11,8 +11,9 @@ Modules (imported on demand, nothing heavy at package import):
 - `autocontext`: `AutoContext`, `extractive_summary`;
 - `tags`: `KeywordTagger`, `tag_filter`;
 - `embedding_cache`: `CachedEmbeddings`;
-- `knowledge_base`: `KnowledgeStore`, the storage and ingest side of `rag.KnowledgeBase` (the one
-  write path), and its parts: `kb_parts` (`IndexTarget`), `sync` (`Syncer`), `plan`, `moves`,
-  `executors` / `ray_executor` / `ingest`, `records`, `manifest`, `locking`, `kb_retriever`;
+- the collaborators `rag.KnowledgeBase` owns: `kb_parts` (`IndexTarget`, its storage: manifest, lock,
+  records, chunk store, components; `kb_settings` checks its name and settings) and `sync` (`Syncer`);
+  `write_path` (`index_sources`: the one write path, which every front door calls); and their parts:
+  `plan`, `moves`, `executors` / `ray_executor` / `ingest`, `records`, `manifest`, `locking`, `kb_retriever`;
 - `neighbours`: chunks around a `(doc_id, chunk_index)`.
 """

@@ -26,11 +26,12 @@ from rag.indexing.chunking import (
 )
 from rag.indexing.executors import RayExecutor
 from rag.indexing.index_options import LIMIT_OPTIONS
-from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.limits import LoadLimits
 from rag.indexing.loaders import iter_files, supported_suffixes, unsupported_reason
 from rag.indexing.progress import IndexProgress, lines
 from rag.indexing.tags import KeywordTagger
+from rag.indexing.write_path import index_sources
 from rag.models.embeddings import default_embeddings
 
 __all__ = ["run_index"]
@@ -47,7 +48,7 @@ def _embedding(choice: str, precision: str | None = None) -> Any:
     return None  # the manifest's model, or the default for a new knowledge base
 
 
-def _open(args: argparse.Namespace) -> Any:
+def _open(args: argparse.Namespace) -> IndexTarget:
 
     chunker = None
     if args.chunk_size is not None or args.chunk_overlap is not None:
@@ -56,9 +57,9 @@ def _open(args: argparse.Namespace) -> Any:
     embedding = _embedding(args.embedding, getattr(args, "precision", None))
     opener = getattr(args, "open_backend", None)   # `--backend`: the chunks in another store (rag.cli)
     store = opener(embedding or default_embeddings()) if opener is not None else None
-    return KnowledgeStore(args.collection, args.store, embedding=embedding, chunker=chunker, store=store,
-                          autocontext=AutoContext(enabled=False) if args.no_autocontext else None,
-                          tagger=KeywordTagger() if args.tags else None, lock_timeout=args.lock_timeout)
+    return IndexTarget(args.collection, args.store, embedding=embedding, chunker=chunker, store=store,
+                       autocontext=AutoContext(enabled=False) if args.no_autocontext else None,
+                       tagger=KeywordTagger() if args.tags else None, lock_timeout=args.lock_timeout)
 
 
 def run_index(args: argparse.Namespace) -> int:
@@ -73,13 +74,13 @@ def run_index(args: argparse.Namespace) -> int:
     _check_readable(args, include, follow)
     executor = _executor(args)
     kb = _open(args)
-    report = _with_progress(console, lambda on_event: kb.add_documents(
-        args.paths, include=include, exclude=args.exclude, cleanup=None if args.cleanup == "none" else args.cleanup,
+    report = _with_progress(console, lambda on_event: index_sources(
+        kb, args.paths, include=include, exclude=args.exclude, cleanup=None if args.cleanup == "none" else args.cleanup,
         progress=on_event, follow_symlinks=follow, executor=executor, limits=limits))
     _print_report(console, report)
     unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
     # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
-    total = kb.count() if report.changed else sum(len(r.chunk_ids) for r in kb.list_documents())
+    total = kb.chunks.count() if report.changed else sum(len(r.chunk_ids) for r in kb.list_documents())
     console.print(terminal_safe(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; "
                                 f"{total:,} chunk(s) in total"), markup=False, highlight=False, soft_wrap=True)
     if report.skipped and not (report.added or report.updated or report.unchanged or total):

@@ -1,182 +1,215 @@
-"""The parts of a knowledge base (`rag.indexing.knowledge_base`) and how they are opened.
+"""`IndexTarget`: a knowledge base's storage, the parts every write goes to.
 
-- `check_name` and `resolve_parts`: the settings a knowledge base is opened with, reconciled with
-  its manifest (the embedding model, chunker, AutoContext, tagger); reading the manifest writes nothing;
-- `IndexTarget`: what a sync writes to, handed over explicitly by the knowledge base that owns it.
+A `rag.KnowledgeBase` owns two collaborators on this floor: its `IndexTarget` (this module: the
+manifest, the writer lock, the document records, the chunk store, the embedding model and the
+components that turn pages into chunks) and a `rag.indexing.sync.Syncer` over it. A write goes
+through the library's one write path, `rag.indexing.write_path` (take the lock, create the
+knowledge base if needed, run the syncer). The syncer, the plan, the executors and the moves see
+only these parts, never the knowledge base object, so the indexing modules import nothing above
+them and nothing of each other in a circle; and the front doors below the composition floor
+(`HybridRetriever.from_documents`, `Resource`'s persisting constructors, `rag index`) open an
+`IndexTarget` and write through the same path.
 
-A `rag.KnowledgeBase` owns its parts (the manifest, the writer lock, the document records, the chunk
-store, the embedding model and the components that turn pages into chunks); for a write it opens them
-and hands them to a `rag.indexing.sync.Syncer` as one `IndexTarget`. The syncer, the plan, the
-executors and the moves see only these parts, never the knowledge base object, so the indexing modules
-import nothing above them and nothing of each other in a circle.
+Opening one writes nothing: the records and the chunk store are opened on first use, and a new
+knowledge base is created (its manifest saved) by the first write, under the writer lock.
 
 Example:
     >>> import tempfile
-    >>> from pathlib import Path
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> from rag.indexing.autocontext import AutoContext
-    >>> from rag.indexing.chunking import PassthroughChunker
-    >>> from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo
-    >>> from rag.indexing.records import RecordStore
-    >>> home = Path(tempfile.mkdtemp())
-    >>> target = IndexTarget(name="notes", home=home, records=RecordStore(":memory:"), open_chunks=lambda: None,
-    ...                      embedding=DeterministicFakeEmbedding(size=8),
-    ...                      embedding_model=DeterministicFakeEmbedding(size=8),
-    ...                      components=Components(PassthroughChunker(), None, AutoContext(enabled=False)),
-    ...                      manifest=Manifest(name="notes", embedding=EmbeddingInfo(id="fake"),
-    ...                                        store=StoreInfo(collection="notes")),
-    ...                      manifest_path=home / "manifest.json")
-    >>> target.record_dimension(8)
-    >>> target.manifest.embedding.dimension
-    8
+    >>> target = IndexTarget("notes", tempfile.mkdtemp(), embedding=DeterministicFakeEmbedding(size=8))
+    >>> target.exists, target.home.exists()
+    (False, False)
+    >>> target.create().exists
+    True
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import atexit
+import shutil
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from rag.base.errors import ConfigError
+from rag.base.errors import ConfigError, StoreError
 from rag.indexing.autocontext import AutoContext
-from rag.indexing.chunking import TokenChunker
-from rag.indexing.ingest import Components
-from rag.indexing.manifest import (
-    EmbeddingInfo,
-    Manifest,
-    StoreInfo,
-    autocontext_kwargs,
-    chunker_from,
-    embedding_from_id,
-)
+from rag.indexing.embedding_cache import CachedEmbeddings
+from rag.indexing.formats import Chunker
+from rag.indexing.kb_settings import check_name, resolve_parts
+from rag.indexing.locking import WriterLock
+from rag.indexing.manifest import DEFAULT_DIRECTORY, Manifest, missing_knowledge_base
+from rag.indexing.neighbours import in_document_order
 from rag.indexing.records import DocumentRecord, RecordStore
-from rag.indexing.tags import KeywordTagger
-from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.registry import DEFAULT, store_name
+from rag.indexing.store_files import refuse_symlinks
+from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
+from rag.stores.registry import DEFAULT, open_local, require_chunks, store_name
 
-__all__ = ["IndexTarget", "Parts", "check_name", "is_name", "knowledge_base_name", "resolve_parts"]
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+__all__ = ["IndexTarget", "KnowledgeBaseView"]
 
 
-def is_name(name: object) -> bool:
-    """Whether `name` is a valid knowledge base name (1-63 letters, digits, `.`, `_`, `-`)."""
-    return isinstance(name, str) and bool(_NAME.match(name))
+class KnowledgeBaseView(Protocol):
+    """What the search side reads of a knowledge base (`rag.retrieval.kb_search`, the BM25 cache).
 
-
-def knowledge_base_name(text: str) -> str:
-    """A valid knowledge base name for a collection or resource name (as `Resource.from_directory` names them).
-
-    Example:
-        >>> knowledge_base_name("my docs"), knowledge_base_name("x")
-        ('my-docs', 'rag-x')
-    """
-    return store_name(text)[:63]
-
-
-def check_name(name: object) -> str:
-    """`name` when it is a valid knowledge base name, else `ConfigError` saying what is valid."""
-    if not is_name(name):
-        raise ConfigError(f"knowledge base name {name!r} is not valid: use 1-63 letters, digits, '.', '_' "
-                          "or '-', starting with a letter or digit")
-    return str(name)
-
-
-@dataclass
-class Parts:
-    """What a knowledge base is opened with, reconciled with its manifest (nothing written).
-
-    Attributes:
-        manifest: the one on disk, or the one the first write will save.
-        existing: whether the manifest was read from disk.
-        embedding_model: the model given, or the one the manifest records, or the default.
-        model_id: its id (`rag.models.embeddings.embedding_id`).
-        components: the chunker, tagger and AutoContext given, or those the manifest records.
-        description_changed: a description was given that differs from the manifest's: the next
-            write saves it (under the writer lock).
-    """
-
-    manifest: Manifest
-    existing: bool
-    embedding_model: Embeddings
-    model_id: str
-    components: Components
-    description_changed: bool = False
-
-
-def resolve_parts(name: str, directory: Path, existing: Manifest | None, *, embedding: Embeddings | None,
-                  chunker: Any, autocontext: AutoContext | None, tagger: Any, description: str, backend: str,
-                  store_name: str) -> Parts:
-    """The parts of knowledge base `name` from the arguments given and its manifest (`existing`, if any).
-
-    Raises:
-        ConfigError: settings that differ from the manifest (another embedding model, chunk size or
-            AutoContext setting).
-    """
-    if embedding is None:
-        embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
-    model_id = embedding_id(embedding)
-    if existing:
-        existing.check_embedding(name, directory, model_id)
-    chunker = chunker or (chunker_from(existing.chunking) if existing else TokenChunker())
-    autocontext = autocontext or (AutoContext(**autocontext_kwargs(existing.autocontext)) if existing
-                                  else AutoContext())
-    if existing:
-        existing.check_same(name, "chunking", chunker.settings())
-        existing.check_same(name, "autocontext", autocontext.settings())
-        if tagger is None and existing.tagger:
-            tagger = KeywordTagger(**{k: v for k, v in existing.tagger.items() if k != "type"})
-    manifest = existing or Manifest(
-        name=name, description=description, embedding=EmbeddingInfo(id=model_id),
-        chunking=chunker.settings(), autocontext=autocontext.settings(),
-        tagger=tagger.settings() if tagger is not None else None,
-        store=StoreInfo(type=backend, collection=store_name))
-    changed = existing is not None and bool(description) and description != existing.description
-    if changed:
-        manifest.description = description
-    return Parts(manifest, existing is not None, embedding, model_id, Components(chunker, tagger, autocontext),
-                 description_changed=changed)
-
-
-@dataclass
-class IndexTarget:
-    """The parts of a knowledge base a write uses (the caller holds the knowledge base's writer lock).
-
-    Attributes:
-        name: the knowledge base's name (for messages).
-        home: its folder (`<directory>/kb/<name>`), where the damaged-store marker lives.
-        records: its document records.
-        open_chunks: returns its chunk store (`rag.stores.chunk_store.ChunkStore`), opened on first use: a
-            write that changes nothing never opens Chroma (it would double the time of a no-op).
-        embedding: the embedding used for writes (the cached one when the knowledge base caches).
-        embedding_model: the model itself (Ray workers load their own copy of it).
-        components: the chunker, tagger and AutoContext.
-        manifest, manifest_path: the manifest, saved when the first write learns the dimension.
-        backend: where the chunks are kept (the default backend, or the `store=` given's).
-        remote: the chunks live apart from the records (a Chroma server, another store).
+    An `IndexTarget` is one, and so is the `rag.KnowledgeBase` owning it.
     """
 
     name: str
     home: Path
-    records: RecordStore
-    open_chunks: Callable[[], Any]
-    embedding: Any
-    embedding_model: Any
-    components: Components
-    manifest: Manifest
-    manifest_path: Path
-    backend: str = DEFAULT
-    remote: bool = False
 
     @property
-    def chunks(self) -> Any:
-        """The chunk store (the knowledge base opens it once and keeps it)."""
-        return self.open_chunks()
+    def exists(self) -> bool: ...
 
+    @property
+    def chunks(self) -> ChunkStore: ...
+
+    @property
+    def embedding(self) -> Embeddings: ...
+
+    def list_documents(self) -> list[DocumentRecord]: ...
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]: ...
+
+
+class IndexTarget:
+    """A knowledge base's storage: manifest, writer lock, records, chunk store, embedding and components.
+
+    Args:
+        name: 1-63 characters of letters, digits, `.`, `_`, `-` (also the Chroma collection).
+        directory: where it is stored (created by the first write); None keeps it in a private temporary
+            directory removed when the process exits.
+        embedding: the embedding model; defaults to the one recorded in the manifest, or to
+            `rag.models.embeddings.default_embeddings()` for a new knowledge base.
+        chunker: defaults to `TokenChunker()`; `PassthroughChunker()` stores documents as given; any
+            `rag.indexing.formats.Chunker`.
+        autocontext: defaults to `AutoContext()`; `AutoContext(enabled=False)` embeds chunks alone.
+        tagger: optional, e.g. `KeywordTagger()`.
+        description: what it holds; a new one for an existing knowledge base is saved by the next write.
+        cache: keep an on-disk embedding cache in the directory.
+        lock_timeout: seconds a writer waits for another writer before `StoreError`.
+        client: the chromadb client holding the collection (default: a persistent client on `directory`).
+        store: keep the chunks in another vector store, of a backend of `rag.stores.registry`.
+
+    Raises:
+        ConfigError: bad name, or settings that differ from the manifest.
+        StoreError: the manifest is damaged, names another knowledge base, or store files are symlinks.
+    """
+
+    def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *,
+                 embedding: Embeddings | None = None,
+                 chunker: Chunker | None = None, autocontext: AutoContext | None = None,
+                 tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
+                 client: Any = None, store: Any = None) -> None:
+        if client is not None and store is not None:
+            raise ConfigError("give a Chroma client or another vector store (store=...), not both")
+        self.name = check_name(name)
+        self._chunks: ChunkStore | None = None
+        if store is not None:
+            self._chunks = require_chunks(store, all_ids=self._stored_ids,
+                                          dimension=lambda: self.manifest.embedding.dimension)
+        if directory is None:  # in memory: a private temporary directory, removed when the process exits
+            directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
+            atexit.register(shutil.rmtree, directory, True)
+            cache = False
+        self.directory = Path(directory)
+        self.home = self.directory / "kb" / name
+        self.manifest_path = self.home / "manifest.json"
+        refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
+        existing = Manifest.load(self.manifest_path) if self.manifest_path.exists() else None
+        if existing is not None:
+            existing.check_owner(self.name, self.backend, self._store_name, self.manifest_path, self.home)
+        parts = resolve_parts(name, self.directory, existing, embedding=embedding, chunker=chunker,
+                              autocontext=autocontext, tagger=tagger, description=description,
+                              backend=self.backend, store_name=self._store_name)
+        self.manifest = parts.manifest
+        #: the chunker, tagger and AutoContext (`rag.indexing.ingest.Components`)
+        self.components = parts.components
+        self._save_manifest = parts.description_changed   # by the next write, under the lock
+        #: the model itself (Ray workers load their own copy of it)
+        self.embedding_model = parts.embedding_model
+        #: the embedding used for writes and dense search (the cached one when the knowledge base caches)
+        self.embedding = CachedEmbeddings(parts.embedding_model, path=self.directory / "embeddings.sqlite",
+                                          model_id=parts.model_id) if cache else parts.embedding_model
+        self.lock = WriterLock(self.directory, timeout=lock_timeout)
+        self._records: RecordStore | None = None
+        self._client = client
+        #: the chunks live apart from the records (a Chroma server, another store): a sync checks them
+        self.remote = client is not None or store is not None
+
+    @property
+    def exists(self) -> bool:
+        """Whether the knowledge base has been created (its manifest is on disk)."""
+        return self.manifest_path.exists()
+
+    def create(self) -> IndexTarget:
+        """Create the knowledge base (empty) if it does not exist, under the writer lock; returns itself.
+
+        A changed description given to an existing one is saved here.
+        """
+        if self.exists and not self._save_manifest:
+            return self
+        with self.lock:
+            if not self.exists:
+                self._check_store_is_new()
+                self.manifest.save(self.manifest_path)
+            elif self._save_manifest:
+                self.manifest.save(self.manifest_path)
+            self._save_manifest = False
+        return self
+
+    @property
+    def _store_name(self) -> str:
+        """The store the manifest records: the Chroma collection, or the backend's table or collection."""
+        return getattr(self._chunks, "name", None) or store_name(self.name)
+
+    def _check_store_is_new(self) -> None:
+        """A new knowledge base must not search chunks it did not write (another one's, or lost records')."""
+        if self._chunks is not None and (held := self._chunks.count()):
+            raise StoreError(f"knowledge base {self.name!r} is new, but its {self.backend} store {self._store_name!r} "
+                             f"already holds {held:,} chunk(s) it did not write: give it an empty one of its own")
+
+    @property
+    def records(self) -> RecordStore:
+        """The document records (`RecordStore`), opened on first use; `StoreError` if never created."""
+        if self._records is None:
+            if not self.exists:
+                raise missing_knowledge_base(self.name, self.directory)
+            self._records = RecordStore(self.home / "records.sqlite")
+        return self._records
+
+    @property
+    def backend(self) -> str:
+        """Where the chunks are kept: the default backend, or the backend of the `store` given (e.g. "pgvector")."""
+        return DEFAULT if self._chunks is None else self._chunks.backend
+
+    @property
+    def chunks(self) -> ChunkStore:
+        """The store of the chunks (`rag.stores.chunk_store`), opened on first use: a write that changes
+        nothing never opens Chroma (it would double the time of a no-op)."""
+        if not self.exists:
+            raise missing_knowledge_base(self.name, self.directory)
+        if self._chunks is None:
+            self._chunks = open_local(self.directory, self.manifest.store.collection, client=self._client,
+                                      where=f"knowledge base {self.name!r}",
+                                      marker=self.home / DAMAGED_MARKER)   # rag index repairs it
+        return self._chunks
+
+    def _stored_ids(self) -> list[str]:
+        """The chunk ids the records list (every chunk a finished write stored)."""
+        return [cid for rec in self.records.all().values() for cid in rec.chunk_ids]
+
+    def list_documents(self) -> list[DocumentRecord]:
+        """Records of the documents it holds (source, doc_id, hash, chunk ids, title, summary)."""
+        return [r for r in self.records.all().values() if r.state == "ok"]
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Chunks matching a portable filter (all when None), by source, document and position."""
+        return in_document_order(self.chunks.get_documents(filter))
+
+    # ------------------------------------------------------------------ used by a write (lock held)
     def record_dimension(self, dimension: int) -> None:
         """Record the embedding dimension on first write; a mismatch is a `ConfigError`."""
         known = self.manifest.embedding.dimension
@@ -200,3 +233,12 @@ class IndexTarget:
         self.records.delete(*(r.source for r in records))
         return len(ids)
 
+    def close(self) -> None:
+        """Release file handles (the store stays on disk)."""
+        if self._records is not None:
+            self._records.close()
+        if isinstance(self.embedding, CachedEmbeddings):
+            self.embedding.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {str(self.directory)!r})"

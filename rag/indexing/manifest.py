@@ -40,7 +40,7 @@ from rag.models.embeddings import (
     embedding_choice,
     minilm_precision,
 )
-from rag.stores.registry import DEFAULT, names
+from rag.stores.registry import DEFAULT, knowledge_base_stores
 
 __all__ = ["DEFAULT_DIRECTORY", "MANIFEST_VERSION", "MAX_DIMENSION", "STORE_TYPES", "list_knowledge_bases", "missing_knowledge_base", "EmbeddingInfo", "Manifest", "StoreInfo", "autocontext_kwargs", "chunker_from",
            "embedding_from_id"]
@@ -70,8 +70,8 @@ class EmbeddingInfo(BaseModel):
 
 #: where knowledge bases are kept unless a directory is given
 DEFAULT_DIRECTORY = ".rag"
-#: where a knowledge base can keep its chunks (the backends of `rag.stores.registry`)
-STORE_TYPES = names()
+#: where a knowledge base can keep its chunks (the backends of `rag.stores.registry`, and `PartitionedChroma`)
+STORE_TYPES = knowledge_base_stores()
 #: the settings of a part that must match the manifest when a knowledge base is reopened
 _COMPARED = {"chunking": ("chunk_size", "chunk_overlap", "headers", "max_chars"),
              "autocontext": ("enabled", "max_header_tokens")}

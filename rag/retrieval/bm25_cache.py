@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rag.base.errors import StoreError
-from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.kb_parts import KnowledgeBaseView
 from rag.indexing.store_files import refuse_symlinks, store_child
 from rag.retrieval.lexical import BM25Index
 
@@ -53,14 +53,14 @@ MAX_POINTER_BYTES = 4096
 _FOLDER = r"bm25-[A-Za-z0-9_]{1,64}"
 
 
-def records_fingerprint(kb: KnowledgeStore, settings: Mapping[str, Any]) -> str:
+def records_fingerprint(kb: KnowledgeBaseView, settings: Mapping[str, Any]) -> str:
     """A hash of the knowledge base's chunks (by its document records) and of the BM25 settings."""
     records = sorted((r.source, r.content_hash, list(r.chunk_ids)) for r in kb.list_documents())
     text = json.dumps([dict(sorted(settings.items())), records], default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def knowledge_base_bm25(kb: KnowledgeStore, settings: Mapping[str, Any]) -> BM25Index:
+def knowledge_base_bm25(kb: KnowledgeBaseView, settings: Mapping[str, Any]) -> BM25Index:
     """The BM25 index over `kb`'s stored chunks with `settings`: the saved one when it is current."""
     if not kb.exists:
         return BM25Index.from_documents(kb.get_documents(), **settings)
@@ -74,7 +74,7 @@ def knowledge_base_bm25(kb: KnowledgeStore, settings: Mapping[str, Any]) -> BM25
     return index
 
 
-def _load(kb: KnowledgeStore, fingerprint: str) -> BM25Index | None:
+def _load(kb: KnowledgeBaseView, fingerprint: str) -> BM25Index | None:
     """The saved index when `bm25.json` is current and names a folder of this knowledge base; else None.
 
     `bm25.json` is data from the store: its `directory` must be one `bm25-*` name directly inside
@@ -101,7 +101,7 @@ def _load(kb: KnowledgeStore, fingerprint: str) -> BM25Index | None:
         return None
 
 
-def _save(kb: KnowledgeStore, index: BM25Index, fingerprint: str) -> None:
+def _save(kb: KnowledgeBaseView, index: BM25Index, fingerprint: str) -> None:
     """Write the index into a new folder, then point to it (atomic rename); remove the folders it replaces."""
     folder = tmp = None
     try:

@@ -43,9 +43,10 @@ from rag.base.filters import and_filters
 from rag.base.portable import ChunkSource, PortableRetriever, check_k
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker
-from rag.indexing.kb_parts import knowledge_base_name
-from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.kb_parts import IndexTarget
+from rag.indexing.kb_settings import knowledge_base_name
 from rag.indexing.manifest import list_knowledge_bases
+from rag.indexing.write_path import index_sources
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
 from rag.retrieval.lexical import BM25Index
@@ -146,7 +147,7 @@ class HybridRetriever(PortableRetriever):
         """
         if persist_directory is not None:
             kb = _knowledge_base(persist_directory, collection_name, embedding)
-            kb.add_documents(list(documents))
+            index_sources(kb, list(documents))
             chunks = kb.get_documents()
             bm25 = BM25Index.from_documents(chunks, **dict(bm25_settings or {}))
             bm25.save(Path(persist_directory) / "bm25")
@@ -168,7 +169,7 @@ class HybridRetriever(PortableRetriever):
         bm25 = BM25Index.load(Path(persist_directory) / "bm25")
         name = knowledge_base_name(collection_name)
         if name in list_knowledge_bases(persist_directory):
-            kb = KnowledgeStore.open(name, persist_directory, embedding=embedding)
+            kb = IndexTarget(name, persist_directory, embedding=embedding)
             return cls(vectorstore=kb.chunks.vectorstore(kb.embedding), bm25=bm25, **settings)
         store = new_vectorstore(collection_name, embedding or default_embeddings(), persist_directory=persist_directory)
         return cls(vectorstore=store, bm25=bm25, **settings)
@@ -231,7 +232,7 @@ class HybridRetriever(PortableRetriever):
         return self.fuse(await self._agather(query, fetch, filter), k=k)
 
 
-def _knowledge_base(directory: str | Path, collection_name: str, embedding: Embeddings | None) -> KnowledgeStore:
-    """The knowledge base a persisted `HybridRetriever` writes: chunks stored as given, no AutoContext."""
-    return KnowledgeStore(knowledge_base_name(collection_name), directory, embedding=embedding,
-                          chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False))
+def _knowledge_base(directory: str | Path, collection_name: str, embedding: Embeddings | None) -> IndexTarget:
+    """The storage of the knowledge base a persisted `HybridRetriever` writes: chunks stored as given, no AutoContext."""
+    return IndexTarget(knowledge_base_name(collection_name), directory, embedding=embedding,
+                       chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False))

@@ -44,7 +44,8 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ValidationError
 
 from rag.base.errors import ConfigError
-from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.kb_parts import KnowledgeBaseView
+from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.retrieval.bm25_cache import knowledge_base_bm25
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
@@ -64,7 +65,7 @@ ROUTING_MIN_DOCUMENTS = 8
 ROUTING_CHOICES = ("auto", "on", "off")
 
 
-def document_router(kb: KnowledgeStore) -> DocumentRouter | None:
+def document_router(kb: KnowledgeBaseView) -> DocumentRouter | None:
     """A `DocumentRouter` over the knowledge base's documents (key ``doc_id``), or None when it holds none.
 
     Each document's card is what identifies it, its title and file name (not its summary: content
@@ -83,7 +84,7 @@ def document_router(kb: KnowledgeStore) -> DocumentRouter | None:
     return DocumentRouter(cards, key="doc_id", names_only=True, mentions=_mentions(kb)) if cards else None
 
 
-def _mentions(kb: KnowledgeStore) -> Callable[[str], Counter]:
+def _mentions(kb: KnowledgeBaseView) -> Callable[[str], Counter]:
     """word -> chunks using it per ``doc_id``, from the knowledge base's BM25 index (loaded on first use)."""
     index: list[BM25Index] = []
 
@@ -95,7 +96,7 @@ def _mentions(kb: KnowledgeStore) -> Callable[[str], Counter]:
     return mentions
 
 
-def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",
+def knowledge_base_retriever(kb: KnowledgeBaseView, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",
                              weights: dict[str, float] | None = None, fetch_k: int = 20, rrf_k: int = 60,
                              bm25_settings: Mapping[str, Any] | None = None,
                              chunks: Sequence[Document] | None = None) -> BaseRetriever:
@@ -130,7 +131,7 @@ def knowledge_base_retriever(kb: KnowledgeStore, *, search: str = "hybrid", k: i
         raise ConfigError(f"{search} search over {kb.name!r}: {exc.errors()[0]['msg']}") from exc
 
 
-def knowledge_base_router(kb: KnowledgeStore, routing: str | bool = "auto") -> DocumentRouter | None:
+def knowledge_base_router(kb: KnowledgeBaseView, routing: str | bool = "auto") -> DocumentRouter | None:
     """The `DocumentRouter` of a knowledge base's resource for `routing` (see the module docstring), or None.
 
     ``"auto"``: one once the knowledge base holds `ROUTING_MIN_DOCUMENTS` documents; ``"on"`` / True:
@@ -147,7 +148,7 @@ def knowledge_base_router(kb: KnowledgeStore, routing: str | bool = "auto") -> D
     return document_router(kb)
 
 
-def knowledge_base_sections(kb: KnowledgeStore, sections: Mapping[str, Any] | None,
+def knowledge_base_sections(kb: KnowledgeBaseView, sections: Mapping[str, Any] | None,
                             chunks: Sequence[Document] | None = None) -> SectionRouter | None:
     """The `SectionRouter` of a knowledge base's resource (`SectionRouter` settings plus ``at``), or None (off).
 
@@ -162,10 +163,10 @@ def knowledge_base_sections(kb: KnowledgeStore, sections: Mapping[str, Any] | No
     return SectionRouter(chunks, **dict(sections))
 
 
-def _base_retriever(kb: KnowledgeStore, search: str, *, k: int, fusion: str, weights: dict[str, float] | None,
+def _base_retriever(kb: KnowledgeBaseView, search: str, *, k: int, fusion: str, weights: dict[str, float] | None,
                     fetch_k: int, rrf_k: int, bm25: BM25Index | None) -> BaseRetriever:
     if search == "dense" or bm25 is None:
-        return kb.as_retriever(k=k)
+        return KnowledgeBaseRetriever(chunks=kb.chunks, embedding=kb.embedding, k=k)
     if search == "bm25":
         return BM25Retriever(index=bm25, k=k)
     store = kb.chunks.vectorstore(kb.embedding)

@@ -29,6 +29,7 @@ from rag.base.errors import ConfigError
 from rag.stores.chunk_store import ChunkStore
 
 __all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "holds_store", "is_engine_error",
+           "knowledge_base_stores",
            "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
            "require_chunks", "scratch_store", "server_client", "serves", "store_name"]
 
@@ -70,11 +71,19 @@ DEFAULT = "chroma"
 #: vector stores that carry their own chunk store (`.chunks`) or search natively without a backend of their own
 _VIEWS = (("rag.stores.chunk_view", "ChunkStoreView"), ("rag.stores.memory", "ExactVectorStore"),
           ("rag.stores.partitioned", "PartitionedChroma"))
+#: store layouts a knowledge base can keep its chunks in besides the backends, and the type its manifest records
+_KB_LAYOUTS = {"chroma-partitioned": ("rag.stores.partitioned", "PartitionedChroma")}
 
 
 def names() -> tuple[str, ...]:
     """The registered backends' names."""
     return tuple(_BY_NAME)
+
+
+def knowledge_base_stores() -> tuple[str, ...]:
+    """What a knowledge base's manifest may name as its store type: the backends, then the layouts
+    (`PartitionedChroma`) a knowledge base writes as it writes a backend's store."""
+    return (*_BY_NAME, *_KB_LAYOUTS)
 
 
 def backend(name: str) -> Backend:
@@ -159,10 +168,10 @@ def open_local(directory: Any, collection: str, *, client: Any = None, where: st
 
 def require_chunks(store: Any, **options: Any) -> Any:
     """`chunks_of(store, **options)`, or `ConfigError` naming the stores a knowledge base can keep its chunks in."""
-    found = serves(store)
-    if found is None:
+    if serves(store) is None and not _matches(store, tuple(_KB_LAYOUTS.values())):
         raise ConfigError(f"a knowledge base cannot keep its chunks in a {type(store).__name__}: use the default "
-                          f"store or one of the registered backends ({', '.join(_BY_NAME)}; see docs/stores.md)")
+                          f"store, a PartitionedChroma or one of the registered backends ({', '.join(_BY_NAME)}; "
+                          "see docs/stores.md)")
     return chunks_of(store, **options)
 
 

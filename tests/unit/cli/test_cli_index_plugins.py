@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.indexing.knowledge_base import KnowledgeStore
+from rag import KnowledgeBase
 
 RAG = Path(sys.executable).parent / "rag"
 
@@ -75,7 +75,7 @@ def test_rag_index_reads_a_suffix_an_installed_plugin_registers(tmp_path: Path, 
                "--embedding", "fake", "--no-autocontext")
     assert run.returncode == 0, run.stderr
     assert "3 record(s)" in run.stderr  # the loader's note, printed with the file
-    kb = KnowledgeStore("plug", tmp_path / "store")
+    kb = KnowledgeBase("plug", tmp_path / "store")
     records = {Path(r.source).name: r for r in kb.list_documents()}
     assert set(records) == {"capitals.xyz", "notes.md"}
     chunks = kb.get_documents(filter={"file_type": "xyz"})

@@ -88,6 +88,7 @@ def test_from_rag_import_rag_loads_no_configuration_command_line_or_server():
     assert "compose" in loaded
     # a chain reads a store; it does not load files, sync a knowledge base or open a backend package
     write_path = [m for m in modules if m.startswith(("rag.indexing.loaders", "rag.indexing.pdf", "rag.indexing.ocr",
-                                                      "rag.indexing.sync", "rag.indexing.knowledge_base",
+                                                      "rag.indexing.sync", "rag.indexing.write_path",
+                                                      "rag.indexing.kb_parts", "rag.compose.knowledge_base",
                                                       "rag.stores.chroma", "rag.stores.pgvector"))]
     assert not write_path, write_path

@@ -11,7 +11,7 @@ from langchain_core.language_models import FakeListChatModel
 from rag.base.errors import ConfigError, StoreError
 from rag.compose.generator import RAG
 from rag.config.rag_config import from_config, parse_config
-from rag.indexing.knowledge_base import list_knowledge_bases
+from rag.indexing.manifest import list_knowledge_bases
 
 EMB = DeterministicFakeEmbedding(size=16)
 

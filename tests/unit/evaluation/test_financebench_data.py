@@ -1,19 +1,24 @@
-"""FinanceBench data loading: questions, page texts (parsed once, cached) and page-aware chunks."""
+"""FinanceBench data loading: questions, pages (the library's PDF loader), the page chunker and the corpus knowledge base."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from rag import KnowledgeBase
 from rag.base.errors import ConfigError
 from rag.evaluation.financebench import (
     DATA_ENV_VAR,
+    PAGE_LIMITS,
     FinanceBenchData,
+    PageChunker,
     chunk_pages,
     document_title,
+    page_list,
     resolve_data_dir,
 )
+from rag.evaluation.financebench_corpus import CORPUS_NAME, corpus_chunks
+from rag.indexing.loaders import load_file
 from rag.testing.financebench import SYNTHETIC_FILINGS, write_synthetic_financebench
 
 
@@ -56,15 +61,36 @@ def test_bad_jsonl_line_reports_file_and_line(data_dir):
         FinanceBenchData.load(data_dir)
 
 
-def test_page_texts_are_cached_as_json_and_reused(data_dir, tmp_path):
+def test_pages_are_the_library_loaders_with_the_filings_metadata(data_dir):
     data = FinanceBenchData.load(data_dir)
-    cache = tmp_path / "cache"
-    first = data.page_texts("GLOBEX_2023_10K", cache_dir=cache)
-    files = list((cache / "pages").glob("GLOBEX_2023_10K.*.json"))
-    assert len(files) == 1 and json.loads(files[0].read_text(encoding="utf-8")) == first
-    # a second run reads the cache, not the PDF
-    files[0].write_text(json.dumps(["from the cache"]), encoding="utf-8")
-    assert data.page_texts("GLOBEX_2023_10K", cache_dir=cache) == ["from the cache"]
+    pdf = data_dir / "pdfs" / "GLOBEX_2023_10K.pdf"
+    pages = data.pages("GLOBEX_2023_10K")
+    assert [p.page_content for p in pages] == [d.page_content for d in load_file(pdf, limits=PAGE_LIMITS)]
+    assert {p.metadata["source"] for p in pages} == {"GLOBEX_2023_10K.pdf"}
+    assert {p.metadata["doc_name"] for p in pages} == {"GLOBEX_2023_10K"}
+    assert data.page_texts("GLOBEX_2023_10K") == page_list(pages)
+
+
+def test_the_corpus_is_a_knowledge_base_read_once_and_chunked_by_the_page_chunker(data_dir, tmp_path):
+    data = FinanceBenchData.load(data_dir)
+    fake = DeterministicFakeEmbedding(size=16)
+    chunks, _ = corpus_chunks(data, cache_dir=tmp_path / "cache", chunk_size=200, embeddings=fake, progress=print)
+    expected = data.chunks(chunk_size=200)   # the same loader and chunker, without a knowledge base
+    assert [(c.id, c.page_content, c.metadata) for c in chunks] == \
+        [(f"{c.metadata['doc_name']}#{c.metadata['chunk_index']}", c.page_content,
+          {k: v for k, v in c.metadata.items() if k != "file_type"}) for c in expected]
+    with pytest.raises(ConfigError, match="built with the chunker 'financebench-pages'.*pass chunker="):
+        KnowledgeBase.open(CORPUS_NAME, tmp_path / "cache", embedding=fake)   # rag cannot make it by itself
+    kb = KnowledgeBase.open(CORPUS_NAME, tmp_path / "cache", embedding=fake, chunker=PageChunker(chunk_size=200))
+    assert kb.manifest.chunking == PageChunker(chunk_size=200).settings()
+    assert kb.count() == len(chunks)
+    # a second run finds every filing recorded: nothing is read or written
+    said: list[str] = []
+    again, _ = corpus_chunks(data, cache_dir=tmp_path / "cache", chunk_size=200, embeddings=fake, progress=said.append)
+    assert [c.page_content for c in again] == [c.page_content for c in chunks]
+    assert said == [f"reading 0 of {len(data.documents)} filings into the knowledge base {CORPUS_NAME!r}"]
+    with pytest.raises(ConfigError, match="chunk_size=200"):   # the manifest records the chunker
+        corpus_chunks(data, cache_dir=tmp_path / "cache", chunk_size=300, embeddings=fake, progress=print)
 
 
 def test_chunks_never_cross_pages_and_are_numbered_across_the_document(data_dir):

@@ -14,7 +14,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from rag.base.errors import ConfigError
 from rag.indexing.chunking import PassthroughChunker
 from rag.indexing.formats import chunk_documents, loader_for
-from rag.indexing.knowledge_base import KnowledgeStore
+from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.loaders import (
     SUPPORTED_SUFFIXES,
     load_directory,
@@ -25,6 +25,7 @@ from rag.indexing.loaders import (
     unregister_chunker,
     unregister_loader,
 )
+from rag.indexing.write_path import index_sources
 
 
 def load_csv(path: Path, *, limits, notes) -> list[Document]:
@@ -71,8 +72,8 @@ def test_without_a_loader_the_suffix_is_unsupported_and_says_what_is(corpus):
 
 
 def test_a_knowledge_base_indexes_the_new_format_with_its_chunker(csv_format, corpus):
-    kb = KnowledgeStore("shop", None, embedding=DeterministicFakeEmbedding(size=16))
-    report = kb.add_documents([corpus])
+    kb = IndexTarget("shop", None, embedding=DeterministicFakeEmbedding(size=16))
+    report = index_sources(kb, [corpus])   # the one write path, as every front door calls it
     assert len(report.added) == 2 and not report.skipped
     rows = kb.get_documents(filter={"file_type": "csv"})
     assert [(c.metadata["chunk_index"], c.metadata["row"]) for c in rows] == [(0, True), (1, True)]

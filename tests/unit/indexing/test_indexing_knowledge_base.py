@@ -11,7 +11,7 @@ from rag.base.errors import ConfigError, StoreError
 from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
-from rag.indexing.knowledge_base import list_knowledge_bases
+from rag.indexing.manifest import list_knowledge_bases
 from rag.indexing.tokens import ApproximateTokenizer
 
 TEXT = ("The central bank raised interest rates to 4% in 2025. Inflation slowed in the second half. "
