@@ -13,6 +13,8 @@ Three parts, each run on its own (`python bench/loaders.py PART ...`):
 - `limits DIR`: time (imports excluded) and peak memory (a child process each) of the inflating PDF
   (`rag.testing.hostile_files.inflating_pdf`, 40,000 rows, ~3.6 KB) read by `load_file`, and of a
   5 MB and a 50 MB text file (distinct paragraphs) indexed by `rag index --embedding fake`.
+- `chroma DIR [--chunks N] [--vectors CACHE] [--hnsw JSON]`: CPU seconds of each 5,000-chunk write into one
+  growing Chroma collection (why the writes of a large file grow faster than the file: see docs/indexing.md).
 - `tables --files N [--modes none,pdfium,pdfplumber]`: `load_file` time (wall and CPU) on a sample
   of FinanceBench filings without tables (`tables=False`), with the default pypdfium2 table finder
   and with pdfplumber, in one process; the tables each finds, and the share of pdfplumber's table
@@ -22,6 +24,7 @@ Usage:
     python bench/loaders.py html sphinx=/usr/share/doc/sphinx-doc/html \
         postgresql=/usr/share/doc/postgresql-doc-15/html:ddl*.html,datatype*.html --questions bench/loaders_questions.json
     python bench/loaders.py limits /tmp/loaders-bench
+    python bench/loaders.py chroma /tmp/loaders-bench --chunks 45000 --vectors .rag/embeddings.sqlite
     python bench/loaders.py tables --files 4
 """
 
@@ -32,6 +35,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,18 +121,38 @@ def html_hits(spec: str, questions: list[list[str]], budget: int, store: Path) -
     return out
 
 
-def _child(setup: str, code: str) -> tuple[float, float, float]:
-    """Wall and CPU seconds of `code` (after `setup`: imports) and peak resident memory (MB) of a child process.
+def _child(setup: str, code: str, extra: str = "") -> tuple[float, float, float, dict]:
+    """Wall and CPU seconds of `code` (after `setup`: imports) and peak resident memory (MB) of a child process,
+    and the JSON object the expression `extra` gives after it (if any).
 
     CPU seconds (all threads of the process) are the steadier figure on a shared machine.
     """
-    script = (f"import resource, sys, time\n{setup}\nstart, cpu = time.perf_counter(), time.process_time()\n"
-              f"{code}\nprint(time.perf_counter() - start, time.process_time() - cpu, "
-              "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    script = (f"import json, resource, sys, time\n{setup}\nstart, cpu = time.perf_counter(), time.process_time()\n"
+              f"{code}\nseconds, cpu = time.perf_counter() - start, time.process_time() - cpu\n"
+              f"print('EXTRA', json.dumps({extra or '{}'}))\n"
+              "print(seconds, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    seconds, cpu, peak = run.stdout.split()[-3:]
-    return float(seconds), float(cpu), int(peak) / 1024
+    lines = run.stdout.splitlines()
+    seconds, cpu, peak = lines[-1].split()
+    more = next((json.loads(line[6:]) for line in lines if line.startswith("EXTRA ")), {})
+    return float(seconds), float(cpu), int(peak) / 1024, more
+
+
+#: counts the wall time spent in Chroma's `Collection.add` (its work runs in chromadb's own Rust threads)
+_TIME_ADDS = """
+import chromadb.api.models.Collection as _c
+_ADDS = {"add_calls": 0, "add_seconds": 0.0}
+_add = _c.Collection.add
+def _timed_add(self, *args, **kwargs):
+    t = time.perf_counter()
+    try:
+        return _add(self, *args, **kwargs)
+    finally:
+        _ADDS["add_calls"] += 1
+        _ADDS["add_seconds"] += time.perf_counter() - t
+_c.Collection.add = _timed_add
+"""
 
 
 def _text_file(path: Path, size: int, seed: int) -> None:
@@ -143,29 +167,117 @@ def _text_file(path: Path, size: int, seed: int) -> None:
             written += len(paragraph)
 
 
-def limits(folder: Path) -> dict:
+#: a stand-in embedding with the geometry of real text vectors: each text gets a vector of an embedding cache
+#: (picked by a hash of the text) plus a little noise of its own, so the vector index sees realistic data
+_REPLAY = """
+import hashlib, sqlite3
+import numpy as np
+from langchain_core.embeddings import Embeddings
+_rows = sqlite3.connect(VECTORS).execute("SELECT vector FROM embeddings WHERE dim = 384").fetchall()
+_V = np.stack([np.frombuffer(r[0], dtype=np.float32) for r in _rows])
+class Replay(Embeddings):
+    model = "replay-of-real-vectors"
+    def embed_documents(self, texts):
+        out = []
+        for text in texts:
+            h = int.from_bytes(hashlib.blake2b(text.encode('utf-8', 'surrogatepass'), digest_size=8).digest(), 'big')
+            v = _V[h % len(_V)] + np.random.default_rng(h).normal(0, 0.003, 384)
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+"""
+
+
+def limits(folder: Path, sizes: tuple[int, ...] = (5, 50), vectors: str | None = None) -> dict:
+    """The inflating PDF, then text files of `sizes` MB indexed by `rag index --embedding fake`, each in a child
+    process; the time Chroma's `add` took in each (see `chroma` for why it grows faster than the rest). With
+    `vectors` (an embedding cache file) the files are indexed by `rag.indexing.write_path.index_sources` (what
+    `rag index` calls) with `_REPLAY`'s vectors instead of the fake's i.i.d. random ones."""
     folder.mkdir(parents=True, exist_ok=True)
-    out = {}
-    seconds, cpu, peak = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders import "
-                           f"load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)",
-                           f"load_file({str(folder / 'bomb.pdf')!r})")
+    out: dict = {"load_average": os.getloadavg()[0], "vectors": vectors or "fake (i.i.d. random)"}
+    seconds, cpu, peak, _ = _child(f"from rag.testing.hostile_files import inflating_pdf\nfrom rag.indexing.loaders "
+                                   f"import load_file\nsize = inflating_pdf({str(folder / 'bomb.pdf')!r}, rows=40_000)",
+                                   f"load_file({str(folder / 'bomb.pdf')!r})")
     out["inflating_pdf"] = {"bytes": (folder / "bomb.pdf").stat().st_size, "seconds": round(seconds, 2),
                             "cpu_seconds": round(cpu, 2), "peak_mb": round(peak)}
     print(json.dumps(out["inflating_pdf"]), flush=True)
-    for mb in (5, 50):
+    for mb in sizes:
         path = folder / f"text{mb}.txt"
         _text_file(path, mb * 1_000_000, seed=mb)
         store = folder / f"store{mb}"
-        seconds, cpu, peak = _child("from rag.cli import main\nimport rag.indexing.index_command, chromadb\n"
-                               "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
-                               ", '--collection', 't', '--embedding', 'fake']",
-                               "try:\n    main()\nexcept SystemExit:\n    pass")
-        out[f"text_{mb}mb"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "peak_mb": round(peak)}
+        shutil.rmtree(store, ignore_errors=True)
+        if vectors:
+            seconds, cpu, peak, adds = _child(
+                f"VECTORS = {vectors!r}\n{_REPLAY}\nfrom rag.indexing.kb_parts import IndexTarget\n"
+                f"from rag.indexing.write_path import index_sources\nimport chromadb\n{_TIME_ADDS}",
+                f"index_sources(IndexTarget('t', {str(store)!r}, embedding=Replay()), [{str(path)!r}])", "_ADDS")
+        else:
+            seconds, cpu, peak, adds = _child(
+                "from rag.cli import main\nimport rag.indexing.index_command, chromadb\n" + _TIME_ADDS +
+                "sys.argv = ['rag', 'index', " + repr(str(path)) + ", '--store', " + repr(str(store)) +
+                ", '--collection', 't', '--embedding', 'fake']", "try:\n    main()\nexcept SystemExit:\n    pass",
+                "_ADDS")
+        out[f"text_{mb}mb"] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "peak_mb": round(peak),
+                               **{k: round(v, 1) for k, v in adds.items()},
+                               "seconds_without_adds": round(seconds - adds.get("add_seconds", 0), 1),
+                               "load_average": os.getloadavg()[0]}
         print(json.dumps({f"text_{mb}mb": out[f"text_{mb}mb"]}), flush=True)
-    out["ratio_50_to_5"] = round(out["text_50mb"]["seconds"] / out["text_5mb"]["seconds"], 2)
-    out["cpu_ratio_50_to_5"] = round(out["text_50mb"]["cpu_seconds"] / out["text_5mb"]["cpu_seconds"], 2)
-    print(json.dumps({"ratio_50_to_5": out["ratio_50_to_5"], "cpu_ratio_50_to_5": out["cpu_ratio_50_to_5"]}),
-          flush=True)
+    small, large = (f"text_{mb}mb" for mb in (min(sizes), max(sizes)))
+    factor = max(sizes) / min(sizes)
+    for key, label in (("seconds", "ratio"), ("cpu_seconds", "cpu_ratio"), ("seconds_without_adds", "ratio_without_adds"),
+                       ("add_seconds", "ratio_of_adds")):
+        if out[small].get(key):
+            out[f"{label}_{max(sizes)}_to_{min(sizes)}"] = round(out[large][key] / out[small][key], 2)
+    out["target_ratio"] = round(1.3 * factor, 1)
+    out["load_average_after"] = os.getloadavg()[0]
+    print(json.dumps({k: v for k, v in out.items() if "ratio" in k or "load" in k}), flush=True)
+    return out
+
+
+def chroma_growth(folder: Path, chunks: int, vectors: str | None, hnsw: dict, batch: int = 5000) -> dict:
+    """CPU seconds of each `batch`-chunk write into one growing Chroma collection (the library's `add_chunks`, in a
+    child process), with i.i.d. random 384-d vectors (what `--embedding fake` gives) or the vectors of an embedding
+    cache file (`vectors`: real MiniLM vectors), 800-character texts and the metadata keys of a chunk; and with
+    real vectors, the recall@10 of the collection's HNSW search of 1,000 held-out vectors against exact search."""
+    store = folder / "chroma-growth"
+    shutil.rmtree(store, ignore_errors=True)
+    code = f"""
+import json, sqlite3, time
+import numpy as np
+from rag.stores import chroma
+rng = np.random.default_rng(0)
+if {vectors!r}:
+    rows = sqlite3.connect({vectors!r}).execute("SELECT vector FROM embeddings WHERE dim = 384").fetchall()
+    real = np.stack([np.frombuffer(r[0], dtype=np.float32) for r in rows])[rng.permutation(len(rows))]
+    held, real = real[:1000], real[1000:1000 + {chunks}]
+collection = chroma.open_client({str(store)!r}).get_or_create_collection(
+    "growth", metadata={{**chroma.COSINE, **{hnsw!r}}}, embedding_function=None)
+per = []
+n = min({chunks}, len(real)) if {vectors!r} else {chunks}
+for start in range(0, n, {batch}):
+    size = min({batch}, n - start)
+    vecs = real[start:start + size] if {vectors!r} else rng.standard_normal((size, 384)).astype(np.float32)
+    texts = [("revenue grew in the segment " * 30)[:790] + str(start + i) for i in range(size)]
+    metas = [{{"doc_id": "d", "chunk_index": start + i, "source": "/x.txt", "title": "x", "token_count": 200,
+               "start_index": 800 * (start + i)}} for i in range(size)]
+    cpu = time.process_time()
+    chroma.add_chunks(collection, [f"c{{start + i}}" for i in range(size)], vecs.tolist(), texts, metas)
+    per.append(round(time.process_time() - cpu, 2))
+recall = None
+if {vectors!r}:
+    exact = np.argsort(-(held @ real[:n].T), axis=1)[:, :10]
+    got = collection.query(query_embeddings=held, n_results=10, include=[])["ids"]
+    recall = float(np.mean([len({{int(i[1:]) for i in g}} & set(e.tolist())) / 10 for g, e in zip(got, exact)]))
+print("EXTRA", json.dumps({{"chunks": n, "cpu_per_batch": per, "recall_at_10": recall}}))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    out = json.loads(next(line[6:] for line in run.stdout.splitlines() if line.startswith("EXTRA ")))
+    per = out["cpu_per_batch"]
+    out.update(vectors=vectors or "random", hnsw=hnsw, load_average=os.getloadavg()[0],
+               last_to_first_batch=round(per[-1] / per[0], 2) if per else None)
+    print(json.dumps(out), flush=True)
     return out
 
 
@@ -232,6 +344,13 @@ def main(argv: list[str] | None = None) -> int:
     html.add_argument("--store", default=None)
     lim = sub.add_parser("limits")
     lim.add_argument("folder")
+    lim.add_argument("--sizes", default="5,50", help="MB of the text files, comma-separated (the ratio: last / first)")
+    lim.add_argument("--vectors", default=None, help="an embedding cache file: index with its real vectors replayed")
+    growth = sub.add_parser("chroma", help="CPU per batch of writes into one growing Chroma collection")
+    growth.add_argument("folder")
+    growth.add_argument("--chunks", type=int, default=50_000)
+    growth.add_argument("--vectors", default=None, help="an embedding cache file (embeddings.sqlite): real vectors")
+    growth.add_argument("--hnsw", default="{}", help='collection HNSW settings as JSON, e.g. {"hnsw:construction_ef": 50}')
     tab = sub.add_parser("tables")
     tab.add_argument("--files", type=int, default=4)
     tab.add_argument("--data", default=None)
@@ -248,8 +367,10 @@ def main(argv: list[str] | None = None) -> int:
             store = Path(args.store or tempfile.mkdtemp(prefix="bench-loaders-"))
             results["hits"] = [html_hits(spec, questions[spec.partition("=")[0]], args.budget, store)
                                for spec in args.sets]
+    elif args.part == "chroma":
+        results = chroma_growth(Path(args.folder), args.chunks, args.vectors, json.loads(args.hnsw))
     elif args.part == "limits":
-        results = limits(Path(args.folder))
+        results = limits(Path(args.folder), tuple(int(x) for x in args.sizes.split(",")), args.vectors)
     else:
         results = tables(args.files, args.data, args.modes.split(","), args.repeat)
     if args.json:

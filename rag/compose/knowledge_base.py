@@ -190,7 +190,7 @@ class KnowledgeBase:
     def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                       exclude: str | Sequence[str] = (), cleanup: str | None = None,
                       progress: Callable[[str, int], None] | None = None,
-                      follow_symlinks: bool = False, executor: Any = None) -> IndexReport:
+                      follow_symlinks: bool = False, executor: Any = None, limits: Any = None) -> IndexReport:
         """Index files, folders or Documents; unchanged ones are skipped without embedding.
 
         Creates the knowledge base on first use (under the writer lock, as every write).
@@ -204,6 +204,10 @@ class KnowledgeBase:
             follow_symlinks: also index what symlinks under the folders lead to outside them (by default
                 such links are skipped and listed in `skipped`).
             executor: None / "local" (this process), "ray" or a `RayExecutor(...)` (docs/scale.md).
+            limits: what reading one file may cost (`rag.indexing.limits.LoadLimits`, or a mapping of its
+                fields: tables, OCR, seconds and sizes; None: the defaults). What hits one is in the report's
+                `notes`; files whose reading other settings change (PDFs, images) are read again
+                (docs/indexing.md).
 
         Returns:
             What was added, updated, unchanged, deleted and skipped (with reasons).
@@ -214,11 +218,13 @@ class KnowledgeBase:
         """
         return index_sources(self.storage, sources, include=include, exclude=exclude, cleanup=cleanup,
                              progress=progress, follow_symlinks=follow_symlinks, executor=executor,
-                             syncer=self.syncer)
+                             syncer=self.syncer, limits=limits)
 
-    def update_document(self, source: str | Path, documents: Sequence[Document] | None = None) -> IndexReport:
-        """Re-index one file now (or replace a source's content with `documents`)."""
-        return reindex_source(self.storage, source, documents, syncer=self.syncer)
+    def update_document(self, source: str | Path, documents: Sequence[Document] | None = None, *,
+                        limits: Any = None) -> IndexReport:
+        """Re-index one file now within `limits` (see `add_documents`), or replace a source's content with
+        `documents`."""
+        return reindex_source(self.storage, source, documents, syncer=self.syncer, limits=limits)
 
     def delete_document(self, source: str | Path) -> int:
         """Delete a document (by path, source or doc_id) and its chunks; returns chunks deleted."""

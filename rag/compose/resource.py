@@ -266,14 +266,16 @@ class Resource(BaseModel):
         description: str = "",
         chunk_size: int | None = None,
         search: str = "hybrid",
+        limits: Any = None,
     ) -> Resource:
         """Index the txt, md, html and pdf files under `path` into a knowledge base and search it.
 
         The files go through the one write path (`rag.indexing.write_path`: load, chunk, AutoContext,
         embed, write); with `persist_directory` the knowledge base is kept there and a second
         call only indexes what changed, otherwise it lives in memory. `search`: ``"hybrid"``
-        (default), ``"dense"`` or ``"bm25"`` (`rag.retrieval.kb_search`). Unreadable files are
-        skipped with a warning naming the file and the reason.
+        (default), ``"dense"`` or ``"bm25"`` (`rag.retrieval.kb_search`). `limits`: the cost limits per
+        file (`rag.indexing.limits.LoadLimits` or a mapping). Unreadable files are skipped with a warning
+        naming the file and the reason, and what hit a limit is logged per file.
 
         Raises:
             ConfigError: nothing readable under `path`.
@@ -286,9 +288,11 @@ class Resource(BaseModel):
 
         kb = IndexTarget(knowledge_base_name(name), persist_directory, embedding=embedding,
                          chunker=TokenChunker.sized(chunk_size), description=description)
-        report = index_sources(kb, [path], include=glob, exclude=exclude)
+        report = index_sources(kb, [path], include=glob, exclude=exclude, limits=limits)
         for skipped in report.skipped:
             logger.warning("skipped %s", terminal_safe(skipped.reason))  # the reason names the file
+        for note in report.notes:
+            logger.warning("note %s: %s", terminal_safe(note.path), terminal_safe(note.note))
         if kb.chunks.count() == 0:
             raise ConfigError(f"no readable documents under {path} matching {glob!r}")
         return cls(name=name, retriever=knowledge_base_retriever(kb, search=search), description=description,

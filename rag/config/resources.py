@@ -4,7 +4,8 @@
 - `chroma_server`: a collection on a running Chroma server (`chromadb.HttpClient`; `host`, `port`);
 - `knowledge_base`: a persistent `rag.KnowledgeBase` (manifest, incremental sync, AutoContext).
 
-Each takes an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size` in word pieces):
+Each takes an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size` in word pieces, the
+executor and the cost limits per file):
 the files are synced into a knowledge base at every build (the library's one write path,
 `rag.indexing.write_path`: unchanged files cost a hash check, changed ones are
 re-indexed, deleted ones removed), so a config can serve a folder of documents with no separate
@@ -24,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rag.base.errors import ConfigError, StoreError
 from rag.base.text import terminal_safe
@@ -33,6 +34,7 @@ from rag.compose.resource import Resource, validate_search_kwargs
 from rag.config.models import StrictModel, check_env_name
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.executors import executor_from
+from rag.indexing.limits import LIMIT_NAMES, LoadLimits
 from rag.models.embeddings import is_default_embeddings
 from rag.stores.registry import collections, local_client, new_vectorstore, server_client, store_name
 
@@ -69,6 +71,10 @@ class IndexConfig(StrictModel):
     `executor`: where the sync's loading, chunking and embedding run: `local` (default) or `ray`, or
     a mapping such as `{kind: ray, address: "ray://head:10001", concurrency: 8, batch_size: 256}`
     (docs/scale.md).
+
+    The cost limits per file (`rag.indexing.limits.LoadLimits`; left out: the default) are keys of
+    their own: `tables` (pdfium, pdfplumber, none), `ocr` (true / false), `table_seconds`,
+    `table_page_seconds`, `table_max_chars`, `table_max_objects`, `ocr_dpi`, `ocr_max_pages`, `max_bytes`.
     """
 
     paths: list[str] = Field(min_length=1)
@@ -76,12 +82,32 @@ class IndexConfig(StrictModel):
     exclude: list[str] = Field(default_factory=list)
     chunk_size: int | None = Field(default=None, ge=8, le=254)
     executor: str | dict[str, Any] | None = None
+    # (Any: LoadLimits checks each value and says what is valid)
+    tables: Any = None
+    table_max_chars: Any = None
+    table_max_objects: Any = None
+    table_seconds: Any = None
+    table_page_seconds: Any = None
+    ocr: Any = None
+    ocr_dpi: Any = None
+    ocr_max_pages: Any = None
+    max_bytes: Any = None
 
     @field_validator("executor")
     @classmethod
     def _check_executor(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
         executor_from(value)   # raises with what is wrong and what is valid
         return value
+
+    @model_validator(mode="after")
+    def _check_limits(self) -> IndexConfig:
+        _ = self.limits   # raises with the option, the value and what is valid
+        return self
+
+    @property
+    def limits(self) -> LoadLimits:
+        """The cost limits per file the block sets (the defaults for those it leaves out)."""
+        return LoadLimits.of({k: getattr(self, k) for k in LIMIT_NAMES if getattr(self, k) is not None})
 
 
 def kb_embedding(embedding: Any) -> Any:
@@ -93,10 +119,13 @@ def kb_embedding(embedding: Any) -> Any:
 def sync_files(kb: KnowledgeBase, spec: IndexConfig, *, resource: str) -> None:
     """Sync the files of an `index:` block into `kb` (skipped files are logged with the reason)."""
     report = kb.add_documents([str(Path(p).expanduser()) for p in spec.paths], include=spec.glob,
-                              exclude=spec.exclude, cleanup="incremental", executor=spec.executor)
+                              exclude=spec.exclude, cleanup="incremental", executor=spec.executor,
+                              limits=spec.limits)
     for skipped in report.skipped:
         # the reason names the file (its path first): printing the path too doubled it
         logger.warning("resource %s: skipped %s", resource, terminal_safe(skipped.reason))
+    for note in report.notes:   # what hit a cost limit, per file
+        logger.warning("resource %s: note %s: %s", resource, terminal_safe(note.path), terminal_safe(note.note))
     if kb.count() == 0:
         raise ConfigError(f"resource {resource!r}: no readable documents in {spec.paths} matching {spec.glob!r}")
     logger.info("resource %s: %s", resource, report.summary())

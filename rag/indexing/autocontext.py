@@ -38,11 +38,12 @@ from rag.base.errors import ConfigError
 from rag.base.text import split_sentences, tokenize
 from rag.indexing.tokens import ApproximateTokenizer
 
-__all__ = ["AutoContext", "extractive_summary"]
+__all__ = ["SUMMARY_SOURCE_CHARS", "AutoContext", "extractive_summary"]
 
 logger = logging.getLogger(__name__)
 
-_SUMMARY_SOURCE_CHARS = 30_000  # the start of a document is enough to say what it is about
+#: a summary reads the first chunks of a document up to this many characters (its start says what it is about)
+SUMMARY_SOURCE_CHARS = 30_000
 _LLM_SOURCE_CHARS = 6_000
 _MIN_SENTENCE_WORDS = 6
 _MAX_SENTENCE_WORDS = 60
@@ -64,7 +65,7 @@ def extractive_summary(text: str, *, title: str = "", max_words: int = 30) -> st
         ...                    title="Acme anvils")
         'Acme anvils are sold to coyotes worldwide every year.'
     """
-    sentences = split_sentences(text[:_SUMMARY_SOURCE_CHARS])
+    sentences = split_sentences(text[:SUMMARY_SOURCE_CHARS])
     token_lists = [tokenize(s) for s in sentences]
     frequency = Counter(tok for toks in token_lists for tok in set(toks))
     title_tokens = set(tokenize(title.replace("_", " ")))
@@ -143,7 +144,7 @@ class AutoContext:
         for chunk in chunks:
             doc_id = str(chunk.metadata.get("doc_id", ""))
             parts = texts.setdefault(doc_id, [])
-            if sum(len(p) for p in parts) < _SUMMARY_SOURCE_CHARS:
+            if sum(len(p) for p in parts) < SUMMARY_SOURCE_CHARS:
                 parts.append(chunk.page_content)
             titles.setdefault(doc_id, str(chunk.metadata.get("title") or ""))
         return {doc_id: self.summarize(titles[doc_id], "\n\n".join(parts)) for doc_id, parts in texts.items()}

@@ -283,10 +283,13 @@ class TokenChunker:
 
     def split_documents(self, docs: Sequence[Document]) -> list[Document]:
         """Chunks of `docs` in order, numbered per document (pages of a file continue the count)."""
+        return list(self.iter_chunks(docs))
+
+    def iter_chunks(self, docs: Sequence[Document]) -> Iterator[Document]:
+        """The chunks of `split_documents`, made as they are read (a large file is chunked in bounded batches)."""
         pieces = self._pieces(docs)
         pdf_sections = _pdf_sections(docs) if self.headers is not False else {}
         counters: dict[str, int] = {}
-        chunks: list[Document] = []
         for piece, spans in _tokenized(self.tokenizer, pieces):
             if not spans:
                 continue
@@ -308,8 +311,7 @@ class TokenChunker:
                         else section_at(spans_, position, at)
                     if not chunk_meta["section"]:
                         del chunk_meta["section"]
-                chunks.append(Document(page_content=body, metadata=chunk_meta))
-        return chunks
+                yield Document(page_content=body, metadata=chunk_meta)
 
     __call__ = split_documents
 

@@ -6,7 +6,9 @@ driver commits their records once the store has their chunks. Both executors giv
 ids, texts, metadata, vectors and report (docs/scale.md).
 
 - `LocalExecutor`: groups of documents (about 5,000 chunks each); each group is prepared in the
-  caller's thread while the previous one is embedded and written in one writer thread.
+  caller's thread while the previous one is embedded and written in one writer thread. A file
+  larger than a group is streamed: chunked, embedded and written in slices of 5,000 chunks, its
+  record committed after the last one (`rag.indexing.ingest.prepare_stream`).
 - `RayExecutor`: Ray Data over the changed files: stateless `map_batches` tasks load, chunk and
   add AutoContext, an actor pool embeds (the model loaded once per actor), and either the actors
   write to a server store (PostgreSQL + pgvector, a Chroma server: each actor its own
@@ -28,11 +30,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.tracing import index_span
 from rag.indexing.ingest import (
+    Done,
     Item,
     Prepared,
     begin_items,
@@ -41,6 +45,8 @@ from rag.indexing.ingest import (
     finish_items,
     load_item,
     prepare,
+    prepare_stream,
+    streamable,
 )
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.plan import Plan
@@ -73,7 +79,7 @@ class LocalExecutor:
         pending_chars, writer = [0], Writer()
 
         def flush(force_write: bool = False) -> None:
-            pending_chars[0] += sum(len(d.page_content) for d in group[-1].docs) if group else 0
+            pending_chars[0] += _chars(group[-1]) if group else 0
             if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
                 prepared = prepare(components, list(group))
                 emit("chunks", len(prepared.chunks))
@@ -83,32 +89,53 @@ class LocalExecutor:
 
         try:
             for item in plan.items(quiesce=writer.wait):
-                if item is not None and (reason := load_item(item)) is not None:
+                if item is not None and (reason := load_item(item, components.limits)) is not None:
                     plan.failed(item, reason, quiesce=writer.wait)
                     item = None
                 elif item is not None:
                     plan.noted(item)
                 emit("file", 1)
-                if item is not None:
-                    group.append(item)
-                    emit("pages", len(item.docs) if any("page" in d.metadata for d in item.docs) else 0)  # PDFs
-                    flush()
+                if item is None:
+                    continue
+                emit("pages", len(item.docs) if any("page" in d.metadata for d in item.docs) else 0)  # PDFs
+                if _chars(item) >= _GROUP_CHARS and streamable(components, item):
+                    flush(force_write=True)   # (the group before it)
+                    _stream(target, item, report, emit, writer)
+                    continue
+                group.append(item)
+                flush()
             flush(force_write=True)
             writer.wait()
         finally:
             writer.close()
 
 
+def _chars(item: Item) -> int:
+    return sum(len(d.page_content) for d in item.docs or ())
+
+
 def _store(target: IndexTarget, prepared: Prepared, report: IndexReport, emit: Emit) -> None:
-    """Embed the new chunks of a prepared group and write them, then commit its records.
+    """Embed the new chunks of a prepared group and write them, then commit its records."""
+    existing = _begin(target, prepared.items)
+    _write_missing(target, prepared, existing, report, emit)
+    _finish(target, existing, prepared.ids, done_of(prepared), report)
+
+
+def _begin(target: IndexTarget, items: list[Item]) -> set[str]:
+    """Mark the items' records pending; the chunk ids the store holds for them.
 
     Records are marked pending first; chunks are written only after that, so a document without a
     record has nothing in the store: the metadata query (costly for large groups) is skipped for those.
     """
-    items, texts, ids = prepared.items, prepared.texts, prepared.ids
     begin_items(target.records, items)
     doc_ids = [i.doc_id for i in items if i.known]
-    existing = set(target.chunks.get_ids({"doc_id": {"$in": doc_ids}})) if doc_ids else set()
+    return set(target.chunks.get_ids({"doc_id": {"$in": doc_ids}})) if doc_ids else set()
+
+
+def _write_missing(target: IndexTarget, prepared: Prepared, existing: set[str], report: IndexReport,
+                   emit: Emit) -> None:
+    """Embed and add the prepared chunks the store does not hold (`existing`: what it holds of their documents)."""
+    texts, ids = prepared.texts, prepared.ids
     todo = [n for n, cid in enumerate(ids) if cid not in existing]
     ready: list[tuple[int, list[float]]] = []
     for begin in range(0, len(todo), _EMBED_BATCH):
@@ -127,10 +154,54 @@ def _store(target: IndexTarget, prepared: Prepared, report: IndexReport, emit: E
                                   [prepared.metas[n] for n, _ in ready])
             report.chunks_added += len(ready)
             ready = []
+
+
+def _finish(target: IndexTarget, existing: set[str], ids: list[str], done: list[Done], report: IndexReport) -> None:
+    """Delete the documents' chunks no longer produced, then commit their records (`ok`)."""
     stale = sorted(existing - set(ids))
     target.chunks.delete(stale)
     report.chunks_deleted += len(stale)
-    finish_items(target.records, done_of(prepared), report)
+    finish_items(target.records, done, report)
+
+
+@dataclass
+class _Streamed:
+    """One large file written in slices: what its record needs once the store holds every slice."""
+
+    item: Item
+    existing: set[str] | None = None
+    ids: list[str] = field(default_factory=list)
+    title: str | None = None
+    summary: str = ""
+
+
+def _stream(target: IndexTarget, item: Item, report: IndexReport, emit: Emit, writer: Writer) -> None:
+    """Index one large file in slices of `_WRITE_BATCH` chunks: chunked here while the writer thread embeds and
+    writes the slice before; its record is committed after the last slice is stored (a failure leaves it pending,
+    and the next sync writes only the chunks the store lacks)."""
+    streamed = _Streamed(item)
+    for prepared in prepare_stream(target.components, item, batch=_WRITE_BATCH):
+        emit("chunks", len(prepared.chunks))
+        writer.submit(_store_slice, target, prepared, streamed, report, emit)
+    writer.submit(_end_stream, target, streamed, report)
+
+
+def _store_slice(target: IndexTarget, prepared: Prepared, streamed: _Streamed, report: IndexReport,
+                 emit: Emit) -> None:
+    if streamed.existing is None:
+        streamed.existing = _begin(target, [streamed.item])
+    _write_missing(target, prepared, streamed.existing, report, emit)
+    streamed.ids += prepared.ids
+    if streamed.title is None and prepared.chunks:
+        streamed.title = str(prepared.chunks[0].metadata.get("title", ""))
+    streamed.summary = prepared.summaries.get(streamed.item.doc_id, "")
+
+
+def _end_stream(target: IndexTarget, streamed: _Streamed, report: IndexReport) -> None:
+    item = streamed.item
+    existing = streamed.existing if streamed.existing is not None else _begin(target, [item])
+    _finish(target, existing, streamed.ids, [Done(item, streamed.ids, streamed.title or "", streamed.summary,
+                                                  len(item.docs or ()))], report)
 
 
 class RayExecutor:

@@ -52,7 +52,8 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, short_repr
-from rag.indexing.pdf import IMAGE_SUFFIXES, LoadLimits, load_image, load_pdf
+from rag.indexing.limits import LoadLimits
+from rag.indexing.pdf import IMAGE_SUFFIXES, load_image, load_pdf
 from rag.indexing.text_files import TEXT_SUFFIXES, load_text, read_bytes
 
 __all__ = ["BUILTIN_SUFFIXES", "CHUNKER_GROUP", "LOADER_GROUP", "Chunker", "Loader", "chunk_documents",

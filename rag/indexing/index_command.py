@@ -25,7 +25,9 @@ from rag.indexing.chunking import (
     TokenChunker,
 )
 from rag.indexing.executors import RayExecutor
+from rag.indexing.index_options import LIMIT_OPTIONS
 from rag.indexing.kb_parts import IndexTarget
+from rag.indexing.limits import LoadLimits
 from rag.indexing.loaders import iter_files, supported_suffixes, unsupported_reason
 from rag.indexing.progress import IndexProgress, lines
 from rag.indexing.tags import KeywordTagger
@@ -68,12 +70,13 @@ def run_index(args: argparse.Namespace) -> int:
     configure_otlp_export()  # spans of this run, when RAG_TRACING is set
     include = args.include or "**/*"
     follow = getattr(args, "follow_symlinks", False)
+    limits = LoadLimits.of({k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None})
     _check_readable(args, include, follow)
     executor = _executor(args)
     kb = _open(args)
     report = _with_progress(console, lambda on_event: index_sources(
         kb, args.paths, include=include, exclude=args.exclude, cleanup=None if args.cleanup == "none" else args.cleanup,
-        progress=on_event, follow_symlinks=follow, executor=executor))
+        progress=on_event, follow_symlinks=follow, executor=executor, limits=limits))
     _print_report(console, report)
     unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
     # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["EMBEDDING_OPTIONS", "EXECUTOR_OPTIONS", "add_index_arguments"]
+__all__ = ["EMBEDDING_OPTIONS", "EXECUTOR_OPTIONS", "LIMIT_OPTIONS", "add_index_arguments"]
 
 EMBEDDING_OPTIONS = ("default", "fake")
 EXECUTOR_OPTIONS = ("local", "ray")   # (rag.indexing.executors.EXECUTORS, without importing it)
+#: the `LoadLimits` fields `rag index` sets (dest names); None: not given, the default
+LIMIT_OPTIONS = ("tables", "table_max_chars", "table_max_objects", "table_seconds", "table_page_seconds", "ocr",
+                 "ocr_dpi", "ocr_max_pages", "max_bytes")
 
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,3 +49,29 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
                         help="embedding actors for --executor ray (default: one per CPU of the cluster)")
     parser.add_argument("--ray-batch-size", type=int, default=None,
                         help="chunks per embedding call of an actor for --executor ray (default 256)")
+    _add_limit_arguments(parser)
+
+
+def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The per-file cost limits (`rag.indexing.limits.LoadLimits`; defaults in docs/indexing.md)."""
+    group = parser.add_argument_group("cost limits per file", "what reading one file may cost; what hits a limit "
+                                      "is read more cheaply and printed as a note (docs/indexing.md)")
+    group.add_argument("--tables", choices=("pdfium", "pdfplumber", "none"), default=None,
+                       help="the table finder for PDF pages that look tabular (default pdfium; pdfplumber is about "
+                            "100 times slower; none reads pages as text)")
+    group.add_argument("--ocr", action=argparse.BooleanOptionalAction, default=None,
+                       help="read PDF pages without text and images by OCR (default: on, when Tesseract is installed)")
+    group.add_argument("--table-seconds", type=float, default=None, metavar="S",
+                       help="table detection time per file; later pages are read as text (default 120)")
+    group.add_argument("--table-page-seconds", type=float, default=None, metavar="S",
+                       help="table detection time per page with --tables pdfplumber (default 10)")
+    group.add_argument("--table-max-chars", type=int, default=None, metavar="N",
+                       help="no table detection on a page with more characters (default 20000)")
+    group.add_argument("--table-max-objects", type=int, default=None, metavar="N",
+                       help="no table detection on a page with more drawing objects (default 20000)")
+    group.add_argument("--ocr-dpi", type=int, default=None, metavar="DPI",
+                       help="resolution pages are rendered at for OCR, 50-600 (default 200)")
+    group.add_argument("--ocr-max-pages", type=int, default=None, metavar="N",
+                       help="pages per file read by OCR; the rest are left out (default 2000)")
+    group.add_argument("--max-bytes", type=int, default=None, metavar="N",
+                       help="larger files are skipped unread (default 268435456, 256 MiB)")

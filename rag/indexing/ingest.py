@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,13 +34,14 @@ from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
 from rag.base.tracing import index_span
-from rag.indexing.formats import chunk_documents
-from rag.indexing.loaders import clean_text, load_file
+from rag.indexing.autocontext import SUMMARY_SOURCE_CHARS
+from rag.indexing.formats import chunk_documents, chunker_for
+from rag.indexing.loaders import LoadLimits, clean_text, load_file
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.report import IndexReport
 
 __all__ = ["Components", "Done", "Item", "Prepared", "begin_items", "chunk_id", "docs_hash", "done_of", "embed_texts",
-           "file_hash", "finish_items", "load_item", "prepare", "scalar_metadata"]
+           "file_hash", "finish_items", "load_item", "prepare", "prepare_stream", "scalar_metadata", "streamable"]
 
 
 @dataclass
@@ -74,11 +75,13 @@ class Prepared:
 
 @dataclass
 class Components:
-    """What turns pages into chunks and embedded texts: the knowledge base's chunker, tagger, AutoContext."""
+    """What turns files into chunks and embedded texts: the knowledge base's chunker, tagger, AutoContext, and the
+    run's `LoadLimits` (what reading one file may cost)."""
 
     chunker: Any
     tagger: Any
     autocontext: Any
+    limits: LoadLimits = field(default_factory=LoadLimits)
 
 
 def chunk_id(doc_id: str, index: int, embedded_text: str, metadata: dict[str, Any]) -> str:
@@ -125,8 +128,9 @@ def docs_hash(docs: Sequence[Document]) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def load_item(item: Item) -> str | None:
-    """Load a file item's pages into `item.docs`; the reason it cannot be read, or None when it was loaded.
+def load_item(item: Item, limits: LoadLimits | None = None) -> str | None:
+    """Load a file item's pages into `item.docs` within `limits`; the reason it cannot be read, or None when it was
+    loaded (what hit a limit is in `item.notes`).
 
     One bad file never stops a run: any error is returned as the reason (as `report.skipped` shows it).
     """
@@ -134,7 +138,7 @@ def load_item(item: Item) -> str | None:
         return None
     try:
         with index_span("rag.index.load", file_type=item.path.suffix.lower().lstrip(".")) as span:
-            item.docs = load_file(item.path, notes=item.notes)
+            item.docs = load_file(item.path, limits=limits, notes=item.notes)
             span.set_attribute("rag.pages", len(item.docs))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
         reason = str(exc) if isinstance(exc, LoaderError) else f"{item.display}: {type(exc).__name__}: {exc}"
@@ -144,16 +148,67 @@ def load_item(item: Item) -> str | None:
 
 def prepare(components: Components, items: list[Item]) -> Prepared:
     """Chunk, tag and add AutoContext to loaded items (no store access): the chunks, texts and ids."""
-    docs = [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
-                                                                         "doc_id": i.doc_id})
-            for i in items for d in i.docs or ()]
+    docs = _documents(items)
     with index_span("rag.index.chunk", documents=len(items), pages=len(docs)) as span:
         chunks = chunk_documents(components.chunker, docs)
         if components.tagger is not None:
             chunks = components.tagger(chunks)
         summaries = components.autocontext.summaries(chunks)
-        texts = components.autocontext.embedding_texts(chunks, summaries=summaries)
         span.set_attribute("rag.chunks", len(chunks))
+    return _prepared(components, items, chunks, summaries)
+
+
+def streamable(components: Components, item: Item) -> bool:
+    """Whether `prepare_stream` gives the item the chunks and ids `prepare` would: the chunker makes chunks one at a
+    time (`iter_chunks`), no registered chunker takes its documents, and a tagger tags each chunk on its own."""
+    tagger = components.tagger
+    return (hasattr(components.chunker, "iter_chunks")
+            and (tagger is None or getattr(tagger, "vocabulary", None) is not None)
+            and not any(chunker_for(str(d.metadata.get("file_type", ""))) for d in item.docs or ()))
+
+
+def prepare_stream(components: Components, item: Item, *, batch: int) -> Iterator[Prepared]:
+    """`prepare` of one large item in slices of `batch` chunks, with the same chunks, texts and ids (see `streamable`).
+
+    The summary reads the document's first chunks (`SUMMARY_SOURCE_CHARS`), so chunks are held until those are
+    read; after that at most `batch` chunks (and their texts) are in memory at a time.
+    """
+    docs = _documents([item])
+    held: list[Document] = []
+    chars, summaries = 0, None
+    with index_span("rag.index.chunk", documents=1, pages=len(docs), streamed=True) as span:
+        count = 0
+        for chunk in components.chunker.iter_chunks(docs):
+            held.append(chunk)
+            count += 1
+            if summaries is None:
+                chars += len(chunk.page_content)
+                if chars < SUMMARY_SOURCE_CHARS:
+                    continue
+                summaries = components.autocontext.summaries(held)
+            if len(held) >= batch:
+                yield _prepared(components, [item], _tagged(components, held), summaries)
+                held = []
+        if held or summaries is None:
+            yield _prepared(components, [item], _tagged(components, held),
+                            summaries if summaries is not None else components.autocontext.summaries(held))
+        span.set_attribute("rag.chunks", count)
+
+
+def _tagged(components: Components, chunks: list[Document]) -> list[Document]:
+    return chunks if components.tagger is None else components.tagger(chunks)
+
+
+def _documents(items: list[Item]) -> list[Document]:
+    """The items' pages with text and metadata safe to store, and their `doc_id`."""
+    return [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
+                                                                         "doc_id": i.doc_id})
+            for i in items for d in i.docs or ()]
+
+
+def _prepared(components: Components, items: list[Item], chunks: list[Document],
+              summaries: dict[str, str]) -> Prepared:
+    texts = components.autocontext.embedding_texts(chunks, summaries=summaries)
     metas = [scalar_metadata(c.metadata) for c in chunks]
     ids = [chunk_id(m["doc_id"], m["chunk_index"], t, m) for m, t in zip(metas, texts, strict=True)]
     return Prepared(items, chunks, texts, metas, ids, summaries)

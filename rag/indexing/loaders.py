@@ -40,7 +40,7 @@ from rag.indexing.formats import (
     unregister_chunker,
     unregister_loader,
 )
-from rag.indexing.pdf import LoadLimits
+from rag.indexing.limits import DEFAULT_MAX_BYTES, LoadLimits
 from rag.indexing.text_safety import clean_text, path_text
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
 #: The suffixes the library reads by itself; `supported_suffixes()` adds the registered and installed ones.
 SUPPORTED_SUFFIXES = BUILTIN_SUFFIXES
 _COMPRESSED = frozenset([".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz", ".7z", ".rar", ".tar"])
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # larger files are skipped, not read into memory
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ class LoadReport:
         self.notes += other.notes
 
 
-def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: bool | str = True,
+def load_file(path: str | Path, *, max_bytes: int | None = None, tables: bool | str = True,
               limits: LoadLimits | None = None, notes: list[str] | None = None) -> list[Document]:
     """Load one file into Documents (one per PDF page with text, one for other formats).
 
@@ -121,7 +120,7 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
             .tiff) file, or one of a type a registered or installed loader reads
             (`rag.indexing.formats`); rst titles become `#` headings, images and PDF pages without
             text are read by OCR (`rag.indexing.pdf`).
-        max_bytes: larger files are refused without being read.
+        max_bytes: larger files are refused without being read (default `limits.max_bytes`, 256 MiB).
         tables: read the tables of PDF pages that look tabular as documents of their own
             (`chunk_type="table"`, see `rag.indexing.tables`): True or "pdfium" with pypdfium2's
             character boxes, "pdfplumber" with pdfplumber; False keeps pages as text.
@@ -139,6 +138,7 @@ def load_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, tables: b
     """
     path = Path(path)
     limits = limits if limits is not None else LoadLimits(tables=tables)
+    max_bytes = limits.max_bytes if max_bytes is None else max_bytes
     notes = notes if notes is not None else []
     loader = loader_for(path.suffix)
     if loader is None:
@@ -272,7 +272,7 @@ def _walk(root: Path, follow_symlinks: bool, skipped: list[Skipped]) -> Iterator
 
 def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
                    exclude: str | Sequence[str] = (), glob: str | None = None,
-                   max_bytes: int = DEFAULT_MAX_BYTES, follow_symlinks: bool = False,
+                   max_bytes: int | None = None, follow_symlinks: bool = False,
                    limits: LoadLimits | None = None) -> LoadReport:
     """Load every supported file under `path` (or `path` itself when it is a file).
 
@@ -281,7 +281,7 @@ def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",
         include: glob(s) a file must match, e.g. `"**/*.pdf"` or `["*.md", "guides/*"]`.
         exclude: glob(s) that leave a file out, e.g. `["drafts/*", "*.tmp.md"]`.
         glob: older name of `include` (kept for compatibility).
-        max_bytes: larger files are skipped with a reason.
+        max_bytes: larger files are skipped with a reason (default `limits.max_bytes`, 256 MiB).
         follow_symlinks: also load what symlinks pointing outside `path` lead to (by default
             they are skipped with a reason).
         limits: per-file cost limits and OCR settings (`LoadLimits`); what hits one is in `notes`.

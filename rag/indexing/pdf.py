@@ -10,7 +10,8 @@ a second). Then:
   0.25-1 s a page); unless it holds more than `LoadLimits.table_max_chars` characters
   or `table_max_objects` drawing objects (pdfplumber's time and memory grow with them: a 3.7 KB
   PDF whose page inflates to 1 MB of rows took 232 s and 1.7 GB), or the file has already spent
-  `table_seconds` in table detection. Such a page is read as text, and the note says why.
+  `table_seconds` in table detection; pdfplumber is also cut off on a page after
+  `table_page_seconds` (`rag.indexing.page_budget`). Such a page is read as text, and the note says why.
 - a page with almost no text (under `OCR_MIN_CHARS` letters or digits) that draws something is
   rendered and read by OCR (`rag.indexing.ocr`): `ocr=True`, `ocr_engine`, `ocr_confidence` in
   its metadata. Without an OCR engine such a page is left out and the note says what to install.
@@ -29,16 +30,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.base.errors import ConfigError, LoaderError
+from rag.base.errors import LoaderError
+from rag.indexing.limits import TABLE_FINDERS, LoadLimits
 from rag.indexing.ocr import (
-    DEFAULT_OCR_DPI,
     ENGINE,
     OCR_MISSING,
     image_size_ok,
@@ -54,55 +54,7 @@ __all__ = ["IMAGE_SUFFIXES", "OCR_MIN_CHARS", "TABLE_FINDERS", "LoadLimits", "lo
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
 OCR_MIN_CHARS = 16  # a page with fewer letters and digits (a page number, a stamp) is read by OCR
-#: the values of `LoadLimits.tables`: True is "pdfium", False reads every page as text
-TABLE_FINDERS = ("pdfium", "pdfplumber")
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LoadLimits:
-    """What reading one file may cost; what hits a limit is read more cheaply and noted.
-
-    Attributes:
-        tables: read tables of pages that look tabular: True or "pdfium" with pypdfium2's character
-            boxes (`rag.indexing.pdfium_tables`), "pdfplumber" with pdfplumber (about 100 times
-            slower), False: all pages as text.
-        table_max_chars: a page with more characters is not given to pdfplumber (a dense filing
-            page holds 3,000-8,000).
-        table_max_objects: likewise for the page's drawing objects (text runs, paths, images).
-        table_seconds: table detection time per file; pages after it is spent are read as text.
-        ocr: read pages without text and image files by OCR when an engine is installed.
-        ocr_dpi: resolution pages are rendered at for OCR.
-        ocr_max_pages: pages per file read by OCR (about 1-2 s each); the rest are left out, noted.
-
-    Example:
-        >>> LoadLimits(table_seconds=30).table_max_chars
-        20000
-    """
-
-    tables: bool | str = True
-    table_max_chars: int = 20_000
-    table_max_objects: int = 20_000
-    table_seconds: float = 120.0
-    ocr: bool = True
-    ocr_dpi: int = DEFAULT_OCR_DPI
-    ocr_max_pages: int = 2_000
-
-    @property
-    def table_finder(self) -> str | None:
-        """"pdfium", "pdfplumber", or None (no table detection)."""
-        return "pdfium" if self.tables is True else (self.tables or None)
-
-    def __post_init__(self) -> None:
-        if self.tables not in (True, False, *TABLE_FINDERS):
-            raise ConfigError(f"tables={self.tables!r}; valid: True, False, {', '.join(map(repr, TABLE_FINDERS))}")
-        for name in ("table_max_chars", "table_max_objects", "ocr_max_pages"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)!r} is negative; valid: 0 or more")
-        if not self.table_seconds >= 0:
-            raise ConfigError(f"table_seconds={self.table_seconds!r}; valid: 0 or more seconds")
-        if not 50 <= self.ocr_dpi <= 600:
-            raise ConfigError(f"ocr_dpi={self.ocr_dpi!r}; valid: 50 to 600")
 
 
 def _open(path: Path) -> Any:
@@ -226,7 +178,12 @@ def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Docume
         unread = finder.unread if finder else []
         if limits.table_finder == "pdfplumber":
             pages = [i for i, text in enumerate(texts) if _wants_tables(i, text, objects[i], limits, notes)]
-            found, unread = find_tables(path, pages, deadline=time.monotonic() + limits.table_seconds)
+            cut: list[int] = []
+            found, unread = find_tables(path, pages, deadline=time.monotonic() + limits.table_seconds,
+                                        page_seconds=limits.table_page_seconds, cut=cut)
+            if cut:
+                notes.append(f"{_pages_text(cut)}: tables not detected (cut off after table_page_seconds="
+                             f"{limits.table_page_seconds:g}); read as text")
         if unread:
             notes.append(f"{_pages_text(unread)}: tables not detected (table_seconds={limits.table_seconds:g} "
                          "spent on this file); read as text")

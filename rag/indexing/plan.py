@@ -100,12 +100,14 @@ def _file_item(plan: Plan, file: Path, key: str, quiesce: Callable[[], None]) ->
     rec, report, force = plan.records.get(key), plan.report, plan.force
     ok = rec is not None and rec.state == "ok" and not force
     display = path_text(file)
+    # what the run's load limits change in what this file gives (tables, OCR): read with others, it is read again
+    reading = plan.target.components.limits.reading(file.suffix)
     try:
         stat = file.stat()
-        if ok and rec.size == stat.st_size and rec.mtime_ns == stat.st_mtime_ns:
+        if ok and rec.size == stat.st_size and rec.mtime_ns == stat.st_mtime_ns and rec.content_hash[64:] == reading:
             report.unchanged.append(display)
             return None
-        content_hash = file_hash(file)
+        content_hash = file_hash(file) + reading
     except OSError as exc:
         report.skipped.append(Skipped(display, f"{display}: cannot read ({exc.strerror or exc})"))
         return None

@@ -5,20 +5,19 @@ exactly as a local sync does (`rag.indexing.plan.Plan`), marks those documents `
 `updating`, reads the chunk ids the store already holds for the known ones, and runs one Ray Data
 pipeline over them:
 
-1. `map_batches(chunk_files)`: stateless tasks load each file (`ingest.load_item`) and chunk it, tag
-   it and add AutoContext (`ingest.prepare`) with the knowledge base's components; one row per chunk
-   (id, embedded text, text, metadata as JSON, whether the store lacks it), plus the document's
-   facts (chunk ids in order, title, summary, pages) or why it could not be loaded;
+1. `map_batches(chunk_files)`: stateless tasks load each file within the run's `LoadLimits`
+   (`ingest.load_item`), chunk, tag and add AutoContext (`ingest.prepare`); one row per chunk (id,
+   embedded text, text, metadata as JSON, whether the store lacks it), plus the document's facts
+   (chunk ids in order, title, summary, pages, load-limit notes) or why it could not be loaded;
 2. `map_batches(EmbedChunks)`: an actor pool (`concurrency` actors, each loading the embedding
    model once, in its constructor: `rag.indexing.embed_worker`) embeds the chunks the store lacks,
    `batch_size` at a time, timing its load, embedding and writes; for a server store
    (`rag.stores.connections`: PostgreSQL + pgvector, a Chroma server) each actor opens its own
    connection and writes them with an idempotent upsert by id, and returns only acknowledgements;
-   for an embedded store (Chroma on disk, FAISS, LanceDB, ...) it returns the vectors and the driver
-   writes them;
-3. the driver reads the results as they stream in; a document is committed (record `ok`, its
-   stale chunks deleted) only once every one of its chunk ids is acknowledged. At the end it logs
-   each embedding worker's clock (INFO, logger `rag.indexing.embed_worker`).
+   for an embedded store (Chroma on disk, FAISS, LanceDB, ...) the driver writes the vectors returned;
+3. the driver reads the results as they stream in; a document is committed (record `ok`, its stale
+   chunks deleted) only once every one of its chunk ids is acknowledged. At the end it logs each
+   embedding worker's clock (INFO, logger `rag.indexing.embed_worker`).
 
 A killed worker's task is retried by Ray (the ids are deterministic and the writes idempotent, so a
 retry writes nothing twice); a killed driver leaves records `pending`, and the next sync redoes
@@ -56,6 +55,7 @@ from rag.indexing.ingest import (
     scalar_metadata,
 )
 from rag.indexing.kb_parts import IndexTarget
+from rag.indexing.limits import LoadLimits
 from rag.indexing.manifest import autocontext_kwargs, chunker_from
 from rag.indexing.plan import Plan
 from rag.indexing.report import IndexReport
@@ -105,27 +105,27 @@ def run_on_ray(settings: RaySettings, target: IndexTarget, plan: Plan, report: I
 
 
 def component_settings(target: IndexTarget) -> str:
-    """The chunker, AutoContext and tagger as JSON data, from which each worker builds its own (`components`).
+    """The chunker, AutoContext, tagger and load limits as JSON data, from which each worker builds its own.
 
     Raises:
-        ConfigError: a component that its settings do not rebuild exactly (an AutoContext summarising with an
-            LLM, a custom tokenizer), or a tagger whose tags depend on how documents are batched.
-    """
+        ConfigError: a component its settings do not rebuild exactly (an AutoContext summarising with an LLM, a
+            custom tokenizer), or a tagger whose tags depend on how documents are batched."""
     tagger, parts = target.components.tagger, target.components
     if tagger is not None and getattr(tagger, "vocabulary", True) is None:
         raise ConfigError("a KeywordTagger without a vocabulary scores words against the whole batch of chunks, so "
                           "its tags depend on how documents are grouped; give it a vocabulary, or index with the "
                           "local executor")
-    settings = json.dumps({"chunking": parts.chunker.settings(), "autocontext": parts.autocontext.settings(),
-                           "tagger": tagger.settings() if tagger is not None else None}, sort_keys=True)
-    built = components(settings)
-    rebuilt = {"chunking": built.chunker.settings(), "autocontext": built.autocontext.settings(),
-               "tagger": built.tagger.settings() if built.tagger is not None else None}
-    if json.dumps(rebuilt, sort_keys=True) != settings:
+    settings = json.dumps(_settings_of(parts), sort_keys=True)
+    if json.dumps(_settings_of(components(settings)), sort_keys=True) != settings:
         raise ConfigError("the Ray executor builds the chunker, AutoContext and tagger on each worker from their "
                           f"settings, and {settings} does not rebuild as it is (an AutoContext summarising with an "
                           "LLM, or a custom tokenizer); index with the local executor")
     return settings
+
+
+def _settings_of(parts: Components) -> dict[str, Any]:
+    return {"chunking": parts.chunker.settings(), "autocontext": parts.autocontext.settings(),
+            "tagger": parts.tagger.settings() if parts.tagger is not None else None, "limits": parts.limits.settings()}
 
 
 @functools.lru_cache(maxsize=4)
@@ -135,7 +135,7 @@ def components(settings: str) -> Components:
     tagger = data["tagger"]
     return Components(chunker_from(data["chunking"]),
                       None if tagger is None else KeywordTagger(**{k: v for k, v in tagger.items() if k != "type"}),
-                      AutoContext(**autocontext_kwargs(data["autocontext"])))
+                      AutoContext(**autocontext_kwargs(data["autocontext"])), LoadLimits(**data["limits"]))
 
 
 def _existing_ids(target: IndexTarget, items: list[Item]) -> dict[str, set[str]]:
@@ -219,12 +219,12 @@ def chunk_files(batch: Any, *, settings: str) -> Any:
             item.docs = [Document(page_content=text, metadata=meta) for text, meta in json.loads(row["pages"])]
         base = {"n": row["n"], "id": "", "text": "", "content": "", "metadata": "", "todo": False, "info": "",
                 "error": ""}
-        if (reason := load_item(item)) is not None:
+        if (reason := load_item(item, components(settings).limits)) is not None:
             out.append({**base, "error": reason})
             continue
         prepared = prepare(components(settings), [item])
         existing = set(json.loads(row["existing"]))
-        info = json.dumps({"chunk_ids": prepared.ids, "pages": len(item.docs or ()),
+        info = json.dumps({"chunk_ids": prepared.ids, "pages": len(item.docs or ()), "notes": item.notes,
                            "title": str(prepared.chunks[0].metadata.get("title", "")) if prepared.chunks else "",
                            "summary": prepared.summaries.get(item.doc_id, "")})
         if not prepared.ids:
@@ -296,8 +296,7 @@ class _Results:
     def __init__(self, target: IndexTarget, plan: Plan, items: list[Item], existing: dict[str, set[str]],
                  report: IndexReport, emit: Any, *, driver_writes: bool) -> None:
         self.target, self.plan, self.items, self.existing = target, plan, items, existing
-        self.report, self.emit = report, emit
-        self.driver_writes = driver_writes
+        self.report, self.emit, self.driver_writes = report, emit, driver_writes
         self.docs: dict[int, _Doc] = {}
         self.buffer: list[dict[str, Any]] = []
         self.closed: set[int] = set()
@@ -318,6 +317,8 @@ class _Results:
             doc = self.docs.setdefault(n, _Doc())
             if row["info"] and doc.info is None:
                 doc.info = json.loads(row["info"])
+                self.items[n].notes = doc.info["notes"]
+                self.plan.noted(self.items[n])   # (what hit a load limit, as a local run reports it)
                 self.emit("pages", doc.info["pages"])
                 self.emit("chunks", len(doc.info["chunk_ids"]))
             if int(row.get("dim") or 0):

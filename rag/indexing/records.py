@@ -62,7 +62,8 @@ class DocumentRecord:
     Attributes:
         source: the key: an absolute file path, or the `source` of an added Document.
         doc_id: the `doc_id` metadata of its chunks.
-        content_hash: sha256 of the file bytes (or of the documents' text and metadata).
+        content_hash: sha256 of the file bytes, then what the run's load limits changed in reading it
+            (`LoadLimits.reading`, e.g. `+read:tables=none`); or of the documents' text and metadata.
         size, mtime_ns: the file's size and modification time when indexed (-1 if not a file).
         chunk_ids: ids of its chunks in the vector store, in order.
         pages: pages (or documents) loaded; title and summary as used by AutoContext.

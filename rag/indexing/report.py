@@ -19,7 +19,7 @@ class IndexReport:
         skipped: unreadable files with the reason (their previous chunks, if any, are kept).
         unsupported: files of types the loaders do not read.
         notes: parts of indexed files read more cheaply or left out, and why (a cost limit of
-            `rag.indexing.pdf.LoadLimits`, PDF pages without text and no OCR engine).
+            `rag.indexing.limits.LoadLimits`, PDF pages without text and no OCR engine).
         pages, chunks_added, chunks_deleted, embedded: counts (`embedded` = vectors computed
             by the model, cache misses only).
         seconds: wall time.

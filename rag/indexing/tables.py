@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from rag.indexing.headings import is_heading_line
+from rag.indexing.page_budget import PageTimeout, Watchdog
 
 __all__ = ["MIN_NUMERIC_ROWS", "MIN_NUMERIC_SHARE", "PageTable", "find_tables", "looks_tabular", "owned_segments",
            "page_segments", "render_table", "split_row", "split_table"]
@@ -250,14 +252,16 @@ def _page_tables(page: Any) -> list[PageTable]:
     return found
 
 
-def find_tables(path: str | Path, pages: Sequence[int], *,
-                deadline: float | None = None) -> tuple[dict[int, list[PageTable]], list[int]]:
+def find_tables(path: str | Path, pages: Sequence[int], *, deadline: float | None = None,
+                page_seconds: float | None = None,
+                cut: list[int] | None = None) -> tuple[dict[int, list[PageTable]], list[int]]:
     """Tables of the given zero-based `pages` of a PDF, read with pdfplumber, and the pages left unread.
 
     Pages are read in order until `deadline` (a `time.monotonic()` value) has passed; the pages
-    after it are returned as unread (one page in progress finishes: the per-page character and
-    object limits of `rag.indexing.pdf.LoadLimits` bound it). A page pdfplumber fails on is left
-    without tables (and logged); without pdfplumber installed no page has tables.
+    after it are returned as unread. A page that takes more than `page_seconds` is cut off
+    (`rag.indexing.page_budget`: pdfplumber's time is not linear in a page) and added to `cut`;
+    the file is opened again for the pages after it. A page pdfplumber fails on is left without
+    tables (and logged); without pdfplumber installed no page has tables.
     """
     if not pages:
         return {}, []
@@ -268,18 +272,28 @@ def find_tables(path: str | Path, pages: Sequence[int], *,
                        "(pip install pdfplumber)")
         return {}, []
     out: dict[int, list[PageTable]] = {}
-    with pdfplumber.open(str(path), pages=[n + 1 for n in pages]) as pdf:
-        for done, page in enumerate(pdf.pages):
-            if deadline is not None and time.monotonic() > deadline:
-                return out, list(pages[done:])
-            try:
-                tables = _page_tables(page)
-            except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
-                logger.info("%s page %d: table detection failed (%s)", path, page.page_number - 1, exc)
-                tables = []
-            if tables:
-                out[page.page_number - 1] = tables
-            page.close()
+    todo = list(pages)
+    with Watchdog(math.inf if page_seconds is None else page_seconds) as watchdog:
+        while todo:   # (opened again after a page was cut off: its parser state is not trusted)
+            with pdfplumber.open(str(path), pages=[n + 1 for n in todo]) as pdf:
+                for done, page in enumerate(pdf.pages):
+                    if deadline is not None and time.monotonic() > deadline:
+                        return out, todo[done:]
+                    try:
+                        with watchdog.step():
+                            tables = _page_tables(page)
+                    except PageTimeout:
+                        (cut if cut is not None else []).append(todo[done])
+                        todo = todo[done + 1:]
+                        break
+                    except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
+                        logger.info("%s page %d: table detection failed (%s)", path, page.page_number - 1, exc)
+                        tables = []
+                    if tables:
+                        out[page.page_number - 1] = tables
+                    page.close()
+                else:
+                    todo = []
     return out, []
 
 

@@ -32,6 +32,7 @@ from rag.base.errors import ConfigError, RagError
 from rag.base.tracing import index_span
 from rag.indexing.executors import executor_from
 from rag.indexing.kb_parts import IndexTarget
+from rag.indexing.limits import LoadLimits
 from rag.indexing.loaders import path_text
 from rag.indexing.store_files import store_write_error
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, Syncer
@@ -65,22 +66,25 @@ def write(target: IndexTarget, run: Callable[[], T]) -> T:
 def index_sources(target: IndexTarget, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                   exclude: str | Sequence[str] = (), cleanup: str | None = None,
                   progress: Callable[[str, int], None] | None = None, follow_symlinks: bool = False,
-                  executor: Any = None, syncer: Syncer | None = None) -> IndexReport:
+                  executor: Any = None, syncer: Syncer | None = None, limits: Any = None) -> IndexReport:
     """Index files, folders or Documents into `target`; unchanged ones are skipped without embedding.
 
     The arguments are `rag.KnowledgeBase.add_documents`'; `syncer` is the knowledge base's own (one is
-    made for `target` when None).
+    made for `target` when None); `limits`: the run's cost limits per file (`LoadLimits`, a mapping, or None
+    for the defaults).
 
     Raises:
-        ConfigError: an unknown cleanup mode or executor (before the lock is taken).
+        ConfigError: an unknown cleanup mode, executor or limit (before the lock is taken).
         StoreError: see `write`.
     """
     if cleanup not in CLEANUP_MODES:
         raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
-    runner = executor_from(executor)   # (a bad executor fails before the lock is taken)
+    runner = executor_from(executor)   # (a bad executor or limit fails before the lock is taken)
+    load_limits = LoadLimits.of(limits)
     syncer = syncer or Syncer(target)
 
     def run() -> IndexReport:
+        target.components.limits = load_limits   # (under the lock: this write's, every write sets its own)
         with index_span("rag.index", knowledge_base=target.name, cleanup=cleanup or "none",
                         executor=runner.name) as span:
             report = syncer.sync(sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress,
@@ -94,14 +98,20 @@ def index_sources(target: IndexTarget, sources: Source | Sequence[Source], *, in
 
 
 def reindex_source(target: IndexTarget, source: str | Path, documents: Sequence[Document] | None = None, *,
-                   syncer: Syncer | None = None) -> IndexReport:
-    """Re-index one file now (or replace a source's content with `documents`)."""
+                   syncer: Syncer | None = None, limits: Any = None) -> IndexReport:
+    """Re-index one file now within `limits` (see `index_sources`), or replace a source's content with `documents`."""
     if documents is not None:
         docs = [Document(page_content=d.page_content, metadata={**d.metadata, "source": str(source)})
                 for d in documents]
         return index_sources(target, docs, syncer=syncer)
     syncer = syncer or Syncer(target)
-    return write(target, lambda: syncer.sync([source], force=True))
+    load_limits = LoadLimits.of(limits)
+
+    def run() -> IndexReport:
+        target.components.limits = load_limits
+        return syncer.sync([source], force=True)
+
+    return write(target, run)
 
 
 def delete_source(target: IndexTarget, source: str | Path) -> int:

@@ -97,7 +97,7 @@ def test_the_pdfplumber_finder_stays_available_and_reads_the_same_table(tmp_path
         docs = load_file(tmp_path / "t.pdf", tables=finder)
         tables = [d.page_content for d in docs if d.metadata.get("chunk_type") == "table"]
         assert any("Cost of revenue | 700 | 650" in t for t in tables), finder
-    with pytest.raises(ConfigError, match="valid: True, False, 'pdfium', 'pdfplumber'"):
+    with pytest.raises(ConfigError, match="valid: 'pdfium', 'pdfplumber', 'none', True"):
         LoadLimits(tables="camelot")
 
 

@@ -31,6 +31,7 @@ from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.executors import RayExecutor
 from rag.stores import chroma, pgvector
 from rag.stores.connections import connection_spec
+from rag.testing.hostile_files import inflating_pdf
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -287,6 +288,25 @@ def _wait_gone(pid: int, timeout: float = 120.0) -> None:
         time.sleep(0.2)
     os.kill(pid, signal.SIGKILL)   # (a test-started worker must not outlive the test)
     raise AssertionError(f"Ray left the dead driver's worker {pid} running")
+
+
+def test_ray_workers_read_within_the_run_limits_and_report_what_hit_one(ray_address, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    inflating_pdf(docs / "rows.pdf", rows=2_000)   # over the default table limit per page: a note
+    (docs / "a.md").write_text("# A\n\nParis is in France.\n")
+    local = KnowledgeBase("docs", tmp_path / "local", embedding=_emb())
+    remote = KnowledgeBase("docs", tmp_path / "ray", embedding=_emb())
+    expected = local.add_documents(str(docs))
+    report = remote.add_documents(str(docs), executor=RayExecutor(batch_size=16))
+    assert report.notes == expected.notes and len(report.notes) == 1
+    lifted = {"table_max_chars": 10**6, "table_max_objects": 10**6}
+    expected = local.add_documents(str(docs), limits=lifted)
+    report = remote.add_documents(str(docs), executor="ray", limits=lifted)
+    # (`embedded`: the local run's cache had the unchanged chunks' vectors; Ray's actors embed what they write)
+    assert {**_facts(report), "embedded": 0} == {**_facts(expected), "embedded": 0}
+    assert [Path(p).name for p in report.updated] == ["rows.pdf"] and not report.notes
+    assert_same(remote, local)
 
 
 # ---------------------------------------------------------------- the front doors
