@@ -14,13 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag.base.filters import validate_filter
+from rag.base.filters import Comparison, normal_form, validate_filter
 
 __all__ = ["chroma_where_from_canonical", "to_chroma_where"]
-
-_NEGATION = {"$eq": "$ne", "$ne": "$eq", "$gt": "$lte", "$gte": "$lt", "$lt": "$gte",
-             "$lte": "$gt", "$in": "$nin", "$nin": "$in"}
-
 
 def to_chroma_where(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Translate a filter to Chroma's `where`, working around what Chroma rejects.
@@ -33,26 +29,20 @@ def to_chroma_where(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
         {'year': {'$nin': [2020, 2021]}}
     """
     canon = validate_filter(flt)
-    return None if canon is None else _to_chroma(canon, negate=False)
+    return None if canon is None else chroma_where_from_canonical(canon)
 
 
 def chroma_where_from_canonical(canon: dict[str, Any]) -> dict[str, Any]:
     """`to_chroma_where` for a filter already returned by `validate_filter` (no second validation)."""
-    return _to_chroma(canon, negate=False)
+    return _to_chroma(normal_form(canon))
 
 
-def _to_chroma(flt: dict[str, Any], *, negate: bool) -> dict[str, Any]:
-    (key, value), = flt.items()
-    if key == "$not":
-        return _to_chroma(value, negate=not negate)
-    if key in ("$and", "$or"):
-        op = key if not negate else ("$or" if key == "$and" else "$and")
-        parts = [_to_chroma(item, negate=negate) for item in value]
-        return parts[0] if len(parts) == 1 else {op: parts}
-    ops = [_chroma_compare(key, _NEGATION[o] if negate else o, v) for o, v in value.items()]
-    if len(ops) == 1:
-        return ops[0]
-    return {("$or" if negate else "$and"): ops}
+def _to_chroma(node: dict[str, Any] | Comparison) -> dict[str, Any]:
+    """A node of `normal_form` (negations already pushed down, no one-clause `$and`/`$or`) as Chroma `where`."""
+    if isinstance(node, Comparison):
+        return _chroma_compare(node.field, node.op, node.value)
+    (op, parts), = node.items()
+    return {op: [_to_chroma(part) for part in parts]}
 
 
 def _fractional(value: Any) -> bool:
