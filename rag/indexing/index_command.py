@@ -25,9 +25,8 @@ from rag.indexing.chunking import (
     TokenChunker,
 )
 from rag.indexing.executors import RayExecutor
-from rag.indexing.index_options import LIMIT_OPTIONS
 from rag.indexing.kb_parts import IndexTarget
-from rag.indexing.limits import LoadLimits
+from rag.indexing.limits import LIMIT_NAMES, LoadLimits
 from rag.indexing.loaders import iter_files, supported_suffixes, unsupported_reason
 from rag.indexing.progress import IndexProgress, lines
 from rag.indexing.tags import KeywordTagger
@@ -70,7 +69,7 @@ def run_index(args: argparse.Namespace) -> int:
     configure_otlp_export()  # spans of this run, when RAG_TRACING is set
     include = args.include or "**/*"
     follow = getattr(args, "follow_symlinks", False)
-    limits = LoadLimits.of({k: getattr(args, k) for k in LIMIT_OPTIONS if getattr(args, k, None) is not None})
+    limits = LoadLimits.of({k: getattr(args, k) for k in LIMIT_NAMES if getattr(args, k, None) is not None})
     _check_readable(args, include, follow)
     executor = _executor(args)
     kb = _open(args)

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["EMBEDDING_OPTIONS", "EXECUTOR_OPTIONS", "LIMIT_OPTIONS", "add_index_arguments"]
+__all__ = ["EMBEDDING_OPTIONS", "EXECUTOR_OPTIONS", "add_index_arguments"]
 
 EMBEDDING_OPTIONS = ("default", "fake")
 EXECUTOR_OPTIONS = ("local", "ray")   # (rag.indexing.executors.EXECUTORS, without importing it)
-#: the `LoadLimits` fields `rag index` sets (dest names); None: not given, the default
-LIMIT_OPTIONS = ("tables", "table_max_chars", "table_max_objects", "table_seconds", "table_page_seconds", "ocr",
-                 "ocr_dpi", "ocr_max_pages", "max_bytes")
 
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
