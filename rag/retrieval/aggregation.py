@@ -33,35 +33,12 @@ from collections.abc import Callable, Hashable, Sequence
 
 from langchain_core.documents import Document
 
-from rag.base.errors import ConfigError
-from rag.retrieval.fusion import doc_key, minmax
-from rag.retrieval.packing import page_key
+from rag.retrieval.fusion import minmax
+from rag.retrieval.packing import check_count, check_number, document_key, page_key
 
 __all__ = ["aggregate_evidence", "document_key"]
 
 Scored = list[tuple[Document, float]]
-
-
-def document_key(doc: Document) -> Hashable:
-    """The document a chunk belongs to: `doc_id`, else `doc_name`, else `source` (else the chunk itself).
-
-    Example:
-        >>> document_key(Document(page_content="x", metadata={"source": "a.pdf", "page": 2}))
-        'a.pdf'
-    """
-    meta = doc.metadata
-    document = meta.get("doc_id", meta.get("doc_name", meta.get("source")))
-    return ("chunk", doc_key(doc)) if document is None else document
-
-
-def _number(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
-
-
-def _count(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _evidence(relevance: Sequence[float], keys: Sequence[Hashable], top: int) -> list[float]:
@@ -100,10 +77,10 @@ def aggregate_evidence(scored: Sequence[tuple[Document, float]], *, page_weight:
     Raises:
         ConfigError: a negative weight, or a depth or top below 1.
     """
-    _number("page_weight", page_weight)
-    _number("document_weight", document_weight)
-    _count("depth", depth)
-    _count("top", top)
+    check_number("page_weight", page_weight)
+    check_number("document_weight", document_weight)
+    check_count("depth", depth)
+    check_count("top", top)
     head, tail = list(scored[:depth]), list(scored[depth:])
     if (page_weight == 0 and document_weight == 0) or len(head) < 2:
         return head + tail

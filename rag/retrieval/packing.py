@@ -30,9 +30,25 @@ from langchain_core.documents import Document
 from rag.base.errors import ConfigError
 from rag.retrieval.fusion import doc_key, minmax
 
-__all__ = ["diversify", "page_key"]
+__all__ = ["check_count", "check_number", "diversify", "document_key", "page_key"]
 
 Scored = list[tuple[Document, float]]
+
+
+def _document(doc: Document) -> Hashable | None:
+    meta = doc.metadata
+    return meta.get("doc_id", meta.get("doc_name", meta.get("source")))
+
+
+def document_key(doc: Document) -> Hashable:
+    """The document a chunk belongs to: `doc_id`, else `doc_name`, else `source` (else the chunk itself).
+
+    Example:
+        >>> document_key(Document(page_content="x", metadata={"source": "a.pdf", "page": 2}))
+        'a.pdf'
+    """
+    document = _document(doc)
+    return ("chunk", doc_key(doc)) if document is None else document
 
 
 def page_key(doc: Document) -> Hashable:
@@ -45,16 +61,21 @@ def page_key(doc: Document) -> Hashable:
         >>> page_key(Document(page_content="x", metadata={"doc_id": "d1", "page": 3}))
         ('d1', 3)
     """
-    meta = doc.metadata
-    document = meta.get("doc_id", meta.get("doc_name", meta.get("source")))
-    page = meta.get("page")
-    return ("chunk", doc_key(doc)) if page is None else (document, page)
+    page = doc.metadata.get("page")
+    return ("chunk", doc_key(doc)) if page is None else (_document(doc), page)
 
 
-def _check(name: str, value: float, upper: float | None = None) -> None:
+def check_number(name: str, value: float, upper: float | None = None) -> None:
+    """Raise `ConfigError` unless `value` is a number >= 0 (and <= `upper` when given); bools are not numbers."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (upper and value > upper):
         bound = f" and <= {upper}" if upper else ""
         raise ConfigError(f"{name} must be a number >= 0{bound}, got {value!r}")
+
+
+def check_count(name: str, value: int) -> None:
+    """Raise `ConfigError` unless `value` is an integer >= 1 (bools are not integers)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 def diversify(scored: Sequence[tuple[Document, float]], *, discount: float = 0.3, depth: int = 40,
@@ -74,9 +95,8 @@ def diversify(scored: Sequence[tuple[Document, float]], *, discount: float = 0.3
     Raises:
         ConfigError: a negative discount or a depth below 1.
     """
-    _check("discount", discount)
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ConfigError(f"depth must be a positive integer, got {depth!r}")
+    check_number("discount", discount)
+    check_count("depth", depth)
     head, tail = list(scored[:depth]), list(scored[depth:])
     if discount == 0 or len(head) < 2:
         return head + tail
