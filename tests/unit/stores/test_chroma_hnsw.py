@@ -65,17 +65,20 @@ def test_an_existing_collection_keeps_its_settings_and_works(tmp_path: Path) -> 
 
 
 def test_the_search_finds_what_exact_search_finds() -> None:
-    """Recall@10 against exact cosine search on 3,000 clustered vectors (text-like: neighbourhoods)."""
-    rng = np.random.default_rng(3)
-    centres = rng.standard_normal((60, 48))
-    vectors = (centres[rng.integers(0, 60, 3000)] + 0.35 * rng.standard_normal((3000, 48))).astype(np.float32)
-    queries = (centres[rng.integers(0, 60, 100)] + 0.35 * rng.standard_normal((100, 48))).astype(np.float32)
+    """Recall@10 and @100 (the default pipeline asks for 100) against exact cosine search, 3,000 vectors around
+    60 centres in 128 dimensions. With Chroma's own settings recall@100 was 0.971-0.975 here (3 seeds), with
+    `NEW_COLLECTION`'s 0.995-0.998."""
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((60, 128))
+    vectors = (centres[rng.integers(0, 60, 3000)] + rng.standard_normal((3000, 128))).astype(np.float32)
+    queries = (centres[rng.integers(0, 60, 100)] + rng.standard_normal((100, 128))).astype(np.float32)
     collection = chroma.open_collection(chroma.open_client(None), f"recall-{rng.integers(1 << 30)}")
     for start in range(0, 3000, 1000):
         chroma.add_chunks(collection, [str(i) for i in range(start, start + 1000)], vectors[start:start + 1000],
                           ["x"] * 1000, [{"i": i} for i in range(start, start + 1000)])
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    exact = np.argsort(-(queries @ unit.T), axis=1)[:, :10]
-    got = collection.query(query_embeddings=queries, n_results=10, include=[])["ids"]
-    recall = np.mean([len({int(i) for i in g} & set(e.tolist())) / 10 for g, e in zip(got, exact, strict=True)])
-    assert recall >= 0.99, recall
+    ranked = np.argsort(-(queries @ unit.T), axis=1)
+    got = collection.query(query_embeddings=queries, n_results=100, include=[])["ids"]
+    recall = {k: np.mean([len({int(i) for i in g[:k]} & set(e[:k].tolist())) / k for g, e in zip(got, ranked, strict=True)])
+              for k in (10, 100)}
+    assert recall[10] >= 0.99 and recall[100] >= 0.985, recall
