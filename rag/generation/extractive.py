@@ -50,6 +50,7 @@ from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.answer_kinds import kind_scores
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
+from rag.generation.periods import asked_kind, period_word
 from rag.generation.question_types import (
     asks_for_name,
     has_answer_of_type,
@@ -59,7 +60,8 @@ from rag.generation.question_types import (
     title_name,
 )
 from rag.generation.relevance import context_text
-from rag.generation.value_units import in_period, label_share, names_period, period_term, question_years
+from rag.generation.row_choice import document_words
+from rag.generation.value_units import in_period, period_term, question_years, value_scores
 from rag.models.embeddings import scoring_embeddings
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "NO_ANSWER", "Decision", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
@@ -74,9 +76,9 @@ _GENERIC_TERMS = frozenset(tokenize("happen happened happening tell say said des
                                     "thing things anything something everything info information detail details "
                                     "summary summarize overview going go update updates much many", stop_words=False))
 _VALUE_QUESTION = re.compile(
-    r"\b(how (much|many|big|large|high|low|long)|amount|total|number of|percent(age)?|%|ratio|rate|margin|"
-    r"revenue|sales|income|earnings|ebitda|eps|cash|costs?|expenses?|price|value|growth|figure|balance|"
-    r"capex|debt|assets|liabilit(y|ies)|dividends?|proceeds|gain|loss|profit|spend|shares?)\b", re.IGNORECASE)
+    r"\b(how (much|many|big|large|high|low|long)|amount|total|number of|percent(age)?|%|ratios?|rates?|margins?|"
+    r"revenues?|sales|income|earnings|ebitda|eps|cash|costs?|expenses?|prices?|values?|growth|figures?|balances?|"
+    r"capex|debt|assets|liabilit(y|ies)|dividends?|proceeds|gains?|loss(es)?|profits?|spend|shares?)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _DATE = re.compile(r"\b(?:19|20)\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|"
@@ -245,7 +247,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         total = sum(weights.values()) or 1.0
         in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
         doc_terms = [_document_terms(u.metadata if titles else {"section": u.metadata.get("section")})
-                     for u in units]   # once per unit, not per key term
+                     for u in units]   # once per unit, not per key term; "Best Buy" names BESTBUY_2024Q2_10Q
+        doc_terms = [terms | document_words(key, terms) for terms in doc_terms]
         in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in terms) / total
                            for toks, terms in zip(tokens, doc_terms)])
         # a sentence continues the one before it ("The Colosseum is in Rome. It held 50,000 spectators."):
@@ -264,13 +267,12 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             return qtype, [], []
         # the years of a value question are matched as its period (in a row's headers too), not as words
         key = [t for t in map(period_term, tokenize(question))
-               if t not in _GENERIC_TERMS and not (value and _YEAR.fullmatch(t))]
+               if t not in _GENERIC_TERMS and not (value and period_word(t))]
         table = np.zeros(len(units))   # a value question: the row labelled with its metric, in the year asked
         if key:   # only the best `max_embedded` units by key terms are embedded (the answerer's time is there)
             in_unit, lexical, weights = self._term_scores(key, units, titles=not asks_for_name(question, qtype))
             if value:
-                table = self.label_weight * (np.array(label_share(weights, question, units)) +
-                                             0.5 * np.array(names_period(question_years(question), units)))
+                table = self.label_weight * value_scores(weights, key, question, units)
             keep = np.sort(np.argsort(-(lexical + table), kind="stable")[:self.max_embedded])
             units, in_unit, lexical, table = [units[j] for j in keep], in_unit[keep], lexical[keep], table[keep]
         else:
@@ -298,7 +300,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             score = score + 0.1 * np.array([_has_value(u.text) for u in units]) + table
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
         years = question_years(question) if value else set()   # a row quoted in the years asked: one value
-        return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(_named(units[j], qtype, question), years))
+        kind = asked_kind(question) if value else ""
+        return (qtype, [ScoredSentence(float(score[j]), units[j].source,
+                                       in_period(_named(units[j], qtype, question), years, kind))
                         for j in order], [float(confidence[j]) for j in order])
 
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
