@@ -261,7 +261,7 @@ class _Splitter:
             terms = _header(self.recent)
             text = " | ".join(cells) + (f" ({terms})" if terms else "")
         if len(text.split()) <= MAX_WORDS:   # the period and caption above count as its headers
-            self.add(text, "row", terms=f"{terms} {row_context(self.recent)}".strip())
+            self.add(text, "row", terms=row_context(self.recent, terms))
 
     def pdf_row(self, line: str) -> None:
         if self.paragraph and line[:1].islower():  # the label began on the line above
@@ -270,8 +270,7 @@ class _Splitter:
                 self.recent.pop()
         self.flush(before_row=True)
         header = _header(self.recent)
-        terms = f"{header} {row_context(self.recent)}".strip()   # the period and caption above count as headers
-        self.add(f"{line} ({header})" if header else line, "row", terms=terms)
+        self.add(f"{line} ({header})" if header else line, "row", terms=row_context(self.recent, header))
 
 
 def _first_code_line(lines: Sequence[str]) -> str:

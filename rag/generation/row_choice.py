@@ -28,11 +28,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["cell_value", "document_words", "is_total", "superlative"]
+from rag.base.text import tokenize
+
+__all__ = ["COMPARISON_WORDS", "cell_value", "document_words", "is_total", "superlative"]
 
 _TOTAL = re.compile(r"^total\b|\btotals?$", re.IGNORECASE)
 _HIGH = re.compile(r"\b(?:highest|largest|biggest|greatest|most|maximum|top)\b", re.IGNORECASE)
 _LOW = re.compile(r"\b(?:lowest|smallest|least|fewest|minimum)\b", re.IGNORECASE)
+#: the words of a superlative (stemmed as the answerer's key terms): the comparison, not the topic
+COMPARISON_WORDS = frozenset(tokenize("highest largest biggest greatest most maximum lowest smallest least fewest "
+                                      "minimum", stop_words=False))
 _WHICH = re.compile(r"^\s*(?:which|what|who)\b", re.IGNORECASE)
 _NAMED = re.compile(r"^(?P<label>.+?) \((?P<columns>[^()]*: .*)\)$")
 _VALUE = re.compile(r"[$€£]?\s?\(?-?[$€£]?\s?\d[\d,]*(?:\.\d+)?\)?")

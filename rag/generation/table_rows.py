@@ -90,18 +90,17 @@ def is_row(cells: Sequence[str]) -> bool:
     return len(cells) >= 2 and any(is_figure(c) for c in cells[1:]) and not _FIGURE.search(cells[0][:1])
 
 
-def row_context(recent: Sequence[str]) -> str:
-    """What the lines above a row say about it beyond its column names: the nearest line naming a
-    period ("SECOND QUARTER", "Six Months Ended June 30,") and the nearest caption (a short line of
-    words: "REVENUES" over a block of segments), matched against a question with the row's headers.
+def row_context(recent: Sequence[str], headers: str = "") -> str:
+    """A row's column `headers` with what the lines above it say beyond them: the nearest line naming a
+    period ("SECOND QUARTER", "Six Months Ended June 30,") and the nearest caption (a short line of words:
+    "REVENUES" over a block of segments), matched against a question as the row's headers are.
 
     Example:
-        >>> row_context(["(in millions) SECOND QUARTER", "2023 2022 Percent", "REVENUES"])
-        '(in millions) SECOND QUARTER REVENUES'
+        >>> row_context(["(in millions) SECOND QUARTER", "2023 2022 Percent", "REVENUES"], "2023 2022")
+        '2023 2022 (in millions) SECOND QUARTER REVENUES'
     """
     lines = [line for line in reversed(recent[-24:]) if " | " not in line]
     period = next((line for line in lines if len(line.split()) <= 12 and kinds(line)), "")
     caption = next((line for line in lines if len(line.split()) <= 8 and not _FIGURE.search(line)
                     and not _END.search(line) and not kinds(line)), "")
-    return " ".join(dict.fromkeys(p for p in (period, caption) if p))
-
+    return " ".join(dict.fromkeys(p for p in (headers, period, caption) if p))

@@ -31,8 +31,9 @@ import numpy as np
 
 from rag.base.text import tokenize
 from rag.generation.context_units import Unit
-from rag.generation.periods import asked_kind, kinds
+from rag.generation.periods import asked_kind, kinds, period_word
 from rag.generation.row_choice import (
+    COMPARISON_WORDS,
     cell_value,
     document_words,
     extreme_rows,
@@ -41,13 +42,27 @@ from rag.generation.row_choice import (
     superlative,
 )
 
-__all__ = ["document_name", "in_period", "label_share", "names_period", "period_term", "question_years", "row_label",
-           "value_scores"]
+__all__ = ["asked_part", "asks_for_value", "document_name", "in_period", "label_share", "names_period", "period_term", "question_years", "row_label",
+           "value_key", "value_scores"]
 
+_VALUE_QUESTION = re.compile(
+    r"\b(how (much|many|big|large|high|low|long)|amount|total|number of|percent(age)?|%|ratios?|rates?|margins?|"
+    r"revenues?|sales|income|earnings|ebitda|eps|cash|costs?|expenses?|prices?|values?|growth|figures?|balances?|"
+    r"capex|debt|assets|liabilit(y|ies)|dividends?|proceeds|gains?|loss(es)?|profits?|spend|shares?)\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:FY\s?)?((?:19|20)\d\d)\b|\bFY\s?'?(\d\d)\b", re.IGNORECASE)
 
 
 _FISCAL = re.compile(r"^fy'?(\d\d|(?:19|20)\d\d)$")
+
+
+def asks_for_value(question: str) -> bool:
+    """Whether the question asks for a quantity (an amount, a rate, a count), so a table row may answer.
+
+    Example:
+        >>> asks_for_value("What was Amcor's adjusted EBITDA in FY2023?"), asks_for_value("Who founded Acme?")
+        (True, False)
+    """
+    return bool(_VALUE_QUESTION.search(question))
 
 
 def period_term(token: str) -> str:
@@ -125,6 +140,31 @@ def in_period(text: str, years: set[str], kind: str = "") -> str:
     return f"{match.group('label')} ({'; '.join(kept)})" if len(kept) < len(groups) else text
 
 
+def asked_part(question: str) -> str:
+    """The sentences of a question that ask (those ending in "?"), without the instructions around them
+    ("If it is not stated then answer 0.", "Please answer in USD millions."); the whole text when none asks.
+
+    Example:
+        >>> asked_part("What were restructuring costs in FY2022? If none are stated then answer 0.")
+        'What were restructuring costs in FY2022?'
+    """
+    asking = [s for s in re.split(r"(?<=[?.!])\s+", question.strip()) if s.endswith("?")]
+    return " ".join(asking) or question
+
+
+def value_key(key: Sequence[str]) -> list[str]:
+    """A value question's key terms without the words that say when ("Q2", "three months ended June 30, 2023":
+    matched as its period) or which way to compare ("highest": read across the rows); all of them if nothing
+    else is left.
+
+    Example:
+        >>> value_key(["highest", "revenu", "fy2023", "q2"])
+        ['revenu']
+    """
+    kept = [t for t in key if not period_word(period_term(t)) and t not in COMPARISON_WORDS]
+    return kept or list(key)
+
+
 def value_scores(weights: Mapping[str, float], key: Sequence[str], question: str, units: Sequence[Unit]) -> np.ndarray:
     """Per unit, the value signals in units of the answerer's `label_weight`: the row's label naming the
     metric (the document's own name left out), half for naming a year asked, half for the period kind
@@ -139,21 +179,23 @@ def value_scores(weights: Mapping[str, float], key: Sequence[str], question: str
         found = [kinds(f"{u.text} {u.terms}") for u in units]
         score += 0.5 * np.array([(kind in k) - (bool(k) and kind not in k) for k in found], dtype=float)
     total, asked = sum(weights.values()) or 1.0, set(tokenize(question))
-    best: tuple[float, list[int]] = (0.0, [])
+    best: tuple[float, int, list[int]] = (0.0, 0, [])
     for (_, header), rows in row_groups([u.kind for u in units], [u.source for u in units],
                                         [u.terms for u in units]).items():
         head = {period_term(t) for t in tokenize(header)} - named[rows[0]]
         about = sum(w for t, w in weights.items() if t in head) / total   # the table's headers name the metric
-        totals = [i for i in rows if is_total(row_label(units[i].text))   # "Total", not "Total mortgage revenue"
-                  and not set(tokenize(row_label(units[i].text))) - {"total"} - asked - named[i]]
-        if about and totals and max([share[i] for i in rows if i not in totals], default=0.0) < 0.5:
-            score[totals] += 0.5
-        if about > best[0] and len(rows) - len(totals) >= 2:
-            best = (about, [i for i in rows if i not in totals])
+        totals = [i for i in rows if is_total(row_label(units[i].text))]
+        whole = [i for i in totals   # "Total" or "Total stores", not "Total mortgage revenue"
+                 if not set(tokenize(row_label(units[i].text))) - {"total"} - asked - named[i]]
+        if about and whole and max([share[i] for i in rows if i not in totals], default=0.0) < 0.5:
+            score[whole] += 0.5
+        parts = [i for i in rows if i not in totals]
+        if (about, len(parts)) > best[:2] and len(parts) >= 2:   # the most complete table about the metric
+            best = (about, len(parts), parts)
     direction = superlative(question)
-    if direction and best[1]:   # "Which segment had the highest revenues?": compare the rows in the period asked
+    if direction and best[2]:   # "Which segment had the highest revenues?": compare the rows in the period asked
         years = question_years(question)
-        values = {i: v for i in best[1] if (v := cell_value(in_period(units[i].text, years, kind))) is not None}
+        values = {i: v for i in best[2] if (v := cell_value(in_period(units[i].text, years, kind))) is not None}
         extreme = extreme_rows(values, direction)
         if extreme is not None:
             score[extreme] += 1.5
