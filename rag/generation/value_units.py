@@ -142,14 +142,17 @@ def in_period(text: str, years: set[str], kind: str = "") -> str:
 
 def asked_part(question: str) -> str:
     """The sentences of a question that ask (those ending in "?"), without the instructions around them
-    ("If it is not stated then answer 0.", "Please answer in USD millions."); the whole text when none asks.
+    ("If it is not stated then answer 0.", "Please answer in USD millions.") and without its asides in
+    brackets ("Kenvue (formerly the Consumer Health segment)"); the whole text when none asks.
 
     Example:
         >>> asked_part("What were restructuring costs in FY2022? If none are stated then answer 0.")
         'What were restructuring costs in FY2022?'
+        >>> asked_part("What did the sale of Kenvue (formerly Consumer Health) bring in?")
+        'What did the sale of Kenvue bring in?'
     """
     asking = [s for s in re.split(r"(?<=[?.!])\s+", question.strip()) if s.endswith("?")]
-    return " ".join(asking) or question
+    return re.sub(r"\s*\([^()]{3,}\)", "", " ".join(asking) or question)
 
 
 def value_key(key: Sequence[str]) -> list[str]:
