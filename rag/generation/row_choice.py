@@ -47,8 +47,8 @@ def document_words(key: Sequence[str], terms: frozenset[str]) -> frozenset[str]:
     """The question's terms that name a document with these terms, alone or joined to the next or
     previous term ("best" + "buy" -> "bestbuy")."""
     found = {t for t in key if t in terms}
-    for a, b in zip(key, key[1:]):
-        if a + b in terms:
+    for a, b in zip(key, key[1:]):   # stemmed apart ("acme corp" -> "acm", "corp"), joined in the name ("acmecorp")
+        if a + b in terms or any(d.startswith(a) and d.endswith(b) and len(d) - len(a + b) <= 2 for d in terms):
             found |= {a, b}
     return frozenset(found)
 
@@ -101,7 +101,7 @@ def row_groups(kinds: Sequence[str], sources: Sequence[int], terms: Sequence[str
 
 
 def extreme_rows(values: Mapping[int, float], direction: int) -> int | None:
-    """The index of the highest (`direction` 1) or lowest (-1) value; None when fewer than two."""
-    if len(values) < 2 or not direction:
+    """The index of the highest (`direction` 1) or lowest (-1) value; None when fewer than three (not a table to compare)."""
+    if len(values) < 3 or not direction:
         return None
     return max(values, key=lambda i: direction * values[i])

@@ -47,8 +47,8 @@ def row_cells(line: str) -> list[str]:
 
 
 def is_figure(cell: str) -> bool:
-    """A number cell ("$1,797", "(26%)", "80.5"), not a year or a header ("Fiscal 2023")."""
-    return bool(_FIGURE_CELL.match(cell)) and not _YEAR.fullmatch(cell.strip("$€£()%* "))
+    """A number cell ("$1,797", "(26%)", "80.5"), not a year, a header ("Fiscal 2023") or a date's day ("31,")."""
+    return bool(_FIGURE_CELL.match(cell)) and not _YEAR.fullmatch(cell.strip("$€£()%* ")) and not cell.endswith(",")
 
 
 def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:

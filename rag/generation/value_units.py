@@ -193,9 +193,11 @@ def value_scores(weights: Mapping[str, float], key: Sequence[str], question: str
         if about and whole and max([share[i] for i in rows if i not in totals], default=0.0) < 0.5:
             score[whole] += 0.5
         parts = [i for i in rows if i not in totals]
-        if (about, len(parts)) > best[:2] and len(parts) >= 2:   # the most complete table about the metric
+        if (about, len(parts)) > best[:2] and len(parts) >= 3:   # the most complete table about the metric
             best = (about, len(parts), parts)
     direction = superlative(question)
+    if direction:   # "Which segment had the highest ...?" asks for a part: a total row never answers it
+        score -= 1.5 * np.array([u.kind == "row" and is_total(row_label(u.text)) for u in units])
     if direction and best[2]:   # "Which segment had the highest revenues?": compare the rows in the period asked
         years = question_years(question)
         values = {i: v for i in best[2] if (v := cell_value(in_period(units[i].text, years, kind))) is not None}
