@@ -177,8 +177,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         type_weight: the score added to a unit holding the kind of answer the question asks for.
         max_embedded: with an embedding, only this many units (the best by key terms) are scored by
             similarity and may answer; the answerer's time is mostly their embedding.
-        label_weight: for a value question, the score added to a table row whose label names the
-            question's metric (`rag.generation.value_units`), half of it to a unit naming the year asked.
+        label_weight: for a value question, the unit of the table signals (`rag.generation.value_units`):
+            the row naming the metric, the year and period kind asked, the total row, a superlative's row.
     """
 
     name = "ExtractiveAnswerer"
