@@ -49,6 +49,7 @@ from langchain_core.runnables.config import (
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.answer_kinds import kind_scores
+from rag.generation.comparisons import compare, comparison_sides
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
 from rag.generation.question_types import (
     asks_for_name,
@@ -140,11 +141,12 @@ class Decision:
     confidence: float
     refused: bool
     reason: str = ""
+    note: str = ""   # said after the cited sentences: a comparison's side the context lacks
 
     @property
     def parts(self) -> list[str]:
         """The cited sentences of the answer, refusal or not (what it would say)."""
-        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in self.chosen]
+        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in self.chosen] + [self.note][:bool(self.note)]
 
     @property
     def text(self) -> str:
@@ -307,7 +309,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
 
     def decide(self, question: str, docs: Sequence[Document]) -> Decision:
         """What the answer is made of, how confident the answerer is, and whether it refuses (and why)."""
-        missing = missing_names(question, context_text(docs))
+        missing, sides = missing_names(question, context_text(docs)), comparison_sides(question)
+        if sides and not [m for m in missing if m not in sides.first and m not in sides.second]:
+            return compare(self, question, sides, docs, question_type(question))   # one unit about each side
         qtype, ranked, confidence = self._scored(question, docs)
         if missing:
             return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True,
