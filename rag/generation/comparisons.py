@@ -18,7 +18,7 @@ rather than answered from the other side; both missing: "I don't know".
 
 Example:
     >>> comparison_sides("What is the difference between git fetch and git pull?")
-    Sides(first='git fetch', second='git pull', first_keys=('fetch',), second_keys=('pull',))
+    Sides(first='git fetch', second='git pull', first_keys=('fetch',), second_keys=('pull',), span=(31, 52))
     >>> comparison_sides("Which option compares two files line by line?") is None
     True
 """
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from langchain_core.documents import Document
 
 from rag.base.text import tokenize
+from rag.generation.value_units import period_term
 
 if TYPE_CHECKING:
     from rag.generation.extractive import Decision, ExtractiveAnswerer
@@ -69,10 +70,15 @@ class Sides(NamedTuple):
     span: tuple[int, int] = (0, 0)
 
 
+def _tokens(text: str) -> list[str]:
+    return [period_term(t) for t in tokenize(text)]   # "FY2023" is the year 2023 a table prints
+
+
 def _keys(side: str, other: list[str]) -> tuple[str, ...]:
     last = {tokenize(d)[0]: tokenize(d.rsplit(".", 1)[1]) for d in re.findall(r"\b[A-Za-z_]\w*(?:\.\w+)+", side)
             if tokenize(d) and tokenize(d.rsplit(".", 1)[1])}
-    return tuple(dict.fromkeys(f"{t}|{last[t][0]}" if t in last else t for t in tokenize(side) if t not in other))
+    return tuple(dict.fromkeys(f"{period_term(t)}|{last[t][0]}" if t in last else period_term(t) for t in tokenize(side)
+                               if period_term(t) not in other))
 
 
 def comparison_sides(question: str) -> Sides | None:
@@ -86,9 +92,12 @@ def comparison_sides(question: str) -> Sides | None:
             first = " ".join(first.split()[-max(len(second.split()), 1):])
         elif len(second.split()) > len(first.split()):   # "the -b and -w options of diff": "-w"
             second = " ".join(second.split()[:len(first.split())])
+        owner = re.match(r"^\S+['’]s\s+", first)   # "JnJ's US sales growth" vs "international sales growth":
+        if owner and not re.match(r"^\S+['’]s\s", second):   # the owner is both sides'
+            first = first[owner.end():]
         start = match.start("a") + match.group("a").rfind(first)
         end = match.start("b") + match.group("b").find(second) + len(second)
-        first_keys, second_keys = _keys(first, tokenize(second)), _keys(second, tokenize(first))
+        first_keys, second_keys = _keys(first, _tokens(second)), _keys(second, _tokens(first))
         if first_keys and second_keys:
             return Sides(first, second, first_keys, second_keys, (start, end))
     return None
@@ -121,7 +130,7 @@ def _weights(docs: Sequence[Document]) -> dict[str, float]:
 
     counts: dict[str, int] = {}
     for doc in docs:
-        for term in set(tokenize(doc.page_content)) | set(tokenize(doc.page_content.replace(".", " "))):
+        for term in set(_tokens(doc.page_content)) | set(_tokens(doc.page_content.replace(".", " "))):
             counts[term] = counts.get(term, 0) + 1
     n = max(len(docs), 1)
     return {t: math.log((n + 1) / (c + 0.5)) for t, c in counts.items()}
@@ -150,7 +159,7 @@ def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weigh
         return sum(w for alts, w in zip(present, weight) if any(a in words for a in alts)) / sum(weight)
 
     def terms(part: str) -> set[str]:   # "requests.auth.HTTPBasicAuth" is also requests, auth, httpbasicauth
-        return set(tokenize(part)) | set(tokenize(part.replace(".", " ")))
+        return set(_tokens(part)) | set(_tokens(part.replace(".", " ")))
 
     defines = re.search(rf"\b{re.escape(side)}\s+(?:is|are|means|refers to)\b", text, re.I)   # "the read timeout is"
     if defines or share(terms(" ".join(text.replace("-", " ").split()[:3]))) >= 0.5:   # or its first three words
@@ -164,9 +173,11 @@ def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weigh
 
 
 def _best_for_side(answerer: ExtractiveAnswerer, question: str, sides: Sides, which: int,
-                   docs: Sequence[Document], weights: dict[str, float]) -> tuple | None:
+                   docs: Sequence[Document], weights: dict[str, float], near: tuple | None = None) -> tuple | None:
     """(the best unit about the side, its confidence), or None when no unit is about it: among the units
-    scoring within `relative_cutoff` of the best one about the side, the one most plainly about it."""
+    scoring within `relative_cutoff` of the best one about the side, the one most plainly about it, and
+    of those one like `near` (the other side's unit): from the same context document, and a row with the same
+    columns ("U.S. (2022: 1.3%, 2.3%)" and "International (2022: (1.9)%, 1.0%)": like is compared with like)."""
     side, keys = (sides.first, sides.first_keys) if which == 0 else (sides.second, sides.second_keys)
     _, ranked, confidence = answerer._scored(side_question(question, sides, which), docs)
     about = []
@@ -178,8 +189,15 @@ def _best_for_side(answerer: ExtractiveAnswerer, question: str, sides: Sides, wh
     if not about:
         return None
     floor = about[0][1].score * answerer.relative_cutoff
-    tier, item, conf = min((a for a in about if a[1].score >= floor), key=lambda a: a[0])
+    source, shape = (near.source, _shape(near.text)) if near is not None else (0, "")
+    tier, item, conf = min((a for a in about if a[1].score >= floor),
+                           key=lambda a: (a[0], a[1].source != source, _shape(a[1].text) != shape))
     return item, conf
+
+
+def _shape(text: str) -> str:
+    """A row's columns without its label and numbers: "(2022: 1.3%, 2.3%)" -> "(: ,)"."""
+    return re.sub(r"[\d$€£.,%()\s-]+", " ", text.partition("(")[2]).strip()
 
 
 def compare(answerer: ExtractiveAnswerer, question: str, sides: Sides, docs: Sequence[Document],
@@ -189,7 +207,8 @@ def compare(answerer: ExtractiveAnswerer, question: str, sides: Sides, docs: Seq
 
     docs = [d if isinstance(d, Document) else Document(page_content=str(d)) for d in docs]
     weights = _weights(docs)
-    found = [_best_for_side(answerer, question, sides, which, docs, weights) for which in (0, 1)]
+    first = _best_for_side(answerer, question, sides, 0, docs, weights)
+    found = [first, _best_for_side(answerer, question, sides, 1, docs, weights, first[0] if first else None)]
     found = [f if f is not None and f[1] >= answerer.min_confidence else None for f in found]
     names = (sides.first, sides.second)
     if not any(found):

@@ -238,7 +238,7 @@ class _Splitter:
                 label = f"{', '.join(terms)}: " if terms and i == 0 else ""
                 # ... and matched with the rest of its description ("--hard: Resets the index and working
                 # tree." answers "... discarding changes" from the sentence after it)
-                rest = " ".join(sentences[1:4]) if label else ""
+                rest = " ".join([t.replace(".", " ") for t in terms] + sentences[1:4]) if label else ""   # a.b: a, b
                 self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence", terms=rest)
 
     def markdown_row(self, line: str) -> None:
