@@ -18,7 +18,7 @@ rather than answered from the other side; both missing: "I don't know".
 
 Example:
     >>> comparison_sides("What is the difference between git fetch and git pull?")
-    Sides(first='git fetch', second='git pull', first_keys=('fetch',), second_keys=('pull',), span=(31, 52))
+    Sides(first='git fetch', second='git pull', first_keys=('fetch',), second_keys=('pull',), span=(31, 53))
     >>> comparison_sides("Which option compares two files line by line?") is None
     True
 """
@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 from langchain_core.documents import Document
 
 from rag.base.text import tokenize
 from rag.generation.value_units import period_term
 
-if TYPE_CHECKING:
-    from rag.generation.extractive import Decision, ExtractiveAnswerer
-
-__all__ = ["Sides", "compare", "comparison_sides", "side_question"]
+__all__ = ["Comparison", "Sides", "compare", "comparison_sides", "side_question"]
 
 _END = r"(?=\s*(?:[?.!:;,](?:\s|$)|\s(?:in|on|for|during|as of|at|over|under|by)\s|$))"
 _VERB = r"(?:does|do|did|is|are|was|were|has|have|had)"
@@ -172,7 +169,7 @@ def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weigh
     return 2 if share(set(words) | set(tokenize(names))) >= 0.5 else 3
 
 
-def _best_for_side(answerer: ExtractiveAnswerer, question: str, sides: Sides, which: int,
+def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
                    docs: Sequence[Document], weights: dict[str, float], near: tuple | None = None) -> tuple | None:
     """(the best unit about the side, its confidence), or None when no unit is about it: among the units
     scoring within `relative_cutoff` of the best one about the side, the one most plainly about it, and
@@ -200,26 +197,34 @@ def _shape(text: str) -> str:
     return re.sub(r"[\d$€£.,%()\s-]+", " ", text.partition("(")[2]).strip()
 
 
-def compare(answerer: ExtractiveAnswerer, question: str, sides: Sides, docs: Sequence[Document],
-            qtype: str = "open") -> Decision:
-    """The answer to a comparison: one unit about each side (each cited), or which side the context lacks."""
-    from rag.generation.extractive import Decision
+class Comparison(NamedTuple):
+    """What `compare` found: the units quoted (at most one per side), the lower side's confidence, the side
+    the context lacks ("" when none; both lacking: nothing chosen)."""
 
+    chosen: tuple
+    confidence: float
+    missing: str = ""
+    reason: str = ""   # why a side is missing (as `Decision.reason`)
+    note: str = ""   # what the answer says about it (as `Decision.note`)
+
+
+def compare(answerer: Any, question: str, sides: Sides, docs: Sequence[Any]) -> Comparison:
+    """One unit about each side (each cited), or the side the context lacks. `answerer` is the
+    `ExtractiveAnswerer` asking (its `_scored`, `relative_cutoff` and `min_confidence` are used)."""
     docs = [d if isinstance(d, Document) else Document(page_content=str(d)) for d in docs]
     weights = _weights(docs)
     first = _best_for_side(answerer, question, sides, 0, docs, weights)
     found = [first, _best_for_side(answerer, question, sides, 1, docs, weights, first[0] if first else None)]
     found = [f if f is not None and f[1] >= answerer.min_confidence else None for f in found]
-    names = (sides.first, sides.second)
     if not any(found):
-        return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True,
-                        reason=f"no unit is about {names[0]} or {names[1]}")
+        return Comparison((), 0.0, f"{sides.first} and {sides.second}",
+                          f"no unit is about {sides.first} or {sides.second}")
     chosen: list = []
     for f in found:
         if f is not None and all(f[0].text != c.text for c in chosen):
             chosen.append(f[0])
-    missing = [name for name, f in zip(names, found) if f is None]
-    note = f"The context does not say about {missing[0]}." if missing else ""
-    confidence = min(f[1] for f in found if f is not None)
-    return Decision(qtype=qtype, chosen=tuple(chosen), confidence=confidence, refused=False,
-                    reason=f"one side missing: {missing[0]}" if missing else "", note=note)
+    missing = [name for name, f in zip((sides.first, sides.second), found) if f is None]
+    if not missing:
+        return Comparison(tuple(chosen), min(f[1] for f in found if f is not None))
+    return Comparison(tuple(chosen), min(f[1] for f in found if f is not None), missing[0],
+                      f"no unit is about {missing[0]}", f"The context does not say about {missing[0]}.")

@@ -14,7 +14,8 @@ A unit answers only if it shares a key term with the question or is close to it 
 answered by the unit closest in meaning. Table rows are quoted only when the question asks for a
 value, and then rank above sentences without a number. The best units (at most `max_sentences`,
 each within `relative_cutoff` of the best score) are returned in score order, each followed by its
-`[n]` source number; "I don't know" only when no unit answers. Every quoted sentence is verbatim
+`[n]` source number; "I don't know" only when no unit answers. A comparison ("What is the difference
+between X and Y?") quotes one unit about each side, or says which side the context lacks (`comparisons`). Every quoted sentence is verbatim
 context (a row adds its column header in brackets), so answers are supported by construction.
 
 Example:
@@ -218,7 +219,6 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def embedding(self) -> Embeddings | None:
         if self._embedding is None and self._embedding_spec is not None:
             if isinstance(self._embedding_spec, str):
-
                 self._embedding = scoring_embeddings()  # NumPy MiniLM: no torch for a few sentences
             else:
                 self._embedding = self._embedding_spec
@@ -311,7 +311,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         """What the answer is made of, how confident the answerer is, and whether it refuses (and why)."""
         missing, sides = missing_names(question, context_text(docs)), comparison_sides(question)
         if sides and not [m for m in missing if m not in sides.first and m not in sides.second]:
-            return compare(self, question, sides, docs, question_type(question))   # one unit about each side
+            found = compare(self, question, sides, docs)   # one unit about each side, or the side missing
+            return Decision(question_type(question), found.chosen, found.confidence, not found.chosen, *found[3:])
         qtype, ranked, confidence = self._scored(question, docs)
         if missing:
             return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True,
@@ -363,8 +364,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         except Exception as exc:
             run.on_chain_error(exc)
             raise
-        for i, part in enumerate(parts):
-            yield part if i == 0 else " " + part
+        yield from (part if i == 0 else " " + part for i, part in enumerate(parts))
         run.on_chain_end(" ".join(parts))
 
     async def astream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[str]:
@@ -376,8 +376,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         except Exception as exc:
             await run.on_chain_error(exc)
             raise
-        for i, part in enumerate(parts):
-            yield part if i == 0 else " " + part
+        for part in (part if i == 0 else " " + part for i, part in enumerate(parts)):
+            yield part
         await run.on_chain_end(" ".join(parts))
 
     def transform(self, input: Iterator[dict], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
