@@ -36,6 +36,8 @@ from typing import Any
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.tracing import index_span
 from rag.indexing.ingest import (
+    STREAM_BATCH,
+    STREAM_CHARS,
     Done,
     Item,
     Prepared,
@@ -43,6 +45,7 @@ from rag.indexing.ingest import (
     done_of,
     embed_texts,
     finish_items,
+    item_chars,
     load_item,
     prepare,
     prepare_stream,
@@ -56,10 +59,10 @@ from rag.indexing.writer import Writer
 __all__ = ["EXECUTORS", "LocalExecutor", "RayExecutor", "executor_from"]
 
 EXECUTORS = ("local", "ray")
-_GROUP_CHARS = 4_000_000  # text per processing group (~5,000 chunks): bounded memory, large writes
+_GROUP_CHARS = STREAM_CHARS  # text per processing group (~5,000 chunks): bounded memory; a larger file streams
 _GROUP_DOCS = 5000
 _EMBED_BATCH = 512  # chunks per embedding call (and progress event)
-_WRITE_BATCH = 5000  # chunks per Chroma add (Chroma 1.5 accepts up to ~5.4k)
+_WRITE_BATCH = STREAM_BATCH  # chunks per Chroma add (Chroma 1.5 accepts up to ~5.4k) and per streamed slice
 
 Emit = Callable[[str, int], None]
 
@@ -79,7 +82,7 @@ class LocalExecutor:
         pending_chars, writer = [0], Writer()
 
         def flush(force_write: bool = False) -> None:
-            pending_chars[0] += _chars(group[-1]) if group else 0
+            pending_chars[0] += item_chars(group[-1]) if group else 0
             if group and (force_write or len(group) >= _GROUP_DOCS or pending_chars[0] >= _GROUP_CHARS):
                 prepared = prepare(components, list(group))
                 emit("chunks", len(prepared.chunks))
@@ -98,7 +101,7 @@ class LocalExecutor:
                 if item is None:
                     continue
                 emit("pages", len(item.docs) if any("page" in d.metadata for d in item.docs) else 0)  # PDFs
-                if _chars(item) >= _GROUP_CHARS and streamable(components, item):
+                if item_chars(item) >= _GROUP_CHARS and streamable(components, item):
                     flush(force_write=True)   # (the group before it)
                     _stream(target, item, report, emit, writer)
                     continue
@@ -108,10 +111,6 @@ class LocalExecutor:
             writer.wait()
         finally:
             writer.close()
-
-
-def _chars(item: Item) -> int:
-    return sum(len(d.page_content) for d in item.docs or ())
 
 
 def _store(target: IndexTarget, prepared: Prepared, report: IndexReport, emit: Emit) -> None:

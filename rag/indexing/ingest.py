@@ -146,6 +146,17 @@ def load_item(item: Item, limits: LoadLimits | None = None) -> str | None:
     return None
 
 
+#: A file with this much text is prepared in slices (`prepare_stream`) rather than in one piece, by either executor.
+STREAM_CHARS = 4_000_000
+#: Chunks per slice of a streamed file (about one store write).
+STREAM_BATCH = 5000
+
+
+def item_chars(item: Item) -> int:
+    """The characters of text a loaded item holds."""
+    return sum(len(d.page_content) for d in item.docs or ())
+
+
 def prepare(components: Components, items: list[Item]) -> Prepared:
     """Chunk, tag and add AutoContext to loaded items (no store access): the chunks, texts and ids."""
     docs = _documents(items)

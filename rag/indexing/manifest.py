@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rag.base.errors import ConfigError, StoreError
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.store_files import refuse_symlinks, write_atomic
+from rag.indexing.tokens import ApproximateTokenizer
 from rag.models.embeddings import (
     DEFAULT_EMBEDDING_ID,
     PRECISION_CHOICES,
@@ -233,8 +234,11 @@ def chunker_from(settings: dict[str, Any]) -> Any:
     """The chunker a manifest's `chunking` settings describe."""
     if settings.get("type") == "passthrough":
         return PassthroughChunker()
+    # The approximate tokenizer is rebuilt as recorded; the word-piece one (or none recorded) is the default,
+    # which falls back to the approximate one where MiniLM's tokenizer cannot be loaded.
+    tokenizer = ApproximateTokenizer() if settings.get("tokenizer") == ApproximateTokenizer.name else None
     return TokenChunker(**{k: settings[k] for k in ("chunk_size", "chunk_overlap", "headers", "max_chars")
-                           if k in settings})
+                           if k in settings}, tokenizer=tokenizer)
 
 
 def autocontext_kwargs(settings: dict[str, Any]) -> dict[str, Any]:

@@ -5,10 +5,12 @@ exactly as a local sync does (`rag.indexing.plan.Plan`), marks those documents `
 `updating`, reads the chunk ids the store already holds for the known ones, and runs one Ray Data
 pipeline over them:
 
-1. `map_batches(chunk_files)`: stateless tasks load each file within the run's `LoadLimits`
+1. `map_batches(chunk_files)` (`rag.indexing.ray_chunking`): stateless tasks load each file within the run's `LoadLimits`
    (`ingest.load_item`), chunk, tag and add AutoContext (`ingest.prepare`); one row per chunk (id,
    embedded text, text, metadata as JSON, whether the store lacks it), plus the document's facts
-   (chunk ids in order, title, summary, pages, load-limit notes) or why it could not be loaded;
+   (chunk ids in order, title, summary, pages, load-limit notes) or why it could not be loaded; a
+   file of `STREAM_CHARS` or more is prepared in slices (`ingest.prepare_stream`), each its own
+   output block, as the local executor streams it, so no task holds all of a large file's chunks;
 2. `map_batches(EmbedChunks)`: an actor pool (`concurrency` actors, each loading the embedding
    model once, in its constructor: `rag.indexing.embed_worker`) embeds the chunks the store lacks,
    `batch_size` at a time, timing its load, embedding and writes; for a server store
@@ -28,41 +30,33 @@ run (tests/unit/indexing/test_indexing_ray.py): the stages are the same function
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Protocol
-
-from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
 from rag.base.tracing import index_span
-from rag.indexing.autocontext import AutoContext
 from rag.indexing.embed_worker import WorkerClock, log_workers, worker_embedding
 from rag.indexing.ingest import (
-    Components,
+    STREAM_BATCH,
+    STREAM_CHARS,
     Done,
     Item,
     begin_items,
     embed_texts,
     finish_items,
-    load_item,
-    prepare,
     scalar_metadata,
 )
 from rag.indexing.kb_parts import IndexTarget
-from rag.indexing.limits import LoadLimits
-from rag.indexing.manifest import autocontext_kwargs, chunker_from
 from rag.indexing.plan import Plan
+from rag.indexing.ray_chunking import chunk_files, component_settings
 from rag.indexing.report import IndexReport
-from rag.indexing.tags import KeywordTagger
 from rag.stores.connections import connection_spec, open_connection, upsert_chunks
 
-__all__ = ["EmbedChunks", "chunk_files", "run_on_ray"]
+__all__ = ["EmbedChunks", "run_on_ray"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,40 +96,6 @@ def run_on_ray(settings: RaySettings, target: IndexTarget, plan: Plan, report: I
         for batch in pipeline.iter_batches(batch_size=None, batch_format="pandas"):
             results.take(batch.to_dict("records"))
         results.finish()
-
-
-def component_settings(target: IndexTarget) -> str:
-    """The chunker, AutoContext, tagger and load limits as JSON data, from which each worker builds its own.
-
-    Raises:
-        ConfigError: a component its settings do not rebuild exactly (an AutoContext summarising with an LLM, a
-            custom tokenizer), or a tagger whose tags depend on how documents are batched."""
-    tagger, parts = target.components.tagger, target.components
-    if tagger is not None and getattr(tagger, "vocabulary", True) is None:
-        raise ConfigError("a KeywordTagger without a vocabulary scores words against the whole batch of chunks, so "
-                          "its tags depend on how documents are grouped; give it a vocabulary, or index with the "
-                          "local executor")
-    settings = json.dumps(_settings_of(parts), sort_keys=True)
-    if json.dumps(_settings_of(components(settings)), sort_keys=True) != settings:
-        raise ConfigError("the Ray executor builds the chunker, AutoContext and tagger on each worker from their "
-                          f"settings, and {settings} does not rebuild as it is (an AutoContext summarising with an "
-                          "LLM, or a custom tokenizer); index with the local executor")
-    return settings
-
-
-def _settings_of(parts: Components) -> dict[str, Any]:
-    return {"chunking": parts.chunker.settings(), "autocontext": parts.autocontext.settings(),
-            "tagger": parts.tagger.settings() if parts.tagger is not None else None, "limits": parts.limits.settings()}
-
-
-@functools.lru_cache(maxsize=4)
-def components(settings: str) -> Components:
-    """The components that `component_settings` describes (built once per worker process)."""
-    data = json.loads(settings)
-    tagger = data["tagger"]
-    return Components(chunker_from(data["chunking"]),
-                      None if tagger is None else KeywordTagger(**{k: v for k, v in tagger.items() if k != "type"}),
-                      AutoContext(**autocontext_kwargs(data["autocontext"])), LoadLimits(**data["limits"]))
 
 
 def _existing_ids(target: IndexTarget, items: list[Item]) -> dict[str, set[str]]:
@@ -191,7 +151,8 @@ def _pipeline(settings: RaySettings, target: IndexTarget, items: list[Item], exi
     ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // settings.files_per_task)))
     # Loading and chunking ask for no CPU of their own: the embedding actors hold the cluster's CPUs, and a
     # task that waits for one of them would never start; Ray Data bounds how many run at once.
-    ds = ds.map_batches(chunk_files, fn_kwargs={"settings": settings_json}, batch_size=settings.files_per_task,
+    ds = ds.map_batches(chunk_files, fn_kwargs={"settings": settings_json, "stream": (STREAM_CHARS, STREAM_BATCH)},
+                        batch_size=settings.files_per_task,
                         batch_format="pandas", num_cpus=0, compute=ray.data.TaskPoolStrategy(size=cpus))
     return ds.map_batches(EmbedChunks, fn_constructor_kwargs={"embedding": worker_embedding(target.embedding_model),
                                                               "spec": spec},
@@ -205,36 +166,6 @@ def _input_row(n: int, item: Item, existing: set[str]) -> dict[str, Any]:
     return {"n": n, "key": item.key, "display": item.display, "doc_id": item.doc_id,
             "path": "" if item.path is None else str(item.path), "pages": pages,
             "existing": json.dumps(sorted(existing))}
-
-
-def chunk_files(batch: Any, *, settings: str) -> Any:
-    """Ray task: load and prepare each file of `batch` (a pandas frame of input rows); one row per chunk."""
-    import pandas as pd
-
-    out: list[dict[str, Any]] = []
-    for row in batch.to_dict("records"):
-        item = Item(row["key"], row["display"], row["doc_id"], "", -1, -1, None, "added",
-                    path=Path(row["path"]) if row["path"] else None)
-        if row["pages"]:
-            item.docs = [Document(page_content=text, metadata=meta) for text, meta in json.loads(row["pages"])]
-        base = {"n": row["n"], "id": "", "text": "", "content": "", "metadata": "", "todo": False, "info": "",
-                "error": ""}
-        if (reason := load_item(item, components(settings).limits)) is not None:
-            out.append({**base, "error": reason})
-            continue
-        prepared = prepare(components(settings), [item])
-        existing = set(json.loads(row["existing"]))
-        info = json.dumps({"chunk_ids": prepared.ids, "pages": len(item.docs or ()), "notes": item.notes,
-                           "title": str(prepared.chunks[0].metadata.get("title", "")) if prepared.chunks else "",
-                           "summary": prepared.summaries.get(item.doc_id, "")})
-        if not prepared.ids:
-            out.append({**base, "info": info})
-        for k, (cid, text, chunk, meta) in enumerate(zip(prepared.ids, prepared.texts, prepared.chunks,
-                                                          prepared.metas, strict=True)):
-            out.append({**base, "id": cid, "text": text, "content": chunk.page_content,
-                        "metadata": json.dumps(meta, ensure_ascii=False), "todo": cid not in existing,
-                        "info": info if k == 0 else ""})
-    return pd.DataFrame(out, columns=["n", "id", "text", "content", "metadata", "todo", "info", "error"])
 
 
 class EmbedChunks:

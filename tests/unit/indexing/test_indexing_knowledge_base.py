@@ -257,3 +257,16 @@ def test_passthrough_chunker_keeps_prechunked_documents_and_reopens(tmp_path):
     assert isinstance(KnowledgeBase.open("pre", tmp_path).chunker, PassthroughChunker)
     with pytest.raises(ConfigError, match="chunking type='passthrough'"):
         KnowledgeBase("pre", tmp_path, embedding=DeterministicFakeEmbedding(size=8), chunker=TokenChunker())
+
+
+def test_a_reopened_knowledge_base_chunks_with_the_tokenizer_it_was_built_with(tmp_path, corpus):
+    """The approximate tokenizer is recorded and rebuilt (reopened without a chunker, and on Ray's workers): a changed
+    file is re-chunked as it was first, not with the word-piece tokenizer."""
+    from rag.indexing.ray_chunking import component_settings
+
+    first = _kb(tmp_path, DeterministicFakeEmbedding(size=8))
+    first.add_documents(str(corpus))
+    reopened = KnowledgeBase("docs", tmp_path / "store", embedding=DeterministicFakeEmbedding(size=8))
+    assert reopened.chunker.tokenizer.name == "approximate"
+    assert json.loads(component_settings(reopened.storage))["chunking"]["tokenizer"] == "approximate"
+    assert not reopened.add_documents(str(corpus)).changed   # the same chunks: nothing to redo

@@ -163,6 +163,26 @@ def test_ray_run_on_chroma_equals_local_run_and_a_rerun_is_a_no_op(ray_address, 
     assert_same(remote, local)
 
 
+def test_a_large_file_streams_through_ray_in_slices_and_equals_a_local_run(ray_address, tmp_path, monkeypatch):
+    """A file past `STREAM_CHARS` is prepared by its task in slices (`rag.indexing.ray_chunking`); the driver commits
+    it once every slice is written, with the chunks, vectors and record of a local run."""
+    import rag.indexing.ray_executor as ray_executor
+
+    monkeypatch.setattr(ray_executor, "STREAM_CHARS", 20_000)   # (the workers get the driver's values)
+    monkeypatch.setattr(ray_executor, "STREAM_BATCH", 40)
+    folder = tmp_path / "big"
+    folder.mkdir()
+    (folder / "big.md").write_text("# Annual report\n\n" + "\n\n".join(
+        f"Paragraph {n} says the revenue of unit {n} grew by {n % 7} percent." for n in range(1500)))
+    (folder / "small.md").write_text("# Small\n\nRevenue grew.\n")
+    local, remote = KnowledgeBase("docs", tmp_path / "local", embedding=_emb()), \
+        KnowledgeBase("docs", tmp_path / "ray", embedding=_emb()).create()
+    expected = local.add_documents(str(folder))
+    report = remote.add_documents(str(folder), executor=RayExecutor(batch_size=64))
+    assert _facts(report) == _facts(expected) and report.chunks_added > 100   # (slices of 40)
+    assert_same(remote, local)
+
+
 def test_ray_workers_write_pgvector_themselves_and_equal_a_local_run(ray_address, tmp_path, corpus, pg_url, caplog):
     local, remote = _pg_kb("kb", tmp_path / "local", pg_url), _pg_kb("kb", tmp_path / "ray", pg_url).create()
     assert connection_spec(remote.chunks)["backend"] == "pgvector"

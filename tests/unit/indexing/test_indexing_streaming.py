@@ -138,3 +138,42 @@ def test_wherever_the_stream_fails_the_rerun_converges(tmp_path_factory, big_fil
     kb.add_documents(big_file)
     [record] = kb.list_documents()
     assert sorted(kb.chunks.get_ids(None)) == sorted(record.chunk_ids) and record.state == "ok"
+
+
+# ---------------------------------------------------------------- the Ray executor's tasks stream a large file too
+def _task_row(n: int, text: str, name: str) -> dict:
+    import json
+
+    meta = {"source": f"{name}.md", "title": name, "file_type": "md"}
+    return {"n": n, "key": name, "display": name, "doc_id": f"d{n}", "path": "",
+            "pages": json.dumps([[text, meta]]), "existing": "[]"}
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(size=st.integers(40, 400))
+def test_a_ray_task_yields_a_large_file_in_bounded_slices_with_the_rows_of_one_piece(size):
+    """`ray_chunking.chunk_files` (what a Ray task runs): a large file comes out as frames of at most `size` chunks
+    after the summary's source, its facts once, on its last frame; the rows equal those of one piece, and the small
+    files around it keep theirs."""
+    import json
+    import types
+
+    pd = pytest.importorskip("pandas")
+    from rag.indexing.ray_chunking import chunk_files, component_settings
+
+    parts = Components(TokenChunker(chunk_size=32, chunk_overlap=4), None, AutoContext())
+    task_settings = component_settings(types.SimpleNamespace(components=parts))
+    big = "\n\n".join(f"Paragraph {n} says the revenue of unit {n} grew by {n % 7} percent." for n in range(1500))
+    batch = pd.DataFrame([_task_row(0, "# Small\n\nRevenue grew.", "a"), _task_row(1, big, "big"),
+                          _task_row(2, "# Tiny\n\nIncome fell.", "b")])
+    streamed = list(chunk_files(batch, settings=task_settings, stream=(10_000, size)))
+    whole = list(chunk_files(batch, settings=task_settings, stream=(10**9, size)))
+    assert len(whole) == 1 and len(streamed) > 3
+    rows, reference = pd.concat(streamed), whole[0]
+    assert rows.drop(columns="info").to_dict("records") == reference.drop(columns="info").to_dict("records")
+    big_frames = [f for f in streamed if set(f["n"]) == {1}]
+    assert all(len(f) <= size for f in big_frames[1:])
+    facts = [json.loads(i) for f in big_frames for i in f["info"] if i]
+    assert len(facts) == 1 and bool(big_frames[-1]["info"].iloc[0])   # once, when every chunk id is known
+    assert facts[0]["chunk_ids"] == [i for f in big_frames for i in f["id"]]
+    assert sorted(filter(None, rows["info"])) == sorted(filter(None, reference["info"]))   # the same facts
