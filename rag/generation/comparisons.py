@@ -25,11 +25,13 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 
 from rag.base.text import tokenize
 from rag.generation.value_units import period_term
@@ -197,6 +199,21 @@ def _shape(text: str) -> str:
     return re.sub(r"[\d$€£.,%()\s-]+", " ", text.partition("(")[2]).strip()
 
 
+class _Remembered(Embeddings):
+    """An embedding model that embeds each text once (for the two sides of one comparison)."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner, self.seen = inner, {}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        new = [t for t in dict.fromkeys(texts) if t not in self.seen]
+        self.seen.update(zip(new, self.inner.embed_documents(new) if new else []))
+        return [self.seen[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
 class Comparison(NamedTuple):
     """What `compare` found: the units quoted (at most one per side), the lower side's confidence, the side
     the context lacks ("" when none; both lacking: nothing chosen)."""
@@ -213,6 +230,9 @@ def compare(answerer: Any, question: str, sides: Sides, docs: Sequence[Any]) -> 
     `ExtractiveAnswerer` asking (its `_scored`, `relative_cutoff` and `min_confidence` are used)."""
     docs = [d if isinstance(d, Document) else Document(page_content=str(d)) for d in docs]
     weights = _weights(docs)
+    if answerer.embedding is not None:   # the two sides score mostly the same units: each is embedded once
+        answerer = copy.copy(answerer)
+        answerer._embedding = _Remembered(answerer.embedding)
     first = _best_for_side(answerer, question, sides, 0, docs, weights)
     found = [first, _best_for_side(answerer, question, sides, 1, docs, weights, first[0] if first else None)]
     found = [f if f is not None and f[1] >= answerer.min_confidence else None for f in found]
