@@ -50,6 +50,7 @@ from langchain_core.runnables.config import (
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.answer_kinds import kind_scores
+from rag.generation.antecedents import named_unit
 from rag.generation.comparisons import compare, comparison_sides
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
 from rag.generation.question_types import (
@@ -58,7 +59,6 @@ from rag.generation.question_types import (
     identifiers_in,
     missing_names,
     question_type,
-    title_name,
 )
 from rag.generation.relevance import context_text
 from rag.generation.value_units import in_period, label_share, names_period, period_term, question_years
@@ -156,16 +156,6 @@ class Decision:
 
 def _title(unit: Unit) -> str:
     return str(unit.metadata.get("title") or "")
-
-
-def _named(unit: Unit, qtype: str, question: str) -> str:
-    """The unit's text, labelled with the name its document is about when the question asks for a
-    command or code name the sentence itself does not state ("git-stash(1): The command saves ...")."""
-    name = title_name(_title(unit))
-    if qtype != "identifier" or not name or has_answer_of_type(unit.text, qtype, question) \
-            or name.split("(")[0].lower() in unit.text.lower():
-        return unit.text
-    return f"{name}: {unit.text}"
 
 
 class ExtractiveAnswerer(Runnable[dict, str]):
@@ -300,8 +290,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             score = score + 0.1 * np.array([_has_value(u.text) for u in units]) + table
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
         years = question_years(question) if value else set()   # a row quoted in the years asked: one value
-        return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(_named(units[j], qtype, question), years))
-                        for j in order], [float(confidence[j]) for j in order])
+        cache: dict = {}   # the units of a chunk, for the sentence a unit refers back to
+        return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(
+            named_unit(units[j], qtype, question, docs, cache), years)) for j in order], [float(confidence[j]) for j in order])
 
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
         """The context units that answer the question, scored, best first."""
