@@ -9,7 +9,12 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
 - `diffutils`: the GNU diffutils manual from Debian's `diffutils-doc` package;
 - `git`: 32 git manual pages from Debian's `git-doc` package (many documents of one shape);
 - `requests`: the Requests documentation from Debian's `python-requests-doc` package (a Sphinx
-  user guide and API reference), a check of the rules designed on diffutils and git.
+  user guide and API reference), a check of the rules designed on diffutils and git;
+- `financebench_check` (not in the default list): 18 number questions about other pages of the
+  development filings (`bench/answer_corpora/financebench_check.json`, written before the number
+  answers were changed), asked against the 54 filings in one store, the knowledge base that
+  `python bench/financebench.py --configs default` builds (`--corpus-cache financebench_check=DIR`,
+  DIR/store being that knowledge base; it is read, never indexed here).
 
 Every question is asked through the public door, `rag ask QUESTION --json` (run in this process
 through `rag.cli.main`, the same code as the command): default retrieval, default answerer. Per
@@ -26,6 +31,7 @@ which, `docs/generation.md`).
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
     python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
+    python bench/answers.py --corpora financebench_check --corpus-cache financebench_check=DIR
 """
 
 from __future__ import annotations
@@ -95,6 +101,15 @@ def _docs_corpus(name: str, cache: Path) -> tuple[list[str], list[dict]]:
     return [str(folder / p.name) for p in pages], questions
 
 
+def _check_corpus(data: str) -> tuple[list[str], list[dict]]:
+    """The check set: number questions on other pages of the development filings (a prebuilt store)."""
+    spec = json.loads((CORPORA / "financebench_check.json").read_text(encoding="utf-8"))
+    questions = [{"id": f"check-{i:02d}", "question": q["question"], "answers": q["answers"], "number": True,
+                  "pages": [(q["doc"], q["page"])], "kind": q.get("kind", "")}
+                 for i, q in enumerate(spec["questions"], start=1)]
+    return [], questions   # no files: the store is built by bench/financebench.py, not here
+
+
 def _financebench_corpus(data: str) -> tuple[list[str], list[dict]]:
     spec = json.loads((CORPORA / "financebench.json").read_text(encoding="utf-8"))
     rows = {}
@@ -141,9 +156,14 @@ def context_hit(question: dict, context: list[dict]) -> bool:
 def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, reuse: bool) -> list[dict]:
     """Each question through `rag ask --json` (cached per corpus; `reuse` reads the cache)."""
     store = str(cache / "store")
+    collection = "financebench" if name == "financebench_check" else name
     cached_file = cache / f"asked_{name}.json"
     cached = json.loads(cached_file.read_text(encoding="utf-8")) if reuse and cached_file.exists() else {}
-    if not all(q["question"] in cached for q in questions):
+    if not files and not (cache / "store").exists():
+        raise SystemExit(f"{name}: no store at {store}; build the 54 filings' knowledge base with "
+                         "`python bench/financebench.py --configs default` and pass --corpus-cache "
+                         f"{name}=DIR with DIR/store that knowledge base")
+    if files and not all(q["question"] in cached for q in questions):
         started = time.perf_counter()
         rag_cli("index", *files, "--store", store, "--collection", name)
         print(f"{name}: indexed {len(files)} files in {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -151,7 +171,7 @@ def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, 
     for q in questions:
         if q["question"] not in cached:
             started = time.perf_counter()
-            asked = json.loads(rag_cli("ask", q["question"], "--store", store, "--collection", name, "--json"))
+            asked = json.loads(rag_cli("ask", q["question"], "--store", store, "--collection", collection, "--json"))
             cached[q["question"]] = {"answer": asked["answer"], "context": asked["context"],
                                      "seconds": time.perf_counter() - started}
         out.append(cached[q["question"]])
@@ -289,7 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.corpora.split(","):
         cache = caches.get(name, Path(args.cache))
         cache.mkdir(parents=True, exist_ok=True)
-        files, questions = _financebench_corpus(args.data) if name == "financebench" else _docs_corpus(name, cache)
+        if name in ("financebench", "financebench_check"):
+            files, questions = (_financebench_corpus if name == "financebench" else _check_corpus)(args.data)
+        else:
+            files, questions = _docs_corpus(name, cache)
         asked = ask_all(name, files, questions, cache, reuse=args.reuse)
         res = judge(name, questions, asked)
         results.append(res)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
-from rag.generation.table_rows import column_names, header_cells, is_row, row_cells
+from rag.generation.table_rows import column_names, header_cells, is_row, row_cells, row_context
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
 
@@ -276,8 +276,8 @@ class _Splitter:
         if not names or len(text.split()) > MAX_WORDS:
             terms = _header(self.recent)
             text = " | ".join(cells) + (f" ({terms})" if terms else "")
-        if len(text.split()) <= MAX_WORDS:
-            self.add(text, "row", terms=terms)
+        if len(text.split()) <= MAX_WORDS:   # the period and caption above count as its headers
+            self.add(text, "row", terms=row_context(self.recent, terms))
 
     def pdf_row(self, line: str) -> None:
         if self.paragraph and line[:1].islower():  # the label began on the line above
@@ -286,7 +286,7 @@ class _Splitter:
                 self.recent.pop()
         self.flush(before_row=True)
         header = _header(self.recent)
-        self.add(f"{line} ({header})" if header else line, "row", terms=header)
+        self.add(f"{line} ({header})" if header else line, "row", terms=row_context(self.recent, header))
 
 
 def _first_code_line(lines: Sequence[str]) -> str:

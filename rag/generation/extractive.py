@@ -53,6 +53,7 @@ from rag.generation.answer_kinds import kind_scores
 from rag.generation.antecedents import named_unit
 from rag.generation.comparisons import compare, comparison_sides
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
+from rag.generation.periods import asked_kind
 from rag.generation.question_types import (
     asks_for_name,
     has_answer_of_type,
@@ -61,7 +62,16 @@ from rag.generation.question_types import (
     question_type,
 )
 from rag.generation.relevance import context_text
-from rag.generation.value_units import in_period, label_share, names_period, period_term, question_years
+from rag.generation.row_choice import document_words
+from rag.generation.value_units import (
+    asked_part,
+    asks_for_value,
+    in_period,
+    period_term,
+    question_years,
+    value_key,
+    value_scores,
+)
 from rag.models.embeddings import scoring_embeddings
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "NO_ANSWER", "Decision", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
@@ -75,24 +85,10 @@ DEFAULT_MIN_CONFIDENCE = 0.45
 _GENERIC_TERMS = frozenset(tokenize("happen happened happening tell say said describe explain know new news "
                                     "thing things anything something everything info information detail details "
                                     "summary summarize overview going go update updates much many", stop_words=False))
-_VALUE_QUESTION = re.compile(
-    r"\b(how (much|many|big|large|high|low|long)|amount|total|number of|percent(age)?|%|ratio|rate|margin|"
-    r"revenue|sales|income|earnings|ebitda|eps|cash|costs?|expenses?|price|value|growth|figure|balance|"
-    r"capex|debt|assets|liabilit(y|ies)|dividends?|proceeds|gain|loss|profit|spend|shares?)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _DATE = re.compile(r"\b(?:19|20)\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|"
                    r"\b(?:yesterday|today|last (?:week|month|year|quarter))\b", re.IGNORECASE)
-
-
-def asks_for_value(question: str) -> bool:
-    """Whether the question asks for a quantity (an amount, a rate, a count), so a table row may answer.
-
-    Example:
-        >>> asks_for_value("What was Amcor's adjusted EBITDA in FY2023?"), asks_for_value("Who founded Acme?")
-        (True, False)
-    """
-    return bool(_VALUE_QUESTION.search(question))
 
 
 def _has_value(text: str) -> bool:
@@ -174,8 +170,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         type_weight: the score added to a unit holding the kind of answer the question asks for.
         max_embedded: with an embedding, only this many units (the best by key terms) are scored by
             similarity and may answer; the answerer's time is mostly their embedding.
-        label_weight: for a value question, the score added to a table row whose label names the
-            question's metric (`rag.generation.value_units`), half of it to a unit naming the year asked.
+        label_weight: for a value question, the unit of the table signals (`rag.generation.value_units`):
+            the row naming the metric, the year and period kind asked, the total row, a superlative's row.
     """
 
     name = "ExtractiveAnswerer"
@@ -237,7 +233,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         total = sum(weights.values()) or 1.0
         in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
         doc_terms = [_document_terms(u.metadata if titles else {"section": u.metadata.get("section")})
-                     for u in units]   # once per unit, not per key term
+                     for u in units]   # once per unit, not per key term; "Best Buy" names BESTBUY_2024Q2_10Q
+        doc_terms = [terms | document_words(key, terms) for terms in doc_terms]
         in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in terms) / total
                            for toks, terms in zip(tokens, doc_terms)])
         # a sentence continues the one before it ("The Colosseum is in Rome. It held 50,000 spectators."):
@@ -254,15 +251,15 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         units = drop_near_duplicates([u for u in context_units(docs) if value or u.kind == "sentence"])
         if not units:
             return qtype, [], []
-        # the years of a value question are matched as its period (in a row's headers too), not as words
-        key = [t for t in map(period_term, tokenize(question))
-               if t not in _GENERIC_TERMS and not (value and _YEAR.fullmatch(t))]
+        # a value question: the asking sentence's terms, its period words matched as the period (`value_units`)
+        key = [t for t in map(period_term, tokenize(asked_part(question) if value else question)) if t not in
+               _GENERIC_TERMS]
+        key = value_key(key) if value else key
         table = np.zeros(len(units))   # a value question: the row labelled with its metric, in the year asked
         if key:   # only the best `max_embedded` units by key terms are embedded (the answerer's time is there)
             in_unit, lexical, weights = self._term_scores(key, units, titles=not asks_for_name(question, qtype))
             if value:
-                table = self.label_weight * (np.array(label_share(weights, question, units)) +
-                                             0.5 * np.array(names_period(question_years(question), units)))
+                table = self.label_weight * value_scores(weights, key, question, units)
             keep = np.sort(np.argsort(-(lexical + table), kind="stable")[:self.max_embedded])
             units, in_unit, lexical, table = [units[j] for j in keep], in_unit[keep], lexical[keep], table[keep]
         else:
@@ -289,10 +286,11 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         if value:
             score = score + 0.1 * np.array([_has_value(u.text) for u in units]) + table
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
-        years = question_years(question) if value else set()   # a row quoted in the years asked: one value
+        period = (question_years(question), asked_kind(question)) if value else (set(), "")   # a row: one value
         cache: dict = {}   # the units of a chunk, for the sentence a unit refers back to
         return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(
-            named_unit(units[j], qtype, question, docs, cache), years)) for j in order], [float(confidence[j]) for j in order])
+            named_unit(units[j], qtype, question, docs, cache), *period)) for j in order],
+            [float(confidence[j]) for j in order])
 
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
         """The context units that answer the question, scored, best first."""

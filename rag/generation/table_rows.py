@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["column_names", "header_cells", "is_figure", "is_row", "row_cells"]
+from rag.generation.periods import kinds, period_cells
+
+__all__ = ["column_names", "header_cells", "is_figure", "is_row", "row_context", "row_cells"]
 
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
@@ -45,8 +47,8 @@ def row_cells(line: str) -> list[str]:
 
 
 def is_figure(cell: str) -> bool:
-    """A number cell ("$1,797", "(26%)", "80.5"), not a year or a header ("Fiscal 2023")."""
-    return bool(_FIGURE_CELL.match(cell)) and not _YEAR.fullmatch(cell.strip("$€£()%* "))
+    """A number cell ("$1,797", "(26%)", "80.5"), not a year, a header ("Fiscal 2023") or a date's day ("31,")."""
+    return bool(_FIGURE_CELL.match(cell)) and not _YEAR.fullmatch(cell.strip("$€£()%* ")) and not cell.endswith(",")
 
 
 def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
@@ -66,11 +68,19 @@ def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
 
 
 def header_cells(line: str) -> list[str]:
-    """A header line's cells: " | "-joined cells, or the years of a line naming two or more."""
+    """A header line's cells: " | "-joined cells, the years of a line naming two or more, or its periods
+    ("Three Months Ended Six Months Ended": two cells, each spanning the columns under it).
+
+    Example:
+        >>> header_cells("SECOND QUARTER SIX MONTHS"), header_cells("2023 2022 Change")
+        (['SECOND QUARTER', 'SIX MONTHS'], ['2023', '2022'])
+    """
     if " | " in line:
         return row_cells(line)
+    if _END.search(line):
+        return []
     years = _YEAR.findall(line)
-    return years if len(years) >= 2 and len(line.split()) <= 16 and not _END.search(line) else []
+    return years if len(years) >= 2 and len(line.split()) <= 16 else period_cells(line)
 
 
 
@@ -78,3 +88,19 @@ def header_cells(line: str) -> list[str]:
 def is_row(cells: Sequence[str]) -> bool:
     """Whether a line's cells are a row of figures under a label (not a header: "Fiscal 2024 | Fiscal 2023")."""
     return len(cells) >= 2 and any(is_figure(c) for c in cells[1:]) and not _FIGURE.search(cells[0][:1])
+
+
+def row_context(recent: Sequence[str], headers: str = "") -> str:
+    """A row's column `headers` with what the lines above it say beyond them: the nearest line naming a
+    period ("SECOND QUARTER", "Six Months Ended June 30,") and the nearest caption (a short line of words:
+    "REVENUES" over a block of segments), matched against a question as the row's headers are.
+
+    Example:
+        >>> row_context(["(in millions) SECOND QUARTER", "2023 2022 Percent", "REVENUES"], "2023 2022")
+        '2023 2022 (in millions) SECOND QUARTER REVENUES'
+    """
+    lines = [line for line in reversed(recent[-24:]) if " | " not in line]
+    period = next((line for line in lines if len(line.split()) <= 12 and kinds(line)), "")
+    caption = next((line for line in lines if len(line.split()) <= 8 and not _FIGURE.search(line)
+                    and not _END.search(line) and not kinds(line)), "")
+    return " ".join(dict.fromkeys(p for p in (headers, period, caption) if p))

@@ -1,0 +1,126 @@
+"""Number answers from tables: the period asked, the total row, the extreme row of a superlative, the asking part.
+
+The tables are printed as the PDF loader prints them (cells joined with " | ", header lines above), in the
+shapes of real filings' statements.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
+
+from rag.generation.context_units import units_of_chunk
+from rag.generation.extractive import ExtractiveAnswerer
+from rag.generation.periods import asked_kind, period_cells
+from rag.generation.row_choice import cell_value, superlative
+from rag.generation.table_rows import header_cells
+from rag.generation.value_units import asked_part, in_period, value_key
+
+OPERATING_RESULTS = ("Summary Operating Results\nThe following table summarizes our consolidated operating results:\n"
+                     "Three Months Ended Six Months Ended\nJune 30, June 30,\n2023 2022 2023 2022\n(In thousands)\n"
+                     "Net revenues | $3,942,207 | $3,264,888 | $7,815,503 | $6,119,197\n"
+                     "Operating income | 371,378 | 2,381,451 | 1,102,217 | 2,487,239\n"
+                     "Net income | 243,544 | 1,622,625 | 723,427 | 1,587,832")
+
+
+def answer(question: str, *chunks: str, source: str = "", min_confidence: float = 0.45) -> str:
+    docs = [Document(page_content=c, metadata={"source": source, "title": source.rsplit(".", 1)[0]} if source else {})
+            for c in chunks]
+    answerer = ExtractiveAnswerer(embedding=None, min_confidence=min_confidence)
+    return answerer.invoke({"question": question, "context": docs})
+
+
+def test_a_line_of_periods_names_the_columns_under_it():
+    [revenues, *_] = units_of_chunk(OPERATING_RESULTS)
+    assert revenues.text == ("Net revenues (Three Months Ended 2023: $3,942,207; Three Months Ended 2022: $3,264,888; "
+                             "Six Months Ended 2023: $7,815,503; Six Months Ended 2022: $6,119,197)")
+    assert header_cells("(Unaudited; Dollars in Millions) SECOND QUARTER SIX MONTHS") == ["SECOND QUARTER", "SIX MONTHS"]
+    assert header_cells("The quarter ended well.") == []   # a sentence is not a header
+
+
+def test_a_quarter_question_reads_the_three_month_column():
+    said = answer("What were the net revenues for the three months ended June 30, 2023?", OPERATING_RESULTS)
+    assert said == "Net revenues (Three Months Ended 2023: $3,942,207) [1]"
+    said = answer("What were the net revenues for the six months ended June 30, 2022?", OPERATING_RESULTS)
+    assert said == "Net revenues (Six Months Ended 2022: $6,119,197) [1]"
+
+
+def test_a_quarter_question_prefers_the_table_under_a_quarter_line():
+    six = ("Condensed Consolidated Statement of Earnings\n(in Millions) SIX MONTHS\n2023 2022 Percent\n"
+           "Net earnings | $5,076 | $9,963 | (49.1)")
+    quarter = ("Condensed Consolidated Statement of Earnings\n(in Millions) SECOND QUARTER\n2023 2022 Percent\n"
+               "Net earnings | $5,144 | $4,814 | 6.9")
+    said = answer("What were net earnings in the second quarter of 2023?", six, quarter)
+    assert said.startswith("Net earnings | $5,144 | $4,814 | 6.9 (2023 2022 Percent) [2]")   # the quarter's first
+
+
+STORES = ("Fiscal 2024 | Fiscal 2023\nTotal Stores at Beginning of Second Quarter | Stores Opened | Stores Closed | "
+          "Total Stores at End of Second Quarter | Total Stores at Beginning of Second Quarter | Stores Opened | "
+          "Stores Closed | Total Stores at End of Second Quarter\n"
+          "Acme Corp | 908 | - | (1) | 907 | 931 | 1 | (2) | 930\nOutlet Centers | 20 | 1 | (1) | 20 | 16 | 2 | - | 18\n"
+          "Yardbird | 18 | 4 | - | 22 | 9 | 4 | - | 13\nTotal | 966 | 5 | (2) | 969 | 977 | 7 | (2) | 982")
+
+
+def test_the_total_row_answers_for_the_whole_company_whose_name_labels_another_row():
+    said = answer("How many Acme Corp stores were there at the end of Q2 of FY2024?", STORES,
+                  source="/filings/ACMECORP_2024Q2_10Q.pdf")
+    assert said.startswith("Total (") and "969" in said
+
+
+def test_a_row_the_question_names_beats_the_total():
+    said = answer("How many Outlet Centers stores were there at the end of Q2 of FY2024?", STORES,
+                  source="/filings/ACMECORP_2024Q2_10Q.pdf")
+    assert said.startswith("Outlet Centers (")
+
+
+SEGMENTS = ("YEAR ENDED MAY 31,\n(Dollars in millions) 2023 2022 2021\nREVENUES\n"
+            "North America | $21,608 | $18,353 | $17,179\nEurope, Middle East & Africa | 13,418 | 12,479 | 11,456\n"
+            "Greater China | 7,248 | 7,547 | 8,290\nAsia Pacific & Latin America | 6,431 | 5,955 | 5,343\n"
+            "Total Brand | 48,763 | 44,436 | 42,293")
+
+
+def test_a_superlative_is_answered_by_the_extreme_row_in_the_year_asked():
+    # the selection, not the refusal: without an embedding the confidence is the key terms' share only
+    assert answer("Which geographic segment had the highest revenues in fiscal 2023?", SEGMENTS, min_confidence=0) == \
+        "North America (2023: $21,608) [1]"   # not the total row
+    assert answer("Which geographic segment had the lowest revenues in fiscal 2021?", SEGMENTS, min_confidence=0) == \
+        "Asia Pacific & Latin America (2021: 5,343) [1]"
+
+
+def test_the_asking_sentence_without_instructions_or_asides_gives_the_key_terms():
+    question = ("What is the amount of restructuring costs (formerly called productivity charges) in the income "
+                "statement for FY2022? If restructuring costs are not explicitly outlined then state 0.")
+    assert asked_part(question) == "What is the amount of restructuring costs in the income statement for FY2022?"
+    assert value_key(["highest", "revenu", "2023", "q2", "month", "end"]) == ["revenu"]
+    assert value_key(["q2", "2023"]) == ["q2", "2023"]   # nothing else left: keep them
+    assert asked_kind("Did net earnings increase in Q2 of FY2023?") == "quarter"
+    assert superlative("Which segment had the largest sales?") == 1 and superlative("Was the largest up?") == 0
+
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=120)
+
+
+@given(TEXT, st.sets(st.sampled_from(["2021", "2022", "2023"])), st.sampled_from(["", "quarter", "half", "year"]))
+@settings(max_examples=200, deadline=None)
+def test_untrusted_text_never_breaks_the_readers_and_in_period_only_drops_columns(text, years, kind):
+    period_cells(text)
+    header_cells(text)
+    value = cell_value(text)
+    assert value is None or isinstance(value, float)
+    kept = in_period(text, years, kind)
+    assert kept == text or (kept.startswith(text.split(" (", 1)[0]) and len(kept) < len(text))
+
+
+@given(st.lists(st.integers(min_value=-9_999, max_value=99_999), min_size=3, max_size=6, unique=True),
+       st.sampled_from([1, -1]))
+@settings(max_examples=40, deadline=None)
+def test_the_superlative_row_is_the_extreme_value_whatever_the_order(values, direction):
+    names = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot"]
+    cells = [f"({-v:,})" if v < 0 else f"{v:,}" for v in values]
+    table = "(in millions) 2023 2022\nREVENUES\n" + "\n".join(
+        f"{n} | {c} | 1" for n, c in zip(names, cells))
+    word = "highest" if direction == 1 else "lowest"
+    said = answer(f"Which segment had the {word} revenues in 2023?", table, min_confidence=0)
+    extreme = max(range(len(values)), key=lambda i: direction * values[i])
+    assert said.startswith(f"{names[extreme]} (2023: {cells[extreme]})")
