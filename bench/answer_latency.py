@@ -8,6 +8,7 @@ CPU seconds (CPU: this process, all threads; the machine may be shared, so CPU i
 after one warm-up question (the models loaded). Prints the medians and the load average.
 
     python bench/answer_latency.py --store /work/cache/answers/store --corpus git
+    python bench/answer_latency.py --store /work/cache/answers/store --corpus git --comparisons
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="the store `python bench/answers.py` indexed into")
     parser.add_argument("--corpus", default="git", help="a corpus of bench/answer_corpora (its collection name)")
+    parser.add_argument("--comparisons", action="store_true",
+                        help="time the corpus' comparison questions (each side is asked: two scorings)")
     args = parser.parse_args(argv)
     from rag import retrieve
     from rag.cli.store import store_rag
     from rag.generation.answerer import default_llm
 
     spec = json.loads((ROOT / "bench/answer_corpora" / f"{args.corpus}.json").read_text(encoding="utf-8"))
-    questions = [q["question"] for q in spec["questions"]]
+    questions = [q["question"] for q in spec["comparisons" if args.comparisons else "questions"]]
     rag = store_rag(argparse.Namespace(store=args.store, collection=args.corpus, search="hybrid",
                                        backend=None))
     resource, answerer = rag.resources[0], default_llm()

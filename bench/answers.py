@@ -95,6 +95,9 @@ def _docs_corpus(name: str, cache: Path) -> tuple[list[str], list[dict]]:
         if not target.exists():
             shutil.copyfile(page, target)
     questions = [{**q, "id": f"{name}-{i:02d}"} for i, q in enumerate(spec["questions"], start=1)]
+    # comparisons: right when a gold string of each side is stated; reported apart from the other questions
+    questions += [{**q, "id": f"{name}-c{i:02d}", "comparison": True, "answers": [g for side in q["sides"] for g in side]}
+                  for i, q in enumerate(spec.get("comparisons", []), start=1)]
     return [str(folder / p.name) for p in pages], questions
 
 
@@ -136,6 +139,8 @@ def states(answer: str, gold: str, *, number: bool = False) -> bool:
 
 
 def right(question: dict, answer: str) -> bool:
+    if question.get("sides"):   # a comparison: both sides stated
+        return all(any(states(answer, g) for g in side) for side in question["sides"])
     return any(states(answer, g, number=question.get("number", False)) for g in question["answers"])
 
 
@@ -201,7 +206,9 @@ def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
                      "in_corpus": bool(q["answers"]), "hit": context_hit(q, a["context"]) if q["answers"] else None,
                      "answer": answer, "chain_answer": a["answer"], "refused": decision.refused,
                      "confidence": round(decision.confidence, 4), "qtype": decision.qtype,
-                     "right": bool(q["answers"]) and right(q, unrefused), "unrefused": unrefused})
+                     "right": bool(q["answers"]) and right(q, unrefused), "unrefused": unrefused,
+                     "comparison": bool(q.get("comparison")),
+                     "sides_stated": sum(any(states(unrefused, g) for g in side) for side in q.get("sides", []))})
     return {"corpus": name, "rows": rows, "answerer_seconds_median": statistics.median(seconds),
             "answerer_cpu_seconds_median": statistics.median(cpu), "load_average": os.getloadavg()[0],
             "ask_seconds_median": statistics.median(a["seconds"] for a in asked)}
@@ -209,7 +216,7 @@ def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
 
 def summary(result: dict, threshold: float | None = None) -> dict:
     """Counts for one corpus at the answerer's own refusal rule (or at `threshold` on its confidence)."""
-    rows = result["rows"]
+    rows = [r for r in result["rows"] if not r.get("comparison")]   # comparisons: `comparison_markdown`
     answerable = [r for r in rows if r["in_corpus"]]
     absent = [r for r in rows if not r["in_corpus"]]
 
@@ -265,7 +272,24 @@ def markdown(results: list[dict]) -> str:
             refused = s["refused_absent"] + s["refused_answerable"]
             cells.append(f"{s['right']} / {s['answered_wrong']} / {refused}")
         lines.append(f"| {t:.2f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + comparison_markdown(results))
+
+
+def comparison_markdown(results: list[dict]) -> list[str]:
+    """The comparison questions apart: both sides stated (right), one side only, refused."""
+    lines = ["", "Comparisons (\"What is the difference between X and Y?\"; right = a gold string of each side stated):", "",
+             "| corpus | comparisons | context hit | both sides stated | one side only | neither | refused |",
+             "|---|---|---|---|---|---|---|"]
+    for res in results:
+        rows = [r for r in res["rows"] if r.get("comparison")]
+        if not rows:
+            continue
+        n, both = len(rows), sum(not r["refused"] and r["right"] for r in rows)
+        one = sum(not r["refused"] and r["sides_stated"] == 1 for r in rows)
+        lines.append(f"| {res['corpus']} | {n} | {_pct(sum(bool(r['hit']) for r in rows), n)} | {_pct(both, n)} "
+                     f"| {_pct(one, n)} | {_pct(sum(not r['refused'] and r['sides_stated'] == 0 for r in rows), n)} "
+                     f"| {_pct(sum(r['refused'] for r in rows), n)} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(res)
         for r in res["rows"]:
             mark = ("hit " if r["hit"] else "miss") if r["in_corpus"] else "none"
+            mark += " cmp" if r.get("comparison") else ""
             verdict = "refused" if r["refused"] else ("RIGHT" if r["right"] else "wrong")
             print(f"{name:12s} {mark} {verdict:7s} {r['confidence']:.2f} {r['qtype']:8s} {r['question'][:60]}"
                   f"  ->  {r['answer'][:90]}", file=sys.stderr)

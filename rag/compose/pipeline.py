@@ -42,6 +42,7 @@ from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
 from rag.compose.resource import Resource
 from rag.compose.retrieval_settings import RetrievalSettings
+from rag.generation.comparisons import comparison_sides, side_question
 from rag.retrieval.aggregation import aggregate_evidence
 from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
@@ -109,6 +110,10 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
             # feedback's first search reads only what the search may return (the caller's filter and the route)
             queries = (rephraser.rephrase(question, search_kwargs={"filter": routed} if routed else None)
                        if isinstance(rephraser, Rephraser) else rephraser.rephrase(question))
+    # "X vs Y": each side is searched too (as the answerer asks each), without the route the question's
+    # names chose: a route to one side's pages ("diff3") would hide the other's ("diff")
+    sides = comparison_sides(question) if len(queries) == 1 else None
+    side_queries = [side_question(question, sides, which) for which in (0, 1)] if sides else []
     # a k the user gave the resource (its search_kwargs or this request's) caps what it puts in the
     # context (see `combine`); candidates are still searched `fetch_k` deep
     wanted = request.pop("k", resource.search_kwargs.get("k"))
@@ -119,6 +124,10 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
         if routed is not flt and flt is not None and not any(lists.values()):
             routed = flt    # the route and the caller's filter share no document: the caller chose others
             lists = _search(resource, queries, {**request, "k": k}, routed, current.config)
+        if side_queries:
+            sided = _search(resource, side_queries, {**request, "k": k}, flt, current.config)
+            lists.update({len(queries) + i: docs for i, docs in sided.items()})
+            queries = [*queries, *side_queries]
         current.attributes["documents"] = sum(len(docs) for docs in lists.values())
     return Branch(question, resource.name, queries, lists, routed, route, timings, wanted, router)
 

@@ -62,6 +62,19 @@ _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
 _TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
+# an API reference's entry: "class requests.auth.HTTPBasicAuth(username, password)[source]", "property content"
+_API_TERM = re.compile(r"^(?:(?P<kind>class|property|exception|attribute|method|classmethod|staticmethod|function|data)\s+)?"
+                       r"(?P<name>[A-Za-z_]\w*(?:\.\w+)*)(?P<call>\(.*\))?\s*(?:\[source\])?$")
+
+
+def _api_term(line: str) -> str:
+    """The name an API reference entry defines, as its description is labelled with ("requests.get()",
+    "requests.auth.HTTPBasicAuth", "content"); "" for any other line (a one-word paragraph is not an entry)."""
+    match = _API_TERM.match(line)
+    if not match or not (match.group("kind") or match.group("call")):   # not a bare name ("gc.auto", "Parameters")
+        return ""
+    called = match.group("call") and match.group("kind") not in ("class", "exception")
+    return match.group("name") + ("()" if called else "")
 @dataclass(frozen=True)
 class Unit:
     """One quotable piece of the context.
@@ -193,6 +206,9 @@ class _Splitter:
         if len(self.paragraph) == 1 and _TERM.match(self.paragraph[0]) and not cut_end:
             self.terms.append(self.paragraph.pop())   # "--new-file" above "If one file is missing, ..."
             return
+        if len(self.paragraph) == 1 and _api_term(self.paragraph[0]) and not cut_end:
+            self.terms = [_api_term(self.paragraph.pop())]   # "requests.get()" above "Sends a GET request."
+            return
         terms, self.terms = self.terms, []
         if before_row and not _END.search(self.paragraph[-1]):
             self.paragraph.clear()  # a table's title or column headers, not a statement
@@ -222,7 +238,7 @@ class _Splitter:
                 label = f"{', '.join(terms)}: " if terms and i == 0 else ""
                 # ... and matched with the rest of its description ("--hard: Resets the index and working
                 # tree." answers "... discarding changes" from the sentence after it)
-                rest = " ".join(sentences[1:4]) if label else ""
+                rest = " ".join([t.replace(".", " ") for t in terms] + sentences[1:4]) if label else ""   # a.b: a, b
                 self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence", terms=rest)
 
     def markdown_row(self, line: str) -> None:

@@ -14,7 +14,8 @@ A unit answers only if it shares a key term with the question or is close to it 
 answered by the unit closest in meaning. Table rows are quoted only when the question asks for a
 value, and then rank above sentences without a number. The best units (at most `max_sentences`,
 each within `relative_cutoff` of the best score) are returned in score order, each followed by its
-`[n]` source number; "I don't know" only when no unit answers. Every quoted sentence is verbatim
+`[n]` source number; "I don't know" only when no unit answers. A comparison ("What is the difference
+between X and Y?") quotes one unit about each side, or says which side the context lacks (`comparisons`). Every quoted sentence is verbatim
 context (a row adds its column header in brackets), so answers are supported by construction.
 
 Example:
@@ -49,6 +50,8 @@ from langchain_core.runnables.config import (
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.answer_kinds import kind_scores
+from rag.generation.antecedents import named_unit
+from rag.generation.comparisons import compare, comparison_sides
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
 from rag.generation.periods import asked_kind
 from rag.generation.question_types import (
@@ -57,7 +60,6 @@ from rag.generation.question_types import (
     identifiers_in,
     missing_names,
     question_type,
-    title_name,
 )
 from rag.generation.relevance import context_text
 from rag.generation.row_choice import document_words
@@ -136,11 +138,12 @@ class Decision:
     confidence: float
     refused: bool
     reason: str = ""
+    note: str = ""   # said after the cited sentences: a comparison's side the context lacks
 
     @property
     def parts(self) -> list[str]:
         """The cited sentences of the answer, refusal or not (what it would say)."""
-        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in self.chosen]
+        return [f"{s.text} [{', '.join(map(str, sorted(s.sources)))}]" for s in self.chosen] + [self.note][:bool(self.note)]
 
     @property
     def text(self) -> str:
@@ -149,16 +152,6 @@ class Decision:
 
 def _title(unit: Unit) -> str:
     return str(unit.metadata.get("title") or "")
-
-
-def _named(unit: Unit, qtype: str, question: str) -> str:
-    """The unit's text, labelled with the name its document is about when the question asks for a
-    command or code name the sentence itself does not state ("git-stash(1): The command saves ...")."""
-    name = title_name(_title(unit))
-    if qtype != "identifier" or not name or has_answer_of_type(unit.text, qtype, question) \
-            or name.split("(")[0].lower() in unit.text.lower():
-        return unit.text
-    return f"{name}: {unit.text}"
 
 
 class ExtractiveAnswerer(Runnable[dict, str]):
@@ -212,7 +205,6 @@ class ExtractiveAnswerer(Runnable[dict, str]):
     def embedding(self) -> Embeddings | None:
         if self._embedding is None and self._embedding_spec is not None:
             if isinstance(self._embedding_spec, str):
-
                 self._embedding = scoring_embeddings()  # NumPy MiniLM: no torch for a few sentences
             else:
                 self._embedding = self._embedding_spec
@@ -295,9 +287,10 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             score = score + 0.1 * np.array([_has_value(u.text) for u in units]) + table
         order = [j for j in np.argsort(-score, kind="stable") if answers[j]]
         period = (question_years(question), asked_kind(question)) if value else (set(), "")   # a row: one value
-        return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(_named(units[j], qtype, question),
-                                                                                   *period))
-                        for j in order], [float(confidence[j]) for j in order])
+        cache: dict = {}   # the units of a chunk, for the sentence a unit refers back to
+        return (qtype, [ScoredSentence(float(score[j]), units[j].source, in_period(
+            named_unit(units[j], qtype, question, docs, cache), *period)) for j in order],
+            [float(confidence[j]) for j in order])
 
     def rank(self, question: str, docs: Sequence[Document]) -> list[ScoredSentence]:
         """The context units that answer the question, scored, best first."""
@@ -305,7 +298,10 @@ class ExtractiveAnswerer(Runnable[dict, str]):
 
     def decide(self, question: str, docs: Sequence[Document]) -> Decision:
         """What the answer is made of, how confident the answerer is, and whether it refuses (and why)."""
-        missing = missing_names(question, context_text(docs))
+        missing, sides = missing_names(question, context_text(docs)), comparison_sides(question)
+        if sides and not [m for m in missing if m not in sides.first and m not in sides.second]:
+            found = compare(self, question, sides, docs)   # one unit about each side, or the side missing
+            return Decision(question_type(question), found.chosen, found.confidence, not found.chosen, *found[3:])
         qtype, ranked, confidence = self._scored(question, docs)
         if missing:
             return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True,
@@ -357,8 +353,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         except Exception as exc:
             run.on_chain_error(exc)
             raise
-        for i, part in enumerate(parts):
-            yield part if i == 0 else " " + part
+        yield from (part if i == 0 else " " + part for i, part in enumerate(parts))
         run.on_chain_end(" ".join(parts))
 
     async def astream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[str]:
@@ -370,8 +365,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         except Exception as exc:
             await run.on_chain_error(exc)
             raise
-        for i, part in enumerate(parts):
-            yield part if i == 0 else " " + part
+        for part in (part if i == 0 else " " + part for i, part in enumerate(parts)):
+            yield part
         await run.on_chain_end(" ".join(parts))
 
     def transform(self, input: Iterator[dict], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
