@@ -14,7 +14,9 @@ Three parts, each run on its own (`python bench/loaders.py PART ...`):
   (`rag.testing.hostile_files.inflating_pdf`, 40,000 rows, ~3.6 KB) read by `load_file`, and of a
   5 MB and a 50 MB text file (distinct paragraphs) indexed by `rag index --embedding fake`.
 - `chroma DIR [--chunks N] [--vectors CACHE] [--hnsw JSON]`: CPU seconds of each 5,000-chunk write into one
-  growing Chroma collection (why the writes of a large file grow faster than the file: see docs/indexing.md).
+  growing Chroma collection created as the library creates one (`rag.stores.chroma.NEW_COLLECTION`; `--hnsw`
+  overrides its settings, e.g. Chroma's own defaults: '{"hnsw:construction_ef": 100, "hnsw:search_ef": 100}');
+  why the writes of a large file grow faster than the file: see docs/indexing.md and docs/stores.md.
 - `tables --files N [--modes none,pdfium,pdfplumber]`: `load_file` time (wall and CPU) on a sample
   of FinanceBench filings without tables (`tables=False`), with the default pypdfium2 table finder
   and with pdfplumber, in one process; the tables each finds, and the share of pdfplumber's table
@@ -252,7 +254,7 @@ if {vectors!r}:
     real = np.stack([np.frombuffer(r[0], dtype=np.float32) for r in rows])[rng.permutation(len(rows))]
     held, real = real[:1000], real[1000:1000 + {chunks}]
 collection = chroma.open_client({str(store)!r}).get_or_create_collection(
-    "growth", metadata={{**chroma.COSINE, **{hnsw!r}}}, embedding_function=None)
+    "growth", metadata={{**chroma.NEW_COLLECTION, **{hnsw!r}}}, embedding_function=None)
 per = []
 n = min({chunks}, len(real)) if {vectors!r} else {chunks}
 for start in range(0, n, {batch}):
@@ -269,7 +271,8 @@ if {vectors!r}:
     exact = np.argsort(-(held @ real[:n].T), axis=1)[:, :10]
     got = collection.query(query_embeddings=held, n_results=10, include=[])["ids"]
     recall = float(np.mean([len({{int(i[1:]) for i in g}} & set(e.tolist())) / 10 for g, e in zip(got, exact)]))
-print("EXTRA", json.dumps({{"chunks": n, "cpu_per_batch": per, "recall_at_10": recall}}))
+settings = {{k: collection.configuration["hnsw"][k] for k in ("ef_construction", "ef_search", "max_neighbors")}}
+print("EXTRA", json.dumps({{"chunks": n, "cpu_per_batch": per, "recall_at_10": recall, "settings": settings}}))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
@@ -350,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     growth.add_argument("folder")
     growth.add_argument("--chunks", type=int, default=50_000)
     growth.add_argument("--vectors", default=None, help="an embedding cache file (embeddings.sqlite): real vectors")
-    growth.add_argument("--hnsw", default="{}", help='collection HNSW settings as JSON, e.g. {"hnsw:construction_ef": 50}')
+    growth.add_argument("--hnsw", default="{}", help="HNSW settings over the library's (NEW_COLLECTION) as JSON, "
+                        'e.g. Chroma\'s defaults: {"hnsw:construction_ef": 100, "hnsw:search_ef": 100}')
     tab = sub.add_parser("tables")
     tab.add_argument("--files", type=int, default=4)
     tab.add_argument("--data", default=None)

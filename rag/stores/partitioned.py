@@ -43,19 +43,18 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, validate_filter
-from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chroma import (
+    NEW_COLLECTION,
     documents_from_get,
     fetch_in_order,
     open_client,
     query_collection,
 )
+from rag.stores.chroma_where import to_chroma_where
 from rag.stores.partition_index import PartitionIndex, split_partition_filter
 from rag.stores.partitioned_chunks import PartitionedChunks, PartitionedRetriever
 
 __all__ = ["PartitionedChroma", "PartitionedRetriever"]
-
-_SPACE = {"hnsw:space": "cosine"}
 
 
 class PartitionedChroma(VectorStore):
@@ -119,7 +118,7 @@ class PartitionedChroma(VectorStore):
         if coll is not None:
             return coll
         if create:
-            meta = dict(_SPACE)
+            meta = dict(NEW_COLLECTION)
             if value is not None:
                 meta.update({"rag_partition_key": self.partition_key, "rag_partition_value": json.dumps(value)})
             coll = self._client.get_or_create_collection(name, metadata=meta)
