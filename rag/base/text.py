@@ -37,6 +37,11 @@ _WORD = re.compile(r"[^\W_]+(?:[.,'][^\W_]+)*", re.UNICODE)
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$€£])")
+# a piece that ends in a title ("Mr.", "Dr.", "vs.") never ends a sentence; one that ends in an initialism ("U.S.",
+# "e.g.") or a reference word ("No.", "Fig.") does not when a bracket or a figure follows ("U.S. (2022: 1.3%)",
+# "No. 4"); "in the U.S. The ..." and "No. The ..." do
+_TITLE_END = re.compile(r"(?:^|\s)(?:Mr|Mrs|Ms|Dr|Prof|vs)\.$")
+_INITIALISM_END = re.compile(r"(?:(?:^|\s|\()(?:[A-Za-z]\.){2,}|(?:^|\s)(?:No|Nos|Fig|Figs|approx)\.)$")
 
 
 # C0 and C1 controls, DEL, and the Unicode controls that reorder or hide text (bidi overrides, isolates)
@@ -128,12 +133,26 @@ def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[s
     return tokens
 
 
-def split_sentences(text: str) -> list[str]:
+def _rejoined(pieces: Iterable[str]) -> list[str]:
+    """Pieces split after an abbreviation joined back to the piece that continues the sentence."""
+    out: list[str] = []
+    for piece in pieces:
+        if out and (_TITLE_END.search(out[-1]) or (_INITIALISM_END.search(out[-1]) and piece[0] in "([0123456789$€£")):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
+
+
+def split_sentences(text: str, *, abbreviations: bool = False) -> list[str]:
     """Split text into sentences.
 
     Lines of a paragraph are joined (PDF text breaks lines anywhere); blank lines, list items and
     table rows start new units; Markdown headings, table rules and fenced code are left out, since
-    they are not statements.
+    they are not statements. With `abbreviations`, a title ("Mr.", "vs.") or an initialism followed by
+    a bracket or a figure ("U.S. (2022: 1.3%)", "No. 4") does not end a sentence (used to split an
+    answer, whose quoted rows start with such names; the answerer's units keep the plain split, on
+    which its rules were measured).
 
     Example:
         >>> split_sentences("# Title\\n\\nFirst line\\ncontinues. Second one.\\n- a bullet point")
@@ -145,7 +164,8 @@ def split_sentences(text: str) -> list[str]:
     def flush() -> None:
         if paragraph:
             block = " ".join(paragraph)
-            sentences.extend(s.strip() for s in _SENTENCE_END.split(block) if s.strip())
+            pieces = [s.strip() for s in _SENTENCE_END.split(block) if s.strip()]
+            sentences.extend(_rejoined(pieces) if abbreviations else pieces)
             paragraph.clear()
 
     in_code = False

@@ -69,7 +69,7 @@ def parse_answer(answer: str) -> list[AnswerSentence]:
 
     spans: list[tuple[int, int, str]] = []
     pos = 0
-    for sentence in split_sentences(cleaned):
+    for sentence in split_sentences(cleaned, abbreviations=True):
         words = sentence.split()
         found = re.compile(r"\s+".join(re.escape(w) for w in words)).search(cleaned, pos) if words else None
         start, end = (found.start(), found.end()) if found else (pos, pos)

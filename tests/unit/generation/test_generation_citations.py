@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 
 from rag.generation.citations import check_citations, resolve_citations, source_map
@@ -86,3 +88,29 @@ def test_a_marker_followed_by_more_text_ends_its_claim():
 
 def test_strip_citations_tidies_spaces_before_punctuation():
     assert strip_citations("Rome is old [1] , very old [2].") == "Rome is old, very old."
+
+
+_OPENERS = st.sampled_from(["U.S.", "U.K.", "E.U.", "Mr. Smith", "Dr. Lee", "No. 4", "The U.S.", "Net sales",
+                            "International", "Fig. 2"])
+_TAILS = st.sampled_from(["(2022: 1.3%, 2.3%)", "(2023: $25,530)", "grew 4% in 2023.", "left the U.S.",
+                          "is shown in Fig. 3.", "fell."])
+
+
+@given(st.lists(st.tuples(_OPENERS, _TAILS, st.integers(1, 9)), min_size=1, max_size=6))
+def test_an_answer_sentence_that_starts_or_ends_with_an_abbreviation_keeps_its_citation(parts):
+    """Quoted rows start with names like "U.S." and titles; none of them splits a sentence from its marker, so each
+    sentence of the answer comes back whole with the citation written after it."""
+    answer = " ".join(f"{opener} {tail} [{n}]" for opener, tail, n in parts)
+    parsed = parse_answer(answer)
+    assert [(s.text, s.citations) for s in parsed] == [(f"{o} {t}", [n]) for o, t, n in parts]
+
+
+def test_context_sentences_keep_the_plain_split():
+    """The answerer's units are split as before (its rules were measured on that split); only answers rejoin."""
+    from rag.base.text import split_sentences
+
+    text = "U.S. (2022: 1.3%) grew. Mr. Smith left."
+    assert split_sentences(text) == ["U.S.", "(2022: 1.3%) grew.", "Mr.", "Smith left."]
+    assert split_sentences(text, abbreviations=True) == ["U.S. (2022: 1.3%) grew.", "Mr. Smith left."]
+    assert split_sentences("Sales in the U.S. The rest grew. Is it? No. Next.", abbreviations=True) == [
+        "Sales in the U.S.", "The rest grew.", "Is it?", "No.", "Next."]
