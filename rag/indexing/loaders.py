@@ -55,6 +55,7 @@ __all__ = [
     "load_directory",
     "load_file",
     "path_text",
+    "reader_tag",
     "register_chunker",
     "register_loader",
     "supported_suffixes",
@@ -66,6 +67,22 @@ __all__ = [
 #: The suffixes the library reads by itself; `supported_suffixes()` adds the registered and installed ones.
 SUPPORTED_SUFFIXES = BUILTIN_SUFFIXES
 _COMPRESSED = frozenset([".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz", ".7z", ".rar", ".tar"])
+#: The version of the library's reader of a kind of file, raised when the same bytes come to give other text:
+#: a knowledge base then re-reads, once, the files of that kind (`reader_tag` in each record's content hash).
+#: Version 1 adds nothing, so records written before versions were kept match it. PDF 2: tables found by
+#: pypdfium2 and written as rows, pages without text read by OCR; HTML 2: the main content only (issue 24).
+READER_VERSIONS = {".pdf": 2, ".html": 2, ".htm": 2}
+
+
+def reader_tag(suffix: str) -> str:
+    """What a record's content hash carries for the library's reader of `suffix`: "" for a version-1 reader.
+
+    Example:
+        >>> reader_tag(".PDF"), reader_tag(".md")
+        ('+reader=2', '')
+    """
+    version = READER_VERSIONS.get(suffix.lower(), 1)
+    return "" if version == 1 else f"+reader={version}"
 
 
 @dataclass(frozen=True)

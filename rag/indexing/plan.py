@@ -25,7 +25,7 @@ from langchain_core.documents import Document
 from rag.indexing.chunking import document_id
 from rag.indexing.ingest import Item, docs_hash, file_hash
 from rag.indexing.kb_parts import IndexTarget
-from rag.indexing.loaders import Note, Skipped, clean_text, path_text
+from rag.indexing.loaders import Note, Skipped, clean_text, path_text, reader_tag
 from rag.indexing.moves import move_document
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
@@ -100,8 +100,9 @@ def _file_item(plan: Plan, file: Path, key: str, quiesce: Callable[[], None]) ->
     rec, report, force = plan.records.get(key), plan.report, plan.force
     ok = rec is not None and rec.state == "ok" and not force
     display = path_text(file)
-    # what the run's load limits change in what this file gives (tables, OCR): read with others, it is read again
-    reading = plan.target.components.limits.reading(file.suffix)
+    # what the run's load limits change in what this file gives (tables, OCR), and the version of the reader of
+    # its kind: read with other limits or by a newer reader, it is read again
+    reading = plan.target.components.limits.reading(file.suffix) + reader_tag(file.suffix)
     try:
         stat = file.stat()
         if ok and rec.size == stat.st_size and rec.mtime_ns == stat.st_mtime_ns and rec.content_hash[64:] == reading:

@@ -108,7 +108,9 @@ def test_a_changed_limit_rereads_the_files_it_changes_and_only_those(tmp_path):
     assert not again.notes
     assert not kb.add_documents(docs, limits=lifted).changed   # recorded: the same limits read nothing again
     assert kb.add_documents(docs).updated == [str(docs / "rows.pdf")]   # back to the defaults: read again
-    assert {r.content_hash[64:] for r in kb.list_documents()} == {""}   # the defaults add nothing to the hash
+    # the defaults add nothing to the hash but the version of the PDF reader
+    assert {r.source.rsplit(".", 1)[1]: r.content_hash[64:] for r in kb.list_documents()} == {"pdf": "+reader=2",
+                                                                                              "md": ""}
 
 
 def test_time_budgets_are_not_recorded(tmp_path):
@@ -211,3 +213,22 @@ def test_a_budget_of_a_microsecond_cuts_every_step_and_never_hangs():
             except PageTimeout:
                 cut += 1
     assert cut == 100
+
+
+def test_files_a_newer_reader_reads_differently_are_read_again_once(tmp_path, make_pdf):
+    """A knowledge base indexed before the PDF reader's version was recorded (records without the tag) re-reads its
+    PDFs and HTML pages once, with today's reader; its text files stay as they are."""
+    from dataclasses import replace
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_pdf(docs / "filing.pdf", ["ACME 10-K 2023\nRevenue rose 4% to $12 million."])
+    (docs / "page.html").write_text("<html><body><main><h1>Notes</h1><p>The board met in May.</p></main></body></html>")
+    (docs / "notes.md").write_text("# Notes\n\nParis is in France.\n")
+    kb = KnowledgeBase("docs", tmp_path / "store", embedding=DeterministicFakeEmbedding(size=8))
+    kb.add_documents(docs)
+    kb.records.put_many([replace(r, content_hash=r.content_hash[:64]) for r in kb.list_documents()])   # older
+    again = kb.add_documents(docs)
+    assert sorted(again.updated) == [str(docs / "filing.pdf"), str(docs / "page.html")]
+    assert again.unchanged == [str(docs / "notes.md")]
+    assert not kb.add_documents(docs).changed   # recorded: read once
