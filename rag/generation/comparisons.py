@@ -34,6 +34,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag.base.text import tokenize
+from rag.generation.periods import period_word
 from rag.generation.value_units import period_term
 
 __all__ = ["Comparison", "Sides", "compare", "comparison_sides", "side_question"]
@@ -97,8 +98,11 @@ def comparison_sides(question: str) -> Sides | None:
         start = match.start("a") + match.group("a").rfind(first)
         end = match.start("b") + match.group("b").find(second) + len(second)
         first_keys, second_keys = _keys(first, _tokens(second)), _keys(second, _tokens(first))
-        if first_keys and second_keys:
-            return Sides(first, second, first_keys, second_keys, (start, end))
+        if not first_keys or not second_keys:
+            continue
+        if any(all(period_word(k) for key in keys for k in key.split("|")) for keys in (first_keys, second_keys)):
+            continue   # one thing in two periods ("in Q2 of FY2023 compared to Q2 of FY2022"): a value question
+        return Sides(first, second, first_keys, second_keys, (start, end))
     return None
 
 

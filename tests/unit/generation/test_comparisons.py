@@ -75,6 +75,24 @@ def test_a_question_that_compares_nothing_has_no_sides(question):
     assert comparison_sides(question) is None
 
 
+_PERIODS = st.sampled_from(["Q2 of FY2023", "Q2 of FY2022", "FY2021", "2022", "fiscal 2024", "the second quarter of "
+                            "2023", "the three months ended June 30, 2022", "FY23", "2020"])
+_METRICS = st.sampled_from(["net earnings as a percent of sales", "revenue", "the effective tax rate",
+                            "JnJ's adjusted EPS", "the number of stores"])
+
+
+@given(metric=_METRICS, periods=st.lists(_PERIODS, min_size=2, max_size=2, unique=True),
+       template=st.sampled_from(["Did {m} increase in {a} compared to {b}?", "How did {m} in {a} compare to {b}?",
+                                 "Was {m} in {a} higher than in {b}?"]))
+def test_one_thing_in_two_periods_is_not_a_comparison_of_two_things(metric, periods, template):
+    """A side that is only a period ("Q2 of FY2022") makes a value question (the row read in both periods), not two
+    subjects to quote one unit each for; the same question about two subjects still has two sides."""
+    assert comparison_sides(template.format(m=metric, a=periods[0], b=periods[1])) is None
+    subjects = template.format(m=metric, a=periods[0], b=periods[1]).replace(periods[0], "Europe").replace(
+        periods[1], "Asia")
+    assert comparison_sides(subjects) is not None
+
+
 def test_each_side_is_asked_without_the_other_sides_own_words():
     question = "How did JnJ's US sales growth compare to international sales growth in FY2022?"
     sides = comparison_sides(question)
