@@ -49,7 +49,7 @@ from rag.indexing.ingest import (
     load_item,
     prepare,
     prepare_stream,
-    streamable,
+    streams,
 )
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.plan import Plan
@@ -101,7 +101,7 @@ class LocalExecutor:
                 if item is None:
                     continue
                 emit("pages", len(item.docs) if any("page" in d.metadata for d in item.docs) else 0)  # PDFs
-                if item_chars(item) >= _GROUP_CHARS and streamable(components, item):
+                if streams(components, item, _GROUP_CHARS):
                     flush(force_write=True)   # (the group before it)
                     _stream(target, item, report, emit, writer)
                     continue

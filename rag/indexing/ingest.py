@@ -178,6 +178,12 @@ def streamable(components: Components, item: Item) -> bool:
             and not any(chunker_for(str(d.metadata.get("file_type", ""))) for d in item.docs or ()))
 
 
+def streams(components: Components, item: Item, chars: int = STREAM_CHARS) -> bool:
+    """Whether an executor prepares the loaded item in slices (`prepare_stream`): it holds `chars` characters of
+    text or more, and `streamable` gives it the chunks of one piece."""
+    return item_chars(item) >= chars and streamable(components, item)
+
+
 def prepare_stream(components: Components, item: Item, *, batch: int) -> Iterator[Prepared]:
     """`prepare` of one large item in slices of `batch` chunks, with the same chunks, texts and ids (see `streamable`).
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,14 @@ from rag.indexing.ingest import (
     STREAM_BATCH,
     STREAM_CHARS,
     Components,
+    Done,
     Item,
     Prepared,
-    item_chars,
+    done_of,
     load_item,
     prepare,
     prepare_stream,
-    streamable,
+    streams,
 )
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.limits import LoadLimits
@@ -94,7 +96,7 @@ def chunk_files(batch: Any, *, settings: str, stream: tuple[int, int] = (STREAM_
             out.append({**base, "error": reason})
             continue
         existing = set(json.loads(row["existing"]))
-        if item_chars(item) >= stream[0] and streamable(parts, item):
+        if streams(parts, item, stream[0]):
             if out:
                 yield _frame(out)
                 out = []
@@ -102,35 +104,33 @@ def chunk_files(batch: Any, *, settings: str, stream: tuple[int, int] = (STREAM_
             streamed = True
             continue
         prepared = prepare(parts, [item])
-        out += _rows(base, prepared, existing, _facts(item, prepared.ids, prepared, prepared.summaries))
+        out += _rows(base, prepared, existing, _facts(done_of(prepared)[0]))
     if out or not streamed:
         yield _frame(out)
 
 
 def _slices(parts: Components, item: Item, base: dict[str, Any], existing: set[str], size: int) -> Iterator[Any]:
     """The frames of one streamed file: each slice is yielded once the next is ready; the last carries the facts."""
-    held: tuple[Prepared, list[dict[str, Any]]] | None = None
+    held: tuple[Done, list[dict[str, Any]]] | None = None
     ids: list[str] = []
-    first: Prepared | None = None
+    title: str | None = None
     for prepared in prepare_stream(parts, item, batch=size):
         if held is not None:
             yield _frame(held[1])
-        if first is None:
-            first = prepared
-        ids += prepared.ids
-        held = (prepared, _rows(base, prepared, existing, ""))
-    assert held is not None and first is not None, "prepare_stream yields at least one slice"
-    facts = _facts(item, ids, first, held[0].summaries)
+        done = done_of(prepared)[0]   # (this slice's ids, the title of its first chunk, the summary)
+        title = done.title if title is None else title
+        ids += done.chunk_ids
+        held = (done, _rows(base, prepared, existing, ""))
+    assert held is not None, "prepare_stream yields at least one slice"
     rows = held[1] or [dict(base)]
-    rows[0]["info"] = facts
+    rows[0]["info"] = _facts(replace(held[0], chunk_ids=ids, title=title or ""))
     yield _frame(rows)
 
 
-def _facts(item: Item, ids: list[str], first: Prepared, summaries: dict[str, str]) -> str:
+def _facts(done: Done) -> str:
     """A document's facts for the driver (JSON): chunk ids in order, pages, load-limit notes, title, summary."""
-    return json.dumps({"chunk_ids": ids, "pages": len(item.docs or ()), "notes": item.notes,
-                       "title": str(first.chunks[0].metadata.get("title", "")) if first.chunks else "",
-                       "summary": summaries.get(item.doc_id, "")})
+    return json.dumps({"chunk_ids": done.chunk_ids, "pages": done.pages, "notes": done.item.notes,
+                       "title": done.title, "summary": done.summary})
 
 
 def _rows(base: dict[str, Any], prepared: Prepared, existing: set[str], info: str) -> list[dict[str, Any]]:
