@@ -192,6 +192,10 @@ class _Splitter:
         self.after_code = False  # the paragraph follows a code block
         self.terms: list[str] = []  # option names of a definition list, waiting for their description
         self.code = ""  # the first line of the code block an intro sentence ("... add your models:") leads to
+        # a table chunk (`chunk_type="table"`): the header lines its reader found above it (as the chunker kept
+        # them), the caption of a row with no short caption line of its own ("Total Stores at End of Quarter")
+        self.caption = str(metadata.get("section") or "").replace(" / ", " ") if metadata.get("chunk_type") == "table" \
+            else ""
 
     def add(self, text: str, kind: str, terms: str = "") -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
@@ -277,7 +281,7 @@ class _Splitter:
             terms = _header(self.recent)
             text = " | ".join(cells) + (f" ({terms})" if terms else "")
         if len(text.split()) <= MAX_WORDS:   # the period and caption above count as its headers
-            self.add(text, "row", terms=row_context(self.recent, terms))
+            self.add(text, "row", terms=row_context(self.recent, terms, self.caption))
 
     def pdf_row(self, line: str) -> None:
         if self.paragraph and line[:1].islower():  # the label began on the line above
@@ -286,7 +290,7 @@ class _Splitter:
                 self.recent.pop()
         self.flush(before_row=True)
         header = _header(self.recent)
-        self.add(f"{line} ({header})" if header else line, "row", terms=row_context(self.recent, header))
+        self.add(f"{line} ({header})" if header else line, "row", terms=row_context(self.recent, header, self.caption))
 
 
 def _first_code_line(lines: Sequence[str]) -> str:

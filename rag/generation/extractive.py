@@ -238,8 +238,9 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         in_doc = np.array([sum(w for t, w in weights.items() if t not in toks and t in terms) / total
                            for toks, terms in zip(tokens, doc_terms)])
         # a sentence continues the one before it ("The Colosseum is in Rome. It held 50,000 spectators."):
-        # the question's terms there count half
-        before = [tokens[i - 1] if i and units[i - 1].source == u.source else set() for i, u in enumerate(units)]
+        # the question's terms there count half (a table row does not continue the row above it)
+        before = [tokens[i - 1] if i and units[i - 1].source == u.source and u.kind == units[i - 1].kind == "sentence"
+                  else set() for i, u in enumerate(units)]
         in_before = np.array([sum(w for t, w in weights.items() if t not in toks and t in prev) / total
                               for toks, prev in zip(tokens, before)])
         return in_unit, np.minimum(in_unit + in_doc + 0.5 * in_before, 1.0), weights

@@ -90,10 +90,11 @@ def is_row(cells: Sequence[str]) -> bool:
     return len(cells) >= 2 and any(is_figure(c) for c in cells[1:]) and not _FIGURE.search(cells[0][:1])
 
 
-def row_context(recent: Sequence[str], headers: str = "") -> str:
+def row_context(recent: Sequence[str], headers: str = "", caption: str = "") -> str:
     """A row's column `headers` with what the lines above it say beyond them: the nearest line naming a
     period ("SECOND QUARTER", "Six Months Ended June 30,") and the nearest caption (a short line of words:
-    "REVENUES" over a block of segments), matched against a question as the row's headers are.
+    "REVENUES" over a block of segments; else `caption`, the table's header lines as its reader found them),
+    matched against a question as the row's headers are.
 
     Example:
         >>> row_context(["(in millions) SECOND QUARTER", "2023 2022 Percent", "REVENUES"], "2023 2022")
@@ -102,5 +103,5 @@ def row_context(recent: Sequence[str], headers: str = "") -> str:
     lines = [line for line in reversed(recent[-24:]) if " | " not in line]
     period = next((line for line in lines if len(line.split()) <= 12 and kinds(line)), "")
     caption = next((line for line in lines if len(line.split()) <= 8 and not _FIGURE.search(line)
-                    and not _END.search(line) and not kinds(line)), "")
+                    and not _END.search(line) and not kinds(line)), caption)
     return " ".join(dict.fromkeys(p for p in (headers, period, caption) if p))

@@ -53,6 +53,8 @@ _YEAR = re.compile(r"\b(?:FY\s?)?((?:19|20)\d\d)\b|\bFY\s?'?(\d\d)\b", re.IGNORE
 
 
 _FISCAL = re.compile(r"^fy'?(\d\d|(?:19|20)\d\d)$")
+#: words that say what to do with a value ("Was there any change in the number of stores?"), not which value
+OPERATION_WORDS = frozenset(tokenize("number amount quantity", stop_words=False))
 
 
 def asks_for_value(question: str) -> bool:
@@ -157,14 +159,14 @@ def asked_part(question: str) -> str:
 
 def value_key(key: Sequence[str]) -> list[str]:
     """A value question's key terms without the words that say when ("Q2", "three months ended June 30, 2023":
-    matched as its period) or which way to compare ("highest": read across the rows); all of them if nothing
-    else is left.
+    matched as its period), which way to compare ("highest": read across the rows) or that a value is asked
+    ("the number of stores": the stores are counted, not a row saying "number"); all of them if nothing else is left.
 
     Example:
-        >>> value_key(["highest", "revenu", "fy2023", "q2"])
-        ['revenu']
+        >>> value_key(["highest", "revenu", "fy2023", "q2"]), value_key(["number", "store"])
+        (['revenu'], ['store'])
     """
-    kept = [t for t in key if not period_word(period_term(t)) and t not in COMPARISON_WORDS]
+    kept = [t for t in key if not period_word(period_term(t)) and t not in COMPARISON_WORDS and t not in OPERATION_WORDS]
     return kept or list(key)
 
 

@@ -74,6 +74,43 @@ def test_a_row_the_question_names_beats_the_total():
     assert said.startswith("Outlet Centers (")
 
 
+# the same table as a PDF reader prints it: its header lines too long to read as columns, kept by the chunker as the
+# table chunk's section; and a table about something else whose row label says "number"
+STORES_PDF = ("Fiscal 2024 Fiscal 2023\nTotal Stores at Total Stores at Total Stores at Total Stores at\n"
+              "Beginning of Stores Stores End of Second Beginning of Stores Stores End of Second\n"
+              "Second Quarter Opened Closed Quarter Second Quarter Opened Closed Quarter\n"
+              "Acme Corp | 908 | - | (1) | 907 | 931 | 1 | (2) | 930\nOutlet Centers | 20 | 1 | (1) | 20 | 16 | 2 | - | 18\n"
+              "Total | 966 | 5 | (2) | 969 | 977 | 7 | (2) | 982")
+STORES_SECTION = ("Total Stores at Total Stores at Total Stores at Total Stores at / Beginning of Stores Stores End of "
+                  "Second Beginning of Stores Stores End of Second / Second Quarter Opened Closed Quarter Second Quarter "
+                  "Opened Closed Quarter")
+REPURCHASES = ("Information regarding share repurchases was as follows:\nThree Months Ended Six Months Ended\n"
+               "July 29, 2023 July 30, 2022 July 29, 2023 July 30, 2022\nTotal cost of shares repurchased | $69 | $10 | $150 | $452\n"
+               "Total number of shares repurchased | 0.9 | 0.1 | 2.0 | 4.6")
+
+
+def test_a_table_chunks_header_lines_name_what_its_rows_count():
+    table = {"source": "/filings/ACMECORP_2024Q2_10Q.pdf", "title": "ACMECORP_2024Q2_10Q", "chunk_type": "table"}
+    docs = [Document(page_content=REPURCHASES, metadata={**table, "section": "Three Months Ended Six Months Ended"}),
+            Document(page_content=STORES_PDF, metadata={**table, "section": STORES_SECTION})]
+    said = ExtractiveAnswerer(embedding=None).invoke(
+        {"question": "Was there any change in the number of Acme Corp stores between Q2 of FY2024 and FY2023?",
+         "context": docs})
+    assert said.startswith("Total (") and "982" in said   # not the shares row that says "number"
+    # without the section (a chunk that is not a table) the row has no caption: nothing says what it counts
+    [_, _, total] = units_of_chunk(STORES_PDF, 1, {**table, "section": STORES_SECTION})
+    assert "Stores" in total.terms
+    assert "Stores" not in units_of_chunk(STORES_PDF, 1, {"section": STORES_SECTION})[2].terms
+
+
+def test_a_rows_own_caption_line_comes_before_the_table_chunks_section():
+    text = ("(Dollars in millions) 2023 2022\nREVENUES\nNorth America | $21,608 | $18,353\n"
+            "DEPRECIATION\nNorth America | $128 | $124")
+    revenue, depreciation = units_of_chunk(text, 1, {"chunk_type": "table", "section": "REVENUES"})
+    assert "REVENUES" in revenue.terms and "DEPRECIATION" in depreciation.terms
+    assert "REVENUES" not in depreciation.terms   # a later block of a long table is not about its first caption
+
+
 SEGMENTS = ("YEAR ENDED MAY 31,\n(Dollars in millions) 2023 2022 2021\nREVENUES\n"
             "North America | $21,608 | $18,353 | $17,179\nEurope, Middle East & Africa | 13,418 | 12,479 | 11,456\n"
             "Greater China | 7,248 | 7,547 | 8,290\nAsia Pacific & Latin America | 6,431 | 5,955 | 5,343\n"
