@@ -26,6 +26,7 @@ __all__ = ["column_names", "header_cells", "is_figure", "is_row", "row_context",
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _FIGURE = re.compile(r"\d")
+_VERSUS = re.compile(r"\b(?:vs\.?|versus|compared (?:to|with))(?=\s|$)", re.IGNORECASE)
 _FIGURE_CELL = re.compile(r"^\(?-?[$€£]?\s?\(?-?\d[\d,]*(?:\.\d+)?\)?\s?%?\)?\*?$")
 _CLOSER = re.compile(r"^(?:%|\)|%\)|\)%)$")   # a cell the PDF reader split off its number: "23 | %", "(2 | )"
 
@@ -74,11 +75,16 @@ def header_cells(line: str) -> list[str]:
     Example:
         >>> header_cells("SECOND QUARTER SIX MONTHS"), header_cells("2023 2022 Change")
         (['SECOND QUARTER', 'SIX MONTHS'], ['2023', '2022'])
+        >>> header_cells("TWELVE MONTHS 2022 ACTUAL vs. 2021 ACTUAL")   # the period compared, over all the columns
+        []
     """
     if " | " in line:
         return row_cells(line)
     if _END.search(line):
         return []
+    years = [m.start() for m in _YEAR.finditer(line)]
+    if years and any(years[0] < m.start() < years[-1] for m in _VERSUS.finditer(line)):
+        return []   # "2022 ACTUAL vs. 2021 ACTUAL": one comparison, not two columns ("2022 2021 22 vs. 21" is three)
     years = _YEAR.findall(line)
     return years if len(years) >= 2 and len(line.split()) <= 16 else period_cells(line)
 

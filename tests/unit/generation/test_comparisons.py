@@ -88,9 +88,7 @@ def test_one_thing_in_two_periods_is_not_a_comparison_of_two_things(metric, peri
     """A side that is only a period ("Q2 of FY2022") makes a value question (the row read in both periods), not two
     subjects to quote one unit each for; the same question about two subjects still has two sides."""
     assert comparison_sides(template.format(m=metric, a=periods[0], b=periods[1])) is None
-    subjects = template.format(m=metric, a=periods[0], b=periods[1]).replace(periods[0], "Europe").replace(
-        periods[1], "Asia")
-    assert comparison_sides(subjects) is not None
+    assert comparison_sides(template.format(m=metric, a="Europe", b="Asia")) is not None
 
 
 def test_each_side_is_asked_without_the_other_sides_own_words():

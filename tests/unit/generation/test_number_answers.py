@@ -111,6 +111,16 @@ def test_a_rows_own_caption_line_comes_before_the_table_chunks_section():
     assert "REVENUES" not in depreciation.terms   # a later block of a long table is not about its first caption
 
 
+def test_a_line_comparing_two_years_does_not_name_the_columns_by_year():
+    growth = ("Adjusted Operational Sales Growth\nTWELVE MONTHS 2022 ACTUAL vs. 2021 ACTUAL\n"
+              "Consumer Health Pharmaceutical MedTech Total\nU.S. | 1.3% | 2.3% | 5.4% | 3.0%")
+    [row] = units_of_chunk(growth)
+    assert row.text == "U.S. | 1.3% | 2.3% | 5.4% | 3.0% (TWELVE MONTHS 2022 ACTUAL vs. 2021 ACTUAL)"   # not "2021: 5.4%, 3.0%"
+    [row] = units_of_chunk("Year ended December 31, % change\n2022 2021 22 vs. 21\nEffective tax rate | 23% | 20%")
+    assert row.text.startswith("Effective tax rate (2022: 23%; 2021: 20%")   # years, then their change: still columns
+    assert header_cells("2017 2016 2015 2017 vs. 2016 2016 vs. 2015") == []
+
+
 SEGMENTS = ("YEAR ENDED MAY 31,\n(Dollars in millions) 2023 2022 2021\nREVENUES\n"
             "North America | $21,608 | $18,353 | $17,179\nEurope, Middle East & Africa | 13,418 | 12,479 | 11,456\n"
             "Greater China | 7,248 | 7,547 | 8,290\nAsia Pacific & Latin America | 6,431 | 5,955 | 5,343\n"
