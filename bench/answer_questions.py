@@ -3,7 +3,7 @@
 A question is kept when its gold answer holds a number that
 
 - has at least two significant digits ("2,018", "13.2", "42"; not "0.9" or "5"),
-- is not a year (1900-2099 written as four digits),
+- is not a year (1900-2099 written as four digits) nor a date's day ("January 28, 2023"),
 - is not in the question itself (else an answer could get it by echoing the question), and
 - is found verbatim in the gold evidence text, as a whole number (not inside a longer one).
 
@@ -27,6 +27,7 @@ IDS_PATH = ROOT / "bench/answer_questions.json"
 
 _NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?")   # "$2,018mn" holds 2,018
 _YEAR = re.compile(r"(?:19|20)\d\d")
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 
 
 def _clean(number: str) -> str:
@@ -41,15 +42,23 @@ def contains_number(text: str, number: str) -> bool:
 def target_number(question: dict) -> str | None:
     """The question's target number (see the module docstring), or None when it has none."""
     evidence = " ".join(e.get("evidence_text") or "" for e in question.get("evidence", []))
-    for raw in _NUMBER.findall(question.get("answer") or ""):
-        number = _clean(raw)
+    answer = question.get("answer") or ""
+    for match in _NUMBER.finditer(answer):
+        number = _clean(match.group())
         significant = re.sub(r"\D", "", number).lstrip("0")
-        if len(significant) < 2 or _YEAR.fullmatch(number):
+        if len(significant) < 2 or _YEAR.fullmatch(number) or _is_day(answer, match.start()):
             continue
         if contains_number(question["question"], number) or not contains_number(evidence, number):
             continue
         return number
     return None
+
+
+def _is_day(text: str, start: int) -> bool:
+    """Whether the number at `start` is a date's day ("January 28, 2023", "28 January 2023")."""
+    before, after = text[max(0, start - 12):start], text[start:start + 20]
+    return bool(re.search(rf"\b{_MONTH}\s+$", before, re.IGNORECASE) or
+                re.match(rf"\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}", after, re.IGNORECASE))
 
 
 def load_questions(data_dir: str | Path) -> list[dict]:
