@@ -229,7 +229,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         tokens = [{period_term(t) for t in tokenize(f"{u.text} {u.terms}")} for u in units]
         idf = idf_weights(tokens)
         unseen = max(idf.values(), default=1.0)
-        weights = {t: idf.get(t, unseen) for t in set(key)}
+        weights = {t: idf.get(t, unseen) for t in dict.fromkeys(key)}   # in question order: sums do not depend on the hash seed
         total = sum(weights.values()) or 1.0
         in_unit = np.array([sum(w for t, w in weights.items() if t in toks) / total for toks in tokens])
         doc_terms = [_document_terms(u.metadata if titles else {"section": u.metadata.get("section")})
