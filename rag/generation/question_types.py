@@ -45,9 +45,12 @@ _IDENTIFIER_NOUNS = (r"options?|flags?|switch(?:es)?|commands?|programs?|functio
 _IDENTIFIER_Q = re.compile(rf"\b(?:which|what)\b(?:\s+\S+){{0,3}}?\s+(?:{_IDENTIFIER_NOUNS})\b"
                            rf"|\b(?:which|what)\s+(?:{_IDENTIFIER_NOUNS})\b|\bwhat (?:do|should) i (?:call|use|run)\b",
                            re.IGNORECASE)
-_NUMBER_Q = re.compile(r"\bhow (?:many|much|long|often|big|large|wide)\b|\bwhat (?:is|was|are|were) the (?:default|"
+# "the default X" asks for a number only when X is a quantity ("the default compression level"; "the default journal
+# mode" is DELETE, "the default conflict algorithm" ABORT)
+_QUANTITY = r"(?:number|size|width|length|level|limit|count|timeout|port|depth|precision|interval|amount|percentage|rate)"
+_NUMBER_Q = re.compile(r"\bhow (?:many|much|long|often|big|large|wide)\b|\bwhat (?:is|was|are|were) the (?:"
                        r"maximum|minimum|number|size|width|length|value|amount|total|percentage|rate)\b|"
-                       r"\b(?:which|what) port\b|\bexit status\b|\bdefault (?:value|number|size|width|level)\b|"
+                       rf"\b(?:which|what) port\b|\bexit status\b|\bdefault (?:[\w-]+ ){{0,2}}{_QUANTITY}s?\b|"
                        r"\bin (?:columns|bytes|seconds|lines|percent|usd|millions?|billions?)\b", re.IGNORECASE)
 _EXTENSION_Q = re.compile(r"\b(?:extension|suffix)\b", re.IGNORECASE)
 _WHERE_Q = re.compile(r"^\s*where\b.*\b(?:put|puts|store[sd]?|save[sd]?|write|writes|written|keeps?|kept|files?|"

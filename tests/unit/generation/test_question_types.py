@@ -141,3 +141,22 @@ def test_the_answers_signal_reads_the_asking_sentence_not_the_instructions():
     short, with_instructions = (answer_relevance(q, [row], embedding=None)[0] for q in (asked, long))
     assert with_instructions.relevance == short.relevance > 0.45   # FY2022 matched as the year 2022
     assert with_instructions.answers()
+
+
+@pytest.mark.parametrize(("question", "qtype"), [
+    ("What is the default journal mode of a database connection?", "open"),   # DELETE: a word, not a number
+    ("What is the default conflict resolution algorithm?", "open"),
+    ("What is the default compression level of gzip?", "number"),
+    ("What is the default maximum number of columns in a table?", "number"),
+    ("What is the default read timeout?", "number"),
+])
+def test_a_default_is_a_number_only_when_it_is_a_quantity(question, qtype):
+    assert question_type(question) == qtype
+
+
+def test_a_default_that_is_a_word_is_stated_not_refused():
+    context = [Document(page_content="An SQLite database connection defaults to journal_mode=DELETE. The journal "
+                                     "mode can be changed with a pragma.", metadata={"title": "Journal modes"})]
+    said = ExtractiveAnswerer().invoke({"question": "What is the default journal mode of a database connection?",
+                                        "context": context})
+    assert said.startswith("An SQLite database connection defaults to journal_mode=DELETE. [1]")
