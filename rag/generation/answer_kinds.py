@@ -46,9 +46,43 @@ _DEFAULT_Q = re.compile(r"\bdefaults?\b", re.IGNORECASE)
 _DEFAULT = re.compile(r"\bdefault(?:s|ed)?\b|\bnormally\b", re.IGNORECASE)
 
 
+_WHICH = re.compile(r"^\s*(?:which|what)\s+(?P<words>(?:[\w-]+\s+){1,3})", re.IGNORECASE)
+_NOT_NOUNS = frozenset("of in does do did can should is are was were will would the a an".split())
+# a name: code-like (snake_case, call, dotted, option, dot-command) or an upper-case word of two letters or more
+_NAME = r"(?:[A-Za-z]\w*_\w+|\w+\(\)|\w+(?:\.\w+)+|--?[A-Za-z][\w-]*|\.[a-z]\w*|[A-Z][A-Z0-9]+)"
+
+
+def instance_of(question: str, texts: Sequence[str]) -> list[bool]:
+    """Per text: whether it names an instance of the thing a "Which <noun> ...?" question asks for, a name next
+    to the noun ("PRAGMA foreign_keys", "the SHARED lock", "the bm25() function"; the noun is one of the question's
+    first three words after "which", before a verb).
+
+    Example:
+        >>> instance_of("Which lock lets many processes read?", ["A SHARED lock allows reading.", "Locks are held."])
+        [True, False]
+    """
+    match = _WHICH.match(question)
+    if not match:
+        return [False] * len(texts)
+    nouns = []
+    for word in match.group("words").split():
+        if word.lower() in _NOT_NOUNS:
+            break
+        if word.isalpha() and word.islower() and len(word) >= 3:
+            nouns.append(re.escape(word[:-1] if word.endswith("s") and len(word) > 4 else word))
+    if not nouns:
+        return [False] * len(texts)
+    noun = f"(?:{'|'.join(nouns)})"
+    pattern = re.compile(rf"(?<![\w.-]){_NAME}\s+(?i:{noun})s?\b|\b(?i:{noun})s?\s+(?:the\s+)?{_NAME}(?![\w(])")
+    return [bool(pattern.search(t)) for t in texts]
+
+
 def kind_scores(question: str, qtype: str, texts: Sequence[str], titles: Sequence[str]) -> np.ndarray:
     """Per unit text (with its document's title): the kind-of-answer bonus, in units of `type_weight`."""
     score = np.zeros(len(texts))
+    # "Which pragma ...?": a unit naming one ("PRAGMA integrity_check"); options and commands have their own entries
+    if qtype == "open" or (qtype == "identifier" and identifier_kind(question) == "code"):
+        score += np.array(instance_of(question, texts), dtype=float)
     if qtype != "open":  # the unit holding the kind of answer asked for (an option, a number) comes first
         score += [has_answer_of_type(t, qtype, question, title) for t, title in zip(texts, titles)]
     score -= negated(question, list(texts))

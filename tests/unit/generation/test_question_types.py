@@ -160,3 +160,24 @@ def test_a_default_that_is_a_word_is_stated_not_refused():
     said = ExtractiveAnswerer().invoke({"question": "What is the default journal mode of a database connection?",
                                         "context": context})
     assert said.startswith("An SQLite database connection defaults to journal_mode=DELETE. [1]")
+
+
+def test_which_noun_questions_are_answered_by_a_unit_naming_one():
+    context = [Document(page_content="Enforcement of foreign keys is turned off by default, for backwards "
+                                     "compatibility. Applications turn it on at run-time with the PRAGMA foreign_keys "
+                                     "statement.", metadata={"title": "Foreign Key Support"})]
+    said = ExtractiveAnswerer(max_sentences=1).invoke(
+        {"question": "Which pragma turns on enforcement of foreign keys?", "context": context})
+    assert "PRAGMA foreign_keys" in said   # not the sentence that only repeats "enforcement of foreign keys"
+
+
+@given(noun=st.sampled_from(["lock", "pragma", "function", "clause"]),
+       name=st.from_regex(r"[A-Z]{2,8}|[a-z]{2,6}_[a-z]{2,6}|[a-z]{2,6}\(\)", fullmatch=True),
+       filler=st.text(st.characters(whitelist_categories=("Ll", "Zs")), max_size=30))
+@settings(max_examples=60, deadline=None)
+def test_a_name_next_to_the_asked_noun_is_an_instance_and_the_noun_alone_is_not(noun, name, filler):
+    from rag.generation.answer_kinds import instance_of
+
+    question = f"Which {noun} lets readers in?"
+    assert instance_of(question, [f"{filler} the {name} {noun} lets readers in."]) == [True]
+    assert instance_of(question, [f"{filler} a {noun} lets readers in."]) == [False]
