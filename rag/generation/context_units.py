@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
-from rag.generation.table_rows import column_names, header_cells, is_row, row_cells, row_context
+from rag.generation.table_rows import is_figure, is_row, names_under, row_cells, row_context
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
 
@@ -268,7 +268,8 @@ class _Splitter:
         spanning header grouped ("2023: 2,018, 1,608"), else with the nearest header line in brackets."""
         self.flush(before_row=True)
         label, values = cells[0], cells[1:]
-        names = column_names(len(values), [c for c in (header_cells(h) for h in self.recent) if c])
+        # a label that is a figure ("$1,486,843") is the row's first cell without its label: the names would be shifted
+        names = [] if is_figure(label) else names_under(len(values), self.recent)
         groups: list[tuple[str, list[str]]] = []
         for name, value in zip(names, values):
             if groups and groups[-1][0] == name:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from rag.generation.periods import kinds, period_cells
 
-__all__ = ["column_names", "header_cells", "is_figure", "is_row", "row_context", "row_cells"]
+__all__ = ["column_names", "header_cells", "is_figure", "is_row", "names_under", "row_context", "row_cells"]
 
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
@@ -29,6 +29,7 @@ _FIGURE = re.compile(r"\d")
 _VERSUS = re.compile(r"\b(?:vs\.?|versus|compared (?:to|with))(?=\s|$)", re.IGNORECASE)
 _FIGURE_CELL = re.compile(r"^\(?-?[$€£]?\s?\(?-?\d[\d,]*(?:\.\d+)?\)?\s?%?\)?\*?$")
 _CLOSER = re.compile(r"^(?:%|\)|%\)|\)%)$")   # a cell the PDF reader split off its number: "23 | %", "(2 | )"
+_FOOTNOTES = re.compile(r"\(\w\)|\*+|[,.:;\s]")
 
 
 def row_cells(line: str) -> list[str]:
@@ -54,18 +55,49 @@ def is_figure(cell: str) -> bool:
 
 def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
     """Names of a row's `count` value columns from the header lines above it (top first): a header
-    line of `count` cells (or one more: the label column's) names each column, one of fewer cells
-    that divides `count` spans the columns under it; "" when no header line fits."""
+    line of `count` cells (or one more: the label column's, not when that cell is itself a year or a
+    period) names each column, one of fewer cells that divides `count` spans the columns under it;
+    [] when no header line fits, or when one name would stand for columns that are not side by side
+    ("2022, 2021, 2022, 2021" under a line of groups the reader could not split): the row is then quoted raw.
+
+    Example:
+        >>> column_names(2, [["2023", "2022", "2021"]])   # a year more than the row's cells: not its header
+        []
+        >>> column_names(4, [["2022", "2021", "2022", "2021"]])
+        []
+    """
     names = [""] * count
     for cells in headers:
-        if len(cells) == count + 1 and count > 1:
+        if len(cells) == count + 1 and count > 1 and not (_YEAR.search(cells[0]) or kinds(cells[0])):
             cells = cells[1:]
         if len(cells) < 2 and count > 1 or count % len(cells):
             continue
         span = count // len(cells)
         names = [names[j] if names[j].endswith(cells[j // span]) else f"{names[j]} {cells[j // span]}".strip()
                  for j in range(count)]
-    return names if all(names) else []
+    runs = [name for j, name in enumerate(names) if not j or names[j - 1] != name]
+    return names if all(names) and len(set(runs)) == len(runs) else []
+
+
+def names_under(count: int, lines: Sequence[str]) -> list[str]:
+    """Names of a row's `count` value columns from the lines above it (top first), as `column_names` fits
+    their `header_cells`; a line of years followed by more columns ("2023 2022 Change", "2022 2021 22 vs. 21")
+    names a row of as many cells as it has years, never spans (its years are not over the change's cells).
+
+    Example:
+        >>> names_under(2, ["2023 2022 % Change"]), names_under(4, ["2023 2022 % Change"])
+        (['2023', '2022'], [])
+    """
+    headers = [cells for line in lines if (cells := header_cells(line)) and (len(cells) == count or _spans(line, cells))]
+    return column_names(count, headers)
+
+
+def _spans(line: str, cells: list[str]) -> bool:
+    """Whether a header line may span the columns under it: not a line of years with more columns after them."""
+    if " | " in line or not all(_YEAR.fullmatch(c) for c in cells):
+        return True
+    last = list(_YEAR.finditer(line))[-1]
+    return not _FOOTNOTES.sub("", line[last.end():])
 
 
 def header_cells(line: str) -> list[str]:
@@ -77,9 +109,12 @@ def header_cells(line: str) -> list[str]:
         (['SECOND QUARTER', 'SIX MONTHS'], ['2023', '2022'])
         >>> header_cells("TWELVE MONTHS 2022 ACTUAL vs. 2021 ACTUAL")   # the period compared, over all the columns
         []
+        >>> header_cells("230 | 57 | 2,335")   # a row of figures whose label the reader put on another line
+        []
     """
     if " | " in line:
-        return row_cells(line)
+        cells = row_cells(line)
+        return [] if all(map(is_figure, cells)) else cells   # a row of figures without its label, not a header
     if _END.search(line):
         return []
     years = [m.start() for m in _YEAR.finditer(line)]
@@ -87,8 +122,6 @@ def header_cells(line: str) -> list[str]:
         return []   # "2022 ACTUAL vs. 2021 ACTUAL": one comparison, not two columns ("2022 2021 22 vs. 21" is three)
     years = _YEAR.findall(line)
     return years if len(years) >= 2 and len(line.split()) <= 16 else period_cells(line)
-
-
 
 
 def is_row(cells: Sequence[str]) -> bool:
