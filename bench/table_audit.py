@@ -6,15 +6,19 @@ printed as "label | cell | cell" is checked against the header lines above it. A
 quote looks wrong or unreliable:
 
 - `repeated_name`: one column name for cells that are not side by side ("2017: 57,834; 2016: ...; 2017: 16,649");
-- `year_spans_cells`: a name that is only a year over several cells of a row ("2023: 1,200, 8%") whose header
-  line of years has fewer years than the row has cells: the other cells are a change or a share;
-- `year_order`: the row's year names in another order than the header line of years above it states them;
-- `percent_as_year`: a percent-change cell named by a year while the row's other cells are amounts;
-- `header_is_figures`: a header line that named columns is a line of figures (a row without its label);
-- `header_is_sentence`: a header line that named columns is a sentence (more than 12 words);
-- `shifted_header`: a header line with one cell more than the row, whose first cell (dropped as the label
-  column's) is itself a column name (a year or a period), so the names are shifted by one;
-- `raw`: no header line fits, the row is quoted raw (`label | cell | cell (header)`): not wrong, counted.
+- `change_as_year`: a line of years with more columns after them ("2022 2021 22 vs. 21 % change") whose years
+  span a row's cells, so a change is named by a year ("2021: (394), (11)%");
+- `percent_as_year`: a row's last cell, its only percent (a change), named by a year;
+- `year_order`: the row's year names in another order than the header line of as many years above it;
+- `header_is_figures`: the names are a line of figures (a row whose label the reader put on another line);
+- `label_is_figure`: a named row whose label is a figure (its first cell, so its names are shifted by one);
+- `shifted_header`: named by a header line with one cell more than the row, whose first cell (dropped as
+  the label column's) is itself a year or a period;
+- `not_a_period`: a name with "year(s)" that is neither a year nor a period ("years", "Year over");
+- `year_spans_cells` (not wrong by itself, counted): a year over several cells of a row ("2022: 20.8%, $10.12"
+  under "Percent of net sales | diluted share" is right; under "2022 2021 $ change % change" it is not);
+- `named` / `raw`: rows quoted with column names, rows quoted raw (`label | cell | cell (header)`: no header
+  line fits).
 
 Use it only to audit the reader and the unit logic (counts per class, a few examples each); no rule is read off
 one filing.
@@ -42,8 +46,8 @@ from rag.generation.table_rows import header_cells, is_figure  # noqa: E402
 
 _YEAR = re.compile(r"^(?:FY\s?)?(?:19|20)\d\d$")
 _YEARS = re.compile(r"\b(?:19|20)\d\d\b")
-_CLASSES = ("repeated_name", "year_spans_cells", "year_order", "percent_as_year", "header_is_figures",
-            "header_is_sentence", "shifted_header", "raw")
+_CLASSES = ("named", "raw", "repeated_name", "change_as_year", "percent_as_year", "year_order", "header_is_figures",
+            "label_is_figure", "shifted_header", "not_a_period", "year_spans_cells")
 
 
 def _chunks(pdf: Path, cache: Path | None) -> list[dict[str, Any]]:
@@ -81,21 +85,23 @@ def _groups(text: str, label: str) -> list[tuple[str, list[str]]]:
     return [(name, cells.split(", ")) for name, _, cells in (g.rpartition(": ") for g in body.split("; "))]
 
 
-def _year_flags(values: list[str], groups: list[tuple[str, list[str]]], fits: list[tuple[str, list[str]]]) -> set[str]:
+def _year_flags(values: list[str], expanded: list[str], fits: list[tuple[str, list[str]]]) -> set[str]:
     flags = set()
-    for line, _cells in fits:
+    for line, cells in fits:
         years = _YEARS.findall(line)
-        if years and all(_YEAR.match(c) for c in header_cells(line)) and len(years) < len(values) and \
-                any(len(cells) > 1 and _YEAR.match(name) for name, cells in groups):
+        if not years or not all(_YEAR.match(c) for c in cells) or " | " in line:
+            continue
+        spanned = len(years) < len(values) and all(_YEARS.search(n) for n in expanded)
+        if spanned:
             flags.add("year_spans_cells")
-        if len(years) == len(values) and all(_YEAR.match(c) for c in header_cells(line)):
-            named = [y for name, cells in groups for y in _YEARS.findall(name)[-1:] * len(cells)]
-            if len(named) == len(values) and named != years:
-                flags.add("year_order")
+        trailing = re.sub(r"\(\w\)|\*+|[,.:;\s]", "", line[list(_YEARS.finditer(line))[-1].end():])
+        if spanned and trailing:
+            flags.add("change_as_year")
+        named = [_YEARS.findall(n)[-1] for n in expanded if _YEARS.search(n)]
+        if len(years) == len(values) == len(named) and named != years:
+            flags.add("year_order")
     percents = [v.endswith("%") or v.endswith("%)") for v in values]
-    named_years = [bool(_YEARS.search(name)) for name, cells in groups for _ in cells]
-    if any(p and y for p, y in zip(percents, named_years)) and not all(percents) and percents[-1] and \
-            sum(percents) == 1 and len(values) >= 3:
+    if len(values) >= 3 and percents[-1] and sum(percents) == 1 and _YEARS.search(expanded[-1]):
         flags.add("percent_as_year")
     return flags
 
@@ -108,15 +114,19 @@ def _flags(cells: list[str], recent: list[str], text: str) -> set[str]:
     fits = _fitting(len(values), recent)
     groups = _groups(text, label)
     names = [name for name, _ in groups]
-    flags = {"repeated_name"} if len(set(names)) < len(names) else set()
+    expanded = [name for name, cells in groups for _ in cells]
+    flags = {"named"} | ({"repeated_name"} if len(set(names)) < len(names) else set())
+    if is_figure(label):
+        flags.add("label_is_figure")
+    if any(re.search(r"\byears?\b", n, re.I) and not _YEARS.search(n) and not kinds(n) for n in names):
+        flags.add("not_a_period")
     for line, hcells in fits:
-        if all(is_figure(c) for c in hcells):
+        if all(is_figure(c) for c in hcells) and any(c in " ".join(names) for c in hcells):
             flags.add("header_is_figures")
-        if len(line.split()) > 12 and " | " not in line and not _YEARS.search(line) and not kinds(line):
-            flags.add("header_is_sentence")
-        if len(hcells) == len(values) + 1 and len(values) > 1 and (_YEAR.match(hcells[0]) or kinds(hcells[0])):
+        shifted = len(hcells) == len(values) + 1 and (_YEAR.match(hcells[0]) or kinds(hcells[0]))
+        if shifted and len(expanded) == len(values) and all(c in n for c, n in zip(hcells[1:], expanded)):
             flags.add("shifted_header")
-    return flags | _year_flags(values, groups, fits)
+    return flags | _year_flags(values, expanded, fits)
 
 
 class _Tap:

@@ -113,8 +113,8 @@ def header_cells(line: str) -> list[str]:
         []
     """
     if " | " in line:
-        cells = row_cells(line)
-        return [] if all(map(is_figure, cells)) else cells   # a row of figures without its label, not a header
+        cells = row_cells(line)   # not a header: a row with figures ("230 | 57", "1 year | 60 | 69"), prose cut in cells
+        return [] if any(map(is_figure, cells)) or any(len(c.split()) > 12 for c in cells) else cells
     if _END.search(line):
         return []
     years = [m.start() for m in _YEAR.finditer(line)]
