@@ -3,7 +3,9 @@ tables, `rag.indexing.html_text`), and the header lines above them that name the
 
 `rag.generation.context_units` quotes such a row as `label (column: cell; ...)`: the columns are named
 by the header lines above the row (" | "-joined cells, or a line of years: "2022 2021 2020"); a header
-line with fewer cells spans the columns under it ("Fiscal 2024 | Fiscal 2023" over eight columns).
+line with fewer cells spans the columns under it ("Fiscal 2024 | Fiscal 2023" over eight columns). Where
+the lines above do not name the columns reliably (no line fits, a name would stand for cells apart, the label
+is a figure), the row is quoted raw with its nearest header line: `label | cell | cell (2023 2022 Change)`.
 
 Example:
     >>> row_cells("Effective tax rate | 23 | % | 20 | %")
@@ -21,7 +23,8 @@ from collections.abc import Sequence
 
 from rag.generation.periods import kinds, period_cells
 
-__all__ = ["column_names", "header_cells", "is_figure", "is_row", "names_under", "row_context", "row_cells"]
+__all__ = ["column_names", "header_cells", "is_figure", "is_pdf_row", "is_row", "names_under", "nearest_header",
+           "row_context", "row_cells"]
 
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
@@ -29,6 +32,12 @@ _FIGURE = re.compile(r"\d")
 _VERSUS = re.compile(r"\b(?:vs\.?|versus|compared (?:to|with))(?=\s|$)", re.IGNORECASE)
 _FIGURE_CELL = re.compile(r"^\(?-?[$€£]?\s?\(?-?\d[\d,]*(?:\.\d+)?\)?\s?%?\)?\*?$")
 _CLOSER = re.compile(r"^(?:%|\)|%\)|\)%)$")   # a cell the PDF reader split off its number: "23 | %", "(2 | )"
+_CELL_NUMBER = r"(?:\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?\)?\*?|—|–|-|[$€£%])"
+_PDF_ROW = re.compile(rf"^(?P<label>.*?[A-Za-z].*?)\s+(?P<values>{_CELL_NUMBER}(?:\s+{_CELL_NUMBER})*)\s*$")
+_DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february|march|april|may|june|july|"
+               r"august|september|october|november|december")
+_PERIOD = re.compile(rf"\b(?:{_DATE_WORDS})\b", re.IGNORECASE)
+_UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", re.IGNORECASE)
 _FOOTNOTES = re.compile(r"\(\w\)|\*+|[,.:;\s]")
 
 
@@ -79,15 +88,18 @@ def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
     return names if all(names) and len(set(runs)) == len(runs) else []
 
 
-def names_under(count: int, lines: Sequence[str]) -> list[str]:
+def names_under(count: int, lines: Sequence[str], label: str = "") -> list[str]:
     """Names of a row's `count` value columns from the lines above it (top first), as `column_names` fits
     their `header_cells`; a line of years followed by more columns ("2023 2022 Change", "2022 2021 22 vs. 21")
-    names a row of as many cells as it has years, never spans (its years are not over the change's cells).
+    names a row of as many cells as it has years, never spans (its years are not over the change's cells);
+    [] for a row whose `label` is a figure ("$1,486,843": its first cell, the names would be shifted by one).
 
     Example:
         >>> names_under(2, ["2023 2022 % Change"]), names_under(4, ["2023 2022 % Change"])
         (['2023', '2022'], [])
     """
+    if is_figure(label):
+        return []
     headers = [cells for line in lines if (cells := header_cells(line)) and (len(cells) == count or _spans(line, cells))]
     return column_names(count, headers)
 
@@ -144,3 +156,25 @@ def row_context(recent: Sequence[str], headers: str = "", caption: str = "") -> 
     caption = next((line for line in lines if len(line.split()) <= 8 and not _FIGURE.search(line)
                     and not _END.search(line) and not kinds(line)), caption)
     return " ".join(dict.fromkeys(p for p in (headers, period, caption) if p))
+
+
+def is_pdf_row(line: str) -> bool:
+    """A label then at least two number cells (a PDF table row on one line), not a header of years."""
+    match = _PDF_ROW.match(line)
+    if not match or _END.search(match.group("label")):
+        return False
+    values = [v for v in match.group("values").split() if v not in ("$", "€", "£", "%")]
+    numbers = [v for v in values if any(c.isdigit() for c in v)]
+    return len(values) >= 2 and len(numbers) >= 1 and not all(_YEAR.fullmatch(v) for v in numbers) \
+        and len(match.group("label").split()) <= 16 and not _PERIOD.search(match.group("label"))
+
+
+def nearest_header(lines: Sequence[str]) -> str:
+    """The column header of a PDF row: the nearest line above naming a year, else a period
+    ("ended", "quarter", ...), else units ("$ million")."""
+    recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)]
+    for pattern in (_YEAR, _PERIOD, _UNITS):
+        found = next((line for line in recent if pattern.search(line)), "")
+        if found:
+            return found
+    return ""

@@ -171,3 +171,60 @@ def test_the_superlative_row_is_the_extreme_value_whatever_the_order(values, dir
     said = answer(f"Which segment had the {word} revenues in 2023?", table, min_confidence=0)
     extreme = max(range(len(values)), key=lambda i: direction * values[i])
     assert said.startswith(f"{names[extreme]} (2023: {cells[extreme]})")
+
+
+# Column naming audited on the development filings (bench/table_audit.py): where the header lines do not name a
+# row's columns reliably, the row is quoted raw with its header line rather than with invented names.
+
+def _quote(chunk: str) -> str:
+    return units_of_chunk(chunk)[-1].text
+
+
+def test_a_line_of_figures_is_not_a_header():
+    # a row whose label the reader put on the line above: its numbers named the next row's columns
+    chunk = "Market Acquisitions Total\n230 | 57 | 2,335\nProperty and equipment | 4 | 3 | 3,794"
+    assert _quote(chunk).startswith("Property and equipment | 4 | 3 | 3,794")
+    chunk = "2020 2019 2018\n1 year | 60 | 69\nEquity | 661 | 361 | 83"   # a row with a number in its label
+    assert _quote(chunk) == "Equity (2020: 661; 2019: 361; 2018: 83)"
+
+
+def test_a_row_whose_label_is_a_figure_is_quoted_raw():
+    chunk = "For the Years Ended December 31,\n2019 2018\n$5,863 | $4,380 | $1,483"
+    assert _quote(chunk) == "$5,863 | $4,380 | $1,483 (2019 2018)"   # not "$5,863 (2019: $4,380; 2018: $1,483)"
+
+
+def test_a_header_with_a_year_more_than_the_row_does_not_name_it():
+    chunk = "Fiscal Year\nIn Millions 2022 2021 2020\nTotal | $21,378.4 | $21,213.0"
+    assert _quote(chunk) == "Total | $21,378.4 | $21,213.0 (In Millions 2022 2021 2020)"   # not "2021: ...; 2020: ..."
+    chunk = "Balance Sheet Location | January 28, 2023 | January 29, 2022\nOperating lease assets | $2,746 | $2,654"
+    assert _quote(chunk) == "Operating lease assets (January 28, 2023: $2,746; January 29, 2022: $2,654)"
+
+
+def test_years_followed_by_change_columns_do_not_span_them():
+    chunk = ("Year ended December 31, $ change % change\n2022 2021 22 vs. 21 22 vs. 21\n"
+             "Display Technologies | 3,306 | 3,700 | (394) | (11)%")
+    assert _quote(chunk).startswith("Display Technologies | 3,306 | 3,700 | (394) | (11)%")   # not "2021: (394), (11)%"
+    chunk = "Per Share Data 2022 2021 Change\nDiluted EPS | $4.42 | $3.78"
+    assert _quote(chunk) == "Diluted EPS (2022: $4.42; 2021: $3.78)"   # as many cells as years: still named
+
+
+@given(st.lists(st.sampled_from(["2021", "2022", "2023"]), min_size=2, max_size=6),
+       st.sampled_from(["", " Change", " % change", " 22 vs. 21"]),
+       st.lists(st.sampled_from(["$28", "(15)", "3.4%", "1,024", "—"]), min_size=1, max_size=7))
+@settings(max_examples=200, deadline=None)
+def test_a_column_name_never_stands_for_cells_apart_nor_a_year_for_a_change(years, trailing, cells):
+    """A class of year header lines over rows of any width: a named quote has each name once (its cells side by
+    side), and a line of years with a change column after them names no more cells than it has years."""
+    cells = ["1,024", *cells]
+    text = _quote(f"(in millions) {' '.join(years)}{trailing}\nTotal | {' | '.join(cells)}")
+    if text.startswith("Total | "):
+        return   # quoted raw
+    names = [group.rpartition(": ")[0] for group in text[len("Total ("):-1].split("; ")]
+    assert len(names) == len(set(names))
+    assert not trailing or len(cells) == len(years)
+
+
+def test_terms_and_comparisons_are_not_periods():
+    assert period_cells("Total Less than 1 year 1 to 3 years 3 to 5 years thereafter") == []
+    assert header_cells("Net Revenue Year over Year % Change") == []
+    assert header_cells("(in millions, except ratios) less years years Total grade grade Total of IG") == []
