@@ -145,8 +145,10 @@ class _Tap:
         context_units._Splitter.pipe_row = pipe_row
 
 
-def audit(pdfs: list[Path], cache: Path | None) -> tuple[Counter, dict[str, list[tuple[str, str, str]]], Counter]:
-    """Counts per class, examples per class (filing, header lines, quote) and the filings per class."""
+def audit(pdfs: list[Path], cache: Path | None, dump: list[str] | None = None
+          ) -> tuple[Counter, dict[str, list[tuple[str, str, str]]], Counter]:
+    """Counts per class, examples per class (filing, header lines, quote) and the filings per class; `dump`
+    receives every quote (filing, quote), to compare two versions of the unit logic."""
     tap = _Tap()
     counts: Counter = Counter()
     examples: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
@@ -159,6 +161,8 @@ def audit(pdfs: list[Path], cache: Path | None) -> tuple[Counter, dict[str, list
             context_units.units_of_chunk(chunk["text"], 1, chunk["metadata"])
             for cells, recent, text in tap.rows:
                 counts["rows"] += 1
+                if dump is not None:
+                    dump.append(f"{pdf.stem}\t{text}")
                 for flag in _flags(cells, recent, text):
                     counts[flag] += 1
                     filings[flag].add(pdf.stem)
@@ -172,10 +176,14 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=0, help="only the first N filings (0: all)")
     parser.add_argument("--examples", type=int, default=3, help="examples printed per class")
     parser.add_argument("--cache", default="", help="a directory keeping each filing's chunks as JSON (re-runs)")
+    parser.add_argument("--dump", default="", help="write every row's quote to this file (one per line)")
     parser.add_argument("--seed", type=int, default=0, help="which examples: every (seed+k*step)-th of a class")
     args = parser.parse_args()
     pdfs = sorted(Path(args.pdfs).glob("*.pdf"))[: args.files or None]
-    counts, examples, filings = audit(pdfs, Path(args.cache) if args.cache else None)
+    dump: list[str] | None = [] if args.dump else None
+    counts, examples, filings = audit(pdfs, Path(args.cache) if args.cache else None, dump)
+    if dump is not None:
+        Path(args.dump).write_text("\n".join(dump) + "\n")
     print(f"{len(pdfs)} filings, {counts['rows']} table rows quoted by `pipe_row`")
     print(f"{'class':20} {'rows':>6} {'filings':>8}")
     for name in _CLASSES:

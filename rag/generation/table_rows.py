@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import groupby
 
 from rag.generation.periods import kinds, period_cells
 
@@ -38,6 +39,7 @@ _DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february
                r"august|september|october|november|december")
 _PERIOD = re.compile(rf"\b(?:{_DATE_WORDS})\b", re.IGNORECASE)
 _UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", re.IGNORECASE)
+_DATE = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}, ?(?:19|20)\d\d\b")
 _FOOTNOTES = re.compile(r"\(\w\)|\*+|[,.:;\s]")
 
 
@@ -67,7 +69,8 @@ def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
     line of `count` cells (or one more: the label column's, not when that cell is itself a year or a
     period) names each column, one of fewer cells that divides `count` spans the columns under it;
     [] when no header line fits, or when one name would stand for columns that are not side by side
-    ("2022, 2021, 2022, 2021" under a line of groups the reader could not split): the row is then quoted raw.
+    ("2022, 2021, 2022, 2021" under a line of groups the reader could not split) or for all of them (it
+    tells them apart from nothing): the row is then quoted raw.
 
     Example:
         >>> column_names(2, [["2023", "2022", "2021"]])   # a year more than the row's cells: not its header
@@ -85,7 +88,7 @@ def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
         names = [names[j] if names[j].endswith(cells[j // span]) else f"{names[j]} {cells[j // span]}".strip()
                  for j in range(count)]
     runs = [name for j, name in enumerate(names) if not j or names[j - 1] != name]
-    return names if all(names) and len(set(runs)) == len(runs) else []
+    return names if all(names) and len(set(runs)) == len(runs) and (len(runs) > 1 or count == 1) else []
 
 
 def names_under(count: int, lines: Sequence[str], label: str = "") -> list[str]:
@@ -123,6 +126,8 @@ def header_cells(line: str) -> list[str]:
         []
         >>> header_cells("230 | 57 | 2,335")   # a row of figures whose label the reader put on another line
         []
+        >>> header_cells("March 31, 2021 December 31, 2020 March 31, 2020")   # a year twice: named by the dates
+        ['March 31, 2021', 'December 31, 2020', 'March 31, 2020']
     """
     if " | " in line:
         cells = row_cells(line)   # not a header: a row with figures ("230 | 57", "1 year | 60 | 69"), prose cut in cells
@@ -133,6 +138,10 @@ def header_cells(line: str) -> list[str]:
     if years and any(years[0] < m.start() < years[-1] for m in _VERSUS.finditer(line)):
         return []   # "2022 ACTUAL vs. 2021 ACTUAL": one comparison, not two columns ("2022 2021 22 vs. 21" is three)
     years = _YEAR.findall(line)
+    runs = [len(list(run)) for _, run in groupby(years)]
+    if max(runs, default=1) > 1:   # a year over two columns: "December 31, 2022 June 30, 2022", "2020 2020 2019 2019"
+        dates = _DATE.findall(line)   # the dates tell them apart; else the years do only as equal runs (quarters)
+        return dates if len(dates) == len(years) else [] if len(set(runs)) > 1 else years
     return years if len(years) >= 2 and len(line.split()) <= 16 else period_cells(line)
 
 

@@ -228,3 +228,14 @@ def test_terms_and_comparisons_are_not_periods():
     assert period_cells("Total Less than 1 year 1 to 3 years 3 to 5 years thereafter") == []
     assert header_cells("Net Revenue Year over Year % Change") == []
     assert header_cells("(in millions, except ratios) less years years Total grade grade Total of IG") == []
+
+
+def test_a_year_over_two_columns_is_told_apart_by_the_dates():
+    chunk = ("($ in millions) December 31, 2022 June 30, 2022\nCash and cash equivalents | $837 | $775")
+    assert _quote(chunk) == "Cash and cash equivalents (December 31, 2022: $837; June 30, 2022: $775)"   # not "2022: $837, $775"
+    chunk = "March 31, 2021 December 31, 2020 March 31, 2020\n(in millions) Avg. Min Avg. Min Avg. Min\nVaR | 1 | 2 | 3 | 4 | 5 | 6"
+    assert _quote(chunk) == "VaR (March 31, 2021: 1, 2; December 31, 2020: 3, 4; March 31, 2020: 5, 6)"
+    chunk = "(in millions) 2022 Purchases Sales level 3 2022 at June 30, 2022\nLoans | 1,933 | 16 | 394 | (100) | (531) | 616"
+    assert _quote(chunk).startswith("Loans | 1,933 | 16 |")   # one year over every column tells them apart from nothing
+    chunk = "2020 2020 2019 2019\nCost of revenue | $97 | $100 | $67 | $38"   # a year's quarters side by side
+    assert _quote(chunk) == "Cost of revenue (2020: $97, $100; 2019: $67, $38)"
