@@ -239,7 +239,7 @@ class _Splitter:
         spanning header grouped ("2023: 2,018, 1,608"), else with the nearest header line in brackets."""
         self.flush(before_row=True)
         label, values = cells[0], cells[1:]
-        names = names_under(len(values), self.recent, label)
+        names = names_under(len(values), self.recent, label, values)
         groups: list[tuple[str, list[str]]] = []
         for name, value in zip(names, values):
             if groups and groups[-1][0] == name:

@@ -40,6 +40,10 @@ _DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february
 _PERIOD = re.compile(rf"\b(?:{_DATE_WORDS})\b", re.IGNORECASE)
 _UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", re.IGNORECASE)
 _DATE = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}, ?(?:19|20)\d\d\b")
+_NOT_NAME = re.compile(r"(?:\(\w{1,2}\)\s*)+|[-—–$\s]+|NA|N/A|NM")   # a footnote's mark, a dash: no column's name
+_PROSE = re.compile(r"^(?:\S+\s+){12}\S|^(?:\S+\s+){2,}\S*\w[.;]$")   # more than 12 words, or a sentence's end
+_TEXT_CELL = re.compile(r"[^\d]*[A-Za-z]{3}[^\d]*")   # a word where a figure belongs ("Cost of sales")
+_UNIT = re.compile(r"(?:\(\w{1,2}\)\s*)+|NA|N/A|NM|n/a|nm|years?|months?|days?|bps", re.IGNORECASE)   # "7 | years"
 _FOOTNOTES = re.compile(r"\(\w\)|\*+|[,.:;\s]")
 
 
@@ -91,11 +95,13 @@ def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
     return names if all(names) and len(set(runs)) == len(runs) and (len(runs) > 1 or count == 1) else []
 
 
-def names_under(count: int, lines: Sequence[str], label: str = "") -> list[str]:
+def names_under(count: int, lines: Sequence[str], label: str = "", values: Sequence[str] = ()) -> list[str]:
     """Names of a row's `count` value columns from the lines above it (top first), as `column_names` fits
     their `header_cells`; a line of years followed by more columns ("2023 2022 Change", "2022 2021 22 vs. 21")
     names a row of as many cells as it has years, never spans (its years are not over the change's cells);
-    [] for a row whose `label` is a figure ("$1,486,843": its first cell, the names would be shifted by one).
+    [] for a row whose `label` is a figure ("$1,486,843": its first cell, the names would be shifted by one)
+    or whose `values` hold a word under a year or a period ("Operating leases | Operating lease assets | $2,746":
+    a second label column, not the year's figure).
 
     Example:
         >>> names_under(2, ["2023 2022 % Change"]), names_under(4, ["2023 2022 % Change"])
@@ -104,7 +110,9 @@ def names_under(count: int, lines: Sequence[str], label: str = "") -> list[str]:
     if is_figure(label):
         return []
     headers = [cells for line in lines if (cells := header_cells(line)) and (len(cells) == count or _spans(line, cells))]
-    return column_names(count, headers)
+    names = column_names(count, headers)
+    words = [name for name, cell in zip(names, values) if _TEXT_CELL.fullmatch(cell) and not _UNIT.fullmatch(cell)]
+    return [] if any(_YEAR.search(name) or kinds(name) for name in words) else names
 
 
 def _spans(line: str, cells: list[str]) -> bool:
@@ -130,8 +138,8 @@ def header_cells(line: str) -> list[str]:
         ['March 31, 2021', 'December 31, 2020', 'March 31, 2020']
     """
     if " | " in line:
-        cells = row_cells(line)   # not a header: a row with figures ("230 | 57", "1 year | 60 | 69"), prose cut in cells
-        return [] if any(map(is_figure, cells)) or any(len(c.split()) > 12 for c in cells) else cells
+        cells = row_cells(line)   # not a header: a row with figures ("230 | 57", "1 year | 60 | 69"), prose cut in cells,
+        return [] if any(is_figure(c) or _NOT_NAME.fullmatch(c) or _PROSE.search(c) for c in cells) else cells   # notes
     if _END.search(line):
         return []
     years = [m.start() for m in _YEAR.finditer(line)]

@@ -239,3 +239,21 @@ def test_a_year_over_two_columns_is_told_apart_by_the_dates():
     assert _quote(chunk).startswith("Loans | 1,933 | 16 |")   # one year over every column tells them apart from nothing
     chunk = "2020 2020 2019 2019\nCost of revenue | $97 | $100 | $67 | $38"   # a year's quarters side by side
     assert _quote(chunk) == "Cost of revenue (2020: $97, $100; 2019: $67, $38)"
+
+
+def test_footnote_marks_dashes_and_prose_in_cells_are_not_column_names():
+    chunk = "Three months ended June 30, Six months ended June 30,\n(f) | (f)\nNet income | $5,306 | $10,549"
+    assert _quote(chunk) == "Net income (Three months ended June 30: $5,306; Six months ended June 30: $10,549)"
+    chunk = "Options to repurchase delinquent loans | (b)\nMortgage loans | 55 | 64"
+    assert _quote(chunk) == "Mortgage loans | 55 | 64"
+    chunk = "(in millions) | were not material to the Firm for the three months.\nNonaccrual loans | $110 | $119"
+    assert _quote(chunk).startswith("Nonaccrual loans | $110 | $119")
+
+
+def test_a_word_under_a_year_is_a_second_label_column_not_the_years_figure():
+    chunk = "Contract Type Statement of Earnings Location 2023 2022 2021\nFinance leases | Long-term debt | 26 | 27"
+    assert _quote(chunk).startswith("Finance leases | Long-term debt | 26 | 27")   # not "2023: Long-term debt; 2022: 26"
+    chunk = "2022 2021\nExpected life | 7 | years | 6 | years"   # a unit the reader split off its number
+    assert _quote(chunk) == "Expected life (2022: 7, years; 2021: 6, years)"
+    chunk = "Type | Rate | Maturity | Amount\nOther subsidiaries | fixed rate | 0.04% | 2022-2047 | 18"
+    assert _quote(chunk) == "Other subsidiaries (Type: fixed rate; Rate: 0.04%; Maturity: 2022-2047; Amount: 18)"
