@@ -98,29 +98,39 @@ def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
 def names_under(count: int, lines: Sequence[str], label: str = "", values: Sequence[str] = ()) -> list[str]:
     """Names of a row's `count` value columns from the lines above it (top first), as `column_names` fits
     their `header_cells`; a line of years followed by more columns ("2023 2022 Change", "2022 2021 22 vs. 21")
-    names a row of as many cells as it has years, never spans (its years are not over the change's cells);
+    names a row of as many cells as it has years (or one more: the change), never spans (its years are not
+    over the change's cells);
     [] for a row whose `label` is a figure ("$1,486,843": its first cell, the names would be shifted by one)
     or whose `values` hold a word under a year or a period ("Operating leases | Operating lease assets | $2,746":
     a second label column, not the year's figure).
 
     Example:
-        >>> names_under(2, ["2023 2022 % Change"]), names_under(4, ["2023 2022 % Change"])
-        (['2023', '2022'], [])
+        >>> names_under(2, ["2023 2022 % Change"]), names_under(3, ["2023 2022 % Change"])
+        (['2023', '2022'], ['2023', '2022', '% Change'])
+        >>> names_under(4, ["2023 2022 % Change"])
+        []
     """
     if is_figure(label):
         return []
-    headers = [cells for line in lines if (cells := header_cells(line)) and (len(cells) == count or _spans(line, cells))]
+    headers = []
+    for line in lines:
+        cells, after = header_cells(line), _after_years(line)
+        if after and count == len(cells) + 1 and len(after.split()) <= 4 and not _PERIOD.search(after):
+            cells = [*cells, after]   # "2023 2022 Change" over three cells: the change is the third
+        if cells and (len(cells) == count or not after):
+            headers.append(cells)
     names = column_names(count, headers)
     words = [name for name, cell in zip(names, values) if _TEXT_CELL.fullmatch(cell) and not _UNIT.fullmatch(cell)]
     return [] if any(_YEAR.search(name) or kinds(name) for name in words) else names
 
 
-def _spans(line: str, cells: list[str]) -> bool:
-    """Whether a header line may span the columns under it: not a line of years with more columns after them."""
-    if " | " in line or not all(_YEAR.fullmatch(c) for c in cells):
-        return True
-    last = list(_YEAR.finditer(line))[-1]
-    return not _FOOTNOTES.sub("", line[last.end():])
+def _after_years(line: str) -> str:
+    """What a line of years ("(in millions) 2023 2022 % Change") states after its last year: more columns."""
+    cells = header_cells(line)
+    if " | " in line or not cells or not all(_YEAR.fullmatch(c) for c in cells):
+        return ""
+    after = line[list(_YEAR.finditer(line))[-1].end():]
+    return " ".join(after.split()) if _FOOTNOTES.sub("", after) else ""
 
 
 def header_cells(line: str) -> list[str]:
