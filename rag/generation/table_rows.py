@@ -199,7 +199,8 @@ def is_pdf_row(line: str) -> bool:
 def nearest_header(lines: Sequence[str]) -> str:
     """The column header of a PDF row: the nearest line above naming a year, else a period
     ("ended", "quarter", ...), else units ("$ million")."""
-    recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)]
+    recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)
+              and not (" | " in line and not header_cells(line))]   # not a row of figures ("2020 charges | 158 | 33")
     for pattern in (_YEAR, _PERIOD, _UNITS):
         found = next((line for line in recent if pattern.search(line)), "")
         if found:

@@ -259,3 +259,8 @@ def test_a_word_under_a_year_is_a_second_label_column_not_the_years_figure():
     assert _quote(chunk) == "Expected life (2022: 7, years; 2021: 6, years)"
     chunk = "Type | Rate | Maturity | Amount\nOther subsidiaries | fixed rate | 0.04% | 2022-2047 | 18"
     assert _quote(chunk) == "Other subsidiaries (Type: fixed rate; Rate: 0.04%; Maturity: 2022-2047; Amount: 18)"
+
+
+def test_a_raw_row_is_not_bracketed_with_a_row_of_figures():
+    chunk = "Restructuring\n2020 restructuring charges | 158 | 289\nCash payments | (138) | (255)"
+    assert _quote(chunk) == "Cash payments | (138) | (255)"   # not "(2020 restructuring charges | 158 | 289)"
