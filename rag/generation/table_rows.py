@@ -98,9 +98,8 @@ def column_names(count: int, headers: Sequence[list[str]]) -> list[str]:
 def names_under(count: int, lines: Sequence[str], label: str = "", values: Sequence[str] = ()) -> list[str]:
     """Names of a row's `count` value columns from the lines above it (top first), as `column_names` fits
     their `header_cells`; a line of years followed by more columns ("2023 2022 Change", "2022 2021 22 vs. 21")
-    names a row of as many cells as it has years (or one more: the change), never spans (its years are not
-    over the change's cells);
-    [] for a row whose `label` is a figure ("$1,486,843": its first cell, the names would be shifted by one)
+    names a row of as many cells as it has years (or one more, the change, when no line below it names the
+    row), never spans (its years are not over the change's cells); [] for a row whose `label` is a figure ("$1,486,843": its first cell, the names would be shifted by one)
     or whose `values` hold a word under a year or a period ("Operating leases | Operating lease assets | $2,746":
     a second label column, not the year's figure).
 
@@ -112,13 +111,16 @@ def names_under(count: int, lines: Sequence[str], label: str = "", values: Seque
     """
     if is_figure(label):
         return []
-    headers = []
+    headers: list[list[str]] = []
+    extended = -1
     for line in lines:
         cells, after = header_cells(line), _after_years(line)
         if after and count == len(cells) + 1 and len(after.split()) <= 4 and not _PERIOD.search(after):
-            cells = [*cells, after]   # "2023 2022 Change" over three cells: the change is the third
+            cells, extended = [*cells, after], len(headers)   # "2023 2022 Change" over three cells: the change
         if cells and (len(cells) == count or not after):
             headers.append(cells)
+    if 0 <= extended < len(headers) - 1:   # ... only right above the row: a line below it names other columns
+        del headers[extended]
     names = column_names(count, headers)
     words = [name for name, cell in zip(names, values) if _TEXT_CELL.fullmatch(cell) and not _UNIT.fullmatch(cell)]
     return [] if any(_YEAR.search(name) or kinds(name) for name in words) else names
