@@ -12,7 +12,8 @@ comparison words taken out ("How did JnJ's US sales growth compare to internatio
 FY2022?" is asked as "JnJ's US sales growth sales growth in FY2022?" for the U.S. side), so a side is
 answered by a prose sentence or by a table row exactly as a plain question would be. A side's answer
 must be about that side: it (or its document's title, section or file name) holds at least half of the
-side's key weight (keys weighted by IDF over the context's units). A side with no such unit, or whose
+side's key weight (keys weighted by IDF over the context's units), and a unit that starts by naming the other
+side ("git-pull - Fetch from ...") is about that one, whatever it says of this side. A side with no such unit, or whose
 best unit is below the refusal threshold, is said to be missing ("The context does not say about Y.")
 rather than answered from the other side; both missing: "I don't know".
 
@@ -143,6 +144,20 @@ def _options(text: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", text))
 
 
+_HEAD = re.compile(r"^(?P<head>\S+(?:,? \S+){0,3}?)(?: - |: )")   # "git-pull - Fetch from ...", "--soft: Does not ..."
+
+
+def _defines_other(text: str, keys: Sequence[str], other: Sequence[str]) -> bool:
+    """A unit that starts by naming the other side ("git-pull - Fetch from and integrate ...") defines that side,
+    whatever its description says about this one."""
+    match = _HEAD.match(text)
+    if not match or not other:
+        return False
+    head = set(_tokens(match.group("head").replace("-", " ").replace(".", " ")))
+    named = lambda ks: any(any(a in head for a in k.split("|")) for k in ks)   # noqa: E731
+    return named(other) and not named(keys)
+
+
 def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weights: dict[str, float]) -> int:
     """How a unit is about a side: 0 it starts with it (in its first three words: "--soft: Does not touch ...", "The cmp
     command compares ...", "git-fetch - Download ..."), 1 it names it, 2 only its document's title, section or file name does,
@@ -187,7 +202,7 @@ def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
     for item, conf in zip(ranked, confidence):
         doc = docs[item.source - 1] if 0 < item.source <= len(docs) else None
         tier = _tier(item.text, doc, side, keys, weights)
-        if tier < 3:
+        if tier < 3 and not _defines_other(item.text, keys, sides.second_keys if which == 0 else sides.first_keys):
             about.append((tier, item, conf))
     if not about:
         return None

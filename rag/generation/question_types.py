@@ -62,6 +62,12 @@ _DOTTED = re.compile(r"\b[a-z_]\w*\.[a-z_]\w*\b")
 _CAMEL = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]*)+\b|\b[A-Z]{2,}[a-z]{2,}(?:[A-Z][a-z]*)*\b")   # HTTPAdapter too
 _CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
 _CODE_SPAN = re.compile(r"`[^`]+`")
+# prose naming a parameter or attribute: "using the params keyword argument", "the history property"
+_PROSE_NAME = re.compile(r"\bthe ([a-z_][a-z0-9_]*) (?:keyword )?(?:argument|parameter|property|attribute|method|"
+                         r"function|class|object|option|flag|setting|field)\b")
+_NOT_PROSE_NAMES = frozenset("same following first second third last new other optional required default only above below "
+                             "given next previous main keyword positional entire whole original current specific "
+                             "corresponding appropriate additional single final".split())
 _COMMAND = re.compile(r"\b(?:the\s+)?([a-z][\w-]*\d*)\s+(?:command|program|utility|subcommand)\b|\b[a-z]+\d\b|"
                       r"\b[a-z][\w.-]*\(\d\w*\)|^[a-z][\w.-]+(?= - )")
 # "the sdiff command", "diff3", a manual page "git-stash(1)", a manual page's NAME line "git-stash - Stash ..."
@@ -105,11 +111,17 @@ def identifiers_in(text: str) -> set[str]:
 
 
 def _options(text: str) -> set[str]:
-    return {m.group().lower() for m in _OPTION.finditer(text)}
+    return {m.group().lower() for m in _OPTION.finditer(text)} | _prose_names(text)
 
 
 def _code_names(text: str) -> set[str]:
-    return {m.group().strip("`").lower() for p in (_CALL, _DOTTED, _CAMEL, _CONSTANT, _CODE_SPAN) for m in p.finditer(text)}
+    return {m.group().strip("`").lower() for p in (_CALL, _DOTTED, _CAMEL, _CONSTANT, _CODE_SPAN)
+            for m in p.finditer(text)} | _prose_names(text)
+
+
+def _prose_names(text: str) -> set[str]:
+    """Names prose gives a parameter or attribute ("the params keyword argument": params)."""
+    return {m.group(1) for m in _PROSE_NAME.finditer(text) if m.group(1) not in _NOT_PROSE_NAMES}
 
 
 def _commands(text: str) -> set[str]:

@@ -5,7 +5,8 @@ answers what was asked ("This can be used to raise an exception if invalid JSON 
 encountered" for "What exception does json.loads raise?"). `answer_relevance` scores each answer
 sentence against the question, independently of the context it came from:
 
-- key terms: the share of the question's key terms the sentence uses (its document's title counted);
+- key terms: the share of the key terms of the question's asking sentence (not its instructions: "Answer in
+  USD millions.") the sentence uses, a fiscal year matched as its year ("FY2022" in a "2022" column);
 - meaning: the cosine similarity of the sentence and the question (when an embedding is used);
 - kind: the sentence holds the kind of answer the question asks for (`question_types`: an option, a
   number, an extension ...);
@@ -36,6 +37,7 @@ from rag.generation.question_types import (
     missing_names,
     question_type,
 )
+from rag.generation.value_units import OPERATION_WORDS, asked_part, period_term
 
 __all__ = ["RELEVANCE_THRESHOLD", "Relevance", "answer_relevance", "context_text"]
 
@@ -81,8 +83,9 @@ def answer_relevance(question: str, sentences: Sequence[str], *, context_text: s
     """
     if not sentences:
         return []
-    key = set(tokenize(question)) - _GENERIC
-    share = np.array([len(key & set(tokenize(s))) / len(key) if key else 1.0 for s in sentences])
+    # the asking sentence's terms (not its instructions: "Answer in USD millions."), a period word as its period
+    key = {period_term(t) for t in tokenize(asked_part(question))} - _GENERIC - OPERATION_WORDS
+    share = np.array([len(key & {period_term(t) for t in tokenize(s)}) / len(key) if key else 1.0 for s in sentences])
     cosine = None
     if vectors is None and embedding is not None:
         def vectors(texts: Sequence[str]) -> np.ndarray:

@@ -129,6 +129,17 @@ def test_a_side_the_context_lacks_is_named_not_answered_from_the_other_side():
     assert gone == NO_ANSWER
 
 
+def test_a_unit_defining_the_other_side_is_not_about_this_one():
+    # the pull page's name line mentions fetching: it defines git pull, so the fetch side is said to be missing
+    pull = "NAME\n\ngit-pull - Fetch from and integrate with another repository or a local branch\n"
+    decision = ExtractiveAnswerer(embedding=None, min_confidence=0.0).decide(
+        "What is the difference between git fetch and git pull?",
+        [Document(page_content=pull, metadata={"title": "git-pull(1)", "source": "git-pull.html"})])
+    assert [s.text for s in decision.chosen] == ["git-pull - Fetch from and integrate with another repository or a "
+                                                 "local branch"]
+    assert decision.note == "The context does not say about git fetch."
+
+
 def test_sphinx_api_entries_label_their_description():
     chunk = ("## Authentication\n\nclass requests.auth.HTTPBasicAuth(username, password)[source]\n\nAttaches HTTP "
              "Basic Authentication to the given Request object.\n\nproperty content\n\nContent of the response, in "

@@ -118,3 +118,26 @@ def test_a_sentence_quoting_the_question_is_about_it_and_does_not_answer_it():
     out = ExtractiveAnswerer(min_confidence=0.0).invoke({"question": "Which embedding model is used by default?",
                                                         "context": docs})
     assert out.startswith("The default embedding model is all-MiniLM-L6-v2") and "Before this rule" not in out
+
+
+@pytest.mark.parametrize(("question", "sentence", "kind"), [
+    ("Which keyword argument passes parameters in the query string?",
+     "Requests lets you provide them as a dictionary, using the params keyword argument.", True),
+    ("Which Response property tracks the redirects that were followed?",
+     "We can use the history property of the Response object to track redirection.", True),
+    ("Which argument turns off certificate verification?",
+     "The same argument is accepted by every method.", False),   # "the same argument" names nothing
+])
+def test_prose_that_names_a_parameter_or_attribute_holds_an_identifier(question, sentence, kind):
+    assert has_answer_of_type(sentence, question_type(question), question) is kind
+
+
+def test_the_answers_signal_reads_the_asking_sentence_not_the_instructions():
+    from rag.generation.relevance import answer_relevance
+
+    asked = "What were the restructuring costs in FY2022?"
+    long = asked + " If restructuring costs are not explicitly outlined then state 0. Answer in USD millions."
+    row = "Restructuring and impairment charges (2022: 411)"
+    short, with_instructions = (answer_relevance(q, [row], embedding=None)[0] for q in (asked, long))
+    assert with_instructions.relevance == short.relevance > 0.45   # FY2022 matched as the year 2022
+    assert with_instructions.answers()
