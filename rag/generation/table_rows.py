@@ -40,10 +40,11 @@ _DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february
 _PERIOD = re.compile(rf"\b(?:{_DATE_WORDS})\b", re.IGNORECASE)
 _UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", re.IGNORECASE)
 _DATE = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}, ?(?:19|20)\d\d\b")
-_NOT_NAME = re.compile(r"(?:\(\w{1,2}\)\s*)+|[-—–$\s]+|NA|N/A|NM")   # a footnote's mark, a dash: no column's name
+_NOT_NAME = re.compile(r"(?:\(\w{1,2}\)\s*)+|[-—–$\s]+|NA|N/A|NM|\d{1,2},")   # a footnote mark, a dash, a day: no name
 _PROSE = re.compile(r"^(?:\S+\s+){12}\S|^(?:\S+\s+){2,}\S*\w[.;]$")   # more than 12 words, or a sentence's end
 _TEXT_CELL = re.compile(r"[^\d]*[A-Za-z]{3}[^\d]*")   # a word where a figure belongs ("Cost of sales")
 _UNIT = re.compile(r"(?:\(\w{1,2}\)\s*)+|NA|N/A|NM|n/a|nm|years?|months?|days?|bps", re.IGNORECASE)   # "7 | years"
+_DASH = re.compile(r"[-—–$\s]+")
 _FOOTNOTES = re.compile(r"\(\w\)|\*+|[,.:;\s]")
 
 
@@ -202,9 +203,14 @@ def nearest_header(lines: Sequence[str]) -> str:
     """The column header of a PDF row: the nearest line above naming a year, else a period
     ("ended", "quarter", ...), else units ("$ million")."""
     recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)
-              and not (" | " in line and not header_cells(line))]   # not a row of figures ("2020 charges | 158 | 33")
+              and not (" | " in line and _a_row(row_cells(line)[1:]))]
     for pattern in (_YEAR, _PERIOD, _UNITS):
         found = next((line for line in recent if pattern.search(line)), "")
         if found:
             return found
     return ""
+
+
+def _a_row(values: Sequence[str]) -> bool:
+    """Whether a line's cells after the first are a row's values: a figure, or only dashes ("$— | —")."""
+    return any(map(is_figure, values)) or all(_DASH.fullmatch(c) for c in values)

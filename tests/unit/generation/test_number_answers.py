@@ -264,3 +264,10 @@ def test_a_word_under_a_year_is_a_second_label_column_not_the_years_figure():
 def test_a_raw_row_is_not_bracketed_with_a_row_of_figures():
     chunk = "Restructuring\n2020 restructuring charges | 158 | 289\nCash payments | (138) | (255)"
     assert _quote(chunk) == "Cash payments | (138) | (255)"   # not "(2020 restructuring charges | 158 | 289)"
+
+
+def test_a_date_split_into_cells_is_not_a_header_but_still_brackets_a_raw_row():
+    chunk = "Year Ended June | 30, | 2023\n($ in millions) | Flexibles | Packaging | Total\nNet sales | $11,154 | $3,540 | $14,694"
+    assert _quote(chunk) == "Net sales (Flexibles: $11,154; Packaging: $3,540; Total: $14,694)"   # not "30, Packaging"
+    chunk = "Year ended December | 31, | 2020\nTotal special items | 205 | — | 19 | (0.07)"
+    assert _quote(chunk) == "Total special items | 205 | — | 19 | (0.07) (Year ended December | 31, | 2020)"
