@@ -123,6 +123,8 @@ def names_under(count: int, lines: Sequence[str], label: str = "", values: Seque
     if 0 <= extended < len(headers) - 1:   # ... only right above the row: a line below it names other columns
         del headers[extended]
     names = column_names(count, headers)
+    if not _parallel(names, values):
+        return []
     words = [name for name, cell in zip(names, values) if _TEXT_CELL.fullmatch(cell) and not _UNIT.fullmatch(cell)]
     return [] if any(_YEAR.search(name) or kinds(name) for name in words) else names
 
@@ -214,3 +216,13 @@ def nearest_header(lines: Sequence[str]) -> str:
 def _a_row(values: Sequence[str]) -> bool:
     """Whether a line's cells after the first are a row's values: a figure, or only dashes ("$— | —")."""
     return any(map(is_figure, values)) or all(_DASH.fullmatch(c) for c in values)
+
+
+def _parallel(names: Sequence[str], values: Sequence[str]) -> bool:
+    """Whether the cells under each spanning name have the same shape (a percent where the others have one):
+    "2022: 3,306, 3,700; 2021: (394), (11)%" are two years then their change, not two cells per year."""
+    runs = [[v for n, v in zip(names, values) if n == name] for name in dict.fromkeys(names)]
+    if len(runs) < 2 or len({len(r) for r in runs}) > 1 or len(runs[0]) < 2:
+        return True
+    shapes = [[None if _DASH.fullmatch(v) else v.rstrip(")*").endswith("%") for v in run] for run in runs]
+    return all(len({s for s in column if s is not None}) < 2 for column in zip(*shapes))

@@ -271,3 +271,10 @@ def test_a_date_split_into_cells_is_not_a_header_but_still_brackets_a_raw_row():
     assert _quote(chunk) == "Net sales (Flexibles: $11,154; Packaging: $3,540; Total: $14,694)"   # not "30, Packaging"
     chunk = "Year ended December | 31, | 2020\nTotal special items | 205 | — | 19 | (0.07)"
     assert _quote(chunk) == "Total special items | 205 | — | 19 | (0.07) (Year ended December | 31, | 2020)"
+
+
+def test_a_year_spans_cells_only_of_the_same_shape():
+    chunk = "2020 2019\nExpected volatility | 32.9% | 29.5 | - | 29.9%"   # the years' percents are not side by side
+    assert _quote(chunk) == "Expected volatility | 32.9% | 29.5 | - | 29.9% (2020 2019)"
+    chunk = "2022 2021\nSame period last year | 20.8% | $10.12 | 22.3% | $9.36"   # a share and a figure per year
+    assert _quote(chunk) == "Same period last year (2022: 20.8%, $10.12; 2021: 22.3%, $9.36)"
