@@ -38,7 +38,7 @@ _KINDS = (
 )
 _PATTERNS = [(kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _KINDS]
 # where a column header names a period: "Three Months Ended", "SECOND QUARTER", "Six Months", "Year Ended"
-_PHRASE = re.compile(r"\b(?:(?:three|six|nine|twelve|\d{1,2})[- ]months?|(?:first|second|third|fourth) quarter|"
+_PHRASE = re.compile(r"\b(?:(?:three|six|nine|twelve|\d{1,2})[- ]months?|(?:first|second|third|fourth|1st|2nd|3rd|4th) quarter|"
                      r"quarter|(?:fiscal )?years?)(?: ended)?\b", re.IGNORECASE)
 _WORDS = frozenset(tokenize("three six nine twelve months ended ending quarter quarterly q1 q2 q3 q4 first second "
                             "third fourth fiscal fy year years half weeks annual january february march april may june "

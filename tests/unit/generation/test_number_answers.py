@@ -278,3 +278,8 @@ def test_a_year_spans_cells_only_of_the_same_shape():
     assert _quote(chunk) == "Expected volatility | 32.9% | 29.5 | - | 29.9% (2020 2019)"
     chunk = "2022 2021\nSame period last year | 20.8% | $10.12 | 22.3% | $9.36"   # a share and a figure per year
     assert _quote(chunk) == "Same period last year (2022: 20.8%, $10.12; 2021: 22.3%, $9.36)"
+
+
+def test_a_numbered_quarter_names_its_own_column():
+    assert period_cells("1ST QUARTER 2ND QUARTER 3RD QUARTER 4TH QUARTER") == \
+        ["1ST QUARTER", "2ND QUARTER", "3RD QUARTER", "4TH QUARTER"]   # not "QUARTER 2ND" over the first quarter
