@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
-from rag.generation.table_rows import column_names, header_cells, is_row, row_cells, row_context
+from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
 
@@ -45,13 +45,6 @@ _FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
-_CELL_NUMBER = r"(?:\(?-?[$€£]?\d[\d,]*(?:\.\d+)?%?\)?\*?|—|–|-|[$€£%])"
-_PDF_ROW = re.compile(rf"^(?P<label>.*?[A-Za-z].*?)\s+(?P<values>{_CELL_NUMBER}(?:\s+{_CELL_NUMBER})*)\s*$")
-_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
-_DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february|march|april|may|june|july|"
-               r"august|september|october|november|december")
-_PERIOD = re.compile(rf"\b(?:{_DATE_WORDS})\b", re.IGNORECASE)
-_UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", re.IGNORECASE)
 _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
 _CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
@@ -153,28 +146,6 @@ def _prose_lines(text: str) -> list[str | None]:
     return out
 
 
-def _pdf_row(line: str) -> bool:
-    """A label then at least two number cells (a PDF table row on one line), not a header of years."""
-    match = _PDF_ROW.match(line)
-    if not match or _END.search(match.group("label")):
-        return False
-    values = [v for v in match.group("values").split() if v not in ("$", "€", "£", "%")]
-    numbers = [v for v in values if any(c.isdigit() for c in v)]
-    return len(values) >= 2 and len(numbers) >= 1 and not all(_YEAR.fullmatch(v) for v in numbers) \
-        and len(match.group("label").split()) <= 16 and not _PERIOD.search(match.group("label"))
-
-
-def _header(lines: Sequence[str]) -> str:
-    """The column header of a PDF row: the nearest line above naming a year, else a period
-    ("ended", "quarter", ...), else units ("$ million")."""
-    recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)]
-    for pattern in (_YEAR, _PERIOD, _UNITS):
-        found = next((line for line in recent if pattern.search(line)), "")
-        if found:
-            return found
-    return ""
-
-
 class _Splitter:
     """Walks one chunk's lines and collects its units (see the module docstring)."""
 
@@ -268,7 +239,7 @@ class _Splitter:
         spanning header grouped ("2023: 2,018, 1,608"), else with the nearest header line in brackets."""
         self.flush(before_row=True)
         label, values = cells[0], cells[1:]
-        names = column_names(len(values), [c for c in (header_cells(h) for h in self.recent) if c])
+        names = names_under(len(values), self.recent, label, values)
         groups: list[tuple[str, list[str]]] = []
         for name, value in zip(names, values):
             if groups and groups[-1][0] == name:
@@ -278,7 +249,7 @@ class _Splitter:
         named = "; ".join(f"{name}: {', '.join(vals)}" for name, vals in groups)
         text, terms = f"{label} ({named})", " ".join(dict.fromkeys(names))
         if not names or len(text.split()) > MAX_WORDS:
-            terms = _header(self.recent)
+            terms = nearest_header(self.recent)
             text = " | ".join(cells) + (f" ({terms})" if terms else "")
         if len(text.split()) <= MAX_WORDS:   # the period and caption above count as its headers
             self.add(text, "row", terms=row_context(self.recent, terms, self.caption))
@@ -289,7 +260,7 @@ class _Splitter:
             if self.recent:
                 self.recent.pop()
         self.flush(before_row=True)
-        header = _header(self.recent)
+        header = nearest_header(self.recent)
         self.add(f"{line} ({header})" if header else line, "row", terms=row_context(self.recent, header, self.caption))
 
 
@@ -346,7 +317,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
             splitter.flush(before_row=True)
             splitter.recent.append(line)
             continue
-        if _pdf_row(line):
+        if is_pdf_row(line):
             splitter.pdf_row(line)
             continue
         splitter.recent.append(line)

@@ -38,11 +38,12 @@ _KINDS = (
 )
 _PATTERNS = [(kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _KINDS]
 # where a column header names a period: "Three Months Ended", "SECOND QUARTER", "Six Months", "Year Ended"
-_PHRASE = re.compile(r"\b(?:(?:three|six|nine|twelve|\d{1,2})[- ]months?|(?:first|second|third|fourth) quarter|"
+_PHRASE = re.compile(r"\b(?:(?:three|six|nine|twelve|\d{1,2})[- ]months?|(?:first|second|third|fourth|1st|2nd|3rd|4th) quarter|"
                      r"quarter|(?:fiscal )?years?)(?: ended)?\b", re.IGNORECASE)
 _WORDS = frozenset(tokenize("three six nine twelve months ended ending quarter quarterly q1 q2 q3 q4 first second "
                             "third fourth fiscal fy year years half weeks annual january february march april may june "
                             "july august september october november december", stop_words=False))
+_DURATION = re.compile(r"\b\d{1,2}\s+(?:years?|months?)\b(?!\s+ended)", re.IGNORECASE)   # "1 to 3 years": a term
 _NUMBER_WORD = re.compile(r"^(?:\d{1,2}|(?:19|20)\d\d)$")   # a day of a date or a year
 
 
@@ -69,9 +70,15 @@ def period_word(token: str) -> bool:
 
 def period_cells(line: str) -> list[str]:
     """The periods a header line names, one cell each ("Three Months Ended Six Months Ended"); [] for
-    fewer than two: a line of periods spans the columns under it, as a line of " | "-joined cells does."""
+    fewer than two: a line of periods spans the columns under it, as a line of " | "-joined cells does. Terms
+    ("Less than 1 year 1 to 3 years 3 to 5 years": a maturity's) are not periods.
+
+    Example:
+        >>> period_cells("Total Less than 1 year 1 to 3 years 3 to 5 years After 5 years")
+        []
+    """
     starts = [m.start() for m in _PHRASE.finditer(line)]
-    if len(starts) < 2 or len(line.split()) > 16:
+    if len(starts) < 2 or len(line.split()) > 16 or _DURATION.search(line):
         return []
     cells = [line[a:b].strip(" ,") for a, b in zip(starts, [*starts[1:], len(line)])]
-    return cells if all(kinds(c) or "year" in c.lower() for c in cells) else []
+    return cells if all(map(kinds, cells)) else []   # "years", "Year over Year": not periods
