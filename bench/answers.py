@@ -13,6 +13,10 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
 - `sqlite` (held out): 46 pages of the SQLite documentation from Debian's `sqlite3-doc` package,
   questions written and committed before the answerer was first run on them and asked once: a figure
   no rule was designed on (its store builds in under a minute, so it is in the default list);
+- `docutils` (a second held-out corpus, NOT in the default list until its one run): 40 pages of the
+  Docutils 0.19 documentation from Debian's `docutils-doc` package (pages made by Docutils' own HTML
+  writer), questions written and committed before its store was built or any question asked
+  (`--corpora docutils`);
 - `financebench_check` (not in the default list): 18 number questions about other pages of the
   development filings (`bench/answer_corpora/financebench_check.json`, written before the number
   answers were changed), asked against the 54 filings in one store, the knowledge base that
@@ -30,7 +34,7 @@ question, and for each threshold how many questions would be answered right, ans
 refused. The default threshold was chosen on one corpus and is checked on the others (the docs say
 which, `docs/generation.md`).
 
-    apt-get install diffutils-doc git-doc python-requests-doc sqlite3-doc  # the documentation corpora
+    apt-get install diffutils-doc git-doc python-requests-doc sqlite3-doc docutils-doc  # doc corpora
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
     python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
