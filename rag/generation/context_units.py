@@ -163,6 +163,8 @@ class _Splitter:
         self.after_code = False  # the paragraph follows a code block
         self.terms: list[str] = []  # option names of a definition list, waiting for their description
         self.code = ""  # the first line of the code block an intro sentence ("... add your models:") leads to
+        self.heading = ""  # the last Markdown heading of the chunk, for a field line under it ("Default: 8.")
+        self.described: list[str] = []  # the first sentences under that heading
         # a table chunk (`chunk_type="table"`): the header lines its reader found above it (as the chunker kept
         # them), the caption of a row with no short caption line of its own ("Total Stores at End of Quarter")
         self.caption = str(metadata.get("section") or "").replace(" / ", " ") if metadata.get("chunk_type") == "table" \
@@ -214,7 +216,21 @@ class _Splitter:
                 # ... and matched with the rest of its description ("--hard: Resets the index and working
                 # tree." answers "... discarding changes" from the sentence after it)
                 rest = " ".join([t.replace(".", " ") for t in terms] + sentences[1:4]) if label else ""   # a.b: a, b
+                field = "" if label else self._field_label(sentence, words)
+                if field:   # a field line under a heading is matched with what the heading's entry says first
+                    label, rest = field, " ".join(self.described[:3])
                 self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence", terms=rest)
+                if not field and len(self.described) < 3:
+                    self.described.append(sentence)
+
+    def _field_label(self, sentence: str, words: int) -> str:
+        """A reference entry's field line ("Default: 8.", "Type: int.") is quoted with the heading it is under:
+        "tab_width: Default: 8." (alone it does not say whose default it is)."""
+        heading = self.heading or str(self.metadata.get("section") or "").rsplit(" / ", 1)[-1].strip()
+        if not heading or words > 6 or not _FIELD.match(sentence) or len(heading.split()) > 8 \
+                or heading.lower() in sentence.lower():
+            return ""
+        return f"{heading}: "
 
     def markdown_row(self, line: str) -> None:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -308,6 +324,8 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
         splitter.close_table()
         if line.startswith("#") or _TABLE_RULE.match(line):
             splitter.flush()
+            if line.startswith("#"):
+                splitter.heading, splitter.described = line.lstrip("#").strip(), []
             continue
         if " | " in line:   # a row of a PDF or HTML table as the loaders print it, or its header
             cells = row_cells(line)

@@ -12,6 +12,7 @@ from rag.generation.context_units import (
     is_code_like,
     units_of_chunk,
 )
+from rag.generation.extractive import ExtractiveAnswerer
 
 WORDS = st.sampled_from(["rates", "fell", "rose", "sharply", "in", "the", "bank", "market", "today", "while", "prices", "stayed", "flat", "across", "several", "regions", "after", "strong", "demand", "for", "loans"])
 SENTENCES = st.lists(WORDS, min_size=4, max_size=12).map(lambda ws: " ".join([ws[0].capitalize(), *ws[1:]]) + ".")
@@ -98,3 +99,15 @@ def test_prose_with_inline_code_is_not_code_but_symbol_soup_is():
 
 def test_a_two_word_field_is_a_unit_but_other_two_word_pieces_are_not():
     assert [u.text for u in units_of_chunk("License: MIT.\n\nSee above.")] == ["License: MIT."]
+
+
+def test_a_field_line_of_a_reference_entry_is_quoted_with_its_heading():
+    entry = ("#### tab_width\n\nNumber of spaces for hard tab expansion.\n\nDefault: 8. Option: --tab-width.\n\n"
+             "#### halt_level\n\nThe threshold at or above which system messages halt processing.\n\nDefault: severe.")
+    texts = [u.text for u in units_of_chunk(entry)]
+    assert "tab_width: Default: 8." in texts and "halt_level: Default: severe." in texts
+    [tab] = [u for u in units_of_chunk(entry) if u.text == "tab_width: Default: 8."]
+    assert "hard tab expansion" in tab.terms   # matched with what the entry says first
+    said = ExtractiveAnswerer(embedding=None).invoke(
+        {"question": "How many spaces does a hard tab expand to by default?", "context": [entry]})
+    assert said == "tab_width: Default: 8. [1]"
