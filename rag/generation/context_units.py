@@ -210,7 +210,8 @@ class _Splitter:
                 self.add(f"{sentence} {code}", "sentence")   # "... add your models: `register_price(...)`"
                 continue
             if (_MIN_WORDS <= words or (words == 2 and _FIELD.match(sentence))) and words <= MAX_WORDS \
-                    and not is_code_like(sentence) and not _INTRO.search(sentence):
+                    and not (is_code_like(sentence) and not (words <= 8 and _FIELD.match(sentence))) \
+                    and not _INTRO.search(sentence):   # a short field line is a statement ("Default: warning (2).")
                 # the description's first sentence is quoted with its option names ("-N, --new-file: If ...")
                 label = f"{', '.join(terms)}: " if terms and i == 0 else ""
                 # ... and matched with the rest of its description ("--hard: Resets the index and working

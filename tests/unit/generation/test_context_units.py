@@ -103,9 +103,9 @@ def test_a_two_word_field_is_a_unit_but_other_two_word_pieces_are_not():
 
 def test_a_field_line_of_a_reference_entry_is_quoted_with_its_heading():
     entry = ("#### tab_width\n\nNumber of spaces for hard tab expansion.\n\nDefault: 8. Option: --tab-width.\n\n"
-             "#### halt_level\n\nThe threshold at or above which system messages halt processing.\n\nDefault: severe.")
+             "#### halt_level\n\nThe threshold at or above which system messages halt processing.\n\nDefault: severe (4).")
     texts = [u.text for u in units_of_chunk(entry)]
-    assert "tab_width: Default: 8." in texts and "halt_level: Default: severe." in texts
+    assert "tab_width: Default: 8." in texts and "halt_level: Default: severe (4)." in texts
     [tab] = [u for u in units_of_chunk(entry) if u.text == "tab_width: Default: 8."]
     assert "hard tab expansion" in tab.terms   # matched with what the entry says first
     said = ExtractiveAnswerer(embedding=None).invoke(
