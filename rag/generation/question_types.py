@@ -83,6 +83,8 @@ _EXTENSION = re.compile(r"(?<![\w/])\.[A-Za-z~]{1,6}\b|‘\s*~\s*’|'~'|[‘'\"
 _PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*")
 _REASON = re.compile(r"\b(?:because|since|so that|in order to|to avoid|to prevent|due to|as a result|the reason)\b",
                      re.IGNORECASE)
+# a name of several capitalised words inside a sentence ("Read the Docs", "Visual Studio Code"), not its first word
+_PHRASE_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][a-z]+(?:\s+(?:the\s+|of\s+)?[A-Z][a-z]+)+\b")
 _NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][\w&]*[A-Za-z0-9]\b|\b[A-Za-z]+\d[\w]*\b|\b\d+[A-Za-z]\w*\b")
 _NOT_NAMES = frozenset({"I", "FY", "Q1", "Q2", "Q3", "Q4", "USD", "EUR", "GAAP", "EPS", "EBITDA", "CEO", "CFO"})
 
@@ -219,6 +221,10 @@ def missing_names(question: str, context_text: str) -> list[str]:
             if capitals.lower() in initials:
                 continue
         missing.append(name)
+    for phrase in _PHRASE_NAME.finditer(question):   # "Read the Docs": the name, not its words anywhere
+        words = phrase.group().split()
+        if not any(w in missing for w in words) and " ".join(words).lower() not in " ".join(lowered.split()):
+            missing.append(phrase.group())
     return missing
 
 

@@ -181,3 +181,13 @@ def test_a_name_next_to_the_asked_noun_is_an_instance_and_the_noun_alone_is_not(
     question = f"Which {noun} lets readers in?"
     assert instance_of(question, [f"{filler} the {name} {noun} lets readers in."]) == [True]
     assert instance_of(question, [f"{filler} a {noun} lets readers in."]) == [False]
+
+
+@pytest.mark.parametrize(("question", "context", "missing"), [
+    ("How do I publish my documentation on Read the Docs?", "Read docs/index.txt for an overview.", ["Read the Docs"]),
+    ("How do I publish my documentation on Read the Docs?", "Projects are hosted on Read the\nDocs.", []),
+    ("What was Best Buy's revenue in the quarter?", "Best Buy reported revenue of $9.6 billion.", []),
+    ("Which extension does Visual Studio Code use?", "Code is visual. A studio uses extensions.", ["Visual Studio Code"]),
+])
+def test_a_name_of_several_words_must_be_in_the_context_as_a_phrase(question, context, missing):
+    assert missing_names(question, context) == missing
