@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
+from rag.generation.line_kinds import is_code_like, mostly_numbers, title_line
 from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
@@ -45,11 +46,7 @@ _FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
-_INLINE_CODE = re.compile(r"`[^`]*`")
-_CODE_CHARS = set("{}[]()=<>;|\\_`#@")
-_CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
 _ALNUM = re.compile(r"[^\W_]")
-_ASSIGN = re.compile(r"^\W*[A-Za-z_][\w.\[\]]*\s=\s|[;(]\s*\w+\s=\s")   # "x = 1", not "precision = a / b"
 _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
@@ -86,35 +83,6 @@ class Unit:
     terms: str = ""
     position: int = 0
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-
-def is_code_like(text: str) -> bool:
-    """True for text that reads as code rather than prose (symbols, calls, assignments).
-
-    Inline code in backticks inside a prose sentence counts as one word; a sentence that is mostly
-    inline code (a list of names) is code.
-
-    Example:
-        >>> is_code_like('0.00}, ) chain.invoke({"question": q})'), is_code_like("Call `rag.chain()` to ask.")
-        (True, False)
-    """
-    prose = _INLINE_CODE.sub("x", text)
-    chars = [c for c in prose if not c.isspace()]
-    if not chars:
-        return False
-    if sum(len(m) for m in _INLINE_CODE.findall(text)) > 0.5 * len(text):  # a list of identifiers
-        return True
-    symbols = sum(c in _CODE_CHARS for c in chars) / len(chars)
-    words = prose.split()
-    calls = len(_CALL.findall(prose))
-    identifiers = sum(1 for w in words if re.search(r"[a-z]_[a-z]|[a-z]\.[a-z_]+\(|^[a-z]+[A-Z]\w*$", w))
-    return symbols >= 0.08 or (calls and (calls + identifiers) / max(len(words), 1) >= 0.2) or bool(_ASSIGN.search(prose))
-
-
-def _mostly_numbers(text: str) -> bool:
-    """A run of figures ("retrieve: hybrid + RSE; 8.4; 11.5"), not a statement: a table fragment."""
-    words = text.split()
-    return sum(any(c.isdigit() for c in w) for w in words) >= 0.4 * len(words)
 
 
 def _fence_start_inside(lines: Sequence[str]) -> bool:
@@ -187,6 +155,9 @@ class _Splitter:
             self.terms = [_api_term(self.paragraph.pop())]   # "requests.get()" above "Sends a GET request."
             return
         terms, self.terms = self.terms, []
+        if len(self.paragraph) == 1 and title_line(self.paragraph[0]) and not terms:
+            self.paragraph.clear()   # a heading or a table of contents' entry ("Converting Documents from Emacs")
+            return
         if before_row and not _END.search(self.paragraph[-1]):
             self.paragraph.clear()  # a table's title or column headers, not a statement
             self.first_paragraph = False
@@ -220,7 +191,7 @@ class _Splitter:
                 field = "" if label else self._field_label(sentence, words)
                 if field:   # a field line under a heading is matched with what the heading's entry says first
                     label, rest = field, " ".join(self.described[:3])
-                self.add(label + sentence, "row" if _mostly_numbers(sentence) else "sentence", terms=rest)
+                self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest)
                 if not field and len(self.described) < 3:
                     self.described.append(sentence)
 

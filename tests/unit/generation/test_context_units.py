@@ -111,3 +111,12 @@ def test_a_field_line_of_a_reference_entry_is_quoted_with_its_heading():
     said = ExtractiveAnswerer(embedding=None).invoke(
         {"question": "How many spaces does a hard tab expand to by default?", "context": [entry]})
     assert said == "tab_width: Default: 8. [1]"
+
+
+def test_headings_and_contents_entries_without_markup_are_not_quoted():
+    contents = ("Operating on Other Text Blocks\nCreating and Removing Line Blocks\n\nCommenting a Region of Text\n\n"
+                "Converting Documents from Emacs\n\nImenu Support\n\n"
+                "git-clean - Remove untracked files from the working tree\n\nThe Emacs mode converts documents.")
+    texts = [u.text for u in units_of_chunk(contents)]
+    assert "Converting Documents from Emacs" not in texts and "Commenting a Region of Text" not in texts
+    assert texts[-2:] == ["git-clean - Remove untracked files from the working tree", "The Emacs mode converts documents."]

@@ -1,0 +1,60 @@
+"""What a line of a chunk is, before it is quoted: code, a heading, or a run of figures.
+
+`rag.generation.context_units` leaves code and headings out of the quotable units and makes a line of
+mostly figures a table row.
+
+Example:
+    >>> is_code_like('0.00}, ) chain.invoke({"question": q})'), is_code_like("Call `rag.chain()` to ask.")
+    (True, False)
+    >>> title_line("Converting Documents from Emacs"), title_line("git-clean - Remove untracked files")
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["is_code_like", "mostly_numbers", "title_line"]
+
+_INLINE_CODE = re.compile(r"`[^`]*`")
+_CODE_CHARS = set("{}[]()=<>;|\\_`#@")
+_CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
+_ASSIGN = re.compile(r"^\W*[A-Za-z_][\w.\[\]]*\s=\s|[;(]\s*\w+\s=\s")   # "x = 1", not "precision = a / b"
+_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
+_SMALL_WORDS = frozenset("a an the and or of in on for to from with by at as vs".split())
+
+
+def is_code_like(text: str) -> bool:
+    """True for text that reads as code rather than prose (symbols, calls, assignments).
+
+    Inline code in backticks inside a prose sentence counts as one word; a sentence that is mostly
+    inline code (a list of names) is code.
+
+    Example:
+        >>> is_code_like('0.00}, ) chain.invoke({"question": q})'), is_code_like("Call `rag.chain()` to ask.")
+        (True, False)
+    """
+    prose = _INLINE_CODE.sub("x", text)
+    chars = [c for c in prose if not c.isspace()]
+    if not chars:
+        return False
+    if sum(len(m) for m in _INLINE_CODE.findall(text)) > 0.5 * len(text):  # a list of identifiers
+        return True
+    symbols = sum(c in _CODE_CHARS for c in chars) / len(chars)
+    words = prose.split()
+    calls = len(_CALL.findall(prose))
+    identifiers = sum(1 for w in words if re.search(r"[a-z]_[a-z]|[a-z]\.[a-z_]+\(|^[a-z]+[A-Z]\w*$", w))
+    return symbols >= 0.08 or (calls and (calls + identifiers) / max(len(words), 1) >= 0.2) or bool(_ASSIGN.search(prose))
+
+
+def title_line(line: str) -> bool:
+    """A line in title case without a full stop: a heading, not a statement."""
+    words = [w for w in line.split() if w[:1].isalpha() and w.lower() not in _SMALL_WORDS]
+    return not _END.search(line) and " - " not in line and 2 <= len(words) <= 10 and \
+        sum(w[0].isupper() for w in words) >= 0.75 * len(words) and not line.isupper()
+
+
+def mostly_numbers(text: str) -> bool:
+    """A run of figures ("retrieve: hybrid + RSE; 8.4; 11.5"), not a statement: a table fragment."""
+    words = text.split()
+    return sum(any(c.isdigit() for c in w) for w in words) >= 0.4 * len(words)
