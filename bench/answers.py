@@ -38,7 +38,7 @@ question, and for each threshold how many questions would be answered right, ans
 refused. The default threshold was chosen on one corpus and is checked on the others (the docs say
 which, `docs/generation.md`).
 
-    apt-get install diffutils-doc git-doc python-requests-doc sqlite3-doc docutils-doc python-werkzeug-doc  # doc corpora
+    apt-get install diffutils-doc git-doc python-requests-doc sqlite3-doc docutils-doc python-werkzeug-doc # doc corpora
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
     python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
