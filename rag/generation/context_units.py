@@ -47,6 +47,7 @@ _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
 _ALNUM = re.compile(r"[^\W_]")
+_PARAM = re.compile(r"^[A-Za-z_]\w* \([^()]*\) [–—-] \S")   # a Sphinx parameter entry: "code (int) – the ..."
 _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
@@ -64,6 +65,9 @@ def _api_term(line: str) -> str:
     if not match or not (match.group("kind") or match.group("call")):   # not a bare name ("gc.auto", "Parameters")
         return ""
     called = match.group("call") and match.group("kind") not in ("class", "exception")
+    if called and re.search(r"=\s*(?!None\b)[^,)\s]", match.group("call")) and len(match.group("call")) <= 60:
+        # a default worth stating ("code=308"; not only "=None")
+        return match.group("name") + match.group("call")
     return match.group("name") + ("()" if called else "")
 @dataclass(frozen=True)
 class Unit:
@@ -133,6 +137,7 @@ class _Splitter:
         self.code = ""  # the first line of the code block an intro sentence ("... add your models:") leads to
         self.heading = ""  # the last Markdown heading of the chunk, for a field line under it ("Default: 8.")
         self.described: list[str] = []  # the first sentences under that heading
+        self.api = ""  # the API entry ("werkzeug.utils.redirect()") whose parameter entries follow
         # a table chunk (`chunk_type="table"`): the header lines its reader found above it (as the chunker kept
         # them), the caption of a row with no short caption line of its own ("Total Stores at End of Quarter")
         self.caption = str(metadata.get("section") or "").replace(" / ", " ") if metadata.get("chunk_type") == "table" \
@@ -153,6 +158,7 @@ class _Splitter:
             return
         if len(self.paragraph) == 1 and _api_term(self.paragraph[0]) and not cut_end:
             self.terms = [_api_term(self.paragraph.pop())]   # "requests.get()" above "Sends a GET request."
+            self.api = self.terms[0]
             return
         terms, self.terms = self.terms, []
         if len(self.paragraph) == 1 and title_line(self.paragraph[0]) and not terms:
@@ -188,7 +194,8 @@ class _Splitter:
                 # ... and matched with the rest of its description ("--hard: Resets the index and working
                 # tree." answers "... discarding changes" from the sentence after it)
                 rest = " ".join([t.replace(".", " ") for t in terms] + sentences[1:4]) if label else ""   # a.b: a, b
-                field = "" if label else self._field_label(sentence, words)
+                field = "" if label else f"{self.api}: " if self.api and _PARAM.match(sentence) \
+                    else self._field_label(sentence, words)   # "code (int) – the status code." of redirect()
                 if field:   # a field line under a heading is matched with what the heading's entry says first
                     label, rest = field, " ".join(self.described[:3])
                 self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest)
@@ -297,7 +304,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
         if line.startswith("#") or _TABLE_RULE.match(line):
             splitter.flush()
             if line.startswith("#"):
-                splitter.heading, splitter.described = line.lstrip("#").strip(), []
+                splitter.heading, splitter.described, splitter.api = line.lstrip("#").strip(), [], ""
             continue
         if " | " in line:   # a row of a PDF or HTML table as the loaders print it, or its header
             cells = row_cells(line)

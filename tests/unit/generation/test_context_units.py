@@ -120,3 +120,14 @@ def test_headings_and_contents_entries_without_markup_are_not_quoted():
     texts = [u.text for u in units_of_chunk(contents)]
     assert "Converting Documents from Emacs" not in texts and "Commenting a Region of Text" not in texts
     assert texts[-2:] == ["git-clean - Remove untracked files from the working tree", "The Emacs mode converts documents."]
+
+
+def test_an_api_entrys_parameters_and_defaults_say_whose_they_are():
+    entry = ("The helpers follow.\n\nwerkzeug.utils.redirect(location, code=302)\n\n"
+             "Returns a response object that redirects the client.\n\nParameters:\n\n"
+             "location (str) – the location the response should redirect to.\n\n"
+             "code (int) – the redirect status code. defaults to 302.\n\nrequests.get(url)\n\nSends a GET request.")
+    texts = [u.text for u in units_of_chunk(entry)]
+    assert "werkzeug.utils.redirect(location, code=302): Returns a response object that redirects the client." in texts
+    assert "werkzeug.utils.redirect(location, code=302): code (int) – the redirect status code. defaults to 302." in texts
+    assert "requests.get(): Sends a GET request." in texts   # no defaults: the name alone
