@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
-from rag.generation.line_kinds import is_code_like, mostly_numbers, title_line
+from rag.generation.line_kinds import SENTENCE_END, is_code_like, mostly_numbers, title_line
 from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
 __all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
@@ -49,7 +49,6 @@ _PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
 _ALNUM = re.compile(r"[^\W_]")
 _PARAM = re.compile(r"^[A-Za-z_]\w* \([^()]*\) [–—-] \S")   # a Sphinx parameter entry: "code (int) – the ..."
 _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
-_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
 _TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
@@ -156,15 +155,15 @@ class _Splitter:
         if len(self.paragraph) == 1 and _TERM.match(self.paragraph[0]) and not cut_end:
             self.terms.append(self.paragraph.pop())   # "--new-file" above "If one file is missing, ..."
             return
-        if len(self.paragraph) == 1 and _api_term(self.paragraph[0]) and not cut_end:
-            self.terms = [_api_term(self.paragraph.pop())]   # "requests.get()" above "Sends a GET request."
-            self.api = self.terms[0]
+        if len(self.paragraph) == 1 and not cut_end and (api := _api_term(self.paragraph[0])):
+            self.paragraph.pop()
+            self.terms, self.api = [api], api   # "requests.get()" above "Sends a GET request."
             return
         terms, self.terms = self.terms, []
         if len(self.paragraph) == 1 and title_line(self.paragraph[0]) and not terms:
             self.paragraph.clear()   # a heading or a table of contents' entry ("Converting Documents from Emacs")
             return
-        if before_row and not _END.search(self.paragraph[-1]):
+        if before_row and not SENTENCE_END.search(self.paragraph[-1]):
             self.paragraph.clear()  # a table's title or column headers, not a statement
             self.first_paragraph = False
             return
@@ -177,12 +176,12 @@ class _Splitter:
                           (after_code and not bullet and sentences[0][0].islower())):
             sentences = sentences[1:]
         self.first_paragraph = False
-        if cut_end and sentences and not _END.search(sentences[-1]):
+        if cut_end and sentences and not SENTENCE_END.search(sentences[-1]):
             sentences = sentences[:-1]
         code, self.code = self.code, ""
         for i, sentence in enumerate(sentences):
             words = len(sentence.split())
-            if code and i == len(sentences) - 1 and (_INTRO.search(sentence) or not _END.search(sentence)) \
+            if code and i == len(sentences) - 1 and (_INTRO.search(sentence) or not SENTENCE_END.search(sentence)) \
                     and words >= _MIN_WORDS and not is_code_like(sentence):
                 self.add(f"{sentence} {code}", "sentence")   # "... add your models: `register_price(...)`"
                 continue
@@ -194,17 +193,19 @@ class _Splitter:
                 # ... and matched with the rest of its description ("--hard: Resets the index and working
                 # tree." answers "... discarding changes" from the sentence after it)
                 rest = " ".join([t.replace(".", " ") for t in terms] + sentences[1:4]) if label else ""   # a.b: a, b
-                field = "" if label else f"{self.api}: " if self.api and _PARAM.match(sentence) \
-                    else self._field_label(sentence, words)   # "code (int) – the status code." of redirect()
+                field = "" if label else self._entry_label(sentence, words)
                 if field:   # a field line under a heading is matched with what the heading's entry says first
                     label, rest = field, " ".join(self.described[:3])
                 self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest)
                 if not field and len(self.described) < 3:
                     self.described.append(sentence)
 
-    def _field_label(self, sentence: str, words: int) -> str:
-        """A reference entry's field line ("Default: 8.", "Type: int.") is quoted with the heading it is under:
-        "tab_width: Default: 8." (alone it does not say whose default it is)."""
+    def _entry_label(self, sentence: str, words: int) -> str:
+        """The label of a line that does not say whose it is: an API entry's parameter ("code (int) – the status
+        code.", of `redirect()`), or a reference entry's field line ("Default: 8.", "Type: int.") quoted with the
+        heading it is under ("tab_width: Default: 8.")."""
+        if self.api and _PARAM.match(sentence):
+            return f"{self.api}: "
         heading = self.heading or str(self.metadata.get("section") or "").rsplit(" / ", 1)[-1].strip()
         if not heading or words > 6 or not _FIELD.match(sentence) or len(heading.split()) > 8 \
                 or heading.lower() in sentence.lower():
@@ -284,7 +285,8 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
     for n, line in enumerate(lines):
         if line is None or not (_ALNUM.search(line) or line.startswith("|")):  # code, blank, a rule (____)
-            if splitter.paragraph and (splitter.paragraph[-1].endswith(":") or not _END.search(splitter.paragraph[-1])):
+            last = splitter.paragraph[-1] if splitter.paragraph else ""
+            if last and (last.endswith(":") or not SENTENCE_END.search(last)):
                 m = next((m for m in range(n, len(lines)) if lines[m] != ""), len(lines))   # an intro: code next?
                 splitter.code = _first_code_line(text.splitlines()[m:]) if m < len(lines) and lines[m] is None else ""
             splitter.flush(cut_end=line is None)

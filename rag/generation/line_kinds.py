@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_code_like", "mostly_numbers", "title_line"]
+__all__ = ["SENTENCE_END", "is_code_like", "mostly_numbers", "title_line"]
 
 _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
 _CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
 _ASSIGN = re.compile(r"^\W*[A-Za-z_][\w.\[\]]*\s=\s|[;(]\s*\w+\s=\s")   # "x = 1", not "precision = a / b"
-_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
+#: a line that ends as a sentence does (a full stop, a colon, a closing quote or bracket after one)
+SENTENCE_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _SMALL_WORDS = frozenset("a an the and or of in on for to from with by at as vs".split())
 
 
@@ -50,7 +51,7 @@ def is_code_like(text: str) -> bool:
 def title_line(line: str) -> bool:
     """A line in title case without a full stop: a heading, not a statement."""
     words = [w for w in line.split() if w[:1].isalpha() and w.lower() not in _SMALL_WORDS]
-    return not _END.search(line) and " - " not in line and 2 <= len(words) <= 10 and \
+    return not SENTENCE_END.search(line) and " - " not in line and 2 <= len(words) <= 10 and \
         sum(w[0].isupper() for w in words) >= 0.75 * len(words) and not line.isupper()
 
 

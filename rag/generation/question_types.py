@@ -221,10 +221,11 @@ def missing_names(question: str, context_text: str) -> list[str]:
             if capitals.lower() in initials:
                 continue
         missing.append(name)
+    spaced = " ".join(lowered.split())
     for phrase in _PHRASE_NAME.finditer(question):   # "Read the Docs": the name, not its words anywhere
         words = phrase.group().split()
         joined = " ".join(words).lower()   # written apart or together ("Best Buy", BESTBUY_2024Q2_10Q)
-        if not any(w in missing for w in words) and joined not in " ".join(lowered.split()) \
+        if not any(w in missing for w in words) and joined not in spaced \
                 and re.sub(r"[^a-z0-9]", "", joined) not in squashed:
             missing.append(phrase.group())
     return missing

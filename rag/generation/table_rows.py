@@ -22,13 +22,13 @@ import re
 from collections.abc import Sequence
 from itertools import groupby
 
+from rag.generation.line_kinds import SENTENCE_END
 from rag.generation.periods import kinds, period_cells
 
 __all__ = ["column_names", "header_cells", "is_figure", "is_pdf_row", "is_row", "names_under", "nearest_header",
            "row_context", "row_cells"]
 
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
-_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _FIGURE = re.compile(r"\d")
 _VERSUS = re.compile(r"\b(?:vs\.?|versus|compared (?:to|with))(?=\s|$)", re.IGNORECASE)
 _FIGURE_CELL = re.compile(r"^\(?-?[$€£]?\s?\(?-?\d[\d,]*(?:\.\d+)?\)?\s?%?\)?\*?$")
@@ -40,11 +40,12 @@ _DATE_WORDS = (r"ended|months|weeks|quarter|fiscal|fy\d*|q[1-4]|january|february
 _PERIOD = re.compile(rf"\b(?:{_DATE_WORDS})\b", re.IGNORECASE)
 _UNITS = re.compile(r"\b(?:millions?|billions?|thousands?|in \$|percent)\b|%", re.IGNORECASE)
 _DATE = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}, ?(?:19|20)\d\d\b")
-_NOT_NAME = re.compile(r"(?:\(\w{1,2}\)\s*)+|[-—–$\s]+|NA|N/A|NM|\d{1,2},")   # a footnote mark, a dash, a day: no name
+_MARKS, _DASHES, _NA = r"(?:\(\w{1,2}\)\s*)+", r"[-—–$\s]+", r"NA|N/A|NM"   # footnote marks, dashes, "not available"
+_NOT_NAME = re.compile(rf"{_MARKS}|{_DASHES}|{_NA}|\d{{1,2}},")   # a footnote mark, a dash, a day: no name
 _PROSE = re.compile(r"^(?:\S+\s+){12}\S|^(?:\S+\s+){2,}\S*\w[.;]$")   # more than 12 words, or a sentence's end
 _TEXT_CELL = re.compile(r"[^\d]*[A-Za-z]{3}[^\d]*")   # a word where a figure belongs ("Cost of sales")
-_UNIT = re.compile(r"(?:\(\w{1,2}\)\s*)+|NA|N/A|NM|n/a|nm|years?|months?|days?|bps", re.IGNORECASE)   # "7 | years"
-_DASH = re.compile(r"[-—–$\s]+")
+_UNIT = re.compile(rf"{_MARKS}|{_NA}|n/a|nm|years?|months?|days?|bps", re.IGNORECASE)   # "7 | years"
+_DASH = re.compile(_DASHES)
 _FOOTNOTES = re.compile(r"\(\w\)|\*+|[,.:;\s]")
 
 
@@ -155,7 +156,7 @@ def header_cells(line: str) -> list[str]:
     if " | " in line:
         cells = row_cells(line)   # not a header: a row with figures ("230 | 57", "1 year | 60 | 69"), prose cut in cells,
         return [] if any(is_figure(c) or _NOT_NAME.fullmatch(c) or _PROSE.search(c) for c in cells) else cells   # notes
-    if _END.search(line):
+    if SENTENCE_END.search(line):
         return []
     years = [m.start() for m in _YEAR.finditer(line)]
     if years and any(years[0] < m.start() < years[-1] for m in _VERSUS.finditer(line)):
@@ -186,14 +187,14 @@ def row_context(recent: Sequence[str], headers: str = "", caption: str = "") -> 
     lines = [line for line in reversed(recent[-24:]) if " | " not in line]
     period = next((line for line in lines if len(line.split()) <= 12 and kinds(line)), "")
     caption = next((line for line in lines if len(line.split()) <= 8 and not _FIGURE.search(line)
-                    and not _END.search(line) and not kinds(line)), caption)
+                    and not SENTENCE_END.search(line) and not kinds(line)), caption)
     return " ".join(dict.fromkeys(p for p in (headers, period, caption) if p))
 
 
 def is_pdf_row(line: str) -> bool:
     """A label then at least two number cells (a PDF table row on one line), not a header of years."""
     match = _PDF_ROW.match(line)
-    if not match or _END.search(match.group("label")):
+    if not match or SENTENCE_END.search(match.group("label")):
         return False
     values = [v for v in match.group("values").split() if v not in ("$", "€", "£", "%")]
     numbers = [v for v in values if any(c.isdigit() for c in v)]
@@ -204,7 +205,7 @@ def is_pdf_row(line: str) -> bool:
 def nearest_header(lines: Sequence[str]) -> str:
     """The column header of a PDF row: the nearest line above naming a year, else a period
     ("ended", "quarter", ...), else units ("$ million")."""
-    recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not _END.search(line)
+    recent = [line for line in reversed(lines[-24:]) if len(line.split()) <= 30 and not SENTENCE_END.search(line)
               and not (" | " in line and _a_row(row_cells(line)[1:]))]
     for pattern in (_YEAR, _PERIOD, _UNITS):
         found = next((line for line in recent if pattern.search(line)), "")
