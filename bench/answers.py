@@ -25,6 +25,10 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
   PostgreSQL 15 documentation from Debian's `postgresql-doc-15` package (DocBook pages: server
   configuration, client authentication, backup, SQL commands, indexes, functions), questions written and
   committed before its store was built or any question asked (`--corpora postgresql`);
+- `bash` (a fifth held-out corpus, NOT in the default list until its one run): the Bash 5.2
+  documentation from Debian's `bash-doc` package, its two HTML pages (the reference manual as one
+  Texinfo page, the man page converted by man2html), questions written and committed before its store
+  was built or any question asked (`--corpora bash`);
 - `financebench_check` (not in the default list): 18 number questions about other pages of the
   development filings (`bench/answer_corpora/financebench_check.json`, written before the number
   answers were changed), asked against the 54 filings in one store, the knowledge base that
@@ -43,7 +47,7 @@ refused. The default threshold was chosen on one corpus and is checked on the ot
 which, `docs/generation.md`).
 
     apt-get install diffutils-doc git-doc python-requests-doc sqlite3-doc docutils-doc python-werkzeug-doc # doc corpora
-    apt-get install postgresql-doc-15                 # the fourth held-out corpus (--corpora postgresql)
+    apt-get install postgresql-doc-15 bash-doc        # the held-out corpora (--corpora postgresql,bash)
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
     python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
