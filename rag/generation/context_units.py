@@ -57,6 +57,23 @@ _API_TERM = re.compile(r"^(?:(?P<kind>class|property|exception|attribute|method|
                        r"(?P<name>[A-Za-z_]\w*(?:\.\w+)*)(?P<call>\(.*\))?\s*(?:\[source\])?$")
 
 
+# a reference entry's term line: a setting or parameter name, with its type ("work_mem (integer)", "gc.auto",
+# "HISTSIZE", "CONCURRENTLY", "IF NOT EXISTS"); a lone lower-case word without a type is prose, not a term
+_NAME_TERM = re.compile(r"^(?P<name>[A-Za-z_][\w.:-]*[A-Za-z0-9_]|[A-Z][A-Z_]+(?: [A-Z][A-Z_]+){1,3})"
+                        r"(?P<type> \((?:[\w-]+(?:\s[\w-]+){0,2})\))?$")
+ENTRY_PARAGRAPHS = 3   # paragraphs of an entry's description matched with its term (the first one quotes it)
+
+
+def _name_term(line: str) -> str:
+    """The name a reference entry's term line defines ("work_mem" for "work_mem (integer)"), or ""."""
+    match = _NAME_TERM.match(line)
+    if not match:
+        return ""
+    name = match.group("name")
+    named = "_" in name.strip("_") or "." in name or (name.isupper() and len(name) >= 2)
+    return name if named or (match.group("type") and name[:1].islower()) else ""
+
+
 def _api_term(line: str) -> str:
     """The name an API reference entry defines, as its description is labelled with ("requests.get()",
     "requests.auth.HTTPBasicAuth", "content"); "" for any other line (a one-word paragraph is not an entry)."""
@@ -137,6 +154,7 @@ class _Splitter:
         self.heading = ""  # the last Markdown heading of the chunk, for a field line under it ("Default: 8.")
         self.described: list[str] = []  # the first sentences under that heading
         self.api = ""  # the API entry ("werkzeug.utils.redirect()") whose parameter entries follow
+        self.entry, self.entry_left = "", 0   # the entry term over the description being read, paragraphs left
         # a table chunk (`chunk_type="table"`): the header lines its reader found above it (as the chunker kept
         # them), the caption of a row with no short caption line of its own ("Total Stores at End of Quarter")
         self.caption = str(metadata.get("section") or "").replace(" / ", " ") if metadata.get("chunk_type") == "table" \
@@ -154,12 +172,20 @@ class _Splitter:
         bullet, self.bullet = self.bullet, False
         if len(self.paragraph) == 1 and _TERM.match(self.paragraph[0]) and not cut_end:
             self.terms.append(self.paragraph.pop())   # "--new-file" above "If one file is missing, ..."
+            self.entry, self.entry_left = ", ".join(self.terms), ENTRY_PARAGRAPHS
             return
         if len(self.paragraph) == 1 and not cut_end and (api := _api_term(self.paragraph[0])):
             self.paragraph.pop()
             self.terms, self.api = [api], api   # "requests.get()" above "Sends a GET request."
+            self.entry, self.entry_left = api, ENTRY_PARAGRAPHS
+            return
+        if len(self.paragraph) == 1 and not cut_end and not self.terms and (name := _name_term(self.paragraph[0])):
+            self.paragraph.pop()
+            self.terms, self.entry, self.entry_left = [name], name, ENTRY_PARAGRAPHS   # "work_mem (integer)"
             return
         terms, self.terms = self.terms, []
+        entry = self.entry if self.entry_left > 0 and not terms else ""   # a later paragraph of the description
+        self.entry_left -= 1
         if len(self.paragraph) == 1 and title_line(self.paragraph[0]) and not terms:
             self.paragraph.clear()   # a heading or a table of contents' entry ("Converting Documents from Emacs")
             return
@@ -196,6 +222,8 @@ class _Splitter:
                 field = "" if label else self._entry_label(sentence, words)
                 if field:   # a field line under a heading is matched with what the heading's entry says first
                     label, rest = field, " ".join(self.described[:3])
+                if not label and entry:   # "The default is 4MB." in work_mem's description answers for work_mem
+                    rest = f"{rest} {entry}".strip()
                 self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest)
                 if not field and len(self.described) < 3:
                     self.described.append(sentence)
@@ -307,6 +335,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
             splitter.flush()
             if line.startswith("#"):
                 splitter.heading, splitter.described, splitter.api = line.lstrip("#").strip(), [], ""
+                splitter.entry_left = 0
             continue
         if " | " in line:   # a row of a PDF or HTML table as the loaders print it, or its header
             cells = row_cells(line)

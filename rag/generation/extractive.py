@@ -307,6 +307,10 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         if missing:
             return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True,
                             reason=f"the context never mentions {', '.join(missing)}")
+        if qtype == "number" and ranked:   # "How many ...?": the best unit stating a number, when it is near the best
+            numbered = [i for i, item in enumerate(ranked) if has_answer_of_type(item.text, qtype, question)]
+            if numbered and ranked[numbered[0]].score >= ranked[0].score * self.relative_cutoff:
+                ranked, confidence = [ranked[i] for i in numbered], [confidence[i] for i in numbered]
         generic = not [t for t in tokenize(question) if t not in _GENERIC_TERMS]
         if not ranked or (ranked[0].score < self.min_score and not generic):
             return Decision(qtype=qtype, chosen=(), confidence=0.0, refused=True, reason="no unit answers")
