@@ -184,7 +184,7 @@ class _Splitter:
             self.terms, self.entry, self.entry_left = [name], name, ENTRY_PARAGRAPHS   # "work_mem (integer)"
             return
         terms, self.terms = self.terms, []
-        entry = self.entry if self.entry_left > 0 and not terms else ""   # a later paragraph of the description
+        entry = self.entry if self.entry_left > 0 else ""   # the description of an entry's term (the first sentence quotes it)
         self.entry_left -= 1
         if len(self.paragraph) == 1 and title_line(self.paragraph[0]) and not terms:
             self.paragraph.clear()   # a heading or a table of contents' entry ("Converting Documents from Emacs")
