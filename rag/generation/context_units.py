@@ -224,6 +224,8 @@ class _Splitter:
                     label, rest = field, " ".join(self.described[:3])
                 if not label and entry:   # "The default is 4MB." in work_mem's description answers for work_mem
                     rest = f"{rest} {entry}".strip()
+                    if terms and entry.lower() not in sentence.lower():   # the term's own paragraph: quoted with it
+                        label = f"{entry}: "
                 self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest)
                 if not field and len(self.described) < 3:
                     self.described.append(sentence)
