@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.text import split_sentences, tokenize
+from rag.generation.entry_terms import ENTRY_PARAGRAPHS, api_term, name_term, option_term
 from rag.generation.line_kinds import SENTENCE_END, is_code_like, mostly_numbers, title_line
 from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
-__all__ = ["MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
+__all__ = ["ENTRY_PARAGRAPHS", "MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
 
 _SHORT_CHUNK = 300  # characters: a section this short was not cut by a chunk size limit
 MAX_WORDS = 80  # longer "sentences" are run-on PDF text or lists flattened into one line
@@ -51,40 +52,8 @@ _PARAM = re.compile(r"^[A-Za-z_]\w* \([^()]*\) [–—-] \S")   # a Sphinx param
 _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
-_TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
-# an API reference's entry: "class requests.auth.HTTPBasicAuth(username, password)[source]", "property content"
-_API_TERM = re.compile(r"^(?:(?P<kind>class|property|exception|attribute|method|classmethod|staticmethod|function|data)\s+)?"
-                       r"(?P<name>[A-Za-z_]\w*(?:\.\w+)*)(?P<call>\(.*\))?\s*(?:\[source\])?$")
 
 
-# a reference entry's term line: a setting or parameter name, with its type ("work_mem (integer)", "gc.auto",
-# "HISTSIZE", "CONCURRENTLY", "IF NOT EXISTS"); a lone lower-case word without a type is prose, not a term
-_NAME_TERM = re.compile(r"^(?P<name>[A-Za-z_][\w.:-]*[A-Za-z0-9_]|[A-Z][A-Z_]+(?: [A-Z][A-Z_]+){1,3})"
-                        r"(?P<type> \((?:[\w-]+(?:\s[\w-]+){0,2})\))?$")
-ENTRY_PARAGRAPHS = 3   # paragraphs of an entry's description matched with its term (the first one quotes it)
-
-
-def _name_term(line: str) -> str:
-    """The name a reference entry's term line defines ("work_mem" for "work_mem (integer)"), or ""."""
-    match = _NAME_TERM.match(line)
-    if not match:
-        return ""
-    name = match.group("name")
-    named = "_" in name.strip("_") or "." in name or (name.isupper() and len(name) >= 2)
-    return name if named or (match.group("type") and name[:1].islower()) else ""
-
-
-def _api_term(line: str) -> str:
-    """The name an API reference entry defines, as its description is labelled with ("requests.get()",
-    "requests.auth.HTTPBasicAuth", "content"); "" for any other line (a one-word paragraph is not an entry)."""
-    match = _API_TERM.match(line)
-    if not match or not (match.group("kind") or match.group("call")):   # not a bare name ("gc.auto", "Parameters")
-        return ""
-    called = match.group("call") and match.group("kind") not in ("class", "exception")
-    if called and re.search(r"=\s*(?!None\b)[^,)\s]", match.group("call")) and len(match.group("call")) <= 60:
-        # a default worth stating ("code=308"; not only "=None")
-        return match.group("name") + match.group("call")
-    return match.group("name") + ("()" if called else "")
 @dataclass(frozen=True)
 class Unit:
     """One quotable piece of the context.
@@ -170,20 +139,13 @@ class _Splitter:
         if not self.paragraph:
             return
         bullet, self.bullet = self.bullet, False
-        if len(self.paragraph) == 1 and _TERM.match(self.paragraph[0]) and not cut_end:
-            self.terms.append(self.paragraph.pop())   # "--new-file" above "If one file is missing, ..."
-            self.entry, self.entry_left = ", ".join(self.terms), ENTRY_PARAGRAPHS
-            return
-        if len(self.paragraph) == 1 and not cut_end and (api := _api_term(self.paragraph[0])):
+        if len(self.paragraph) == 1 and not cut_end and self._term(self.paragraph[0]):
             self.paragraph.pop()
-            self.terms, self.api = [api], api   # "requests.get()" above "Sends a GET request."
-            self.entry, self.entry_left = api, ENTRY_PARAGRAPHS
-            return
-        if len(self.paragraph) == 1 and not cut_end and not self.terms and (name := _name_term(self.paragraph[0])):
-            self.paragraph.pop()
-            self.terms, self.entry, self.entry_left = [name], name, ENTRY_PARAGRAPHS   # "work_mem (integer)"
+            self.first_paragraph = False   # a chunk starting with a term ("work_mem (integer)") is not cut mid-sentence
             return
         terms, self.terms = self.terms, []
+        if len(self.paragraph) == 1 and not SENTENCE_END.search(self.paragraph[0]):
+            self.entry_left = 0   # a label line ("Example", "Notes") ends the entry's description
         entry = self.entry if self.entry_left > 0 else ""   # the description of an entry's term (the first sentence quotes it)
         self.entry_left -= 1
         if len(self.paragraph) == 1 and title_line(self.paragraph[0]) and not terms:
@@ -229,6 +191,21 @@ class _Splitter:
                 self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest)
                 if not field and len(self.described) < 3:
                     self.described.append(sentence)
+
+    def _term(self, line: str) -> bool:
+        """Take a definition's term line: options ("-N", "--new-file", several lines of them), an API entry
+        ("requests.get(url)"), a setting or parameter name ("work_mem (integer)"); the description follows."""
+        if option_term(line):
+            self.terms.append(line)   # "--new-file" above "If one file is missing, ..."
+            self.entry = ", ".join(self.terms)
+        elif api := api_term(line):
+            self.terms, self.api, self.entry = [api], api, api   # "requests.get()" above "Sends a GET request."
+        elif not self.terms and (name := name_term(line)):
+            self.terms, self.entry = [name], name   # "work_mem (integer)" above "Sets the base maximum amount ..."
+        else:
+            return False
+        self.entry_left = ENTRY_PARAGRAPHS
+        return True
 
     def _entry_label(self, sentence: str, words: int) -> str:
         """The label of a line that does not say whose it is: an API entry's parameter ("code (int) – the status

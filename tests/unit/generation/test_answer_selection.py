@@ -71,3 +71,32 @@ def test_an_intro_is_quoted_with_its_code_and_counts_as_quoted():
                          '`register_price("my-model", 0.5)`')
     scorer = SupportScorer([chunk], embedding=None)
     assert scorer.quoted(unit.text) and not scorer.quoted(unit.text.replace("0.5", "9.9"))
+
+
+def test_a_reference_entry_answers_with_its_name_and_its_default():
+    """A DocBook variable list (PostgreSQL's configuration reference): the description does not name its setting,
+    the term line above it does; the answer says whose description and whose default it quotes."""
+    entries = ("20.4.1. Memory\n\nshared_buffers (integer)\n\nSets the amount of memory the database server uses "
+               "for shared memory buffers. The default is typically 128 megabytes (128MB).\n\nwork_mem (integer)\n\n"
+               "Sets the base maximum amount of memory to be used by a query operation (such as a sort or hash "
+               "table) before writing to temporary disk files. The default value is four megabytes (4MB).")
+    answerer = ExtractiveAnswerer(embedding="default")
+    which = answerer.invoke({"question": "Which parameter limits the memory a sort may use before writing to "
+                                         "temporary disk files?", "context": [Document(page_content=entries)]})
+    assert which.startswith("work_mem: Sets the base maximum amount of memory")
+    default = answerer.invoke({"question": "What is the default work_mem?", "context": [Document(page_content=entries)]})
+    assert default.startswith("work_mem: The default value is four megabytes (4MB).")
+
+
+def test_a_number_question_takes_the_best_unit_stating_a_number_near_the_best():
+    """The unit sharing most words with "How many ...?" states no number; the one just below it does: it answers
+    (before, the answerer refused: "no unit states a number")."""
+    chunk = ("Determines the number of connection slots that are reserved for connections by PostgreSQL superusers. "
+             "At most max_connections connections can ever be active simultaneously. The default value is three "
+             "connections.")
+    answerer = ExtractiveAnswerer(embedding="default")
+    question = "How many connection slots are reserved for superusers by default?"
+    assert not answerer.rank(question, [chunk])[0].text.startswith("The default value")   # the premise
+    assert answerer.invoke({"question": question, "context": [chunk]}) == "The default value is three connections. [1]"
+    far = chunk.replace("The default value is three connections.", "Three is a number that servers like.")
+    assert answerer.invoke({"question": question, "context": [far]}).startswith("I don't know")   # not near the best

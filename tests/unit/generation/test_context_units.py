@@ -131,3 +131,44 @@ def test_an_api_entrys_parameters_and_defaults_say_whose_they_are():
     assert "werkzeug.utils.redirect(location, code=302): Returns a response object that redirects the client." in texts
     assert "werkzeug.utils.redirect(location, code=302): code (int) – the redirect status code. defaults to 302." in texts
     assert "requests.get(): Sends a GET request." in texts   # no defaults: the name alone
+
+
+REFERENCE = ("## 20.4.1. Memory\n\nwork_mem (integer)\n\nSets the base maximum amount of memory to be used by a query "
+             "operation (such as a sort or hash table) before writing to temporary disk files. The default value is "
+             "four megabytes (4MB).\n\nNote that a complex query might perform several sort operations at once.\n\n"
+             "CONCURRENTLY\n\nBuild the index without taking locks that prevent concurrent writes.\n\nExample\n\n"
+             "The server reads this file at start.\n\nname\n\nThe name of the index to be created.")
+
+
+def test_a_reference_entrys_term_labels_its_description():
+    """A DocBook variable list, a man page's tagged paragraph: the term on a line of its own, its description below."""
+    units = {u.text: u for u in units_of_chunk(REFERENCE)}
+    assert "work_mem: Sets the base maximum amount of memory to be used by a query operation (such as a sort or hash " \
+           "table) before writing to temporary disk files." in units
+    assert "work_mem: The default value is four megabytes (4MB)." in units   # the term's own paragraph: quoted with it
+    later = units["Note that a complex query might perform several sort operations at once."]
+    assert "work_mem" in later.terms   # a later paragraph of the description: matched with the term, not quoted with it
+    assert "CONCURRENTLY: Build the index without taking locks that prevent concurrent writes." in units
+    # a label line ("Example") ends the description; a lone lower-case word is not a term
+    assert "CONCURRENTLY" not in units["The server reads this file at start."].terms
+    assert "The name of the index to be created." in units
+
+
+@given(st.from_regex(r"[a-z]{2,8}(_[a-z]{2,8}){1,3}", fullmatch=True), st.sampled_from(["integer", "string", "enum", ""]),
+       st.lists(SENTENCES, min_size=2, max_size=8, unique=True), st.data())
+@settings(max_examples=60, deadline=None)
+def test_an_entry_term_scopes_at_most_its_description(name, kind, sentences, data):
+    """Property: every sentence of the term's own paragraph is quoted with the term, and only the next
+    `ENTRY_PARAGRAPHS - 1` paragraphs are matched with it; nothing after them is."""
+    from rag.generation.entry_terms import ENTRY_PARAGRAPHS
+
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(sentences) - 1), max_size=5)))
+    paragraphs = [" ".join(sentences[a:b]) for a, b in zip([0, *cuts], [*cuts, len(sentences)])]
+    term = f"{name} ({kind})" if kind else name
+    units = units_of_chunk("\n\n".join([term, *paragraphs]))
+    where = {s: i for i, p in enumerate(paragraphs) for s in sentences if s in p}
+    assert len(units) == len(sentences)
+    for unit in units:
+        at = where[unit.text.removeprefix(f"{name}: ")]
+        assert unit.text.startswith(f"{name}: ") == (at == 0)
+        assert (name in unit.terms) == (at < ENTRY_PARAGRAPHS)
