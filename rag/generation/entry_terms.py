@@ -12,8 +12,8 @@ The description's sentences rarely repeat the name ("Sets the base maximum amoun
 the description (at most `ENTRY_PARAGRAPHS` paragraphs) with it.
 
 Example:
-    >>> name_term("work_mem (integer)"), name_term("Example"), name_term("name"), option_term("--new-file")
-    ('work_mem', '', '', True)
+    >>> name_term("work_mem (integer)"), name_term("Example"), name_term("method"), option_term("--new-file")
+    ('work_mem', '', 'method', True)
     >>> api_term("werkzeug.utils.redirect(location, code=302)"), api_term("requests.get(url)")
     ('werkzeug.utils.redirect(location, code=302)', 'requests.get()')
 """
@@ -31,7 +31,8 @@ _API_TERM = re.compile(r"^(?:(?P<kind>class|property|exception|attribute|method|
 
 
 # a reference entry's term line: a setting or parameter name, with its type ("work_mem (integer)", "gc.auto",
-# "HISTSIZE", "CONCURRENTLY", "IF NOT EXISTS"); a lone lower-case word without a type is prose, not a term
+# "HISTSIZE", "CONCURRENTLY", "IF NOT EXISTS", a SQL command's parameter "method"); a capitalised word ("Example",
+# "Parameters") is a label, not a term
 _NAME_TERM = re.compile(r"^(?P<name>[A-Za-z_][\w.:-]*[A-Za-z0-9_]|[A-Z][A-Z_]+(?: [A-Z][A-Z_]+){1,3})"
                         r"(?P<type> \((?:[\w-]+(?:\s[\w-]+){0,2})\))?$")
 # the section names of a manual page (and of documents written like one) in capitals: headings, not terms
@@ -51,7 +52,7 @@ def name_term(line: str) -> str:
     if set(name.split()) <= _SECTIONS:
         return ""   # "NAME", "SEE ALSO", "EXIT STATUS": a manual page's section heading
     named = "_" in name.strip("_") or "." in name or (name.isupper() and len(name) >= 2)
-    return name if named or (match.group("type") and name[:1].islower()) else ""
+    return name if named or name[:1].islower() else ""
 
 
 def api_term(line: str) -> str:

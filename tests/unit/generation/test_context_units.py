@@ -137,7 +137,8 @@ REFERENCE = ("## 20.4.1. Memory\n\nwork_mem (integer)\n\nSets the base maximum a
              "operation (such as a sort or hash table) before writing to temporary disk files. The default value is "
              "four megabytes (4MB).\n\nNote that a complex query might perform several sort operations at once.\n\n"
              "CONCURRENTLY\n\nBuild the index without taking locks that prevent concurrent writes.\n\nExample\n\n"
-             "The server reads this file at start.\n\nname\n\nThe name of the index to be created.")
+             "The server reads this file at start.\n\nmethod\n\nThe name of the index method to be used. The default "
+             "method is btree.")
 
 
 def test_a_reference_entrys_term_labels_its_description():
@@ -149,9 +150,11 @@ def test_a_reference_entrys_term_labels_its_description():
     later = units["Note that a complex query might perform several sort operations at once."]
     assert "work_mem" in later.terms   # a later paragraph of the description: matched with the term, not quoted with it
     assert "CONCURRENTLY: Build the index without taking locks that prevent concurrent writes." in units
-    # a label line ("Example") ends the description; a lone lower-case word is not a term
+    # a label line ("Example") ends the description, a capitalised word is not a term; a lower-case one is (SQL
+    # reference pages list their parameters so)
     assert "CONCURRENTLY" not in units["The server reads this file at start."].terms
-    assert "The name of the index to be created." in units
+    assert "method: The name of the index method to be used." in units
+    assert units["The default method is btree."].terms == "method"   # it names the term already: not quoted twice
 
 
 @given(st.from_regex(r"[a-z]{2,8}(_[a-z]{2,8}){1,3}", fullmatch=True), st.sampled_from(["integer", "string", "enum", ""]),
