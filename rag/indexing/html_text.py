@@ -16,7 +16,8 @@ What is kept, and how:
 - headings `<h1>`-`<h6>` as markdown `#` lines;
 - `<pre>` blocks whole, as fenced code with their line breaks and indentation (a `#` comment in
   code is never a heading for the chunker);
-- tables as tables: one line per row, cells joined with " | ".
+- tables as tables: one line per row, cells joined with " | "; a row of one cell (a reference table's
+  entry: "gcd ( numeric_type, numeric_type ) → numeric_type Greatest common divisor ...") is a block of its own.
 
 Example:
     >>> page = ('<title>Guide</title><nav>Home | Next</nav><h2>Install<a class="headerlink">¶</a></h2>'
@@ -141,8 +142,8 @@ class _TextTarget:
                 self._row.append(text)
         elif tag == "tr" and self._row is not None and self._count["table"] == 1:
             row, self._row = self._row, None
-            if row:
-                self._emit(" | ".join(row) + "\n")
+            if row:   # a row of one cell is a block of its own (a reference table's entry), not a line of prose
+                self._emit(" | ".join(row) + ("\n\n" if len(row) == 1 else "\n"))
         elif tag in _HEADINGS and self._heading is not None and _HEADINGS[tag] == self._heading[0]:
             level, words = self._heading
             self._heading = None

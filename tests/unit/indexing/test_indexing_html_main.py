@@ -126,3 +126,15 @@ def test_a_title_block_named_header_is_content_not_furniture():
     assert title == "git-clean(1) Manual Page"
     assert "git-clean - Remove untracked files from the working tree" in text and "# git-clean(1) Manual Page" in text
     assert "Home" not in html_to_text("<header><a href='/'>Home</a></header><p>Body text of the page here.</p>")[0]
+
+
+def test_a_table_row_of_one_cell_is_a_block_of_its_own():
+    """A reference table of one column (PostgreSQL's function tables): each row is an entry, not a line of prose to
+    be joined with the next; rows of several cells stay one line each."""
+    page = ("<table><tr><td><p>gcd ( numeric_type, numeric_type ) → numeric_type</p><p>Greatest common divisor.</p>"
+            "</td></tr><tr><td>lcm ( numeric_type, numeric_type ) → numeric_type Least common multiple.</td></tr></table>"
+            "<table><tr><td>DEBUG</td><td>10</td></tr><tr><td>ERROR</td><td>40</td></tr></table>")
+    text, _ = html_to_text(page)
+    assert text.split("\n\n") == ["gcd ( numeric_type, numeric_type ) → numeric_type Greatest common divisor.",
+                                  "lcm ( numeric_type, numeric_type ) → numeric_type Least common multiple.",
+                                  "DEBUG | 10\nERROR | 40"]
