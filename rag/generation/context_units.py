@@ -33,9 +33,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.documents import Document
+
 from rag.base.text import split_sentences, tokenize
 from rag.generation.entry_terms import ENTRY_PARAGRAPHS, api_term, name_term, option_term
-from rag.generation.line_kinds import SENTENCE_END, is_code_like, mostly_numbers, title_line
+from rag.generation.line_kinds import SENTENCE_END, first_code_line, is_code_like, mostly_numbers, title_line
 from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
 __all__ = ["ENTRY_PARAGRAPHS", "MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
@@ -267,26 +269,16 @@ class _Splitter:
         self.add(f"{line} ({header})" if header else line, "row", terms=row_context(self.recent, header, self.caption))
 
 
-def _first_code_line(lines: Sequence[str]) -> str:
-    """The first lines of a code block, as code spans: an import (it names what to use) and the first line
-    that does something (not a comment): "`from rag.generation.pricing import register_price` `register_price(...)`"."""
-    spans: list[str] = []
-    for raw in lines[1:] if lines and _FENCE.match(lines[0]) else lines:
-        line = re.sub(r"^(?:>>>|\$|%)\s", "", raw.strip())
-        if _FENCE.match(raw) or len(spans) == 2:
-            break
-        importing = bool(re.match(r"(?:from|import)\s", line))
-        if line and not line.startswith("#") and len(line) <= 120 and (importing and not spans or not importing):
-            spans.append(f"`{line}`")
-            if not importing:
-                break
-    return " ".join(spans)
+def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | None = None,
+                   entry: tuple[str, int] = ("", 0)) -> list[Unit]:
+    """The units of one chunk's text (`source` is its context number; `entry`: the reference entry whose
+    description the chunk starts inside, and how many paragraphs of it are left)."""
+    return _split(text, source, metadata or {}, entry).units
 
 
-def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | None = None) -> list[Unit]:
-    """The units of one chunk's text (`source` is its context number)."""
-    metadata = metadata or {}
+def _split(text: str, source: int, metadata: Mapping[str, Any], entry: tuple[str, int]) -> _Splitter:
     splitter = _Splitter(source, metadata)
+    splitter.entry, splitter.entry_left = entry
     lines = _prose_lines(text)
     first = next((line for line in lines if line), "")
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
@@ -295,7 +287,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
             last = splitter.paragraph[-1] if splitter.paragraph else ""
             if last and (last.endswith(":") or not SENTENCE_END.search(last)):
                 m = next((m for m in range(n, len(lines)) if lines[m] != ""), len(lines))   # an intro: code next?
-                splitter.code = _first_code_line(text.splitlines()[m:]) if m < len(lines) and lines[m] is None else ""
+                splitter.code = first_code_line(text.splitlines()[m:]) if m < len(lines) and lines[m] is None else ""
             splitter.flush(cut_end=line is None)
             splitter.after_code = line is None or (splitter.after_code and not line)
             splitter.close_table()
@@ -339,18 +331,32 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
     whole_section = len(text) < _SHORT_CHUNK and text.lstrip().startswith("#")
     splitter.flush(cut_end="chunk_index" in metadata and not whole_section)
     splitter.close_table()
-    return splitter.units
+    return splitter
 
 
 def context_units(docs: Iterable[Any]) -> list[Unit]:
-    """The units of every context document (Documents or plain strings), numbered from 1."""
-    units: list[Unit] = []
-    for n, doc in enumerate(docs, start=1):
-        if isinstance(doc, str):
-            units.extend(units_of_chunk(doc, n))
-        else:
-            units.extend(units_of_chunk(doc.page_content, n, doc.metadata))
-    return units
+    """The units of every context document (Documents or plain strings), numbered from 1.
+
+    A chunk whose predecessor in its document (`chunk_index` one less, same `doc_id` or source) is in the context
+    too continues it: a reference entry's description that runs over into it keeps its term ("listen_addresses
+    (string)" two chunks up labels "The default value is localhost ..."). Chunks are read in document order for
+    that, and their units returned in context order."""
+    docs = [Document(page_content=d) if isinstance(d, str) else d for d in docs]
+    order = sorted(range(len(docs)), key=lambda i: (str(_document(docs[i].metadata)), _chunk_index(docs[i]), i))
+    ends: dict[tuple[str, int], tuple[str, int]] = {}   # (document, chunk index) -> the entry open at its end
+    per_doc: dict[int, list[Unit]] = {}
+    for i in order:
+        doc, at = str(_document(docs[i].metadata)), _chunk_index(docs[i])
+        carried = ends.get((doc, at - 1), ("", 0)) if at > 0 and _document(docs[i].metadata) else ("", 0)
+        splitter = _split(docs[i].page_content, i + 1, docs[i].metadata or {}, carried)
+        per_doc[i] = splitter.units
+        ends[(doc, at)] = (splitter.entry, splitter.entry_left) if splitter.entry_left > 0 else ("", 0)
+    return [unit for i in range(len(docs)) for unit in per_doc[i]]
+
+
+def _chunk_index(doc: Any) -> int:
+    value = (doc.metadata or {}).get("chunk_index")
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def _key(text: str) -> str:

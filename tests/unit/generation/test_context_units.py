@@ -175,3 +175,20 @@ def test_an_entry_term_scopes_at_most_its_description(name, kind, sentences, dat
         at = where[unit.text.removeprefix(f"{name}: ")]
         assert unit.text.startswith(f"{name}: ") == (at == 0)
         assert (name in unit.terms) == (at < ENTRY_PARAGRAPHS)
+
+
+def test_a_chunk_continuing_an_entry_keeps_its_term_when_the_chunk_before_it_is_in_the_context():
+    meta = {"doc_id": "page", "source": "runtime-config-connection.html"}
+    first = Document(page_content="listen_addresses (string)\n\nSpecifies the TCP/IP addresses on which the server "
+                                  "is to listen for connections.", metadata={**meta, "chunk_index": 0})
+    second = Document(page_content="A warning is emitted for an address which cannot be opened.\n\nThe default value "
+                                   "is localhost, which allows only local connections.", metadata={**meta, "chunk_index": 1})
+    other = Document(page_content="The default value is 5432.", metadata={"doc_id": "other", "chunk_index": 1})
+    for context in ([second, other, first], [first, second, other]):   # the context's order does not matter
+        units = {u.text: u for u in context_units(context)}
+        assert units["The default value is localhost, which allows only local connections."].terms == "listen_addresses"
+        assert units["The default value is 5432."].terms == ""   # another document's chunk continues nothing here
+        sources = [u.source for u in context_units(context)]
+        assert sources == sorted(sources) and set(sources) == {1, 2, 3}   # units in the context's order
+    alone = {u.text: u for u in context_units([second])}   # without the chunk before it, nothing to continue
+    assert alone["The default value is localhost, which allows only local connections."].terms == ""
