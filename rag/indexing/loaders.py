@@ -70,8 +70,9 @@ _COMPRESSED = frozenset([".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz", ".7z", ".
 #: The version of the library's reader of a kind of file, raised when the same bytes come to give other text:
 #: a knowledge base then re-reads, once, the files of that kind (`reader_tag` in each record's content hash).
 #: Version 1 adds nothing, so records written before versions were kept match it. PDF 2: tables found by
-#: pypdfium2 and written as rows, pages without text read by OCR; HTML 2: the main content only (issue 24).
-READER_VERSIONS = {".pdf": 2, ".html": 2, ".htm": 2}
+#: pypdfium2 and written as rows, pages without text read by OCR; HTML 2: the main content only (issue 24);
+#: HTML 3: a table row of one cell is a paragraph of its own (issue 25).
+READER_VERSIONS = {".pdf": 2, ".html": 3, ".htm": 3}
 
 
 def reader_tag(suffix: str) -> str:
