@@ -21,6 +21,8 @@ Example:
     ('What is the default vector store of a knowledge base?', 'Chroma')
     >>> sentence_question("It was completed in 1889.") is None   # "it": the question needs another sentence
     True
+    >>> sentence_question("No rule was written after it."), sentence_question("The median is a plain question's.")
+    (None, None)
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ _NUMBER = re.compile(r"(?<![\w.$€£-])(?P<cur>[$€£])?(?P<num>\d[\d,]*(?:\.\
 _COPULA = re.compile(r"^(?P<subject>[^,;:()]{2,60}?)\s+(?P<verb>is|are|was|were)\s+(?P<rest>.{8,})$")
 _PRONOUNS = {"it", "this", "that", "these", "those", "they", "he", "she", "we", "you", "i", "there", "here",
              "which", "what", "who", "each", "all", "both", "one", "some", "such"}
+# a question that needs the sentence before it ("What was written after it?") or ends elliptically ("What is a plain
+# question's?")
+_INCOMPLETE = re.compile(r"\b(?:it|they|them|he|she|him|her)\b|\w(?:'s|s')\?$", re.IGNORECASE)
 _STOPWORDS = {"the", "a", "an", "of", "in", "on", "to", "and", "or", "for", "by", "with", "is", "are", "was",
               "were", "be", "at", "as", "its", "it"}
 
@@ -92,7 +97,7 @@ def sentence_question(sentence: str) -> tuple[str, str] | None:
             continue
         question, answer = made
         question = question.rstrip(" .,;:") + "?"
-        if _words(answer) & _words(question) or len(question.split()) < 4:
-            continue   # the answer would still be in the question, or there is too little to ask
+        if _words(answer) & _words(question) or len(question.split()) < 4 or _INCOMPLETE.search(question):
+            continue   # the answer would still be in the question, too little to ask, or it needs another sentence
         return question, answer
     return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
@@ -128,3 +130,20 @@ def test_offline_questions_are_questions_a_person_asks_with_the_answer_taken_out
         "What is in Barcelona?": "The Sagrada Familia",
         "What is the bell of the clock tower at the Palace of Westminster in London?": "Big Ben",
     }
+
+
+_SUBJECTS = ["The default store", "Chroma", "The answerer", "Every chunk", "The report"]
+_OBJECTS = ["it", "them", "they", "him", "her"]
+
+
+@given(st.sampled_from(_SUBJECTS), st.sampled_from(["is", "was", "are"]), st.sampled_from(["written after", "kept beside",
+       "read before", "stored next to"]), st.sampled_from(_OBJECTS))
+@settings(max_examples=40, deadline=None)
+def test_no_offline_question_needs_the_sentence_before_it(subject, verb, middle, pronoun):
+    """A sentence whose rest refers back ("No rule was written after it.") or ends elliptically ("... is a plain
+    question's.") makes no question: "What was written after it?" cannot be answered from the corpus."""
+    from rag.evaluation.qa_questions import sentence_question
+
+    assert sentence_question(f"{subject} {verb} {middle} {pronoun} in the knowledge base.") is None
+    assert sentence_question(f"{subject} {verb} a plain question's.") is None
+    assert sentence_question(f"{subject} {verb} {middle} the index in the knowledge base.") is not None   # the control
