@@ -40,7 +40,8 @@ from rag.generation.entry_terms import ENTRY_PARAGRAPHS, api_term, name_term, op
 from rag.generation.line_kinds import SENTENCE_END, first_code_line, is_code_like, mostly_numbers, title_line
 from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
-__all__ = ["ENTRY_PARAGRAPHS", "MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like", "units_of_chunk"]
+__all__ = ["ENTRY_PARAGRAPHS", "MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like",
+           "units_of_chunk"]
 
 _SHORT_CHUNK = 300  # characters: a section this short was not cut by a chunk size limit
 MAX_WORDS = 80  # longer "sentences" are run-on PDF text or lists flattened into one line
@@ -148,7 +149,7 @@ class _Splitter:
         terms, self.terms = self.terms, []
         if len(self.paragraph) == 1 and not SENTENCE_END.search(self.paragraph[0]):
             self.entry_left = 0   # a label line ("Example", "Notes") ends the entry's description
-        entry = self.entry if self.entry_left > 0 else ""   # the description of an entry's term (the first sentence quotes it)
+        entry = self.entry if self.entry_left > 0 else ""   # an entry's description (its first sentence quotes it)
         self.entry_left -= 1
         if len(self.paragraph) == 1 and title_line(self.paragraph[0]) and not terms:
             self.paragraph.clear()   # a heading or a table of contents' entry ("Converting Documents from Emacs")
