@@ -85,7 +85,9 @@ _REASON = re.compile(r"\b(?:because|since|so that|in order to|to avoid|to preven
                      re.IGNORECASE)
 # a name of several capitalised words inside a sentence ("Read the Docs", "Visual Studio Code"), not its first word
 _PHRASE_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][a-z]+(?:\s+(?:the\s+|of\s+)?[A-Z][a-z]+)+\b")
-_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][\w&]*[A-Za-z0-9]\b|\b[A-Za-z]+\d[\w]*\b|\b\d+[A-Za-z]\w*\b")
+# a capitalised word inside the sentence, a word mixing letters and digits, a code name in snake_case (pg_cron)
+_NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][\w&]*[A-Za-z0-9]\b|\b[A-Za-z]+\d[\w]*\b|\b\d+[A-Za-z]\w*\b|"
+                   r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 _NOT_NAMES = frozenset({"I", "FY", "Q1", "Q2", "Q3", "Q4", "USD", "EUR", "GAAP", "EPS", "EBITDA", "CEO", "CFO"})
 
 
@@ -183,7 +185,8 @@ def has_answer_of_type(text: str, qtype: str, question: str = "", title: str = "
 
 def names_in(question: str) -> list[str]:
     """The names a question mentions: capitalised words inside the sentence, words mixing letters and
-    digits (FAT32, 3M), acronyms; not fiscal-period words (FY, Q2) or the pronoun I."""
+    digits (FAT32, 3M), acronyms, code names in snake_case (pg_stat_statements); not fiscal-period words (FY, Q2)
+    or the pronoun I."""
     names = []
     for match in _NAME.finditer(question.strip()):
         word = match.group()

@@ -186,3 +186,13 @@ def test_a_name_next_to_the_asked_noun_is_an_instance_and_the_noun_alone_is_not(
 ])
 def test_a_name_of_several_words_must_be_in_the_context_as_a_phrase(question, context, missing):
     assert missing_names(question, context) == missing
+
+
+@given(st.from_regex(r"[a-z]{2,6}(_[a-z0-9]{2,6}){1,3}", fullmatch=True))
+@settings(max_examples=50, deadline=None)
+def test_a_code_name_the_context_never_mentions_is_missing(name):
+    """A question naming a snake_case code name (pg_cron, mean_exec_time) the context never mentions is about
+    something else: the answerer says "I don't know" rather than quote a sentence sharing its other words."""
+    question = f"How do I schedule a nightly VACUUM with {name}?"
+    assert missing_names(question, "VACUUM commands are executed on a schedule by cron.") == [name]
+    assert missing_names(question, f"Use {name.upper()} to schedule VACUUM.") == []   # mentioned: any case
