@@ -37,7 +37,7 @@ from langchain_core.documents import Document
 
 from rag.base.text import split_sentences, tokenize
 from rag.generation.entry_terms import ENTRY_PARAGRAPHS, api_term, name_term, option_term
-from rag.generation.line_kinds import SENTENCE_END, first_code_line, is_code_like, mostly_numbers, title_line
+from rag.generation.line_kinds import FENCE, SENTENCE_END, first_code_line, is_code_like, mostly_numbers, title_line
 from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
 __all__ = ["ENTRY_PARAGRAPHS", "MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like",
@@ -46,7 +46,6 @@ __all__ = ["ENTRY_PARAGRAPHS", "MAX_WORDS", "Unit", "context_units", "drop_near_
 _SHORT_CHUNK = 300  # characters: a section this short was not cut by a chunk size limit
 MAX_WORDS = 80  # longer "sentences" are run-on PDF text or lists flattened into one line
 _MIN_WORDS = 3
-_FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
 _PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
@@ -83,7 +82,7 @@ def _fence_start_inside(lines: Sequence[str]) -> bool:
     A fence with an info string (```python) always opens a block, so a bare first fence closes one
     when there is an odd number of fences or the next fence opens with an info string.
     """
-    fences = [m for line in lines if (m := _FENCE.match(line))]
+    fences = [m for line in lines if (m := FENCE.match(line))]
     if not fences or fences[0].group(2):
         return False
     return len(fences) % 2 == 1 or (len(fences) > 1 and bool(fences[1].group(2)))
@@ -95,7 +94,7 @@ def _prose_lines(text: str) -> list[str | None]:
     in_code = _fence_start_inside(lines)
     out: list[str | None] = []
     for raw in lines:
-        fence = _FENCE.match(raw)
+        fence = FENCE.match(raw)
         if fence:
             in_code = not in_code if not fence.group(2) else True
             out.append(None)
@@ -340,18 +339,18 @@ def context_units(docs: Iterable[Any]) -> list[Unit]:
 
     A chunk whose predecessor in its document (`chunk_index` one less, same `doc_id` or source) is in the context
     too continues it: a reference entry's description that runs over into it keeps its term ("listen_addresses
-    (string)" two chunks up labels "The default value is localhost ..."). Chunks are read in document order for
+    (string)" a chunk up is matched with "The default value is localhost ..."). Chunks are read in document order for
     that, and their units returned in context order."""
     docs = [Document(page_content=d) if isinstance(d, str) else d for d in docs]
     order = sorted(range(len(docs)), key=lambda i: (str(_document(docs[i].metadata)), _chunk_index(docs[i]), i))
     ends: dict[tuple[str, int], tuple[str, int]] = {}   # (document, chunk index) -> the entry open at its end
     per_doc: dict[int, list[Unit]] = {}
     for i in order:
-        doc, at = str(_document(docs[i].metadata)), _chunk_index(docs[i])
-        carried = ends.get((doc, at - 1), ("", 0)) if at > 0 and _document(docs[i].metadata) else ("", 0)
+        doc, at = _document(docs[i].metadata), _chunk_index(docs[i])
+        carried = ends.get((str(doc), at - 1), ("", 0)) if doc and at > 0 else ("", 0)
         splitter = _split(docs[i].page_content, i + 1, docs[i].metadata or {}, carried)
         per_doc[i] = splitter.units
-        ends[(doc, at)] = (splitter.entry, splitter.entry_left) if splitter.entry_left > 0 else ("", 0)
+        ends[(str(doc), at)] = (splitter.entry, splitter.entry_left) if splitter.entry_left > 0 else ("", 0)
     return [unit for i in range(len(docs)) for unit in per_doc[i]]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["SENTENCE_END", "first_code_line", "is_code_like", "mostly_numbers", "title_line"]
+__all__ = ["FENCE", "SENTENCE_END", "first_code_line", "is_code_like", "mostly_numbers", "title_line"]
 
 _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
@@ -23,7 +23,8 @@ _CALL = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*\([^)]*\)")
 _ASSIGN = re.compile(r"^\W*[A-Za-z_][\w.\[\]]*\s=\s|[;(]\s*\w+\s=\s")   # "x = 1", not "precision = a / b"
 #: a line that ends as a sentence does (a full stop, a colon, a closing quote or bracket after one)
 SENTENCE_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
-_FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
+#: a fence line of a code block ("```python", "~~~"); group 2 is its info string
+FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
 _SMALL_WORDS = frozenset("a an the and or of in on for to from with by at as vs".split())
 
 
@@ -67,9 +68,9 @@ def first_code_line(lines: Sequence[str]) -> str:
     """The first lines of a code block, as code spans: an import (it names what to use) and the first line
     that does something (not a comment): "`from rag.generation.pricing import register_price` `register_price(...)`"."""
     spans: list[str] = []
-    for raw in lines[1:] if lines and _FENCE.match(lines[0]) else lines:
+    for raw in lines[1:] if lines and FENCE.match(lines[0]) else lines:
         line = re.sub(r"^(?:>>>|\$|%)\s", "", raw.strip())
-        if _FENCE.match(raw) or len(spans) == 2:
+        if FENCE.match(raw) or len(spans) == 2:
             break
         importing = bool(re.match(r"(?:from|import)\s", line))
         if line and not line.startswith("#") and len(line) <= 120 and (importing and not spans or not importing):
