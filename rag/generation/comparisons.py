@@ -35,10 +35,11 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag.base.text import tokenize
+from rag.generation.context_units import context_units
 from rag.generation.periods import period_word
 from rag.generation.value_units import period_term
 
-__all__ = ["Comparison", "Sides", "compare", "comparison_sides", "side_question"]
+__all__ = ["Comparison", "Sides", "code_names", "compare", "comparison_sides", "side_question"]
 
 _END = r"(?=\s*(?:[?.!:;,](?:\s|$)|\s(?:in|on|for|during|as of|at|over|under|by)\s|$))"
 _VERB = r"(?:does|do|did|is|are|was|were|has|have|had)"
@@ -69,6 +70,23 @@ class Sides(NamedTuple):
     first_keys: tuple[str, ...]
     second_keys: tuple[str, ...]
     span: tuple[int, int] = (0, 0)
+    first_code: tuple[str, ...] = ()
+    second_code: tuple[str, ...] = ()
+
+
+# a side named by code: an option ("-a", "-Q": case matters), a shell parameter ("$*", "$@") or a snake_case name
+# ("before_request"); matched literally, since its words ("a", "q", "request") say nothing or say the same as the other's
+_CODE = re.compile(r"(?<![\w$-])(?:--?[A-Za-z][\w-]*|\$[*@#?!$0-9-]|[A-Za-z]\w*_\w+)(?![\w])")
+
+
+def code_names(side: str) -> tuple[str, ...]:
+    """The code names a side is named by ("-E", "$@", "before_request"), in order; () for a side of words.
+
+    Example:
+        >>> code_names('"$*"'), code_names("the -E option"), code_names("request_started signal"), code_names("git fetch")
+        (('$*',), ('-E',), ('request_started',), ())
+    """
+    return tuple(dict.fromkeys(m.group() for m in _CODE.finditer(side)))
 
 
 def _tokens(text: str) -> list[str]:
@@ -99,11 +117,16 @@ def comparison_sides(question: str) -> Sides | None:
         start = match.start("a") + match.group("a").rfind(first)
         end = match.start("b") + match.group("b").find(second) + len(second)
         first_keys, second_keys = _keys(first, _tokens(second)), _keys(second, _tokens(first))
+        codes = code_names(first), code_names(second)
+        if all(codes) and set(codes[0]) != set(codes[1]):   # "-q" and "-Q": told apart by their code names
+            first_keys, second_keys = first_keys or codes[0], second_keys or codes[1]
+        else:
+            codes = ((), ())
         if not first_keys or not second_keys:
             continue
         if any(all(period_word(k) for key in keys for k in key.split("|")) for keys in (first_keys, second_keys)):
             continue   # one thing in two periods ("in Q2 of FY2023 compared to Q2 of FY2022"): a value question
-        return Sides(first, second, first_keys, second_keys, (start, end))
+        return Sides(first, second, first_keys, second_keys, (start, end), *codes)
     return None
 
 
@@ -118,7 +141,7 @@ def side_question(question: str, sides: Sides, which: int) -> str:
     """
     own, other = (sides.first, sides.second) if which == 0 else (sides.second, sides.first)
     other_keys = {k for key in (sides.second_keys if which == 0 else sides.first_keys) for k in key.split("|")}
-    shared = " ".join(w for w in other.split() if not set(tokenize(w)) & other_keys)
+    shared = " ".join(w for w in other.split() if not set(tokenize(w)) & other_keys and not code_names(w))
     start, end = sides.span
     last = " ".join(d.rsplit(".", 1)[1] for d in re.findall(r"\b[A-Za-z_]\w*(?:\.\w+)+", own))   # r.text: text
     text = f"{question[:start]}{own} {last} {shared}{question[end:]}" if end > start else question
@@ -158,16 +181,26 @@ def _defines_other(text: str, keys: Sequence[str], other: Sequence[str]) -> bool
     return named(other) and not named(keys)
 
 
-def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weights: dict[str, float]) -> int:
+_LABELS = re.compile(r"^(?:[^\s:]+(?:,? [^\s:]+){0,3}: )+")   # "sphinx-build: -E: ", "-N, --new-file: "
+
+
+def _named(text: str, names: Sequence[str]) -> bool:
+    return any(re.search(rf"(?<![\w$-]){re.escape(n)}(?![\w-])", text) for n in names)
+
+
+def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weights: dict[str, float],
+          code: Sequence[str] = ()) -> int:
     """How a unit is about a side: 0 it starts with it (in its first three words: "--soft: Does not touch ...", "The cmp
     command compares ...", "git-fetch - Download ..."), 1 it names it, 2 only its document's title, section or file name does,
     3 not about it ("X is ..." anywhere counts as starting with it). A side naming an option (`-b`) is matched by that option, case and all (`-B` is another);
     otherwise by half of its key weight (IDF over the context's chunks; keys absent from the context not counted)."""
+    labels = _LABELS.match(text)
+    head = labels.group() if labels else " ".join(text.split(":")[0].split()[:6])   # "sphinx-build: -E: Don't ..."
+    if code:   # "$*" is matched as written, and so is "-E" (never "-e")
+        return 0 if _named(head, code) else 1 if _named(text, code) else 3
     options = _options(side)
     if options:
-        found = _options(text) & options
-        head = _options(" ".join(text.split(":")[0].split()[:6])) & options
-        return 0 if head else 1 if found else 3
+        return 0 if _options(head) & options else 1 if _options(text) & options else 3
     present = [alts for alts in (tuple(a for a in k.split("|") if a in weights) for k in keys) if alts]
     if not present:
         return 3
@@ -196,20 +229,35 @@ def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
     scoring within `relative_cutoff` of the best one about the side, the one most plainly about it, and
     of those one like `near` (the other side's unit): from the same context document, and a row with the same
     columns ("U.S. (2022: 1.3%, 2.3%)" and "International (2022: (1.9)%, 1.0%)": like is compared with like)."""
-    side, keys = (sides.first, sides.first_keys) if which == 0 else (sides.second, sides.second_keys)
+    side, keys, code = (sides.first, sides.first_keys, sides.first_code) if which == 0 else \
+        (sides.second, sides.second_keys, sides.second_code)
     _, ranked, confidence = answerer._scored(side_question(question, sides, which), docs)
     about = []
     for item, conf in zip(ranked, confidence):
         doc = docs[item.source - 1] if 0 < item.source <= len(docs) else None
-        tier = _tier(item.text, doc, side, keys, weights)
+        tier = _tier(item.text, doc, side, keys, weights, code)
         if tier < 3 and not _defines_other(item.text, keys, sides.second_keys if which == 0 else sides.first_keys):
             about.append((tier, item, conf))
     if not about:
         return None
     floor = about[0][1].score * answerer.relative_cutoff
     source, shape = (near.source, _shape(near.text)) if near is not None else (0, "")
-    tier, item, conf = min((a for a in about if a[1].score >= floor),
-                           key=lambda a: (a[0], a[1].source != source, _shape(a[1].text) != shape))
+    leads = {(u.source, u.text) for u in context_units(docs) if u.lead}
+
+    def lead(item: Any) -> bool:   # the first sentence of the side's own entry ("-E: Don't use a saved ...")
+        labels = _LABELS.match(item.text)
+        if not labels or not any(item.source == s and item.text.endswith(t) for s, t in leads):
+            return False
+        if code:
+            return _named(labels.group(), code)
+        words = set(_tokens(labels.group().replace("-", " ").replace(".", " ")))
+        return all(any(a in words for a in k.split("|")) for k in keys)
+    near_best = [a for a in about if a[1].score >= floor]
+    # an entry's first sentence says what it is: taken when another sentence of its description scores best
+    entries = {a[1].source for a in near_best if a[0] == 0}
+    near_best += [a for a in about if a[1].score < floor and a[0] == 0 and a[1].source in entries and lead(a[1])]
+    tier, item, conf = min(near_best, key=lambda a: (a[0], not (a[0] == 0 and lead(a[1])), a[1].source != source,
+                                                     _shape(a[1].text) != shape))
     return item, conf
 
 

@@ -66,6 +66,8 @@ class Unit:
         kind: "sentence" or "row".
         terms: extra text matched against the question but not quoted (a row's header).
         position: order within its document, for stable ties.
+        lead: the first sentence of a reference entry's description ("-E: Don't use a saved environment ..."):
+            what the entry is, before what else it says.
     """
 
     text: str
@@ -73,6 +75,7 @@ class Unit:
     kind: str = "sentence"
     terms: str = ""
     position: int = 0
+    lead: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -131,9 +134,9 @@ class _Splitter:
         self.caption = str(metadata.get("section") or "").replace(" / ", " ") if metadata.get("chunk_type") == "table" \
             else ""
 
-    def add(self, text: str, kind: str, terms: str = "") -> None:
+    def add(self, text: str, kind: str, terms: str = "", lead: bool = False) -> None:
         self.units.append(Unit(text=text, source=self.source, kind=kind, terms=terms, position=len(self.units),
-                               metadata=self.metadata))
+                               lead=lead, metadata=self.metadata))
 
     def flush(self, *, cut_end: bool = False, before_row: bool = False) -> None:
         """Turn the paragraph into sentences. `cut_end`: it stops where the chunk or a code block
@@ -190,7 +193,8 @@ class _Splitter:
                     rest = f"{rest} {entry}".strip()
                     if terms and entry.lower() not in sentence.lower():   # the term's own paragraph: quoted with it
                         label = f"{entry}: "
-                self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest)
+                self.add(label + sentence, "row" if mostly_numbers(sentence) else "sentence", terms=rest,
+                         lead=bool(terms) and i == 0)
                 if not field and len(self.described) < 3:
                     self.described.append(sentence)
 

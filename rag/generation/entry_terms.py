@@ -16,6 +16,8 @@ Example:
     ('work_mem', '', 'method', True)
     >>> api_term("werkzeug.utils.redirect(location, code=302)"), api_term("requests.get(url)")
     ('werkzeug.utils.redirect(location, code=302)', 'requests.get()')
+    >>> api_term("truncate(s: str, length: int = 255) → str")   # Sphinx prints the return type after an arrow
+    'truncate(s: str, length: int = 255)'
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ __all__ = ["ENTRY_PARAGRAPHS", "api_term", "name_term", "option_term"]
 _TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
 # an API reference's entry: "class requests.auth.HTTPBasicAuth(username, password)[source]", "property content"
 _API_TERM = re.compile(r"^(?:(?P<kind>class|property|exception|attribute|method|classmethod|staticmethod|function|data)\s+)?"
-                       r"(?P<name>[A-Za-z_]\w*(?:\.\w+)*)(?P<call>\(.*\))?\s*(?:\[source\])?$")
+                       r"(?P<name>[A-Za-z_]\w*(?:\.\w+)*)(?P<call>\(.*\))?"
+                       r"(?:\s*(?:→|->)\s*[^\s()].{0,80})?\s*(?:\[source\])?$")   # a return type: "... ) → str"
 
 
 # a reference entry's term line: a setting or parameter name, with its type ("work_mem (integer)", "gc.auto",
