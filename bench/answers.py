@@ -118,15 +118,19 @@ def _docs_corpus(name: str, cache: Path) -> tuple[list[str], list[dict]]:
     if not pages or missing:
         package = spec.get("package") or {"requests": "python-requests-doc"}.get(name, f"{name}-doc")
         raise SystemExit(f"{name}: pages missing ({missing[:3] or 'none found'}); apt-get install {package}")
-    for page in pages:
-        target = folder / page.name
+    # copied flat under their file names, or the name "copy_as" gives (two projects' api.html)
+    renamed = {Path(spec.get("dir", "")) / f: copied for f, copied in spec.get("copy_as", {}).items()}
+    targets = [folder / renamed.get(page, page.name) for page in pages]
+    if len({t.name for t in targets}) < len(targets):
+        raise SystemExit(f"{name}: two pages would be copied under one file name; name one in 'copy_as'")
+    for page, target in zip(pages, targets):
         if not target.exists():
             shutil.copyfile(page, target)
     questions = [{**q, "id": f"{name}-{i:02d}"} for i, q in enumerate(spec["questions"], start=1)]
     # comparisons: right when a gold string of each side is stated; reported apart from the other questions
     questions += [{**q, "id": f"{name}-c{i:02d}", "comparison": True, "answers": [g for side in q["sides"] for g in side]}
                   for i, q in enumerate(spec.get("comparisons", []), start=1)]
-    return [str(folder / p.name) for p in pages], questions
+    return [str(t) for t in targets], questions
 
 
 def _check_corpus(data: str) -> tuple[list[str], list[dict]]:
