@@ -18,6 +18,8 @@ Example:
     ('werkzeug.utils.redirect(location, code=302)', 'requests.get()')
     >>> api_term("truncate(s: str, length: int = 255) → str")   # Sphinx prints the return type after an arrow
     'truncate(s: str, length: int = 255)'
+    >>> api_term("jinja-filters.dictsort(value, by='key') → list"), api_term("git-stash(1)")   # a domain's namespace
+    ("jinja-filters.dictsort(value, by='key')", '')
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ __all__ = ["ENTRY_PARAGRAPHS", "api_term", "name_term", "option_term"]
 _TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[= ]\S+)?$")  # a definition list's term: "-N", "--new-file", "-c <branch>"
 # an API reference's entry: "class requests.auth.HTTPBasicAuth(username, password)[source]", "property content"
 _API_TERM = re.compile(r"^(?:(?P<kind>class|property|exception|attribute|method|classmethod|staticmethod|function|data)\s+)?"
-                       r"(?P<name>[A-Za-z_]\w*(?:\.\w+)*)(?P<call>\(.*\))?"
+                       r"(?P<name>[A-Za-z_]\w*(?:-\w+)*\.\w+(?:\.\w+)*|[A-Za-z_]\w*)(?P<call>\(.*\))?"
                        r"(?:\s*(?:→|->)\s*[^\s()].{0,80})?\s*(?:\[source\])?$")   # a return type: "... ) → str"
 
 

@@ -91,6 +91,58 @@ def test_one_thing_in_two_periods_is_not_a_comparison_of_two_things(metric, peri
     assert comparison_sides(template.format(m=metric, a="Europe", b="Asia")) is not None
 
 
+# sphinx-build's option list: each option's first sentence says what it is, the rest what it is not
+BUILD_OPTIONS = """-a
+
+If given, always write all output files. The default is to only write output files for new and changed
+source files. (This may not apply to all builders.)
+
+-E
+
+Don't use a saved environment (the structure caching all cross-references), but rebuild it completely.
+The default is to only read and parse source files that are new or have changed since the last run.
+
+-q
+
+Do not output anything on standard output, only write warnings and errors to standard error.
+
+-Q
+
+Do not output anything on standard output, also suppress warnings. Only errors are written to standard error.
+"""
+
+
+@pytest.mark.parametrize(("question", "first", "second"), [
+    ("What is the difference between the -a and the -E options of sphinx-build?", ("-a",), ("-E",)),
+    ("What is the difference between the -q and the -Q options?", ("-q",), ("-Q",)),
+    ('What is the difference between "$*" and "$@" inside double quotes?', ("$*",), ("$@",)),
+    ("How does a before_request function differ from a request_started signal handler?", ("before_request",),
+     ("request_started",)),
+])
+def test_a_side_named_by_code_is_a_side_even_when_its_words_say_nothing(question, first, second):
+    # "-a" has no word ("a" is a stop word), "-q" and "-Q" have the same one: the code name tells the sides apart
+    sides = comparison_sides(question)
+    assert sides is not None and (sides.first_code, sides.second_code) == (first, second)
+    assert first[0] in side_question(question, sides, 0) and second[0] not in side_question(question, sides, 0)
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("What is the difference between the -a and the -E options of sphinx-build?",
+     ["-a: If given, always write all output files.", "-E: Don't use a saved environment (the structure caching "
+      "all cross-references), but rebuild it completely."]),
+    ("What is the difference between the -q and the -Q options of sphinx-build?",
+     ["-q: Do not output anything on standard output, only write warnings and errors to standard error.",
+      "-Q: Do not output anything on standard output, also suppress warnings."]),
+])
+def test_each_option_is_answered_by_what_its_entry_says_first(question, expected):
+    # with MiniLM, "The default is to only read ..." (of -E) and "Only errors are written ..." (of -Q) score higher
+    # than the entries' first sentences; a comparison states what each side is
+    decision = ExtractiveAnswerer(embedding="default").decide(
+        question, [Document(page_content=BUILD_OPTIONS, metadata={"title": "sphinx-build"})])
+    assert not decision.refused
+    assert [s.text.removeprefix("sphinx-build: ") for s in decision.chosen] == expected
+
+
 def test_each_side_is_asked_without_the_other_sides_own_words():
     question = "How did JnJ's US sales growth compare to international sales growth in FY2022?"
     sides = comparison_sides(question)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
@@ -192,3 +193,19 @@ def test_a_chunk_continuing_an_entry_keeps_its_term_when_the_chunk_before_it_is_
         assert sources == sorted(sources) and set(sources) == {1, 2, 3}   # units in the context's order
     alone = {u.text: u for u in context_units([second])}   # without the chunk before it, nothing to continue
     assert alone["The default value is localhost, which allows only local connections."].terms == ""
+
+
+@pytest.mark.parametrize(("term", "label"), [
+    ("jinja-filters.filesizeformat(value: Union[str, float, int], binary: bool = False) → str",
+     "jinja-filters.filesizeformat(value: Union[str, float, int], binary: bool = False)"),
+    ("ensure_object(object_type: Type[V]) → V", "ensure_object()"),
+    ("click.echo(message=None, nl=True) -> None", "click.echo(message=None, nl=True)"),
+])
+def test_a_typed_signature_labels_its_description(term, label):
+    # Sphinx prints a typed signature with its return type after an arrow, and a custom domain's objects under
+    # a namespace with a hyphen ("jinja-filters."): the description under it is still the entry's
+    chunk = f"{term}\n\nFormat the value like a human-readable file size. It may be given in bytes."
+    units = units_of_chunk(chunk)
+    assert [u.text for u in units] == [f"{label}: Format the value like a human-readable file size.",
+                                       f"{label}: It may be given in bytes."]
+    assert [u.lead for u in units] == [True, False]   # the first sentence says what the entry is
