@@ -122,9 +122,8 @@ def statement_form(question: str) -> str:
         >>> statement_form("What is it?")
         'What is it?'
     """
-    rest, framed = _FRAME.subn("", question)
-    rest = rest.rstrip("?").strip()
-    return rest if framed and len(rest.split()) >= 2 else question
+    rest = _FRAME.sub("", question).rstrip("?").strip()
+    return rest if len(rest.split()) >= 2 else question
 
 
 def identifiers_in(text: str) -> set[str]:

@@ -226,7 +226,7 @@ class _Recorded(DeterministicFakeEmbedding):
 @pytest.mark.parametrize(("question", "embedded"), [
     ("How do I add my own CSS file to the HTML pages?", "add my own CSS file to the HTML pages"),
     ("What status code does append_slash_redirect use by default?", "append_slash_redirect use by default"),
-    ("Which config value sets the favicon?", "Which config value sets the favicon?"),   # no frame: as asked
+    ("Which config value sets the favicon?", "Which config value sets the favicon"),
     ("What is it?", "What is it?"),   # too little would be left: the question as asked
 ])
 def test_the_answerer_compares_units_with_the_statement_the_question_asks_for(question, embedded):
