@@ -235,7 +235,7 @@ def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
     columns ("U.S. (2022: 1.3%, 2.3%)" and "International (2022: (1.9)%, 1.0%)": like is compared with like)."""
     side, keys, code = (sides.first, sides.first_keys, sides.first_code) if which == 0 else \
         (sides.second, sides.second_keys, sides.second_code)
-    _, ranked, confidence = answerer._scored(side_question(question, sides, which), docs, frame=False)
+    _, ranked, confidence = answerer._scored(side_question(question, sides, which), docs)
     about = []
     for item, conf in zip(ranked, confidence):
         doc = docs[item.source - 1] if 0 < item.source <= len(docs) else None

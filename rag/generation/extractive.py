@@ -60,7 +60,6 @@ from rag.generation.question_types import (
     identifiers_in,
     missing_names,
     question_type,
-    statement_form,
 )
 from rag.generation.relevance import context_text
 from rag.generation.row_choice import document_words
@@ -246,10 +245,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
                               for toks, prev in zip(tokens, before)])
         return in_unit, np.minimum(in_unit + in_doc + 0.5 * in_before, 1.0), weights
 
-    def _scored(self, question: str, docs: Sequence[Document],
-                frame: bool = True) -> tuple[str, list[ScoredSentence], list[float]]:
-        """(question type, the units that answer best first, each one's confidence). `frame=False`: the question
-        is embedded as it is (a comparison's side question is not a question a user wrote)."""
+    def _scored(self, question: str, docs: Sequence[Document]) -> tuple[str, list[ScoredSentence], list[float]]:
+        """(question type, the units that answer best first, each one's confidence)."""
         qtype = question_type(question)
         value = (asks_for_value(question) and qtype not in ("reason", "procedure")) or qtype == "number"
         units = drop_near_duplicates([u for u in context_units(docs) if value or u.kind == "sentence"])
@@ -268,7 +265,7 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             units, in_unit, lexical, table = [units[j] for j in keep], in_unit[keep], lexical[keep], table[keep]
         else:
             units = units[:self.max_embedded]
-        cosine = self._similarities(statement_form(question) if frame else question, units)
+        cosine = self._similarities(question, units)
         if not key:  # nothing to match: the closest in meaning answers (context order without a model)
             score = np.clip(cosine, 0, 1) if cosine is not None else np.full(len(units), 0.5)
             score = score + 0.2 * np.array([bool(_DATE.search(u.text)) for u in units])   # events are dated

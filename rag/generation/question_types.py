@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["QUESTION_TYPES", "asks_for_name", "defined_subject", "has_answer_of_type", "identifiers_in", "names_in", "negated",
-           "question_type", "statement_form"]
+           "question_type"]
 
 QUESTION_TYPES = ("identifier", "number", "extension", "reason", "procedure", "open")
 
@@ -105,25 +105,6 @@ def question_type(question: str) -> str:
     if _HOW_TO_Q.search(question):
         return "procedure"
     return "open"
-
-
-_FRAME = re.compile(r"^\s*(?:(?:which|what)\s+(?:[\w.-]+\s+){0,3}?(?:is|are|does|do|did|can|should|would|will)\s+"
-                    r"(?:i|you|we|one)?\s*|how\s+(?:do|can|should|would|does)\s+(?:i|you|we|one)\s+|"
-                    r"what\s+(?:is|are|does|do)\s+(?:the\s+)?)", re.IGNORECASE)
-
-
-def statement_form(question: str) -> str:
-    """The question without its asking frame ("How do I ", "What is the "), closer in meaning to the statement
-    that answers it ("add my own CSS file to the HTML pages"); the question itself when little would be left.
-
-    Example:
-        >>> statement_form("How do I add my own CSS file?"), statement_form("What is the default width?")
-        ('add my own CSS file', 'the default width')
-        >>> statement_form("What is it?")
-        'What is it?'
-    """
-    rest = _FRAME.sub("", question).rstrip("?").strip()
-    return rest if len(rest.split()) >= 2 else question
 
 
 def identifiers_in(text: str) -> set[str]:

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.generation.extractive import NO_ANSWER, ExtractiveAnswerer
 from rag.generation.postprocess import check_answer
@@ -211,35 +210,3 @@ def test_a_code_name_the_context_never_mentions_is_missing(name):
     question = f"How do I schedule a nightly VACUUM with {name}?"
     assert missing_names(question, "VACUUM commands are executed on a schedule by cron.") == [name]
     assert missing_names(question, f"Use {name.upper()} to schedule VACUUM.") == []   # mentioned: any case
-
-
-class _Recorded(DeterministicFakeEmbedding):
-    """LangChain's deterministic fake embedding, remembering the queries it embedded."""
-
-    queries: list = []
-
-    def embed_query(self, text: str) -> list[float]:
-        self.queries.append(text)
-        return super().embed_query(text)
-
-
-@pytest.mark.parametrize(("question", "embedded"), [
-    ("How do I add my own CSS file to the HTML pages?", "add my own CSS file to the HTML pages"),
-    ("What status code does append_slash_redirect use by default?", "append_slash_redirect use by default"),
-    ("Which config value sets the favicon?", "Which config value sets the favicon"),
-    ("What is it?", "What is it?"),   # too little would be left: the question as asked
-])
-def test_the_answerer_compares_units_with_the_statement_the_question_asks_for(question, embedded):
-    # all-MiniLM-L6-v2 is trained on pairs of statements: "add my own CSS file" is nearer "html_css_files: A list
-    # of CSS files" than "How do I ...?" is (measured: bench/answers.py, wrong answers 8 fewer over 12 corpora)
-    embedding = _Recorded(size=16, queries=[])
-    docs = [Document(page_content="html_css_files: A list of CSS files. The default is an empty list.")]
-    ExtractiveAnswerer(embedding=embedding).decide(question, docs)
-    assert embedding.queries == [embedded]
-
-
-def test_a_comparisons_side_questions_are_embedded_as_they_are():
-    embedding = _Recorded(size=16, queries=[])
-    docs = [Document(page_content="The cmp command compares two files byte by byte. The sdiff command merges two files.")]
-    ExtractiveAnswerer(embedding=embedding).decide("What is the difference between the cmp and sdiff commands?", docs)
-    assert embedding.queries and all(q.startswith("What is the") for q in embedding.queries)
