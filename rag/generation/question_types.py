@@ -65,7 +65,6 @@ _DOTTED = re.compile(r"\b[a-z_]\w*\.[a-z_]\w*\b")
 _CAMEL = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]*)+\b|\b[A-Z]{2,}[a-z]{2,}(?:[A-Z][a-z]*)*\b")   # HTTPAdapter too
 _CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
 _CODE_SPAN = re.compile(r"`[^`]+`")
-_SNAKE = re.compile(r"(?<![\w.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w-])")
 # prose naming a parameter or attribute: "using the params keyword argument", "the history property"
 _PROSE_NAME = re.compile(r"\bthe ([a-z_][a-z0-9_]*) (?:keyword )?(?:argument|parameter|property|attribute|method|"
                          r"function|class|object|option|flag|setting|field)\b")
@@ -124,12 +123,7 @@ def _options(text: str) -> set[str]:
 
 def _code_names(text: str) -> set[str]:
     return {m.group().strip("`").lower() for p in (_CALL, _DOTTED, _CAMEL, _CONSTANT, _CODE_SPAN)
-            for m in p.finditer(text)} | _prose_names(text) | _snake_names(text)
-
-
-def _snake_names(text: str) -> set[str]:
-    """Code names in snake_case ("ensure_object", "expose_value"): no prose word has an underscore."""
-    return {m.group() for m in _SNAKE.finditer(text)}
+            for m in p.finditer(text)} | _prose_names(text)
 
 
 def _prose_names(text: str) -> set[str]:

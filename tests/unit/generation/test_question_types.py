@@ -138,20 +138,6 @@ def test_prose_that_names_a_parameter_or_attribute_holds_an_identifier(question,
     assert has_answer_of_type(sentence, question_type(question), question) is kind
 
 
-SNAKE = st.from_regex(r"[a-z]{2,8}(_[a-z]{2,8}){1,3}", fullmatch=True)
-
-
-@given(SNAKE, st.sampled_from(["Which Context method creates the object if it does not exist?",
-                               "Which function serves a file from a folder?", "What should I call to reset it?"]))
-@settings(max_examples=40, deadline=None)
-def test_a_snake_case_name_is_a_code_name_that_answers_a_which_code_question(name, question):
-    # a Python API's names are snake_case ("ensure_object", "send_from_directory"): a unit naming one holds
-    # what a code question asks for; the same sentence with the name spelled as words does not
-    assert has_answer_of_type(f"Use {name} here; it does what you need.", question_type(question), question)
-    assert not has_answer_of_type(f"Use {name.replace('_', ' ')} here; it does what you need.",
-                                  question_type(question), question)
-
-
 def test_the_answers_signal_reads_the_asking_sentence_not_the_instructions():
     from rag.generation.relevance import answer_relevance
 
