@@ -43,7 +43,7 @@ from rag.generation.context_units import context_units
 from rag.generation.periods import period_word
 from rag.generation.value_units import period_term
 
-__all__ = ["Comparison", "Sides", "code_names", "compare", "comparison_sides", "side_question"]
+__all__ = ["Comparison", "Sides", "code_names", "compare", "comparison_sides", "labelled_with", "side_question"]
 
 _END = r"(?=\s*(?:[?.!:;,](?:\s|$)|\s(?:in|on|for|during|as of|at|over|under|by)\s|$))"
 _VERB = r"(?:does|do|did|is|are|was|were|has|have|had)"
@@ -192,6 +192,12 @@ def _named(text: str, names: Sequence[str]) -> bool:
     return any(re.search(rf"(?<![\w$-]){re.escape(n)}(?![\w-])", text) for n in names)
 
 
+def labelled_with(text: str, names: Sequence[str]) -> bool:
+    """Whether a unit is quoted with an entry label naming one of `names` ("-E: Don't use ...", "sphinx-build: -E: ...")."""
+    labels = _LABELS.match(text)
+    return bool(labels) and _named(labels.group(), names)
+
+
 def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weights: dict[str, float],
           code: Sequence[str] = ()) -> int:
     """How a unit is about a side: 0 it starts with it (in its first three words: "--soft: Does not touch ...", "The cmp
@@ -256,7 +262,7 @@ def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
             return _named(labels.group(), code)
         words = set(_tokens(labels.group().replace("-", " ").replace(".", " ")))
         return all(any(a in words for a in k.split("|")) for k in keys)
-    near_best = [a for a in about if a[1].score >= floor]
+    near_best = [a for a in about if a[1].score >= floor] or about[:1]   # a negative best score is above its floor
     # an entry's first sentence says what it is: taken when another sentence of its description scores best
     entries = {a[1].source for a in near_best if a[0] == 0}
     near_best += [a for a in about if a[1].score < floor and a[0] == 0 and a[1].source in entries and lead(a[1])]

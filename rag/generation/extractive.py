@@ -51,7 +51,7 @@ from rag.base.errors import ConfigError, InputError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.answer_kinds import kind_scores
 from rag.generation.antecedents import named_unit
-from rag.generation.comparisons import compare, comparison_sides
+from rag.generation.comparisons import code_names, compare, comparison_sides, labelled_with
 from rag.generation.context_units import Unit, context_units, drop_near_duplicates
 from rag.generation.periods import asked_kind
 from rag.generation.question_types import (
@@ -274,7 +274,8 @@ class ExtractiveAnswerer(Runnable[dict, str]):
             semantic = np.zeros(len(units)) if cosine is None else np.clip(cosine, 0, 1)
             score = lexical if cosine is None else 0.5 * lexical + 0.5 * semantic
             confidence = score   # before the kind-of-answer bonus: key terms (the document's title counted) + meaning
-            answers = in_unit > 0
+            code = code_names(question)   # "-a" has no word to match: the entry labelled with it is about it
+            answers = (in_unit > 0) | np.array([bool(code) and labelled_with(u.text, code) for u in units])
             if cosine is not None:
                 answers |= cosine >= self.min_similarity
             asked = set(tokenize(question))   # a unit adding nothing to the question only echoes it, and one

@@ -220,3 +220,22 @@ def test_generated_comparisons_quote_one_unit_about_each_side(names, verbs, temp
     decision = ExtractiveAnswerer().decide(template.format(a=a, b=b), docs)
     assert not decision.refused
     assert sorted(s.text for s in decision.chosen) == sorted([facts[a], facts[b]])   # each side once, no other
+
+
+OPTION_NAMES = st.sampled_from(["-a", "-A", "-q", "-Q", "-e", "-E", "-u", "-n", "-N", "--force", "--full", "--sep"])
+DESCRIPTIONS = ["Write every output file again", "Never print anything on standard output",
+                "Rebuild the saved environment completely", "Stop at the first warning",
+                "Keep the generated files", "Read the sources in parallel"]
+
+
+@given(st.lists(OPTION_NAMES, min_size=3, max_size=5, unique=True), st.permutations(DESCRIPTIONS), st.data())
+@settings(max_examples=30, deadline=None)
+def test_generated_option_comparisons_state_each_options_own_entry(options, descriptions, data):
+    # an option list: each entry's first sentence says what it does, a second one says what it does not;
+    # "the -q and -Q options" are two sides (case and all), each answered by its own entry, never by another's
+    entries = {o: d for o, d in zip(options, descriptions)}
+    text = "\n\n".join(f"{o}\n\n{d}. Without it the tool behaves as usual." for o, d in entries.items())
+    a, b = data.draw(st.permutations(options))[:2]
+    decision = ExtractiveAnswerer(min_confidence=0.0).decide(
+        f"What is the difference between the {a} and the {b} options?", [Document(page_content=text)])
+    assert [s.text for s in decision.chosen] == [f"{a}: {entries[a]}.", f"{b}: {entries[b]}."]
