@@ -13,17 +13,19 @@ FY2022?" is asked as "JnJ's US sales growth sales growth in FY2022?" for the U.S
 answered by a prose sentence or by a table row exactly as a plain question would be. A side's answer
 must be about that side: it (or its document's title, section or file name) holds at least half of the
 side's key weight (keys weighted by IDF over the context's units), and a unit that starts by naming the other
-side ("git-pull - Fetch from ...") is about that one, whatever it says of this side. A side named by code (an option
-"-a", "-Q" against "-q", a shell parameter "$*", a snake_case name "before_request") is matched by that name as written,
-since its words say nothing ("a") or the same as the other side's ("q"). Of the units about a side, its own reference
-entry's first sentence ("-E: Don't use a saved environment ..., but rebuild it completely.") is preferred to the
-entry's later ones ("The default is to only read ..."): a comparison states what each side is. A side with no such unit, or whose
-best unit is below the refusal threshold, is said to be missing ("The context does not say about Y.")
-rather than answered from the other side; both missing: "I don't know".
+side ("git-pull - Fetch from ...") is about that one, whatever it says of this side. A side named by code
+(an option "-a", "-Q" against "-q", a shell parameter "$*", a snake_case name "before_request") is matched by
+that name as written, since its words say nothing ("a") or the same as the other side's ("q"). Of the units
+about a side, its own reference entry's first sentence ("-E: Don't use a saved environment ..., but rebuild
+it completely.") is preferred to the entry's later ones ("The default is to only read ..."): a comparison
+states what each side is. A side with no such unit, or whose best unit is below the refusal threshold, is
+said to be missing ("The context does not say about Y.") rather than answered from the other side; both
+missing: "I don't know".
 
 Example:
     >>> comparison_sides("What is the difference between git fetch and git pull?")
-    Sides(first='git fetch', second='git pull', first_keys=('fetch',), second_keys=('pull',), span=(31, 53), first_code=(), second_code=())
+    Sides(first='git fetch', second='git pull', first_keys=('fetch',), second_keys=('pull',), span=(31, 53),
+          first_code=(), second_code=())
     >>> comparison_sides("Which option compares two files line by line?") is None
     True
 """
