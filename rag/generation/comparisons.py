@@ -23,9 +23,10 @@ said to be missing ("The context does not say about Y.") rather than answered fr
 missing: "I don't know".
 
 Example:
-    >>> comparison_sides("What is the difference between git fetch and git pull?")
-    Sides(first='git fetch', second='git pull', first_keys=('fetch',), second_keys=('pull',), span=(31, 53),
-          first_code=(), second_code=())
+    >>> comparison_sides("What is the difference between git fetch and git pull?")[:4]
+    ('git fetch', 'git pull', ('fetch',), ('pull',))
+    >>> comparison_sides("What is the difference between the -q and the -Q options?")[:2]
+    ('-q', '-Q')
     >>> comparison_sides("Which option compares two files line by line?") is None
     True
 """
