@@ -147,3 +147,28 @@ def test_no_offline_question_needs_the_sentence_before_it(subject, verb, middle,
     assert sentence_question(f"{subject} {verb} {middle} {pronoun} in the knowledge base.") is None
     assert sentence_question(f"{subject} {verb} a plain question's.") is None
     assert sentence_question(f"{subject} {verb} {middle} the index in the knowledge base.") is not None   # the control
+
+
+_CELLS = st.one_of(st.from_regex(r"[a-z]{3,9}", fullmatch=True), st.from_regex(r"\d{1,3}/\d{1,3} \(\d{1,2}%\)", fullmatch=True),
+                   st.from_regex(r"\d{2,3} ms", fullmatch=True), st.from_regex(r"\d{2,3} \(\d{2} \+ \d\)", fullmatch=True))
+
+
+@given(st.lists(_CELLS, min_size=4, max_size=9), st.sampled_from([" | ", "; "]))
+@settings(max_examples=60, deadline=None)
+def test_no_offline_question_is_made_from_a_table_row(cells, separator):
+    """A table row ("werkzeug | 59 (51 + 8) | 50/51 (98%) | 225 ms") is no sentence: asking "werkzeug; 59 (51 + 8);
+    50/51 ( what percentage) ...?" tests nothing a person asks (found on docs/generation.md's results tables)."""
+    from rag.evaluation.qa_questions import sentence_question
+
+    assert sentence_question(separator.join(cells)) is None
+
+
+@given(st.sampled_from(["that", "which", "who", "if", "because"]), st.sampled_from(_SUBJECTS))
+@settings(max_examples=20, deadline=None)
+def test_no_offline_question_takes_a_clause_for_the_subject(relative, subject):
+    """In "No answer to a question that is not a comparison changed." the verb "is" belongs to a clause: "What is
+    not a comparison changed?" / "No answer to a question that" is no question and no answer."""
+    from rag.evaluation.qa_questions import sentence_question
+
+    assert sentence_question(f"No answer to a question {relative} is not a comparison changed in the report.") is None
+    assert sentence_question(f"{subject} is the part that changed in the index.") is not None   # the control
