@@ -206,6 +206,27 @@ class DocumentRouter:
         q = np.asarray(self.embedding.embed_query(question), dtype=np.float32)
         return self._vectors @ (q / max(float(np.linalg.norm(q)), 1e-12))
 
+    def _name_scores(self, question: str, hit: np.ndarray) -> np.ndarray:
+        """What decides a names-only route: the IDF weight of the question's names each document matched (aliases
+        at 80%), normalised by the best, with the period signals; the question's other words only order the route."""
+        q_tokens = set(tokenize(question)) | set(self._compounds(question))
+        named = self.names(question)
+        prefixes, initials = aliases(question, [w for w in alias_words(question)
+                                                if set(tokenize(w)) & named or w.lower() in named])
+        lexical = np.zeros(len(self.values))
+        for i, toks in enumerate(self._tokens):
+            if not hit[i]:
+                continue
+            exact = (q_tokens & toks & named & self._distinctive) - period_tokens(q_tokens)
+            partial = {c for c in toks - exact if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
+            for alias in initials:
+                partial |= self._initial_words[i].get(alias, set()) - exact
+            lexical[i] = sum(self._idf[t] for t in exact) + 0.8 * sum(self._idf[t] for t in partial)
+        if lexical.max() > 0:
+            lexical = lexical / lexical.max()
+        return (self.weights["lexical"] * lexical + self.weights["year"] * self._year_signal(question)
+                + self.weights["quarter"] * self._quarter_signal(question))
+
     def scores(self, question: str) -> tuple[np.ndarray, bool]:
         """Every document's score, and whether a distinctive name matched at all.
 
@@ -328,6 +349,10 @@ class DocumentRouter:
         named = [i for i in order if hit[i]] if self.names_only else list(order)
         best = total[named[0]]
         chosen = [self.values[i] for i in named[: self.top_n] if total[i] >= self.ratio * best - 1e-9]
+        if self.names_only:   # every document the names match as well as the best one's stays in (other words
+            core = self._name_scores(question, hit)   # only order: "Jinja" names all ten Jinja pages, not the two
+            top = max(core[i] for i in named)          # whose titles also say "template")
+            chosen += [self.values[i] for i in named if self.values[i] not in chosen and core[i] >= top - 1e-9]
         if self.names_only:   # a page the question names in lower case ("git fetch ... over HTTP") stays in
             words = set(tokenize(question))
             chosen += [self.values[i] for i in order if self.values[i] not in chosen
