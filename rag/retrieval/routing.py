@@ -75,6 +75,9 @@ __getattr__ = removed_names(__name__, {"RoutedRetriever": (
 DEFAULT_ROUTING_FIELDS = ("title", "doc_name", "company", "period", "doc_period", "year", "source", "summary",
                           "doc_summary")
 _RECENCY = 0.05     # share of year_weight that orders cards by recency when the question names no year
+# a word the question writes as a name names documents only when they hold this share of the chunks using it: "LaTeX"
+# in Docutils' documentation is in the LaTeX writer's pages and, a third of the time, in the configuration reference
+NAME_SHARE = 0.8
 
 
 @dataclass
@@ -242,8 +245,8 @@ class DocumentRouter:
     def names(self, question: str) -> set[str]:
         """The question's tokens that name documents here: with `names_only` the words it writes as names
         (`name_tokens`) that are names in this corpus, not words its text uses everywhere (`mentions`: a
-        name's documents hold at least half of the chunks that use the word; "URL", "HTTP", "ID" in most
-        documentation sets are common words); else every token.
+        name's documents hold at least `NAME_SHARE` (80%) of the chunks that use the word; "URL", "HTTP", "ID" in
+        most documentation sets are common words); else every token.
         """
         if not self.names_only:
             return set(tokenize(question)) | set(self._compounds(question))
@@ -266,7 +269,7 @@ class DocumentRouter:
                 continue
             counts = self.mentions(word)
             used = sum(counts.values())
-            if not used or sum(counts.get(v, 0) for v in hits) * 2 >= used:
+            if not used or sum(counts.get(v, 0) for v in hits) >= NAME_SHARE * used:
                 keep |= tokens & named
         return keep
 
