@@ -236,8 +236,8 @@ def _tier(text: str, doc: Document | None, side: str, keys: Sequence[str], weigh
     return 2 if share(set(words) | set(tokenize(names))) >= 0.5 else 3
 
 
-def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
-                   docs: Sequence[Document], weights: dict[str, float], near: tuple | None = None) -> tuple | None:
+def _best_for_side(answerer: Any, question: str, sides: Sides, which: int, docs: Sequence[Document],
+                   weights: dict[str, float], leads: set[tuple[int, str]], near: tuple | None = None) -> tuple | None:
     """(the best unit about the side, its confidence), or None when no unit is about it: among the units
     scoring within `relative_cutoff` of the best one about the side, the one most plainly about it, and
     of those one like `near` (the other side's unit): from the same context document, and a row with the same
@@ -255,7 +255,6 @@ def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
         return None
     floor = about[0][1].score * answerer.relative_cutoff
     source, shape = (near.source, _shape(near.text)) if near is not None else (0, "")
-    leads = {(u.source, u.text) for u in context_units(docs) if u.lead}
 
     def lead(item: Any) -> bool:   # the first sentence of the side's own entry ("-E: Don't use a saved ...")
         labels = _LABELS.match(item.text)
@@ -265,6 +264,7 @@ def _best_for_side(answerer: Any, question: str, sides: Sides, which: int,
             return _named(labels.group(), code)
         words = set(_tokens(labels.group().replace("-", " ").replace(".", " ")))
         return all(any(a in words for a in k.split("|")) for k in keys)
+
     near_best = [a for a in about if a[1].score >= floor] or about[:1]   # a negative best score is above its floor
     # an entry's first sentence says what it is: taken when another sentence of its description scores best
     entries = {a[1].source for a in near_best if a[0] == 0}
@@ -313,8 +313,9 @@ def compare(answerer: Any, question: str, sides: Sides, docs: Sequence[Any]) -> 
     if answerer.embedding is not None:   # the two sides score mostly the same units: each is embedded once
         answerer = copy.copy(answerer)
         answerer._embedding = _Remembered(answerer.embedding)
-    first = _best_for_side(answerer, question, sides, 0, docs, weights)
-    found = [first, _best_for_side(answerer, question, sides, 1, docs, weights, first[0] if first else None)]
+    leads = {(u.source, u.text) for u in context_units(docs) if u.lead}   # entries' first sentences, for both sides
+    first = _best_for_side(answerer, question, sides, 0, docs, weights, leads)
+    found = [first, _best_for_side(answerer, question, sides, 1, docs, weights, leads, first[0] if first else None)]
     found = [f if f is not None and f[1] >= answerer.min_confidence else None for f in found]
     if not any(found):
         return Comparison((), 0.0, f"{sides.first} and {sides.second}",

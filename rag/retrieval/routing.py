@@ -209,27 +209,6 @@ class DocumentRouter:
         q = np.asarray(self.embedding.embed_query(question), dtype=np.float32)
         return self._vectors @ (q / max(float(np.linalg.norm(q)), 1e-12))
 
-    def _name_scores(self, question: str, hit: np.ndarray) -> np.ndarray:
-        """What decides a names-only route: the IDF weight of the question's names each document matched (aliases
-        at 80%), normalised by the best, with the period signals; the question's other words only order the route."""
-        q_tokens = set(tokenize(question)) | set(self._compounds(question))
-        named = self.names(question)
-        prefixes, initials = aliases(question, [w for w in alias_words(question)
-                                                if set(tokenize(w)) & named or w.lower() in named])
-        lexical = np.zeros(len(self.values))
-        for i, toks in enumerate(self._tokens):
-            if not hit[i]:
-                continue
-            exact = (q_tokens & toks & named & self._distinctive) - period_tokens(q_tokens)
-            partial = {c for c in toks - exact if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
-            for alias in initials:
-                partial |= self._initial_words[i].get(alias, set()) - exact
-            lexical[i] = sum(self._idf[t] for t in exact) + 0.8 * sum(self._idf[t] for t in partial)
-        if lexical.max() > 0:
-            lexical = lexical / lexical.max()
-        return (self.weights["lexical"] * lexical + self.weights["year"] * self._year_signal(question)
-                + self.weights["quarter"] * self._quarter_signal(question))
-
     def scores(self, question: str) -> tuple[np.ndarray, bool]:
         """Every document's score, and whether a distinctive name matched at all.
 
@@ -239,7 +218,7 @@ class DocumentRouter:
         confident: many documents share a period. With `names_only`, only the question's names
         (`names`) score; its other words weigh a tenth, to order documents a name matched.
         """
-        total, _named_hit, matched = self._scored(question)
+        total, _named_hit, matched, _names = self._scored(question)
         return total, matched
 
     def names(self, question: str) -> set[str]:
@@ -277,7 +256,10 @@ class DocumentRouter:
         """`compound_names` of the question that are distinctive tokens of a card."""
         return {t: w for t, w in compound_names(question).items() if t in self._distinctive}
 
-    def _scored(self, question: str) -> tuple[np.ndarray, np.ndarray, bool]:
+    def _scored(self, question: str) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+        """(every document's score, whether a name matched it, whether any did, and what decides a names-only route:
+        the weight of the names each document matched (aliases at 80%), normalised by the best, with the period
+        signals; the question's other words only order such a route)."""
         q_tokens = set(tokenize(question)) | set(self._compounds(question))
         named = self.names(question)
         prefixes, initials = aliases(question)
@@ -285,12 +267,16 @@ class DocumentRouter:
             prefixes, initials = aliases(question, [w for w in alias_words(question)
                                                      if set(tokenize(w)) & named or w.lower() in named])
         lexical = np.zeros(len(self.values))
+        name_weight = np.zeros(len(self.values))
         hit = np.zeros(len(self.values), dtype=bool)
         for i, toks in enumerate(self._tokens):
             exact = (q_tokens & toks) - period_tokens(q_tokens)  # periods are scored by the period signals
-            partial = {c for c in toks - exact if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
+            names = exact & named & self._distinctive
+            partial = {c for c in toks - names if c in self._distinctive and any(c.startswith(p) for p in prefixes)}
             for alias in initials:
-                partial |= self._initial_words[i].get(alias, set()) - exact
+                partial |= self._initial_words[i].get(alias, set()) - names
+            name_weight[i] = sum(self._idf[t] for t in names) + 0.8 * sum(self._idf[t] for t in partial)
+            partial -= exact
             hit[i] = bool(((exact & named) | partial) & self._distinctive)   # aliases are names
             other = 0.1 if self.names_only else 1.0   # names_only: the names decide, other words order
             lexical[i] = (sum(self._idf[t] * (1.0 if t in named else other) for t in exact)
@@ -300,9 +286,14 @@ class DocumentRouter:
                 lexical[i] += 0.1 * sum(self._idf[t] for t in own & named) / sum(self._idf[t] for t in own)
         if lexical.max() > 0:
             lexical = lexical / lexical.max()
-        total = (self.weights["lexical"] * lexical + self.weights["year"] * self._year_signal(question)
-                 + self.weights["quarter"] * self._quarter_signal(question))
-        return total + self.weights["semantic"] * self._semantic(question), hit, bool(hit.any())
+        name_weight = np.where(hit, name_weight, 0.0)
+        if name_weight.max() > 0:
+            name_weight = name_weight / name_weight.max()
+        periods = self.weights["year"] * self._year_signal(question) + self.weights["quarter"] * self._quarter_signal(
+            question)
+        total = self.weights["lexical"] * lexical + periods
+        return (total + self.weights["semantic"] * self._semantic(question), hit, bool(hit.any()),
+                self.weights["lexical"] * name_weight + periods)
 
     def _year_signal(self, question: str) -> np.ndarray:
         q_years = years_in(question)
@@ -344,7 +335,7 @@ class DocumentRouter:
         question spells out in full in any case, so the document a question is about stays in the
         route when another word of it names other documents.
         """
-        total, hit, matched = self._scored(question)
+        total, hit, matched, core = self._scored(question)
         order = np.argsort(-total, kind="stable")
         scores = {self.values[i]: float(total[i]) for i in order}
         if not matched:
@@ -353,8 +344,8 @@ class DocumentRouter:
         best = total[named[0]]
         chosen = [self.values[i] for i in named[: self.top_n] if total[i] >= self.ratio * best - 1e-9]
         if self.names_only:   # every document the names match as well as the best one's stays in (other words
-            core = self._name_scores(question, hit)   # only order: "Jinja" names all ten Jinja pages, not the two
-            top = max(core[i] for i in named)          # whose titles also say "template")
+            top = max(core[i] for i in named)   # only order: "Jinja" names all ten Jinja pages, not the two whose
+            # titles also say "template"
             chosen += [self.values[i] for i in named if self.values[i] not in chosen and core[i] >= top - 1e-9]
         if self.names_only:   # a page the question names in lower case ("git fetch ... over HTTP") stays in
             words = set(tokenize(question))
