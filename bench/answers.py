@@ -13,41 +13,41 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
 - `sqlite` (held out): 46 pages of the SQLite documentation from Debian's `sqlite3-doc` package,
   questions written and committed before the answerer was first run on them and asked once: a figure
   no rule was designed on (its store builds in under a minute, so it is in the default list);
-- `docutils` (a second held-out corpus, NOT in the default list until its one run): 40 pages of the
+- `docutils` (a second held-out corpus; not in the default list, asked with `--corpora docutils`): 40 pages of the
   Docutils 0.19 documentation from Debian's `docutils-doc` package (pages made by Docutils' own HTML
   writer), questions written and committed before its store was built or any question asked
   (`--corpora docutils`);
-- `werkzeug` (a third held-out corpus, NOT in the default list until its one run): 34 pages of the
+- `werkzeug` (a third held-out corpus; not in the default list, asked with `--corpora werkzeug`): 34 pages of the
   Werkzeug 2.2 documentation from Debian's `python-werkzeug-doc` package (a Sphinx API reference,
   deployment and middleware pages), questions written and committed before its store was built or
   any question asked (`--corpora werkzeug`);
-- `postgresql` (a fourth held-out corpus, NOT in the default list until its one run): 40 pages of the
+- `postgresql` (a fourth held-out corpus; not in the default list, asked with `--corpora postgresql`): 40 pages of the
   PostgreSQL 15 documentation from Debian's `postgresql-doc-15` package (DocBook pages: server
   configuration, client authentication, backup, SQL commands, indexes, functions), questions written and
   committed before its store was built or any question asked (`--corpora postgresql`);
-- `bash` (a fifth held-out corpus, NOT in the default list until its one run): the Bash 5.2
+- `bash` (a fifth held-out corpus; not in the default list, asked with `--corpora bash`): the Bash 5.2
   documentation from Debian's `bash-doc` package, its two HTML pages (the reference manual as one
   Texinfo page, the man page converted by man2html), questions written and committed before its store
   was built or any question asked (`--corpora bash`);
-- `flask` (a sixth held-out corpus, NOT in the default list until its one run): 42 pages of the Flask
+- `flask` (a sixth held-out corpus; not in the default list, asked with `--corpora flask`): 42 pages of the Flask
   2.2 documentation from Debian's `python-flask-doc` package (a Sphinx user guide: quickstart,
   tutorial, configuration, CLI, testing, errors, patterns), questions written and committed before its
   store was built or any question asked (`--corpora flask`);
-- `sphinx` (a seventh held-out corpus, NOT in the default list until its one run): 44 pages of the
+- `sphinx` (a seventh held-out corpus; not in the default list, asked with `--corpora sphinx`): 44 pages of the
   Sphinx 5.3 documentation from Debian's `sphinx-doc` package (Sphinx's own user guide: configuration,
   builders, reStructuredText, extensions, the command-line tools, tutorial), questions written and
   committed before its store was built or any question asked (`--corpora sphinx`);
-- `pytest` (an eighth held-out corpus, NOT in the default list until its one run): 44 pages of the
+- `pytest` (an eighth held-out corpus; not in the default list, asked with `--corpora pytest`): 44 pages of the
   pytest 7.2 documentation from Debian's `python-pytest-doc` package (how-to guides: fixtures, parametrize,
   marks, skipping, monkeypatch, capture, logging, warnings; the reference of options, flags and
   environment variables), questions written and committed before its store was built or any question
   asked (`--corpora pytest`);
-- `django` (a ninth held-out corpus, NOT in the default list until its one run): 46 pages of the
+- `django` (a ninth held-out corpus; not in the default list, asked with `--corpora django`): 46 pages of the
   Django 3.2 documentation from Debian's `python-django-doc` package (settings and django-admin
   references, sessions, cache, auth, models, queries, forms, templates, i18n, deployment, security,
   testing, migrations, logging), questions written and committed before its store was built or any
   question asked (`--corpora django`);
-- `jinja` (a tenth held-out corpus, NOT in the default list until its one run): two projects in one
+- `jinja` (a tenth held-out corpus; not in the default list, asked with `--corpora jinja`): two projects in one
   knowledge base, 10 pages of the Jinja 3.1 documentation (Debian's `python-jinja2-doc`) and 20 of the
   Click 8.1 documentation (`python-click-doc`); the two api.html pages are copied under the names the
   spec's `copy_as` gives; questions written and committed before its store was built or any question
