@@ -52,6 +52,11 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
   Click 8.1 documentation (`python-click-doc`); the two api.html pages are copied under the names the
   spec's `copy_as` gives; questions written and committed before its store was built or any question
   asked (`--corpora jinja`);
+- `sqlalchemy` (a twelfth held-out corpus; not in the default list, asked with `--corpora sqlalchemy`): 44
+  pages of the SQLAlchemy 1.4 documentation from Debian's `python-sqlalchemy-doc` package (engines, pooling,
+  schema, types, sessions, relationships, loading, the postgresql / sqlite / mysql dialects, FAQ; the ORM's
+  exceptions.html is copied as orm_exceptions.html), questions written and committed before its store was
+  built or any question asked;
 - `financebench_check` (not in the default list): 18 number questions about other pages of the
   development filings (`bench/answer_corpora/financebench_check.json`, written before the number
   answers were changed), asked against the 54 filings in one store, the knowledge base that
@@ -73,6 +78,7 @@ which, `docs/generation.md`).
     apt-get install postgresql-doc-15 bash-doc python-flask-doc sphinx-doc python-pytest-doc  # held out
     apt-get install python-django-doc                 # held out too (--corpora django)
     apt-get install python-jinja2-doc python-click-doc  # held out (--corpora jinja)
+    apt-get install python-sqlalchemy-doc             # held out (--corpora sqlalchemy)
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
     python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
