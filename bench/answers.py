@@ -52,11 +52,16 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
   Click 8.1 documentation (`python-click-doc`); the two api.html pages are copied under the names the
   spec's `copy_as` gives; questions written and committed before its store was built or any question
   asked (`--corpora jinja`);
-- `apache` (an eleventh held-out corpus, NOT in the default list until its one run): 46 pages of the
+- `apache` (an eleventh held-out corpus; not in the default list, asked with `--corpora apache`): 46 pages of the
   Apache HTTP Server 2.4 manual from Debian's `apache2-doc` package (module references: core, the MPMs,
   mod_rewrite, mod_ssl, mod_proxy, ...; guides: rewrite flags, virtual hosts, SSL, .htaccess, auth, CGI,
   SSI, logs, caching, security, performance), questions written and committed before its store was
-  built or any question asked (`--corpora apache`);
+  built or any question asked;
+- `sqlalchemy` (a twelfth held-out corpus; not in the default list, asked with `--corpora sqlalchemy`): 44
+  pages of the SQLAlchemy 1.4 documentation from Debian's `python-sqlalchemy-doc` package (engines, pooling,
+  schema, types, sessions, relationships, loading, the postgresql / sqlite / mysql dialects, FAQ; the ORM's
+  exceptions.html is copied as orm_exceptions.html), questions written and committed before its store was
+  built or any question asked;
 - `financebench_check` (not in the default list): 18 number questions about other pages of the
   development filings (`bench/answer_corpora/financebench_check.json`, written before the number
   answers were changed), asked against the 54 filings in one store, the knowledge base that
@@ -79,6 +84,7 @@ which, `docs/generation.md`).
     apt-get install python-django-doc                 # held out too (--corpora django)
     apt-get install python-jinja2-doc python-click-doc  # held out (--corpora jinja)
     apt-get install apache2-doc                       # held out (--corpora apache)
+    apt-get install python-sqlalchemy-doc             # held out (--corpora sqlalchemy)
     python bench/answers.py                           # all corpora; --corpora git,diffutils for some
     python bench/answers.py --reuse                   # re-answer the cached contexts (answerer work only)
     python bench/answers.py --cache /work/cache/answers_main --corpus-cache financebench=/work/cache/answers
