@@ -37,7 +37,14 @@ from langchain_core.documents import Document
 
 from rag.base.text import split_sentences, tokenize
 from rag.generation.entry_terms import ENTRY_PARAGRAPHS, api_term, name_term, option_term
-from rag.generation.line_kinds import FENCE, SENTENCE_END, first_code_line, is_code_like, mostly_numbers, title_line
+from rag.generation.line_kinds import (
+    SENTENCE_END,
+    first_code_line,
+    is_code_like,
+    mostly_numbers,
+    prose_lines,
+    title_line,
+)
 from rag.generation.table_rows import is_pdf_row, is_row, names_under, nearest_header, row_cells, row_context
 
 __all__ = ["ENTRY_PARAGRAPHS", "MAX_WORDS", "Unit", "context_units", "drop_near_duplicates", "is_code_like",
@@ -48,10 +55,11 @@ MAX_WORDS = 80  # longer "sentences" are run-on PDF text or lists flattened into
 _MIN_WORDS = 3
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+")
-_PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")
 _ALNUM = re.compile(r"[^\W_]")
 _PARAM = re.compile(r"^[A-Za-z_]\w* \([^()]*\) [–—-] \S")   # a Sphinx parameter entry: "code (int) – the ..."
 _FIELD = re.compile(r"^[A-Z][\w-]*: \S")  # "License: MIT." is a statement of two words
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_FIELD_CELL = re.compile(r"^[A-Z][\w-]*(?: [\w-]+){0,2}:$")   # a key-value table's label cell: "Default:"
 _INTRO = re.compile(r":\s*$")  # "From the command line:" introduces a block; it states nothing
 _CODE_START = re.compile(r"(?<=[.!?])\s+(?=`)")  # a sentence starting with inline code
 
@@ -77,35 +85,6 @@ class Unit:
     position: int = 0
     lead: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-
-def _fence_start_inside(lines: Sequence[str]) -> bool:
-    """Whether the chunk starts inside a fenced block: its first fence closes one.
-
-    A fence with an info string (```python) always opens a block, so a bare first fence closes one
-    when there is an odd number of fences or the next fence opens with an info string.
-    """
-    fences = [m for line in lines if (m := FENCE.match(line))]
-    if not fences or fences[0].group(2):
-        return False
-    return len(fences) % 2 == 1 or (len(fences) > 1 and bool(fences[1].group(2)))
-
-
-def _prose_lines(text: str) -> list[str | None]:
-    """The chunk's lines with code lines replaced by None (fences, doctest and shell prompts)."""
-    lines = text.splitlines()
-    in_code = _fence_start_inside(lines)
-    out: list[str | None] = []
-    for raw in lines:
-        fence = FENCE.match(raw)
-        if fence:
-            in_code = not in_code if not fence.group(2) else True
-            out.append(None)
-        elif in_code or _PROMPT.match(raw):
-            out.append(None)
-        else:
-            out.append(" ".join(raw.split()))
-    return out
 
 
 class _Splitter:
@@ -219,11 +198,26 @@ class _Splitter:
         heading it is under ("tab_width: Default: 8.")."""
         if self.api and _PARAM.match(sentence):
             return f"{self.api}: "
-        heading = self.heading or str(self.metadata.get("section") or "").rsplit(" / ", 1)[-1].strip()
+        heading = self._under()
         if not heading or words > 6 or not _FIELD.match(sentence) or len(heading.split()) > 8 \
                 or heading.lower() in sentence.lower():
             return ""
         return f"{heading}: "
+
+    def field_row(self, label: str, value: str) -> None:
+        """A key-value table's row ("Default: | KeepAliveTimeout 5") is the field line it prints, quoted with the
+        heading it is under when it does not name it ("KeepAliveTimeout Directive: Context: server config")."""
+        self.flush()
+        text = f"{label} {value}"   # a field naming only the entry it is under ('Directive Type: "image"') says nothing
+        if (words := len(text.split())) <= MAX_WORDS and value.strip("\"'`“”‘’").lower() != self._under().lower():
+            field = self._entry_label(text, words)
+            self.add(field + text, "sentence", terms=" ".join(self.described[:3]) if field else "")
+            if not field and len(self.described) < 3:
+                self.described.append(text)
+
+    def _under(self) -> str:
+        """The heading the current line is under (the chunk's last Markdown heading, else its section's last part)."""
+        return self.heading or str(self.metadata.get("section") or "").rsplit(" / ", 1)[-1].strip()
 
     def markdown_row(self, line: str) -> None:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -283,7 +277,7 @@ def units_of_chunk(text: str, source: int = 1, metadata: Mapping[str, Any] | Non
 def _split(text: str, source: int, metadata: Mapping[str, Any], entry: tuple[str, int]) -> _Splitter:
     splitter = _Splitter(source, metadata)
     splitter.entry, splitter.entry_left = entry
-    lines = _prose_lines(text)
+    lines = prose_lines(text)
     first = next((line for line in lines if line), "")
     splitter.starts_cut = bool(first) and not (first[0].isupper() or first[0].isdigit() or first[0] in "#|*-•\"'“(['$")
     for n, line in enumerate(lines):
@@ -316,6 +310,9 @@ def _split(text: str, source: int, metadata: Mapping[str, Any], entry: tuple[str
             cells = row_cells(line)
             if is_row(cells):
                 splitter.pipe_row(cells)
+                continue
+            if len(cells) == 2 and _FIELD_CELL.match(cells[0]) and _WORD.search(cells[1]):
+                splitter.field_row(*cells)
                 continue
             splitter.flush(before_row=True)
             splitter.recent.append(line)

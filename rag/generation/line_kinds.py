@@ -15,7 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["FENCE", "SENTENCE_END", "first_code_line", "is_code_like", "mostly_numbers", "title_line"]
+__all__ = ["FENCE", "SENTENCE_END", "first_code_line", "is_code_like", "mostly_numbers", "prose_lines", "title_line"]
+
+_PROMPT = re.compile(r"^\s*(>>>|\.\.\.\s|\$ |% |In \[\d+\]:)")   # doctest and shell prompts
 
 _INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHARS = set("{}[]()=<>;|\\_`#@")
@@ -78,3 +80,32 @@ def first_code_line(lines: Sequence[str]) -> str:
             if not importing:
                 break
     return " ".join(spans)
+
+
+def _fence_start_inside(lines: Sequence[str]) -> bool:
+    """Whether the chunk starts inside a fenced block: its first fence closes one.
+
+    A fence with an info string (```python) always opens a block, so a bare first fence closes one
+    when there is an odd number of fences or the next fence opens with an info string.
+    """
+    fences = [m for line in lines if (m := FENCE.match(line))]
+    if not fences or fences[0].group(2):
+        return False
+    return len(fences) % 2 == 1 or (len(fences) > 1 and bool(fences[1].group(2)))
+
+
+def prose_lines(text: str) -> list[str | None]:
+    """The chunk's lines with code lines replaced by None (fences, doctest and shell prompts)."""
+    lines = text.splitlines()
+    in_code = _fence_start_inside(lines)
+    out: list[str | None] = []
+    for raw in lines:
+        fence = FENCE.match(raw)
+        if fence:
+            in_code = not in_code if not fence.group(2) else True
+            out.append(None)
+        elif in_code or _PROMPT.match(raw):
+            out.append(None)
+        else:
+            out.append(" ".join(raw.split()))
+    return out

@@ -209,3 +209,46 @@ def test_a_typed_signature_labels_its_description(term, label):
     assert [u.text for u in units] == [f"{label}: Format the value like a human-readable file size.",
                                        f"{label}: It may be given in bytes."]
     assert [u.lead for u in units] == [True, False]   # the first sentence says what the entry is
+
+
+_DIRECTIVE_HTML = """<html><body><h2>KeepAliveTimeout Directive</h2>
+<table class="directive">
+<tr><th>Description:</th><td>Amount of time the server will wait for subsequent requests on a persistent connection</td></tr>
+<tr><th>Syntax:</th><td><code>KeepAliveTimeout <var>num</var>[ms]</code></td></tr>
+<tr><th>Default:</th><td><code>KeepAliveTimeout 5</code></td></tr>
+<tr><th>Context:</th><td>server config, virtual host</td></tr>
+<tr><th>Module:</th><td>core</td></tr>
+</table>
+<p>The number of seconds the server will wait for a subsequent request before closing the connection.</p>
+<h2>Timeout Directive</h2>
+<table><tr><th>Default:</th><td><code>Timeout 60</code></td></tr><tr><th>Module:</th><td>core</td></tr></table>
+<p>Jump to:</p><table><tr><th>Jump to:</th><td>. : [ A B C D E</td></tr></table>
+<h2>Image</h2><table><tr><th>Directive Type:</th><td>"image"</td></tr></table><p>An "image" is a simple picture.</p>
+</body></html>"""
+
+
+def test_a_key_value_tables_rows_are_field_lines_of_the_entry_they_are_under():
+    from rag.indexing.html_text import html_to_text
+
+    text = html_to_text(_DIRECTIVE_HTML)[0]
+    assert "Default: | KeepAliveTimeout 5" in text   # how the HTML reader prints the table (the premise)
+    texts = [u.text for u in units_of_chunk(text)]
+    assert "KeepAliveTimeout Directive: Default: KeepAliveTimeout 5" in texts
+    assert "KeepAliveTimeout Directive: Context: server config, virtual host" in texts
+    assert "Timeout Directive: Default: Timeout 60" in texts   # the next entry's field, under its own heading
+    assert not [t for t in texts if "Jump to" in t]   # a navigation row of letters states nothing
+    assert not [t for t in texts if "Directive Type" in t]   # nor a field naming only the entry it is under
+    answer = ExtractiveAnswerer(embedding=None)
+    for question, said in [("What is the default value of KeepAliveTimeout?", "Default: KeepAliveTimeout 5"),
+                           ("In which contexts is the KeepAliveTimeout directive allowed?", "Context: server config"),
+                           ("What is the default Timeout?", "Default: Timeout 60")]:
+        assert said in answer.invoke({"question": question, "context": [text]}), question
+
+
+@given(st.sampled_from(["Default:", "Context:", "Return type:", "Module:", "Status:"]),
+       st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=40),
+       st.sampled_from(["", "## Some Entry\n\n", "## Very Long Heading Of A Section About Many Things Here\n\n"]))
+def test_a_field_row_quotes_its_value_verbatim_or_not_at_all(label, value, heading):
+    text = f"{heading}{label} | {value}\n\nThe entry is described here in a sentence."
+    for unit in units_of_chunk(text):
+        assert unit.text.endswith("The entry is described here in a sentence.") or " ".join(value.split()) in unit.text
