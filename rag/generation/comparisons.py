@@ -13,7 +13,8 @@ FY2022?" is asked as "JnJ's US sales growth sales growth in FY2022?" for the U.S
 answered by a prose sentence or by a table row exactly as a plain question would be. A side's answer
 must be about that side: it (or its document's title, section or file name) holds at least half of the
 side's key weight (keys weighted by IDF over the context's units), and a unit that starts by naming the other
-side ("git-pull - Fetch from ...") is about that one, whatever it says of this side. A side named by code
+side ("git-pull - Fetch from ...") is about that one, whatever it says of this side; and it must state something
+(not a pointer, "See also report_level.", a list of names or a title: `_says_something`). A side named by code
 (an option "-a", "-Q" against "-q", a shell parameter "$*", a snake_case name "before_request") is matched by
 that name as written, since its words say nothing ("a") or the same as the other side's ("q"). Of the units
 about a side, its own reference entry's first sentence ("-E: Don't use a saved environment ..., but rebuild
@@ -43,6 +44,7 @@ from langchain_core.embeddings import Embeddings
 
 from rag.base.text import tokenize
 from rag.generation.context_units import context_units
+from rag.generation.line_kinds import SENTENCE_END
 from rag.generation.periods import period_word
 from rag.generation.value_units import period_term
 
@@ -191,6 +193,21 @@ def _defines_other(text: str, keys: Sequence[str], other: Sequence[str]) -> bool
 _LABELS = re.compile(r"^(?:[^\s:]+(?:,? [^\s:]+){0,3}: )+")   # "sphinx-build: -E: ", "-N, --new-file: "
 
 
+_SEE = re.compile(r"^(?:see|also see)\b", re.IGNORECASE)
+
+
+def _says_something(text: str, keys: Sequence[str]) -> bool:
+    """Whether a unit states something beyond the sides' names: not a pointer ("See also report_level."), a list of
+    names ("pg_dumpall, pg_restore, psql") or a title naming both ("VIRTUAL versus STORED columns")."""
+    labels = _LABELS.match(text)
+    body = text[labels.end():] if labels else text
+    names = {a for k in keys for a in k.split("|")}
+    if re.search(r"\d", body):   # a table row or a value ("U.S. (2022: $48,580)") states its figure
+        return True
+    return len(body.split()) >= 4 and len(set(_tokens(body)) - names) >= 2 and not _SEE.match(body) \
+        and (len(body.split()) > 6 or bool(SENTENCE_END.search(body)))
+
+
 def _named(text: str, names: Sequence[str]) -> bool:
     return any(re.search(rf"(?<![\w$-]){re.escape(n)}(?![\w-])", text) for n in names)
 
@@ -249,7 +266,8 @@ def _best_for_side(answerer: Any, question: str, sides: Sides, which: int, docs:
     for item, conf in zip(ranked, confidence):
         doc = docs[item.source - 1] if 0 < item.source <= len(docs) else None
         tier = _tier(item.text, doc, side, keys, weights, code)
-        if tier < 3 and not _defines_other(item.text, keys, sides.second_keys if which == 0 else sides.first_keys):
+        if tier < 3 and not _defines_other(item.text, keys, sides.second_keys if which == 0 else sides.first_keys) \
+                and _says_something(item.text, (*sides.first_keys, *sides.second_keys)):
             about.append((tier, item, conf))
     if not about:
         return None

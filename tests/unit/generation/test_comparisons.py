@@ -239,3 +239,15 @@ def test_generated_option_comparisons_state_each_options_own_entry(options, desc
     decision = ExtractiveAnswerer(min_confidence=0.0).decide(
         f"What is the difference between the {a} and the {b} options?", [Document(page_content=text)])
     assert [s.text for s in decision.chosen] == [f"{a}: {entries[a]}.", f"{b}: {entries[b]}."]
+
+
+@pytest.mark.parametrize("empty", ["See also pg_dumpall.", "pg_dumpall, pg_restore, psql",
+                                   "pg_dump versus pg_dumpall tools", "The pg_dumpall tool should"])
+def test_a_side_is_answered_by_a_statement_not_a_pointer_a_name_list_or_a_title(empty):
+    context = [Document(page_content=f"## Backups\n\npg_dump is a utility for backing up a single database.\n\n{empty}\n\n"
+                        "pg_dumpall writes out all databases of a cluster, with roles and tablespaces, into one script.",
+                        metadata={"source": "backup.html"})]
+    answer = ExtractiveAnswerer(embedding=None, min_confidence=0.0).invoke(
+        {"question": "What is the difference between pg_dump and pg_dumpall?", "context": context})
+    assert "single database" in answer and "all databases of a cluster" in answer, answer
+    assert empty not in answer
