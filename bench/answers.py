@@ -236,7 +236,10 @@ def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, 
             cached[q["question"]] = {"answer": asked["answer"], "context": asked["context"],
                                      "seconds": time.perf_counter() - started}
         out.append(cached[q["question"]])
-    cached_file.write_text(json.dumps(cached, ensure_ascii=False), encoding="utf-8")
+    # written whole, then renamed: a second run reading the same cache never sees half a file
+    partial = cached_file.with_name(f"{cached_file.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(cached, ensure_ascii=False), encoding="utf-8")
+    os.replace(partial, cached_file)
     return out
 
 
