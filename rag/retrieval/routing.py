@@ -289,8 +289,8 @@ class DocumentRouter:
         name_weight = np.where(hit, name_weight, 0.0)
         if name_weight.max() > 0:
             name_weight = name_weight / name_weight.max()
-        periods = self.weights["year"] * self._year_signal(question) + self.weights["quarter"] * self._quarter_signal(
-            question)
+        periods = (self.weights["year"] * self._year_signal(question)
+                   + self.weights["quarter"] * self._quarter_signal(question))
         total = self.weights["lexical"] * lexical + periods
         return (total + self.weights["semantic"] * self._semantic(question), hit, bool(hit.any()),
                 self.weights["lexical"] * name_weight + periods)
@@ -343,11 +343,12 @@ class DocumentRouter:
         named = [i for i in order if hit[i]] if self.names_only else list(order)
         best = total[named[0]]
         chosen = [self.values[i] for i in named[: self.top_n] if total[i] >= self.ratio * best - 1e-9]
-        if self.names_only:   # every document the names match as well as the best one's stays in (other words
-            top = max(core[i] for i in named)   # only order: "Jinja" names all ten Jinja pages, not the two whose
-            # titles also say "template"
+        if self.names_only:
+            # every document the names match as well as the best one's stays in (other words only order: "Jinja"
+            # names all ten Jinja pages, not the two whose titles also say "template")
+            top = max(core[i] for i in named)
             chosen += [self.values[i] for i in named if self.values[i] not in chosen and core[i] >= top - 1e-9]
-        if self.names_only:   # a page the question names in lower case ("git fetch ... over HTTP") stays in
+            # and a page the question names in lower case ("git fetch ... over HTTP")
             words = set(tokenize(question))
             chosen += [self.values[i] for i in order if self.values[i] not in chosen
                        and any(part and part <= words for part in self._parts[i])]
