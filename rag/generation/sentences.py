@@ -28,7 +28,8 @@ __all__ = ["CITATION_PATTERN", "AnswerSentence", "is_abstention", "parse_answer"
 CITATION_PATTERN = re.compile(r"\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
 _MARKER_WITH_SPACE = re.compile(r"[ \t]*\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
 _BOUNDARY = re.compile(r"(\[[1-9]\d*(?:\s*,\s*[1-9]\d*)*\])[ \t]+(?=[^\s.,;:!?)\[])")
-_ABSTAIN = re.compile(r"^\s*(i don'?t know|i do not know|i cannot answer|the (retrieved )?(context|sources) do(es)? not)",
+_ABSTAIN = re.compile(r"^\s*(i don'?t know|i do not know|i cannot answer|i'?m not sure|i am not sure|"
+                     r"the (retrieved )?(context|sources) do(es)? not)",
                       re.IGNORECASE)
 
 

@@ -150,15 +150,17 @@ class SupportScorer:
         if sentence in self._cache:
             return self._cache[sentence]
         needle = _normalise(sentence)
-        semantic = self.semantic(sentence) if self.uses_embedding else None
+        quotes = [bool(needle) and (needle in self._normalised[i] or needle in self._units[i] or
+                                    _labelled_quote(needle, self._normalised[i], self._titles[i]) or
+                                    _code_quote(needle, self._normalised[i])) for i in range(len(self.chunks))]
+        # a quoted sentence is supported whatever its meaning: only the others cost an embedding
+        semantic = self.semantic(sentence) if self.uses_embedding and not any(quotes) else None
         out = []
         self._quoted[sentence] = False
         for i in range(len(self.chunks)):
             lex = self.lexical(sentence, i)
             sem = None if semantic is None else float(np.clip(semantic[i], 0.0, 1.0))
-            if needle and (needle in self._normalised[i] or needle in self._units[i] or
-                           _labelled_quote(needle, self._normalised[i], self._titles[i]) or
-                           _code_quote(needle, self._normalised[i])):
+            if quotes[i]:
                 score = 1.0                     # quoted verbatim
                 self._quoted[sentence] = True
             elif sem is None:

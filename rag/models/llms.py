@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -31,23 +31,56 @@ from pydantic import Field
 
 from rag.base.errors import ConfigError, MissingDependencyError
 
-__all__ = ["SMOLLM2_FILE", "LocalLlamaChatModel", "openai_chat_model", "smollm2_path"]
+__all__ = ["SMOLLM2_FILE", "LocalLlamaChatModel", "TokenCounter", "describe_model", "openai_chat_model",
+           "smollm2_path"]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A model that knows its context window and counts tokens with its own tokenizer (llama.cpp, Ollama)."""
+
+    def context_window(self) -> int | None: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+def describe_model(llm: Any) -> str:
+    """A model in a few words: its name and where it runs (for `rag ask`, `/health` and error messages).
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> describe_model(FakeListChatModel(responses=["x"]))
+        'FakeListChatModel'
+    """
+    name = getattr(llm, "model_name", None) or getattr(llm, "model", None)
+    if isinstance(llm, LocalLlamaChatModel):
+        return f"{Path(llm.model_path or SMOLLM2_FILE).name} (llama.cpp, in process)"
+    base = getattr(llm, "openai_api_base", None) or getattr(llm, "base_url", None)
+    kind = type(llm).__name__
+    if isinstance(name, str) and name:
+        return f"{name} at {base} ({kind})" if base else f"{name} ({kind})"
+    return kind
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def openai_chat_model(**kwargs: Any) -> BaseChatModel:
-    """`ChatOpenAI` configured from the environment (key and base URL by env-var name)."""
+def openai_chat_model(*, base_url: str | None = None, model: str | None = None, **kwargs: Any) -> BaseChatModel:
+    """`ChatOpenAI` configured from the environment (key and base URL by env-var name).
+
+    `base_url` (a local OpenAI-compatible server, e.g. `RAG_LLM_URL`) wins over `OPENAI_BASE_URL`;
+    the model is `model`, else `RAG_LLM_MODEL`, else `RAG_OPENAI_MODEL`, else gpt-4o-mini.
+    """
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as exc:
         raise MissingDependencyError.for_extra("langchain-openai", "openai", "RAG_LLM=openai") from exc
-    base_url = os.environ.get("OPENAI_BASE_URL") or None
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     api_key = os.environ.get("OPENAI_API_KEY")
     if not api_key and base_url is None:
         raise ConfigError("RAG_LLM=openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)")
-    params = {"model": os.environ.get("RAG_OPENAI_MODEL", "gpt-4o-mini"), "base_url": base_url,
-              "api_key": api_key or "not-needed", "temperature": 0.0, **kwargs}
+    model = model or os.environ.get("RAG_LLM_MODEL") or os.environ.get("RAG_OPENAI_MODEL") or "gpt-4o-mini"
+    params = {"model": model, "base_url": base_url, "api_key": api_key or "not-needed", "temperature": 0.0,
+              "max_retries": 1, "timeout": 120, **kwargs}
     return ChatOpenAI(**params)
 
 
@@ -114,6 +147,16 @@ class LocalLlamaChatModel(BaseChatModel):
 
     def _llama(self) -> Any:
         return _load_llama(self.model_path or str(smollm2_path()), self.n_ctx)
+
+    def context_window(self) -> int | None:
+        """The window the model is loaded with (`n_ctx`)."""
+        return self.n_ctx
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` by the model's own tokenizer."""
+        llama = self._llama()
+        with _llama_lock:
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=False))
 
     def _params(self, stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"temperature": kwargs.get("temperature", self.temperature),
