@@ -45,7 +45,11 @@ _LAZY = {
     "stream_events": "rag.compose.streaming",
     "ConversationalRAG": "rag.compose.chat",
     "InMemoryMessageStore": "rag.compose.chat",
-    "ExtractiveAnswerer": "rag.generation.extractive",
+    "ExtractiveAnswerer": "rag.generation.factory",
+    "Answer": "rag.generation.answer",
+    "Answerer": "rag.generation.answerer",
+    "LLMAnswerer": "rag.generation.llm_answerer",
+    "default_answerer": "rag.generation.factory",
     "register_price": "rag.generation.pricing",
     # indexing
     "build_index": "rag.compose.build",

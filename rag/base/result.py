@@ -56,8 +56,8 @@ class RAGResult(BaseModel):
     stages: dict[str, list[Candidate]] = Field(default_factory=dict)   # stage name -> candidates, in order
     segments: list[Segment] = Field(default_factory=list)
     context: list[Document] = Field(default_factory=list)
-    answer: str | None = None
-    final_answer: str | None = None
+    answer: Any = None           # the generation's answer: a str, or an `Answer` (a str with its fields)
+    final_answer: Any = None     # after refinement and the checks: the `Answer` every door returns
     sources: list[dict[str, Any]] = Field(default_factory=list)        # [n] -> {"source", "page", "resource"}
     citations: dict[str, Any] = Field(default_factory=dict)
     support: list[dict[str, Any]] = Field(default_factory=list)        # per answer sentence

@@ -44,7 +44,7 @@ def add_ask(sub: Any) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from rag.base.filters import validate_filter
-    from rag.generation.citations import resolve_citations
+    from rag.generation.answer import as_answer, flag_notes
     from rag.generation.prompts import source_label
 
     for flag, value in (("--k", args.k), ("--max-tokens", args.max_tokens)):
@@ -62,28 +62,39 @@ def cmd_ask(args: argparse.Namespace) -> int:
             raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
         overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
     # the chain every door runs; the flags are its per-request settings
-    out = store_rag(args).chain().invoke(args.question, config={"configurable": overrides})
+    rag = store_rag(args)
+    out = rag.chain().invoke(args.question, config={"configurable": overrides})
+    answer = as_answer(out["answer"])
     empty = _nothing_found(args) if not out["context"] else None
     if empty:
         print(f"rag ask: {terminal_safe(empty)}", file=sys.stderr)
     # file names and document text may hold escape codes and newlines: nothing reaches the terminal raw
     if args.json:
-        payload = {**out, "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
+        extras = {k: v for k, v in out.items() if k not in ("question", "answer", "context")}
+        payload = {"question": out["question"], **answer.fields(), **extras,
+                   "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
         print(terminal_safe(json.dumps(payload, indent=2, ensure_ascii=False, default=str), json_text=True))
         return 0
-    print(terminal_safe(out["answer"], newlines=True))
+    print(terminal_safe(answer.text, newlines=True))
+    if answer.passage:
+        shown = answer.passage
+        print(f"\nClosest passage [{shown['n']}] {terminal_safe(str(shown.get('label') or ''))}:")
+        print(f"  {terminal_safe(str(shown.get('text') or ''), newlines=True)}")
+    for note in flag_notes(answer):
+        print(f"Note: {note}.")
     if empty:
         print(f"\nSources: none ({terminal_safe(empty)})")
-        return 0
-    cited = set(resolve_citations(out["answer"], out["context"]).cited)
-    labels = {i: terminal_safe(source_label(doc)) for i, doc in enumerate(out["context"], start=1)}
-    if cited:
-        print("\nSources cited:")
-        print("\n".join(f"  [{n}] {labels[n]}" for n in sorted(cited)))
-    rest = [n for n in labels if n not in cited]
-    if rest:
-        print("\nRetrieved, not used:" if cited else "\nRetrieved (none cited):")
-        print("\n".join(f"  [{n}] {labels[n]}" for n in rest))
+    else:
+        cited = set(answer.cited)
+        labels = {i: terminal_safe(source_label(doc)) for i, doc in enumerate(out["context"], start=1)}
+        if cited:
+            print("\nSources cited:")
+            print("\n".join(f"  [{n}] {labels[n]}" for n in sorted(cited)))
+        rest = [n for n in labels if n not in cited]
+        if rest:
+            print("\nRetrieved, not used:" if cited else "\nRetrieved (none cited):")
+            print("\n".join(f"  [{n}] {labels[n]}" for n in rest))
+    print(f"\nAnswered by {terminal_safe(answer.answerer or rag.describe_answerer())}.")
     return 0
 
 

@@ -81,6 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_otlp_export()  # when RAG_TRACING or the config's tracing section switched traces on
     print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, MCP at /mcp with the mcp extra)",
           file=sys.stderr)
+    print(f"rag serve: answers come from {rag.describe_answerer()}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

@@ -41,7 +41,9 @@ from rag.base.result import RAGResult
 from rag.compose.generator import RAG
 from rag.compose.resource import Resource, validate_search_kwargs
 from rag.compose.retrieve import RetrievalSettings, run_retrieval
-from rag.generation.postprocess import check_answer
+from rag.generation.answer import Answer
+from rag.generation.citations import source_map
+from rag.generation.postprocess import finalise
 from rag.generation.prompts import format_docs
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.generation.usage import UsageTracker, with_tracker
@@ -150,7 +152,8 @@ class LLMRefiner:
 
 
 class CheckAnswer:
-    """postprocess: drop dangling citations, check citations, annotate support, raise flags."""
+    """postprocess: the answer's checks (citations, support, flags), as the chain's one post-processing step
+    made them; a refined answer (a new text) is checked again by the same step (`finalise`)."""
 
     def __init__(self, *, embedding: Embeddings | str | None = "default", threshold: float = 0.6,
                  on_unsupported: str = "flag") -> None:
@@ -159,15 +162,16 @@ class CheckAnswer:
         self.on_unsupported = on_unsupported   # "flag" (keep and flag) or "refuse" ("I don't know")
 
     def __call__(self, result: RAGResult, config: RunnableConfig) -> None:
-        checks = check_answer(result.final_answer or result.answer or "", result.context,
-                              embedding=self.embedding, threshold=self.threshold,
-                              question=result.standalone_question or result.question,
-                              on_unsupported=self.on_unsupported)
-        result.final_answer = checks.final_answer
-        result.sources = checks.sources
-        result.citations = checks.citations_dict()
-        result.support = [s.model_dump() for s in checks.support]
-        result.flags = checks.flags
+        final = result.final_answer if result.final_answer is not None else result.answer
+        answer = final if isinstance(final, Answer) and final.report else finalise(
+            final or "", result.standalone_question or result.question, result.context, embedding=self.embedding,
+            threshold=self.threshold, on_unsupported=self.on_unsupported)
+        result.final_answer = answer
+        result.sources = source_map(result.context)
+        result.citations = answer.citation_fields() | {
+            "sources": [s for s in result.sources if s["n"] in answer.cited]}
+        result.support = answer.support
+        result.flags = answer.flags
 
 
 def _run_step(name: str, step: Step, result: RAGResult, config: RunnableConfig | None) -> None:

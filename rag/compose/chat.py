@@ -41,7 +41,7 @@ from langchain_core.runnables import (
 )
 
 from rag.base.errors import ConfigError, InputError
-from rag.generation.extractive import ExtractiveAnswerer
+from rag.generation.rag_with_source import as_generation_chain
 
 __all__ = ["CONDENSE_PROMPT", "ConversationalRAG", "InMemoryMessageStore", "MessageStore", "carry_over_entities",
            "named_entities"]
@@ -137,8 +137,9 @@ def carry_over_entities(question: str, history: Sequence[Any]) -> str:
 
 
 def _chat_model_of(rag: Any) -> Any:
-    llm = getattr(getattr(rag, "generation_chain", None), "llm", None)
-    return None if llm is None or isinstance(llm, ExtractiveAnswerer) else llm
+    """The language model behind the RAG's answerer (None for the offline fallback or a custom chain)."""
+    generation = getattr(rag, "generation_chain", None)
+    return as_generation_chain(generation).answerer.model if generation is not None else None
 
 
 class ConversationalRAG:

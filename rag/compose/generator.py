@@ -66,7 +66,7 @@ from rag.compose.request import (
 from rag.compose.resource import Resource, configured_search_kwargs, validate_search_kwargs
 from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 from rag.compose.retriever import RAGRetriever
-from rag.generation.rag_with_source import GenerationChain, rag_chain_from_docs
+from rag.generation.rag_with_source import GenerationChain, as_generation_chain, rag_chain_from_docs
 
 __all__ = ["OUTPUT_KEYS", "RAG", "aggregate_documents"]
 
@@ -106,7 +106,12 @@ class RAG(BaseModel):
             reranks, packs and budgets (`rag.compose.pipeline`). ``"plain"`` (or None): the seed's
             plain top-k, each branch searching with its `search_kwargs` and the aggregate only fusing.
         generation_chain: `{"question", "context"} -> answer`; default `rag_chain_from_docs()`
-            on the configured answerer (offline extractive unless `RAG_LLM` says otherwise).
+            on the configured answerer (`RAG_LLM`, `auto` by default: a configured OpenAI-compatible
+            endpoint, a local server, Ollama, else the offline fallback). A custom chain's text goes
+            through the same checks (`rag.generation.rag_with_source.as_generation_chain`).
+        llm: a LangChain chat model (or LLM) to answer with: shorthand for
+            `generation_chain=rag_chain_from_docs(llm)`.
+        answerer: an `Answerer` to answer with (`rag.generation.answerer`), the same shorthand.
         extras: `{key: callable(output_dict) -> value}` added to every output.
     """
 
@@ -118,6 +123,16 @@ class RAG(BaseModel):
     retrieval: RetrievalSettings | None = Field(default_factory=RetrievalSettings)
 
     def __init__(self, **data: Any) -> None:
+        # llm= / answerer= are shorthands, unless a subclass declares a field of that name (the seed's
+        # RerankedRAG has its own `llm`, the judge of its reranker)
+        shorthands = [key for key in ("llm", "answerer") if key not in type(self).model_fields]
+        given = [key for key in (*shorthands, "generation_chain") if data.get(key) is not None]
+        if len(given) > 1:
+            raise ConfigError(f"RAG takes one of llm=, answerer= and generation_chain=, got {given}")
+        if given and given[0] != "generation_chain":
+            data["generation_chain"] = rag_chain_from_docs(data.pop(given[0]))
+        for key in shorthands:
+            data.pop(key, None)
         try:
             super().__init__(**data)
         except ValidationError as exc:
@@ -172,6 +187,10 @@ class RAG(BaseModel):
         from rag.config.rag_config import from_config
 
         return from_config(cls, source, embedding=embedding, llm=llm)
+
+    def describe_answerer(self) -> str:
+        """Which model answers, in one line (what `rag ask`, `rag serve` and `/health` print)."""
+        return as_generation_chain(self.generation_chain).describe()
 
     @property
     def resource_names(self) -> list[str]:
@@ -270,7 +289,7 @@ class RAG(BaseModel):
             generation_chain: generation settings (`temperature`, `max_tokens`, `prompt`, `llm`).
         """
         defaults = self.validate_retrieval_settings(retrieval_chain)
-        generation = self._generation_with(generation_chain)
+        generation = as_generation_chain(self._generation_with(generation_chain))
         retrieval = self.resources_retrieval_chain
 
         def resolved(config: RunnableConfig) -> RunnableConfig:

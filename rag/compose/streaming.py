@@ -14,7 +14,10 @@ only str / int / float / bool / None / list / dict), always in this order:
    "summary": {"score", "supported", "partial", "unsupported", ...}, "flags": [str]}`;
 5. `{"type": "usage", "usage": {"input_tokens", "output_tokens", "total_tokens", "calls",
    "cost", "models"}, "timings": {"retrieve": s, "generate": s, "checks": s}}`;
-6. `{"type": "done", "answer": str}`: the final answer (same as in the citations event).
+6. `{"type": "done", "answer": str, "cited", "refused", "confidence", "passage", "support", "flags",
+   "invalid", "answerer", "report"}`: the final answer and its fields (`rag.generation.answer.Answer.fields`),
+   the same the chain's `invoke` returns: the generation chain hands its final `Answer` to the run
+   (`ANSWER_SINK`), so streaming and invoking run one post-processing step.
 
 It is async all the way: retrieval and generation run through `astream`, and the CPU-bound
 post-checks (embedding the answer sentences) run in a worker thread, so concurrent requests
@@ -43,11 +46,13 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from rag.base.errors import InputError
 from rag.base.tracing import stage
+from rag.generation.answer import as_answer
 from rag.generation.citations import source_map
-from rag.generation.postprocess import check_answer
+from rag.generation.postprocess import finalise
+from rag.generation.rag_with_source import ANSWER_SINK
 from rag.generation.usage import UsageTracker, with_tracker
 
-__all__ = ["EVENT_TYPES", "stream_events"]
+__all__ = ["EVENT_TYPES", "answer_events", "stream_events"]
 
 EVENT_TYPES = ("sources", "token", "citations", "support", "usage", "done")
 
@@ -85,7 +90,9 @@ async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, co
     """
     runnable = _runnable(chain_or_rag)
     tracker = UsageTracker()
+    sink: list[Any] = []   # the generation chain hands its final Answer here (`ANSWER_SINK`)
     run_config = with_tracker(config, tracker)
+    run_config = {**run_config, "configurable": {**(run_config.get("configurable") or {}), ANSWER_SINK: sink}}
     text = question if isinstance(question, str) else str((question or {}).get("question", ""))
     context: list[Document] | None = None
     standalone: str | None = None
@@ -119,13 +126,22 @@ async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, co
     answer = "".join(pieces)
     checks_start = time.perf_counter()
     with stage("checks", run_config, sentences=0) as current:  # a child run: tracers see the checks
-        checks = await asyncio.to_thread(check_answer, answer, context, embedding=embedding, threshold=threshold,
-                                         question=standalone or text)
-        current.attributes.update(sentences=len(checks.support), flags=len(checks.flags),
-                                  citation_precision=checks.citations.precision)
+        final = sink[-1] if sink else await asyncio.to_thread(
+            finalise, answer, standalone or text, context, embedding=embedding, threshold=threshold)
+        current.attributes.update(sentences=len(final.support), flags=len(final.flags),
+                                  citation_precision=final.report.get("precision"))
     timings["checks"] = round(time.perf_counter() - checks_start, 4)
-    yield {"type": "citations", "answer": checks.final_answer, **checks.citations_dict()}
-    yield {"type": "support", "sentences": [s.model_dump() for s in checks.support], "summary": checks.summary,
-           "flags": checks.flags}
-    yield {"type": "usage", "usage": tracker.summary(), "timings": timings}
-    yield {"type": "done", "answer": checks.final_answer}
+    for event in answer_events(final, context):
+        if event["type"] == "done":
+            yield {"type": "usage", "usage": tracker.summary(), "timings": timings}
+        yield event
+
+
+def answer_events(answer: Any, context: list[Document]) -> list[dict[str, Any]]:
+    """The closing events of one final answer: citations, support and done (the answer's fields)."""
+    final = as_answer(answer)
+    sources = [s for s in source_map(context) if s["n"] in set(final.cited)]
+    return [{"type": "citations", "answer": final.text, **final.citation_fields(), "sources": sources},
+            {"type": "support", "sentences": final.support, "summary": final.report.get("summary", {}),
+             "flags": final.flags},
+            {"type": "done", **final.fields()}]

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rag.base.errors import ConfigError, MissingDependencyError, short_repr
 from rag.base.filters import validate_filter
-from rag.generation.answerer import default_llm
-from rag.generation.extractive import ExtractiveAnswerer
+from rag.generation.factory import default_llm, fallback_answerer
+from rag.models.ollama import OllamaChatModel, ollama_host
 from rag.models.embeddings import default_embeddings
 from rag.models.llms import LocalLlamaChatModel
 
@@ -106,12 +106,16 @@ class EmbeddingConfig(StrictModel):
 class LLMConfig(StrictModel):
     """Which answer model to use.
 
-    Kinds: `default` (chosen by `RAG_LLM`), `extractive` (offline, no model), `openai` (any
-    OpenAI-compatible server: `model`, `base_url` or `base_url_env`, `api_key_env`), `local`
-    (SmolLM2 through llama-cpp-python, or `model_path` to another GGUF file).
+    Kinds: `default` (chosen by `RAG_LLM`, `auto` when unset), `extractive` (the offline fallback, no
+    model), `openai` (any OpenAI-compatible server: `model`, `base_url` or `base_url_env`,
+    `api_key_env`), `local` (SmolLM2 through llama-cpp-python, or `model_path` to another GGUF file),
+    `ollama` (`model` on the Ollama server at `base_url`, default `OLLAMA_HOST` or 127.0.0.1:11434).
+    `context_window`: the model's window in tokens, for a model that does not say it (an
+    OpenAI-compatible server); the context is fitted to it.
     """
 
-    kind: Literal["default", "extractive", "openai", "local"] = "default"
+    kind: Literal["default", "extractive", "openai", "local", "ollama"] = "default"
+    context_window: int | None = Field(default=None, ge=256, le=10_000_000)
     model: str | None = None
     base_url: str | None = None
     base_url_env: str | None = "OPENAI_BASE_URL"
@@ -136,6 +140,7 @@ class GenerationConfig(StrictModel):
     prompt: str | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=1, le=32768)
+    on_unsupported: Literal["flag", "refuse"] = "flag"
 
     @field_validator("prompt")
     @classmethod
@@ -146,8 +151,9 @@ class GenerationConfig(StrictModel):
 
     def model_settings(self) -> dict[str, Any]:
         """The sampling settings that were set, for `GenerationChain.with_settings`."""
-        return {k: v for k, v in {"temperature": self.temperature, "max_tokens": self.max_tokens}.items()
-                if v is not None}
+        values = {"temperature": self.temperature, "max_tokens": self.max_tokens,
+                  "on_unsupported": None if self.on_unsupported == "flag" else self.on_unsupported}
+        return {k: v for k, v in values.items() if v is not None}
 
 
 #: the names a local server answers to by default (`ServerConfig.allowed_hosts`)
@@ -246,17 +252,19 @@ def build_embedding(config: EmbeddingConfig) -> Any:
 
 
 def build_llm(config: LLMConfig) -> Any:
-    """Instantiate the configured answer model (lazily imported; nothing connects yet)."""
+    """The configured answer model (lazily imported; nothing connects yet): a chat model, an `Answerer`
+    (the offline fallback), or None for `RAG_LLM`'s offline choice."""
     if config.kind == "default":
-
-        return default_llm()
-    if config.kind == "extractive":
-
-        return ExtractiveAnswerer(embedding="default" if config.semantic else None)
-    if config.kind == "local":
-
-        return LocalLlamaChatModel(model_path=config.model_path)
-    return _openai_llm(config)
+        model = default_llm()
+    elif config.kind == "extractive":
+        return fallback_answerer(embedding="default" if config.semantic else None)
+    elif config.kind == "local":
+        model = LocalLlamaChatModel(model_path=config.model_path)
+    elif config.kind == "ollama":
+        model = OllamaChatModel(model=config.model or "llama3.2", base_url=config.base_url or ollama_host())
+    else:
+        model = _openai_llm(config)
+    return model
 
 
 def _openai_llm(config: LLMConfig) -> Any:

@@ -269,7 +269,7 @@ def from_config(cls: type[RAG], source: str | Path | Mapping[str, Any] | RagConf
     resources = [spec.build(embedding=embedder, default_search_kwargs=config.search_kwargs)
                  for spec in config.resources]
     model = llm if llm is not None else build_llm(config.llm)
-    generation = rag_chain_from_docs(model, config.generation.prompt)
+    generation = rag_chain_from_docs(model, config.generation.prompt, context_window=config.llm.context_window)
     settings = config.generation.model_settings()
     if settings:
         generation = generation.with_settings(**settings)

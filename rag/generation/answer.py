@@ -10,7 +10,8 @@ it always has; its fields say the rest:
 - `support`: one mark per answer sentence (`rag.generation.support.SentenceSupport` as a dict);
 - `flags`: what the checks found (`invalid_citations`, `uncited_sentences`, `unsupported_sentences`,
   `does_not_answer`, `no_answer`, `suspected_injection`);
-- `answerer`: which model or answerer wrote it, in a few words.
+- `answerer`: which model or answerer wrote it, in a few words;
+- `report`: the citation check (`precision`, `recall`, per-sentence `checks`) and the support `summary`.
 
 `Answer.fields()` is the JSON shape every door returns (`rag ask --json`, `/invoke`, `/stream`'s
 done event, `/v1/chat/completions`' `rag` extension, MCP `ask`), so they are equal by construction.
@@ -28,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NO_ANSWER", "NOT_SURE", "Answer", "passage"]
+__all__ = ["NO_ANSWER", "NOT_SURE", "Answer", "answer_fields", "as_answer", "flag_notes", "passage"]
 
 #: What an answerer says when the context holds no answer.
 NO_ANSWER = "I don't know: the retrieved context does not answer this question."
@@ -47,11 +48,12 @@ class Answer(str):
     flags: list[str]
     invalid: list[int]
     answerer: str
+    report: dict[str, Any]
 
     def __new__(cls, text: str = "", *, cited: Sequence[int] = (), refused: bool = False,
                 confidence: float | None = None, passage: Mapping[str, Any] | None = None,
                 support: Sequence[Mapping[str, Any]] = (), flags: Sequence[str] = (), invalid: Sequence[int] = (),
-                answerer: str = "") -> Answer:
+                answerer: str = "", report: Mapping[str, Any] | None = None) -> Answer:
         self = super().__new__(cls, text)
         self.cited = [int(n) for n in cited]
         self.refused = bool(refused)
@@ -61,6 +63,7 @@ class Answer(str):
         self.flags = list(flags)
         self.invalid = [int(n) for n in invalid]
         self.answerer = answerer
+        self.report = dict(report or {})
         return self
 
     @property
@@ -74,11 +77,18 @@ class Answer(str):
 
     def _values(self) -> dict[str, Any]:
         return {"cited": self.cited, "refused": self.refused, "confidence": self.confidence, "passage": self.passage,
-                "support": self.support, "flags": self.flags, "invalid": self.invalid, "answerer": self.answerer}
+                "support": self.support, "flags": self.flags, "invalid": self.invalid, "answerer": self.answerer,
+                "report": self.report}
 
     def fields(self) -> dict[str, Any]:
         """The answer as JSON-ready data: `answer` (the text) and every field."""
         return {"answer": self.text, **self._values()}
+
+    def citation_fields(self) -> dict[str, Any]:
+        """The citation check as data: cited and dangling numbers, suspicious chunks, precision, recall, checks."""
+        report = self.report
+        return {"cited": self.cited, "invalid": self.invalid, "suspicious": report.get("suspicious", []),
+                "precision": report.get("precision"), "recall": report.get("recall"), "checks": report.get("checks", [])}
 
     def __getnewargs__(self) -> tuple[str]:   # copy / deepcopy keep the text; the fields ride in __dict__
         return (self.text,)
@@ -98,3 +108,25 @@ def as_answer(value: Any, *, answerer: str = "") -> Answer:
         return value if value.answerer or not answerer else value.replace(answerer=answerer)
     content = getattr(value, "content", value)
     return Answer("" if content is None else str(content), answerer=answerer)
+
+
+def answer_fields(value: Any) -> dict[str, Any]:
+    """The JSON fields of a chain output's answer (`Answer.fields()`; a plain string gets empty fields)."""
+    return as_answer(value).fields()
+
+
+_FLAG_NOTES = {
+    "uncited_sentences": "the answer cites no source for some of its sentences",
+    "unsupported_sentences": "some sentences are not supported by the sources they cite",
+    "invalid_citations": "the answer cited sources that were not retrieved (removed)",
+    "does_not_answer": "the answer may not answer the question",
+    "suspected_injection": "a retrieved source holds instructions aimed at the model (ignored as evidence)",
+}
+
+
+def flag_notes(answer: Any) -> list[str]:
+    """One line per check that should make a reader wary (what `rag ask` prints under the answer)."""
+    found = as_answer(answer)
+    if found.refused:
+        return [_FLAG_NOTES[f] for f in found.flags if f == "suspected_injection"]
+    return [_FLAG_NOTES[f] for f in found.flags if f in _FLAG_NOTES]

@@ -34,14 +34,17 @@ from rag.generation.llm_answerer import LLMAnswerer
 from rag.models.llms import LocalLlamaChatModel, openai_chat_model
 from rag.models.ollama import OllamaChatModel, ollama_host, probe_ollama
 
-__all__ = ["LLM_CHOICES", "answerer_for", "default_answerer", "default_llm", "fallback_answerer"]
+__all__ = ["LLM_CHOICES", "ExtractiveAnswerer", "answerer_for", "default_answerer", "default_llm", "fallback_answerer"]
 
 LLM_CHOICES = ("auto", "openai", "local", "ollama", "extractive")
 
 
-def fallback_answerer() -> Answerer:
-    """The offline extractive fallback (embedding from `RAG_EXTRACTIVE_EMBEDDING`, default the library's)."""
-    return ExtractiveAnswerer(embedding=os.environ.get("RAG_EXTRACTIVE_EMBEDDING", "default") or None)
+def fallback_answerer(embedding: Any = "env") -> Answerer:
+    """The offline extractive fallback; its embedding from `RAG_EXTRACTIVE_EMBEDDING` (default the library's)
+    unless given (None: lexical only)."""
+    if embedding == "env":
+        embedding = os.environ.get("RAG_EXTRACTIVE_EMBEDDING", "default") or None
+    return ExtractiveAnswerer(embedding=embedding)
 
 
 @functools.lru_cache(maxsize=8)
@@ -81,16 +84,16 @@ def default_llm() -> Any:
     return _ollama(required=False)
 
 
-def default_answerer(prompt: Any = None) -> Answerer:
+def default_answerer(prompt: Any = None, *, context_window: int | None = None) -> Answerer:
     """The answerer `RAG_LLM` chooses: the model behind `LLMAnswerer`, or the offline fallback."""
     model = default_llm()
-    return fallback_answerer() if model is None else LLMAnswerer(model, prompt)
+    return fallback_answerer() if model is None else LLMAnswerer(model, prompt, context_window=context_window)
 
 
-def answerer_for(llm: Any = None, prompt: Any = None) -> Answerer:
+def answerer_for(llm: Any = None, prompt: Any = None, *, context_window: int | None = None) -> Answerer:
     """An `Answerer` for what `llm=` was given (see the module docstring)."""
     if llm is None:
-        return default_answerer(prompt)
+        return default_answerer(prompt, context_window=context_window)
     if isinstance(llm, Answerer):
         return llm
-    return LLMAnswerer(llm, prompt)
+    return LLMAnswerer(llm, prompt, context_window=context_window)

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -37,7 +36,7 @@ from rag.base.errors import ConfigError, ModelError, RagError
 from rag.generation.answer import Answer, as_answer
 from rag.generation.answerer import Answerer
 from rag.generation.prompts import DEFAULT_PROMPT, format_docs
-from rag.models.llms import TokenCounter, describe_model
+from rag.models.llms import TokenCounter, context_window_setting, describe_model
 
 __all__ = ["DEFAULT_CONTEXT_WINDOW", "LLMAnswerer", "context_window_setting"]
 
@@ -50,16 +49,6 @@ _LENGTH_ERROR = re.compile(r"context (?:length|window|size)|maximum context|too 
                            r"exceeds? (?:the )?(?:context|maximum)|prompt is too long|input is too long", re.IGNORECASE)
 _WINDOW_IN_ERROR = re.compile(r"(?:context (?:length|window|size)(?: is| of)?|maximum context length is)\D{0,12}(\d{3,7})",
                               re.IGNORECASE)
-
-
-def context_window_setting() -> int | None:
-    """`RAG_LLM_CONTEXT` as a positive integer, or None when unset (a bad value is a `ConfigError`)."""
-    raw = os.environ.get("RAG_LLM_CONTEXT", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 256:
-        raise ConfigError(f"RAG_LLM_CONTEXT must be a whole number of tokens >= 256, got {raw[:40]!r}")
-    return int(raw)
 
 
 class LLMAnswerer(Answerer):

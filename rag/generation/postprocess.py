@@ -166,7 +166,10 @@ def finalise(draft: Any, question: str, context: Sequence[Document], *,
     refused = draft.refused or "no_answer" in checks.flags or checks.final_answer == NO_ANSWER != draft.text
     return Answer(checks.final_answer, cited=checks.cited, refused=refused, confidence=draft.confidence,
                   passage=draft.passage, support=[s.model_dump() for s in checks.support], flags=checks.flags,
-                  invalid=checks.invalid, answerer=draft.answerer)
+                  invalid=checks.invalid, answerer=draft.answerer,
+                  report={"precision": checks.citations.precision, "recall": checks.citations.recall,
+                          "checks": [c.model_dump() for c in checks.citations.checks], "summary": checks.summary,
+                          "suspicious": checks.suspicious})
 
 
 def answer_checks(*, embedding: Embeddings | str | None = "default", threshold: float = 0.6,

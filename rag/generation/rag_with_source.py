@@ -63,11 +63,13 @@ class GenerationChain(Runnable[dict, Answer]):
     """
 
     def __init__(self, llm: Any = None, prompt: BasePromptTemplate | str | None = None, *,
-                 on_unsupported: str = "flag", checks_embedding: Any = "default") -> None:
+                 on_unsupported: str = "flag", checks_embedding: Any = "default",
+                 context_window: int | None = None) -> None:
         if on_unsupported not in ON_UNSUPPORTED:
             raise ConfigError(f"on_unsupported must be one of {ON_UNSUPPORTED}, got {on_unsupported!r}")
-        self.answerer: Answerer = answerer_for(llm, prompt)
+        self.answerer: Answerer = answerer_for(llm, prompt, context_window=context_window)
         self.prompt = prompt
+        self.context_window = context_window
         self.on_unsupported = on_unsupported
         self.checks_embedding = checks_embedding
 
@@ -101,7 +103,7 @@ class GenerationChain(Runnable[dict, Answer]):
             llm = _with_model_params(llm, model_params)
         return GenerationChain(llm, settings.get("prompt", self.prompt),
                                on_unsupported=settings.get("on_unsupported", self.on_unsupported),
-                               checks_embedding=self.checks_embedding)
+                               checks_embedding=self.checks_embedding, context_window=self.context_window)
 
     def finish(self, draft: Any, question: str, context: Sequence[Document]) -> Answer:
         """The final answer of a draft: the checks and the refusal setting (`finalise`)."""
@@ -111,16 +113,16 @@ class GenerationChain(Runnable[dict, Answer]):
 
     # ------------------------------------------------------------------ Runnable
     def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Answer:
-        def run(value: Any, run_config: RunnableConfig) -> Answer:
+        def run(value: Any, config: RunnableConfig) -> Answer:
             question, context = _question_and_context(value)
-            return self.finish(self.answerer.answer(question, context, run_config), question, context)
+            return self.finish(self.answerer.answer(question, context, config), question, context)
 
         return self._call_with_config(run, input, config, run_type="llm")
 
     async def ainvoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Answer:
-        async def run(value: Any, run_config: RunnableConfig) -> Answer:
+        async def run(value: Any, config: RunnableConfig) -> Answer:
             question, context = _question_and_context(value)
-            draft = await self.answerer.aanswer(question, context, run_config)
+            draft = await self.answerer.aanswer(question, context, config)
             return await asyncio.to_thread(self.finish, draft, question, context)
 
         return await self._acall_with_config(run, input, config, run_type="llm")
@@ -201,7 +203,8 @@ def as_generation_chain(generation: Any) -> GenerationChain:
 
 
 def rag_chain_from_docs(llm: Any = None, prompt: BasePromptTemplate | str | None = None, *,
-                        on_unsupported: str = "flag", checks_embedding: Any = "default") -> GenerationChain:
+                        on_unsupported: str = "flag", checks_embedding: Any = "default",
+                        context_window: int | None = None) -> GenerationChain:
     """Build the generation chain.
 
     Args:
@@ -210,6 +213,8 @@ def rag_chain_from_docs(llm: Any = None, prompt: BasePromptTemplate | str | None
         prompt: a prompt with `{question}` and `{context}`; defaults to a grounded, cite-as-[n] prompt.
         on_unsupported: "flag" (default) or "refuse" an answer that cites nothing or is not supported.
         checks_embedding: the embedding of the support checks (None: lexical only).
+        context_window: the model's window in tokens, for a model that does not say it.
     """
-    return GenerationChain(llm, prompt, on_unsupported=on_unsupported, checks_embedding=checks_embedding)
+    return GenerationChain(llm, prompt, on_unsupported=on_unsupported, checks_embedding=checks_embedding,
+                           context_window=context_window)
 

@@ -31,8 +31,18 @@ from pydantic import Field
 
 from rag.base.errors import ConfigError, MissingDependencyError
 
-__all__ = ["SMOLLM2_FILE", "LocalLlamaChatModel", "TokenCounter", "describe_model", "openai_chat_model",
-           "smollm2_path"]
+__all__ = ["SMOLLM2_FILE", "LocalLlamaChatModel", "TokenCounter", "context_window_setting", "describe_model",
+           "openai_chat_model", "smollm2_path"]
+
+
+def context_window_setting() -> int | None:
+    """`RAG_LLM_CONTEXT` as a positive integer, or None when unset (a bad value is a `ConfigError`)."""
+    raw = os.environ.get("RAG_LLM_CONTEXT", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 256:
+        raise ConfigError(f"RAG_LLM_CONTEXT must be a whole number of tokens >= 256, got {raw[:40]!r}")
+    return int(raw)
 
 
 @runtime_checkable
@@ -132,7 +142,7 @@ class LocalLlamaChatModel(BaseChatModel):
     """
 
     model_path: str | None = None
-    n_ctx: int = 4096
+    n_ctx: int = Field(default_factory=lambda: context_window_setting() or 4096)
     temperature: float = 0.2
     max_tokens: int = 256
     stop: list[str] = Field(default_factory=list)

@@ -10,6 +10,7 @@ everywhere (only the body's shape differs: ours, or OpenAI's on `/v1`):
 | `ConfigError` | 422 | `invalid_setting` |
 | `InputError` | 422 | `invalid_input` |
 | `MissingDependencyError` | 500 | `missing_dependency` |
+| `ModelError` (the answer model failed) | 502 | `model_error` ("the answer model failed; see the server log") |
 | another `RagError` (`StoreError`, ...) | 500 | `rag_error` |
 | any other error | 500 | `internal_error` |
 
@@ -30,11 +31,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag.base.errors import ConfigError, FilterError, InputError, MissingDependencyError, RagError
+from rag.base.errors import ConfigError, FilterError, InputError, MissingDependencyError, ModelError, RagError
 from rag.server.guard import INTERNAL_ERROR_MESSAGE, log_failure
 from rag.server.paths import SourcePaths
 
-__all__ = ["Failure", "classify"]
+__all__ = ["MODEL_ERROR_MESSAGE", "Failure", "classify"]
+
+#: What a client is told when the answer model failed (its own message may hold secrets: the log has it).
+MODEL_ERROR_MESSAGE = "the answer model failed; see the server log"
 
 _CLIENT_ERRORS = ((FilterError, "filter_error"), (ConfigError, "invalid_setting"), (InputError, "invalid_input"))
 
@@ -55,6 +59,10 @@ def classify(exc: BaseException, *, where: str = "request failed", paths: Source
         for cls, kind in _CLIENT_ERRORS:
             if isinstance(exc, cls):
                 return Failure(422, kind, (paths or SourcePaths()).scrub(str(exc)))
+    if isinstance(exc, ModelError):   # what the model said may hold secrets: it goes to the log only
+        if log:
+            log_failure(where, exc)
+        return Failure(502, "model_error", MODEL_ERROR_MESSAGE)
     kind = "missing_dependency" if isinstance(exc, MissingDependencyError) else \
         "rag_error" if isinstance(exc, RagError) else "internal_error"
     if log:

@@ -12,15 +12,14 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.generation.citations import cited_first, resolve_citations, source_map
-from rag.generation.postprocess import check_answer
+from rag.generation.answer import as_answer
+from rag.generation.citations import cited_first, source_map
 
 __all__ = ["checks_body", "error_body", "invoke_body", "sources_with_content", "sse"]
 
@@ -56,27 +55,21 @@ def _scalars(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def invoke_body(output: Mapping[str, Any]) -> dict[str, Any]:
-    """The `/invoke` response for one chain output: answer (dangling `[n]` removed), sources, citations, extras."""
+    """The `/invoke` response for one chain output: the answer and its fields (`Answer.fields`: cited, refused,
+    confidence, passage, support, flags, answerer, ...), the sources (cited first) and the extras."""
 
     context = list(output.get("context") or [])
-    resolved = resolve_citations(str(output.get("answer") or ""), context)
+    answer = as_answer(output.get("answer"))
     extras = {k: v for k, v in output.items() if k not in _OUTPUT_KEYS}
-    sources = cited_first(sources_with_content(context), resolved.cited)   # cited first, then retrieved but unused
-    return {"question": output.get("question"), "answer": resolved.answer, "sources": sources,
-            "cited": resolved.cited, "invalid": resolved.invalid,
+    sources = cited_first(sources_with_content(context), answer.cited)   # cited first, then retrieved but unused
+    return {"question": output.get("question"), **answer.fields(), "sources": sources,
             "extras": json.loads(json.dumps(extras, default=str))}
 
 
-async def checks_body(output: Mapping[str, Any], *, embedding: Any) -> dict[str, Any]:
-    """Citation and support checks of one answer (as in the stream's citations and support events).
+def checks_body(output: Mapping[str, Any]) -> dict[str, Any]:
+    """Citation and support checks of one answer (as in the stream's citations and support events): the
+    report the chain's one post-processing step made (`rag.generation.postprocess.finalise`)."""
 
-    The checks embed the answer sentences, so they run in a worker thread, off the event loop.
-    """
-
-    question = output.get("question")
-    question = question.get("question") if isinstance(question, Mapping) else question   # a chat chain's input
-    checks = await asyncio.to_thread(check_answer, str(output.get("answer") or ""), list(output.get("context") or []),
-                                     embedding=embedding, question=question if isinstance(question, str) else None)
-    citations = {k: v for k, v in checks.citations_dict().items() if k != "sources"}
-    return {"citations": citations, "support": [s.model_dump() for s in checks.support],
-            "summary": checks.summary, "flags": checks.flags}
+    answer = as_answer(output.get("answer"))
+    return {"citations": answer.citation_fields(), "support": answer.support,
+            "summary": answer.report.get("summary", {}), "flags": answer.flags}

@@ -104,9 +104,21 @@ class Source(BaseModel):
     text: str
 
 
+class Passage(BaseModel):
+    n: int = Field(description="the source number of the passage")
+    text: str
+    label: str
+
+
 class Answer(BaseModel):
     answer: str = Field(description="the answer; [n] cites sources[n-1]")
     cited: list[int] = Field(description="the source numbers the answer cites")
+    refused: bool = Field(description="true when the answer asserts nothing (it does not know, or is not sure)")
+    confidence: float | None = Field(description="the answerer's confidence (0..1), when it says")
+    passage: Passage | None = Field(description="when not sure: the closest passage, with its source number")
+    flags: list[str] = Field(description="what the checks found: uncited_sentences, unsupported_sentences, "
+                                         "does_not_answer, suspected_injection, ...")
+    answerer: str = Field(description="which model answered")
     sources: list[Source]
 
 
@@ -169,7 +181,8 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
         body, config = request(question, k, filter)
         out = invoke_body(await _run(server.chain.ainvoke({"question": body.question}, config=config)))
         server.paths.rewrite(out["sources"])
-        return Answer.model_validate({"answer": out["answer"], "cited": out["cited"], "sources": [
+        fields = {key: out[key] for key in ("answer", "cited", "refused", "confidence", "passage", "flags", "answerer")}
+        return Answer.model_validate({**fields, "sources": [
             {"n": s["n"], "label": s["label"], "source": _text(s["source"]), "page": _page(s["page"]),
              "text": s["content"]}
             for s in out["sources"]]})

@@ -156,5 +156,6 @@ def rag_extension(events: Mapping[str, Mapping[str, Any]], usage: Mapping[str, A
             "citations": {"precision": citations.get("precision"), "recall": citations.get("recall"),
                           "checks": checks},
             "support": support["sentences"], "summary": support["summary"], "flags": support["flags"],
+            **{key: events["done"].get(key) for key in ("refused", "confidence", "passage", "answerer")},
             "usage": dict(usage), "timings": events["usage"].get("timings", {})}
 

@@ -113,6 +113,7 @@ def add_page_and_meta_routes(app: FastAPI, server: Served) -> None:
     """The web page, its static files, `/health` and `/resources`."""
     rag, settings, auth = server.rag, server.settings, [Depends(server.check_token)]
     token = server.token
+    answerer = rag.describe_answerer()   # once: describing may ask a model server for its window
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -124,7 +125,7 @@ def add_page_and_meta_routes(app: FastAPI, server: Served) -> None:
     async def health() -> dict[str, Any]:
         """Liveness: always 200 while the server runs (no auth)."""
         return {"status": "ok", "version": __version__, "resources": len(rag.resources),
-                "auth": bool(token)}
+                "auth": bool(token), "answerer": answerer}
 
     @app.get("/resources", tags=["meta"], dependencies=auth)
     async def resources() -> dict[str, Any]:
@@ -153,7 +154,7 @@ def add_query_routes(app: FastAPI, server: Served) -> None:
         response = invoke_body(out)
         paths.rewrite(response["sources"])
         if body.checks:
-            response["checks"] = await checks_body(out, embedding=support_embedding)
+            response["checks"] = checks_body(out)
         return response
 
     @app.post("/batch", tags=["rag"], dependencies=auth)

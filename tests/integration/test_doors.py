@@ -109,3 +109,59 @@ def test_per_request_settings_reach_every_door_the_same_way(rag, store, client, 
     capsys.readouterr()
     assert cli_main(["ask", question, "--store", str(store), "--collection", "docs", "--json", "--k", "3"]) == 0
     assert [c["page_content"] for c in json.loads(capsys.readouterr().out)["context"]] == expected
+
+
+def _sse_events(text: str) -> list[dict]:
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+
+
+_FIELDS = ("answer", "cited", "refused", "confidence", "passage", "flags", "invalid", "answerer")
+
+
+def _pick(fields: dict) -> dict:
+    return {key: fields.get(key) for key in _FIELDS}
+
+
+async def _mcp_ask(rag: RAG, question: str) -> dict:
+    from mcp import Client
+
+    from rag.config.models import ServerConfig
+    from rag.server.mcp_server import create_mcp_server
+
+    async with Client(create_mcp_server(rag, settings=ServerConfig(max_k=64))) as client:
+        return (await client.call_tool("ask", {"question": question})).structured_content
+
+
+@pytest.mark.parametrize("question", QUESTIONS[:3] + ["What is the capital of Australia?"])
+def test_every_door_returns_the_same_answer_fields(question, rag, store, client, capsys):
+    import asyncio
+
+    from rag.compose.streaming import stream_events
+
+    answer = rag.chain().invoke(question)["answer"]
+    expected = _pick(answer.fields())
+    assert expected["answer"] and expected["answerer"]
+    assert expected["cited"] or expected["refused"], "an answer cites its sources or asserts nothing"
+
+    async def streamed() -> dict:
+        return [e async for e in stream_events(rag, question)][-1]
+
+    capsys.readouterr()
+    assert cli_main(["ask", question, "--store", str(store), "--collection", "docs", "--json"]) == 0
+    ask_json = json.loads(capsys.readouterr().out)
+    v1 = client.post("/v1/chat/completions", json={"model": "rag", "messages": [{"role": "user", "content": question}]})
+    message = v1.json()["choices"][0]["message"]
+    doors = {
+        "stream_events": _pick(asyncio.run(streamed())),
+        "airag": _pick(airag(rag, question, return_all=True).final_answer.fields()),
+        "chat": _pick(ConversationalRAG(rag).chain().invoke({"question": question, "history": []})["answer"].fields()),
+        "rag ask --json": _pick(ask_json),
+        "/invoke": _pick(client.post("/invoke", json={"question": question}).json()),
+        "/stream": _pick(_sse_events(client.post("/stream", json={"question": question}).text)[-1]),
+        "/v1/chat/completions": _pick({**message["rag"], "answer": message["content"]}),
+        "MCP ask": _pick(asyncio.run(_mcp_ask(rag, question))),
+    }
+    for door, fields in doors.items():
+        if door == "MCP ask":   # the tool's answer carries no dangling-citation list
+            fields["invalid"] = expected["invalid"]
+        assert fields == expected, f"{door} answered {question!r} differently"

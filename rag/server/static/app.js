@@ -105,6 +105,32 @@ function renderAnswer() {
   orderSources();
 }
 
+// What the answer's fields say beyond its text: the closest passage of a not-sure answer, the
+// checks' warnings (an answer that cites nothing or that its sources do not support), who answered.
+const WARNINGS = {
+  uncited_sentences: "The answer cites no source for some of its sentences.",
+  unsupported_sentences: "Some sentences are not supported by the sources they cite.",
+  does_not_answer: "The answer may not answer the question.",
+  suspected_injection: "A source holds instructions aimed at the model; it was not used as evidence.",
+};
+
+function renderDone(event) {
+  const flags = (event.flags || []).filter((f) => WARNINGS[f] && (!event.refused || f === "suspected_injection"));
+  $("warnings").textContent = flags.map((f) => WARNINGS[f]).join(" ");
+  $("warnings").hidden = !flags.length;
+  const passage = event.passage;
+  $("passage").replaceChildren();
+  if (passage && passage.text) {
+    $("passage").append("Closest passage ", withCitations("[" + passage.n + "]"), " " + (passage.label || "") + ": ",
+                        String(passage.text));
+    state.cited.add(Number(passage.n));
+  }
+  $("passage").hidden = !(passage && passage.text);
+  $("answerer").textContent = event.answerer ? "Answered by " + event.answerer + "." : "";
+  $("answerer").hidden = !event.answerer;
+  if (event.refused || flags.length) $("answer").classList.add("support-off");
+}
+
 function sentenceTitle(item) {
   const parts = [(item.quoted ? "quoted from source " : "support from source ") + (item.chunk ?? "-") +
                  " (" + Number(item.score).toFixed(2) + ")"];
@@ -183,6 +209,7 @@ function handleEvent(event) {
     case "done":
       if (event.answer !== undefined && !state.support) { state.answer = event.answer; }
       renderAnswer();
+      renderDone(event);
       setStatus("Done: " + state.sources.length + " source(s).");
       break;
     case "error":
@@ -206,6 +233,8 @@ async function ask(evt) {
     }
   }
   Object.assign(state, { answer: "", sources: [], support: null });
+  for (const id of ["warnings", "passage", "answerer"]) $(id).hidden = true;
+  $("answer").classList.remove("support-off");
   $("answer").replaceChildren();
   $("legend").hidden = true;
   $("invalid").hidden = true;

@@ -230,7 +230,7 @@ def test_stream_reports_a_failure_midway_as_an_error_event(make_client, make_rag
     assert "hunter2" not in json.dumps(events[-1])
 
 
-def test_internal_errors_are_500_without_details(make_client, make_rag):
+def test_model_errors_are_502_and_internal_errors_500_without_details(make_client, make_rag):
     class Broken(GenericFakeChatModel):
         def _generate(self, *args, **kwargs):
             raise RuntimeError("database password is hunter2")
@@ -238,6 +238,11 @@ def test_internal_errors_are_500_without_details(make_client, make_rag):
     rag = make_rag()
     rag = RAG(resources=rag.resources, generation_chain=rag_chain_from_docs(Broken(messages=iter(["x"]))))
     r = make_client(rag).post("/invoke", json={"question": "q"})
+    assert r.status_code == 502
+    assert r.json() == {"error": {"type": "model_error", "message": "the answer model failed; see the server log"}}
+    crashing = RAG(resources=rag.resources, generation_chain=rag.generation_chain,
+                   extras={"boom": lambda out: 1 / 0})   # a crash outside the model
+    r = make_client(crashing).post("/invoke", json={"question": "q"})
     assert r.status_code == 500
     assert r.json() == {"error": {"type": "internal_error", "message": "internal error; see the server log"}}
 

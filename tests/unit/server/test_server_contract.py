@@ -58,9 +58,9 @@ def test_a_crash_is_one_internal_error_and_one_bounded_log_record_on_every_route
     with caplog.at_level(logging.ERROR):
         r = _post(client, route.split()[0], _ROUTES[route])
     assert "hunter2" not in r.text and "/srv/private" not in r.text
-    assert "internal error; see the server log" in r.text
+    assert "the answer model failed; see the server log" in r.text and "model_error" in r.text
     if not route.endswith("stream") and route != "/batch":
-        assert r.status_code == 500
+        assert r.status_code == 502
     records = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
     assert len(records) == 1, [rec.getMessage()[:200] for rec in records]
     formatted = logging.Formatter("%(message)s").format(records[0])   # with any traceback attached
