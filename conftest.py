@@ -57,7 +57,7 @@ DOC_PORTS = ("8000", "8001", "8080")
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 SKIP_WITHOUT_REASON = re.compile(r"<!--\s*skip:\s*(next|start)\s*-->")
 _SANDBOX_ENV = ("RAG_LLM", "RAG_EMBEDDING", "RAG_EMBEDDING_PRECISION", "RAG_API_TOKEN", "OPENAI_API_KEY",
-                "OPENAI_BASE_URL")
+                "OPENAI_BASE_URL", "RAG_LLM_URL", "RAG_LLM_MODEL", "RAG_LLM_CONTEXT", "OLLAMA_HOST")
 
 # The shell prelude: `rag` is this checkout's CLI; servers go to the background until they answer.
 _PRELUDE = r"""
@@ -120,6 +120,7 @@ def _setup(namespace: dict[str, Any]) -> None:
     for name in _SANDBOX_ENV:
         os.environ.pop(name, None)
     os.environ["HOME"] = str(sandbox / "home")
+    os.environ["OLLAMA_HOST"] = "127.0.0.1:9"   # RAG_LLM=auto: a developer's Ollama must not answer the docs
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved["PYTHONPATH"]) if p)
     namespace.update(os=os, _docs={"sandbox": sandbox, "cwd": os.getcwd(), "env": saved, "ports": ports,
                                    "groups": []})

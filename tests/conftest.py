@@ -25,8 +25,11 @@ else:
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The user's RAG_* settings must not change what a test sees."""
-    for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_EMBEDDING_PRECISION", "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+    for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_EMBEDDING_PRECISION", "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                 "RAG_LLM_URL", "RAG_LLM_MODEL", "RAG_LLM_CONTEXT", "RAG_OPENAI_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    # RAG_LLM=auto probes Ollama: a developer's running Ollama must not answer the tests (port 9: discard)
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")
     home = tmp_path_factory.getbasetemp() / "home"
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("HOME", str(home))

@@ -43,7 +43,7 @@ from rag.compose.resource import Resource, validate_search_kwargs
 from rag.compose.retrieve import RetrievalSettings, run_retrieval
 from rag.generation.answer import Answer
 from rag.generation.citations import source_map
-from rag.generation.postprocess import finalise
+from rag.generation.postprocess import AS_CHAIN, finalise
 from rag.generation.prompts import format_docs
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.generation.usage import UsageTracker, with_tracker
@@ -152,20 +152,25 @@ class LLMRefiner:
 
 
 class CheckAnswer:
-    """postprocess: the answer's checks (citations, support, flags), as the chain's one post-processing step
-    made them; a refined answer (a new text) is checked again by the same step (`finalise`)."""
+    """postprocess: the answer's checks (citations, support, flags). By default (`AS_CHAIN`) those the chain's
+    one post-processing step made; a refined answer (a new text), or settings of its own, check it again
+    with the same step (`finalise`)."""
 
-    def __init__(self, *, embedding: Embeddings | str | None = "default", threshold: float = 0.6,
-                 on_unsupported: str = "flag") -> None:
+    def __init__(self, *, embedding: Any = AS_CHAIN, threshold: Any = AS_CHAIN, on_unsupported: str = AS_CHAIN) -> None:
         self.embedding = embedding
         self.threshold = threshold
         self.on_unsupported = on_unsupported   # "flag" (keep and flag) or "refuse" ("I don't know")
 
     def __call__(self, result: RAGResult, config: RunnableConfig) -> None:
         final = result.final_answer if result.final_answer is not None else result.answer
-        answer = final if isinstance(final, Answer) and final.report else finalise(
-            final or "", result.standalone_question or result.question, result.context, embedding=self.embedding,
-            threshold=self.threshold, on_unsupported=self.on_unsupported)
+        own = (self.embedding, self.threshold, self.on_unsupported) != (AS_CHAIN,) * 3
+        if isinstance(final, Answer) and final.report and not own:
+            answer = final
+        else:
+            answer = finalise(final or "", result.standalone_question or result.question, result.context,
+                              embedding="default" if self.embedding == AS_CHAIN else self.embedding,
+                              threshold=0.6 if self.threshold == AS_CHAIN else self.threshold,
+                              on_unsupported="flag" if self.on_unsupported == AS_CHAIN else self.on_unsupported)
         result.final_answer = answer
         result.sources = source_map(result.context)
         result.citations = answer.citation_fields() | {
@@ -184,8 +189,8 @@ def _run_step(name: str, step: Step, result: RAGResult, config: RunnableConfig |
 
 def generate(result: RAGResult, *, rag: Any = None, generation_chain: Runnable | None = None,
              build_context: Step | None = None, answer: Step | None = None, refine: Step | None = None,
-             postprocess: Step | None = None, embedding: Embeddings | str | None = "default",
-             threshold: float = 0.6, config: RunnableConfig | None = None) -> RAGResult:
+             postprocess: Step | None = None, embedding: Embeddings | str | None = AS_CHAIN,
+             threshold: Any = AS_CHAIN, config: RunnableConfig | None = None) -> RAGResult:
     """Run build_context -> answer -> refine -> postprocess on a result (in place; also returned).
 
     Args:
@@ -194,8 +199,9 @@ def generate(result: RAGResult, *, rag: Any = None, generation_chain: Runnable |
         generation_chain: `{"question", "context"} -> str`; default: `rag.generation_chain`,
             else `rag_chain_from_docs()`.
         build_context, answer, refine, postprocess: replacement steps (`step(result, config)`).
-        embedding: embedding model of the default postprocess's support scores (None: lexical only).
-        threshold: support score at which a sentence counts as supported.
+        embedding: embedding model of the default postprocess's support scores (None: lexical only); by
+            default the generation chain's own checks are kept (the answer every other door returns).
+        threshold: support score at which a sentence counts as supported (default: the chain's, 0.6).
         config: runnable config passed to every step.
     """
     if answer is None:

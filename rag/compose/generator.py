@@ -66,6 +66,7 @@ from rag.compose.request import (
 from rag.compose.resource import Resource, configured_search_kwargs, validate_search_kwargs
 from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 from rag.compose.retriever import RAGRetriever
+from rag.generation.answerer import Answerer
 from rag.generation.rag_with_source import GenerationChain, as_generation_chain, rag_chain_from_docs
 
 __all__ = ["OUTPUT_KEYS", "RAG", "aggregate_documents"]
@@ -147,6 +148,13 @@ class RAG(BaseModel):
                 raise ValueError(f"resources must be Resource objects, got {bad}; wrap a knowledge base with "
                                  "kb.as_resource() and a retriever with Resource.from_retriever(name, retriever)")
         return resources
+
+    @field_validator("generation_chain", mode="before")
+    @classmethod
+    def _check_generation(cls, value: Any) -> Any:
+        if isinstance(value, Answerer):   # an answerer is a generation chain's worth: it gets the checks
+            return rag_chain_from_docs(value)
+        return value
 
     @field_validator("retrieval", mode="before")
     @classmethod

@@ -85,8 +85,9 @@ async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, co
         chain_or_rag: a `RAG`, a `ConversationalRAG` (anything with `.chain()`), or a runnable.
         question: the question, or the chain's input dict (e.g. `{"question": ..., "history": [...]}`).
         config: the runnable config (callbacks, `configurable` retrieval settings, ...).
-        embedding: embedding model for the support scores; `"default"` (lazy) or None for lexical only.
-        threshold: support score at which a sentence counts as supported.
+        embedding: embedding model for the support scores of a runnable that is not a `RAG` chain (a RAG's
+            generation chain checks its own answer: `rag_chain_from_docs(..., checks_embedding=...)`).
+        threshold: support score at which such a sentence counts as supported.
     """
     runnable = _runnable(chain_or_rag)
     tracker = UsageTracker()
@@ -126,7 +127,7 @@ async def stream_events(chain_or_rag: Any, question: str | dict[str, Any], *, co
     answer = "".join(pieces)
     checks_start = time.perf_counter()
     with stage("checks", run_config, sentences=0) as current:  # a child run: tracers see the checks
-        final = sink[-1] if sink else await asyncio.to_thread(
+        final = sink[-1] if sink else await asyncio.to_thread(   # a chain that is not a GenerationChain
             finalise, answer, standalone or text, context, embedding=embedding, threshold=threshold)
         current.attributes.update(sentences=len(final.support), flags=len(final.flags),
                                   citation_precision=final.report.get("precision"))

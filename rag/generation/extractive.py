@@ -346,3 +346,19 @@ class ExtractiveAnswerer(Answerer):
             return Answer(NOT_SURE, refused=True, confidence=decision.confidence, answerer=self.describe(),
                           passage=passage(best.source, best.text, source_label(docs[best.source - 1])))
         return Answer(NO_ANSWER, refused=True, confidence=decision.confidence, answerer=self.describe())
+
+    def stream(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Any:
+        """One cited sentence at a time, then the whole draft (its fields)."""
+        draft = self.answer(question, context, config)
+        parts = [p for p in re.split(r"(?<=\])\s+", draft.text) if p] or [draft.text]
+        yield from (part if i == 0 else " " + part for i, part in enumerate(parts))
+        yield draft
+
+    async def astream(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Any:
+        import asyncio
+
+        draft = await asyncio.to_thread(self.answer, question, context, config)
+        parts = [p for p in re.split(r"(?<=\])\s+", draft.text) if p] or [draft.text]
+        for i, part in enumerate(parts):
+            yield part if i == 0 else " " + part
+        yield draft

@@ -64,9 +64,11 @@ from rag.generation.support import (
     support_summary,
 )
 
-__all__ = ["FLAGS", "ON_UNSUPPORTED", "AnswerChecks", "answer_checks", "check_answer", "finalise", "suspicious_chunks"]
+__all__ = ["AS_CHAIN", "FLAGS", "ON_UNSUPPORTED", "AnswerChecks", "answer_checks", "check_answer", "finalise", "suspicious_chunks"]
 
 ON_UNSUPPORTED = ("flag", "refuse")
+#: A check setting left to the chain: the answer the generation chain checked is kept as it is.
+AS_CHAIN = "as-chain"
 FLAGS = ("invalid_citations", "unsupported_sentences", "uncited_sentences", "no_answer", "suspected_injection",
          "does_not_answer")
 
@@ -164,9 +166,11 @@ def finalise(draft: Any, question: str, context: Sequence[Document], *,
     checks = check_answer(draft.text, context, embedding=embedding, threshold=threshold, question=question,
                           on_unsupported=on_unsupported)
     refused = draft.refused or "no_answer" in checks.flags or checks.final_answer == NO_ANSWER != draft.text
+    invalid = sorted({*draft.invalid, *checks.invalid})   # a draft checked before keeps its dangling numbers
+    flags = checks.flags if not invalid or "invalid_citations" in checks.flags else ["invalid_citations", *checks.flags]
     return Answer(checks.final_answer, cited=checks.cited, refused=refused, confidence=draft.confidence,
-                  passage=draft.passage, support=[s.model_dump() for s in checks.support], flags=checks.flags,
-                  invalid=checks.invalid, answerer=draft.answerer,
+                  passage=draft.passage, support=[s.model_dump() for s in checks.support], flags=flags,
+                  invalid=invalid, answerer=draft.answerer,
                   report={"precision": checks.citations.precision, "recall": checks.citations.recall,
                           "checks": [c.model_dump() for c in checks.citations.checks], "summary": checks.summary,
                           "suspicious": checks.suspicious})

@@ -86,7 +86,7 @@ class GenerationChain(Runnable[dict, Answer]):
         return self.answerer.describe()
 
     def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
-        return name or ("generate" + (suffix or ""))
+        return name or ("answer" + (suffix or ""))
 
     def with_settings(self, **settings: Any) -> GenerationChain:
         """A copy with other settings: `prompt`, `llm`, `temperature`, `max_tokens`, `on_unsupported`.
@@ -104,6 +104,12 @@ class GenerationChain(Runnable[dict, Answer]):
         return GenerationChain(llm, settings.get("prompt", self.prompt),
                                on_unsupported=settings.get("on_unsupported", self.on_unsupported),
                                checks_embedding=self.checks_embedding, context_window=self.context_window)
+
+    def with_checks(self, embedding: Any) -> GenerationChain:
+        """A copy whose support checks use `embedding` (None: lexical only)."""
+        copy = GenerationChain(self.answerer, on_unsupported=self.on_unsupported, checks_embedding=embedding)
+        copy.prompt, copy.context_window = self.prompt, self.context_window
+        return copy
 
     def finish(self, draft: Any, question: str, context: Sequence[Document]) -> Answer:
         """The final answer of a draft: the checks and the refusal setting (`finalise`)."""

@@ -93,6 +93,8 @@ class SupportScorer:
                  lexical_weight: float = 0.5, titles: Sequence[str] | None = None) -> None:
         if not 0.0 <= lexical_weight <= 1.0:
             raise ConfigError(f"lexical_weight must be in [0, 1], got {lexical_weight}")
+        if not (embedding is None or embedding == "default" or isinstance(embedding, Embeddings)):
+            raise ConfigError(f"embedding must be an Embeddings object, 'default' or None; got {embedding!r}")
         self.chunks = [str(c) for c in chunks]
         self.lexical_weight = lexical_weight
         self._embedding_spec = embedding

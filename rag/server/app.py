@@ -132,7 +132,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     add_page_and_meta_routes(app, server)
     add_query_routes(app, server)
     add_stream_route(app, server)
-    app.include_router(openai_router(models or {"rag": rag}, settings=server.settings, auth=server.check_token,
+    app.include_router(openai_router(models or {"rag": server.rag}, settings=server.settings, auth=server.check_token,
                                      support_embedding=server.support_embedding, paths=server.paths))
     _mount_mcp(app, server)
     return app

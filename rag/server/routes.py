@@ -27,6 +27,7 @@ from rag.base.version import __version__
 from rag.compose.streaming import stream_events
 from rag.config.models import ServerConfig
 from rag.server.errors import classify
+from rag.generation.rag_with_source import as_generation_chain
 from rag.server.events import checks_body, error_body, invoke_body, sse
 from rag.server.paths import SourcePaths
 from rag.server.schemas import (
@@ -68,6 +69,8 @@ class Served:
         if too_big:
             raise ConfigError(f"resource default k {too_big} is over server.max_k={settings.max_k}; every request "
                               "would be refused: lower the resources' k or raise server.max_k")
+        if settings.support_scoring != "semantic":   # the chain's one post-processing step scores lexically
+            rag = rag.model_copy(update={"generation_chain": as_generation_chain(rag.generation_chain).with_checks(None)})
         return cls(rag=rag, chain=rag.chain(), settings=settings, token=token,
                    defaults={r.name: dict(r.search_kwargs) for r in rag.resources}, paths=SourcePaths(source_roots),
                    support_embedding="default" if settings.support_scoring == "semantic" else None)

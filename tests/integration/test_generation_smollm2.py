@@ -23,7 +23,7 @@ pytestmark = [
 @pytest.fixture
 def local_rag(tmp_path, monkeypatch) -> RAG:
     monkeypatch.setenv("RAG_LLM", "local")
-    from rag.generation.answerer import default_llm
+    from rag.generation.factory import default_llm
     from rag.models.llms import LocalLlamaChatModel
 
     llm = default_llm()

@@ -63,7 +63,7 @@ def test_rag_chain_run_becomes_a_span_tree_with_resource_attributes(exporter):
                                               "filter": {"source": {"$ne": "x"}}}}}}})
     assert span_tree(exporter) == [(0, "RAG"), (1, "retrieve"), (2, "resources"), (3, "cities"), (4, "search/cities"),
                                    (3, "aggregate"), (4, "fuse"), (4, "evidence"), (4, "diversify"), (4, "select"), (4, "budget"),
-                                   (1, "generate")]
+                                   (1, "generate"), (2, "answer")]
     resource = dict(_span(exporter, "cities").attributes)
     # the resource's k caps its chunks in the context; its candidates are searched fetch_k deep
     assert resource == {"rag.run_type": "chain", "rag.resource": "cities", "rag.k": 2, "rag.filter": True,

@@ -23,9 +23,9 @@ def _answer_about_the_question(prompt: str) -> str:
     return "I don't know."
 
 
-def _rag(resource, cls) -> RAG:
+def _rag(resource, cls, checks_embedding=None) -> RAG:
     llm = cls(responses=["unused"], answer_for=_answer_about_the_question)
-    return RAG(resources=[resource], generation_chain=rag_chain_from_docs(llm))
+    return RAG(resources=[resource], generation_chain=rag_chain_from_docs(llm, checks_embedding=checks_embedding))
 
 
 async def _collect(source, question, **kwargs):
@@ -46,7 +46,9 @@ async def test_tokens_join_into_the_raw_answer_and_done_has_the_fixed_one(city_r
     assert raw == "The Eiffel Tower is in Paris. [1] It was finished in 1889 [9]."
     citations = next(e for e in events if e["type"] == "citations")
     assert citations["invalid"] == [9] and citations["cited"] == [1]
-    assert events[-1] == {"type": "done", "answer": "The Eiffel Tower is in Paris. [1] It was finished in 1889."}
+    done = events[-1]
+    assert done["type"] == "done" and done["answer"] == "The Eiffel Tower is in Paris. [1] It was finished in 1889."
+    assert done["cited"] == [1] and done["invalid"] == [9] and "invalid_citations" in done["flags"]
 
 
 async def test_sources_event_numbers_the_retrieved_chunks(city_resource, fake_llm_cls):
@@ -146,15 +148,15 @@ async def test_post_checks_do_not_block_the_event_loop(city_resource, fake_llm_c
 
     async def run():
         try:
-            return [e async for e in stream_events(_rag(city_resource, fake_llm_cls), "Where is the Eiffel Tower?",
-                                                   embedding=probe)]
+            return [e async for e in stream_events(_rag(city_resource, fake_llm_cls, checks_embedding=probe),
+                                                   "Where is the Eiffel Tower?")]
         finally:
             done.set()
 
     events, _ = await asyncio.gather(run(), on_the_loop())
     assert events[-1]["type"] == "done"
     support = next(e for e in events if e["type"] == "support")
-    assert support["sentences"][0]["semantic"] is not None          # the probing model was used
+    assert support["sentences"][0]["relevance"] is not None          # the probing model was used
     assert probe.embedding.is_set() and not probe.blocked_loop, "the model ran on the event loop's thread"
 
 
@@ -170,4 +172,4 @@ async def test_an_extractive_answer_streams_one_cited_sentence_per_token_event(c
     assert len(tokens) >= 2
     assert all(re.fullmatch(r" ?[^\[\]]+\. \[\d+\]", t) for t in tokens), tokens
     context = rag.chain().invoke(question)["context"]
-    assert "".join(tokens) == answerer.invoke({"question": question, "context": context})
+    assert "".join(tokens) == answerer.answer(question, context) == events[-1]["answer"]

@@ -43,7 +43,8 @@ def test_an_llm_answer_is_flagged_when_unsupported_or_not_answering(answer, flag
 
 
 @pytest.mark.parametrize(("answer", "kept"), [
-    ("Acme opened its plant in Lyon.", True),
+    ("Acme opened its plant in Lyon [1].", True),
+    ("Acme opened its plant in Lyon.", False),                # supported, but cites nothing
     ("The plant is on the Moon, built by cats.", False),     # not supported by the context
     ("Acme revenue grew 10% in 2024.", False),                # supported, but does not answer the question
     ("I don't know.", True),
@@ -55,7 +56,8 @@ def test_by_default_an_unsupported_llm_answer_is_kept_and_flagged_and_refuse_rep
     assert refused["final_answer"] == (answer if kept else NO_ANSWER)
     assert refused["flags"] == flagged["flags"]   # the flags still say why
     if not kept:
-        assert refused["citations"]["sources"] == [] and {"unsupported_sentences", "does_not_answer"} & set(refused["flags"])
+        assert refused["citations"]["sources"] == []
+        assert {"unsupported_sentences", "uncited_sentences", "does_not_answer"} & set(refused["flags"])
 
 
 def test_an_unknown_on_unsupported_setting_is_refused_with_the_valid_ones():

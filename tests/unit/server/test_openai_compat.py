@@ -220,4 +220,4 @@ def test_failure_after_the_stream_started_is_an_error_chunk_then_done(make_clien
     assert set(chunks[-1]) == {"error"} and chunks[-1]["error"]["type"] == "server_error"
     assert chunks[-1]["error"]["message"] == "the answer model failed; see the server log"
     r = client.post("/v1/chat/completions", json=_ask("revenue"))
-    assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
+    assert r.status_code == 502 and r.json()["error"]["code"] == "model_error"
