@@ -170,7 +170,7 @@ class HttpGuard:
         for kind, attribute in _KINDS:
             if getattr(ip, attribute):
                 return f"{ip} is a {kind} address"
-        return ""
+        return "" if ip.is_global else f"{ip} is not a global address"
 
     def _body(self, url: str, raw: http.client.HTTPResponse, headers: dict[str, str], end: float) -> bytes:
         length = headers.get("content-length", "")

@@ -13,7 +13,7 @@ bucket); an object over `max_bytes` is skipped unread.
 
 Access: a sidecar object `<key>.acl.json` (`{"users": [...], "groups": [...], "public": false}`) says
 who may read `<key>`; with `acl_from_tags=True` (S3) the object tags `acl-users`, `acl-groups`
-(comma-separated names) and `acl-public` (`true`) do; `access` maps globs over ids for the rest.
+(names separated by spaces: S3 tag values hold no commas) and `acl-public` (`true`) do; `access` maps globs over ids for the rest.
 
 Needs fsspec and the file system's package (`pip install 'rag-runnables[sources]'` has s3fs; gcsfs and
 adlfs for `gs://` and `az://`). Credentials come from the environment (`AWS_ACCESS_KEY_ID`, ...) or
@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from fnmatch import fnmatch
 from typing import Any
@@ -97,6 +98,7 @@ class ObjectStoreSource(Source):
 
     def items(self) -> Iterator[SourceItem]:
         """The objects under the prefix, versioned by ETag (see the module docstring)."""
+        self.fs.invalidate_cache()   # (s3fs caches listings: a re-sync must see the bucket as it is now)
         found = self.fs.find(self.root, detail=True)
         keys = {self._key(path) for path in found}
         self._paths = {}
@@ -148,8 +150,7 @@ class ObjectStoreSource(Source):
         if self.acl_from_tags and hasattr(self.fs, "get_tags"):
             tags = self.fs.get_tags(path)
             if any(k.startswith("acl-") for k in tags):
-                names = {k: [n.strip() for n in tags.get(f"acl-{k}", "").split(",") if n.strip()]
-                         for k in ("users", "groups")}
+                names = {k: [n for n in re.split(r"[\s,]+", tags.get(f"acl-{k}", "")) if n] for k in ("users", "groups")}
                 return access_from({**names, "public": tags.get("acl-public", "").lower() == "true"}, where=key)
         return None
 

@@ -163,17 +163,21 @@ class _DyingEmbedding(CountingEmbedding):
 
 
 def test_a_run_killed_in_the_middle_is_completed_by_the_next_with_nothing_duplicated(tmp_path):
-    texts = {f"doc{n:04d}": f"Document {n} holds the word w{n} and nothing else." for n in range(1200)}
+    # 6,000 one-chunk items: a first group of 5,000 is written and committed, the run dies in the second
+    texts = {f"doc{n:04d}": f"Document {n} holds the word w{n} and nothing else." for n in range(6000)}
     source = DictSource(texts)
-    dying = KnowledgeBase("sources", tmp_path / "store", embedding=_DyingEmbedding(die_after=600))
+    dying = KnowledgeBase("sources", tmp_path / "store", embedding=_DyingEmbedding(die_after=5500))
     with pytest.raises(_Interrupt):
         dying.sync(source)
     partial = dying.count()
-    assert 0 < partial < len(texts)   # the first batches reached the store, their records did not commit
+    assert 0 < partial < len(texts)
+    states = {r.state for r in dying.records.all().values()}
+    assert states == {"ok", "pending"}   # the second group's records say it was not finished
     dying.close()
-    again = KnowledgeBase("sources", tmp_path / "store", embedding=CountingEmbedding())
+    again = KnowledgeBase("sources", tmp_path / "store", embedding=_DyingEmbedding(die_after=10**9))
     report = again.sync(source)
-    assert len(report.added) == len(texts) and report.chunks_added == len(texts) - partial
+    assert len(report.added) == len(texts) - partial and len(report.unchanged) == partial
+    assert report.chunks_added == len(texts) - partial and report.embedded < len(texts) - partial   # (cache)
     assert chunk_sources(again) == sorted(source.prefix + k for k in texts)   # each once
     assert again.sync(source).embedded == 0
 
