@@ -1,8 +1,9 @@
 """Reading sitemaps (sitemaps.org 0.9) and robots.txt safely: no entities, no network, bounded entries.
 
 `parse_sitemap` reads a `<urlset>` (pages with their `lastmod`) or a `<sitemapindex>` (more sitemaps),
-gzip-compressed or not, with libxml2 told to resolve no entity, load no DTD and fetch nothing, so an
-entity bomb or an external entity is inert. `Robots` answers whether a URL may be fetched.
+gzip-compressed or not (bounded: a gzip bomb is refused). A document that declares a DOCTYPE is
+refused (an entity bomb, an external entity), and libxml2 is told to resolve no entity, load no DTD
+and fetch nothing anyway. `Robots` answers whether a URL may be fetched.
 
 Example:
     >>> body = b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://a.org/x</loc>'
@@ -55,10 +56,13 @@ def parse_sitemap(body: bytes, *, max_bytes: int) -> Sitemap:
     Raises:
         SourceError: not XML, not a sitemap, or more than 50,000 entries.
     """
+    body = gunzip(body, max_bytes)
+    if b"<!doctype" in body[:65536].lower():
+        raise SourceError("not a sitemap: it declares a DOCTYPE (entities and DTDs are refused: sitemaps have none)")
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
                              recover=False)
     try:
-        root = etree.fromstring(gunzip(body, max_bytes), parser=parser)
+        root = etree.fromstring(body, parser=parser)
     except etree.XMLSyntaxError as exc:
         raise SourceError(f"not a sitemap: the XML does not parse ({str(exc)[:160]})") from exc
     kind = etree.QName(root).localname

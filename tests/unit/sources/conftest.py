@@ -1,9 +1,11 @@
-"""Fixtures for the source tests: a counting fake embedder and a knowledge base on disk."""
+"""Fixtures for the source tests: a counting fake embedder, a knowledge base on disk, a local web site."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
-from source_helpers import CountingEmbedding
+from source_helpers import CountingEmbedding, Site
 
 from rag.compose.knowledge_base import KnowledgeBase
 
@@ -16,3 +18,11 @@ def counting() -> CountingEmbedding:
 @pytest.fixture
 def kb(tmp_path, counting) -> KnowledgeBase:
     return KnowledgeBase("sources", tmp_path / "store", embedding=counting)
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    site = Site()
+    yield site
+    site.server.shutdown()
+    site.server.server_close()
