@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +35,13 @@ from langchain_core.documents import Document
 from rag.base.errors import ConfigError, LoaderError
 from rag.indexing.chunking import document_id
 from rag.indexing.ingest import Item
-from rag.indexing.loaders import Skipped, clean_text, load_file, reader_tag, unsupported_reason
 from rag.indexing.formats import loader_for
+from rag.indexing.loaders import Skipped, clean_text, load_file, reader_tag
 from rag.indexing.plan import Plan
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.sources.base import IncompleteListing, Source, SourceError, SourceItem, local_name
 
-__all__ = ["SourcePlan", "stale_under"]
+__all__ = ["SourcePlan", "check_source", "stale_under"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,7 @@ class SourcePlan(Plan):
     source: Source | None = None
     complete: bool = True   # the listing reached its end: what it no longer holds may be deleted
     listing_error: str = ""
-    fetched: int = 0
-    counted: list[int] = field(default_factory=lambda: [0])
+    fetched: int = 0   # items fetched this run (new or changed)
 
     def items(self, quiesce: Callable[[], None]) -> Iterator[Item | None]:
         """The changed items of the source, fetched and loaded; None for an item that needs nothing."""
@@ -154,8 +153,3 @@ def check_source(source: Any) -> Source:
         raise ConfigError(f"{type(source).__name__}.prefix must name the source (at least 3 characters: every item id "
                           f"starts with it, and what vanishes under it is deleted); got {str(prefix)[:60]!r}")
     return source
-
-
-def unsupported_note(key: str) -> str:
-    """Why an item of a type no loader reads was not fetched."""
-    return unsupported_reason(key)

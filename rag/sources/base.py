@@ -51,7 +51,7 @@ from langchain_core.documents import Document
 from rag.base.errors import ConfigError, LoaderError
 
 __all__ = ["ACL_KEYS", "Access", "Fetched", "IncompleteListing", "Source", "SourceError", "SourceItem",
-           "access_from", "check_key", "local_name"]
+           "access_from", "access_map_from", "check_key", "check_patterns", "local_name", "write_temporary"]
 
 #: the chunk metadata keys an item's access is written under (issue 40 reads them)
 ACL_KEYS = ("acl_users", "acl_groups", "acl_public")

@@ -5,7 +5,9 @@
   `lastmod`, so a re-sync fetches only the pages whose `lastmod` changed. Pages without a `lastmod`
   are fetched while listing and versioned by a hash of their bytes.
 - Crawl (any other URL): the start page, then the links found on each HTML page, breadth first,
-  same host only, at most `max_pages` pages; a page's version is a hash of its bytes.
+  same host only, at most `max_pages` pages; a page's version is a hash of its bytes, so a re-sync
+  fetches every page again (and embeds only the changed ones); a page answering 404 or 410 is gone
+  (deleted), one that fails otherwise keeps its indexed copy.
 
 Both honour robots.txt (a disallowed page is not fetched) and go through `HttpGuard`: loopback and
 private addresses refused unless `allow_private=True` (redirects checked too), at most `max_bytes`
@@ -51,6 +53,7 @@ __all__ = ["WebSource"]
 
 _SUFFIXES = {"text/html": ".html", "application/xhtml+xml": ".html", "text/plain": ".txt", "text/markdown": ".md",
              "application/pdf": ".pdf"}
+_GONE = (404, 410)
 _PAGE_SUFFIXES = (".html", ".htm", ".txt", ".md", ".pdf", ".rst")
 
 
@@ -151,9 +154,12 @@ class WebSource(Source):
                 continue
             pages += 1
             try:
-                response = self._ok(self.guard.get(url, deadline=deadline))
+                response = self.guard.get(url, deadline=deadline)
+                if response.status in _GONE:
+                    continue   # not on the site (any more): not listed, so an indexed copy is deleted
+                self._ok(response)
             except SourceError as exc:
-                yield SourceItem(url, error=str(exc))
+                yield SourceItem(url, error=str(exc))   # (a failure: its indexed copy is kept)
                 continue
             yield self._fetched_item(url, response)
             if response.content_type in ("text/html", "application/xhtml+xml"):
