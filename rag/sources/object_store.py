@@ -99,7 +99,7 @@ class ObjectStoreSource(Source):
     def items(self) -> Iterator[SourceItem]:
         """The objects under the prefix, versioned by ETag (see the module docstring)."""
         self.fs.invalidate_cache()   # (s3fs caches listings: a re-sync must see the bucket as it is now)
-        found = self.fs.find(self.root, detail=True)
+        found = self.fs.find(f"{self.protocol}://{self.root}", detail=True)   # (the file system strips its protocol)
         keys = {self._key(path) for path in found}
         self._paths = {}
         for path, info in sorted(found.items()):
@@ -126,8 +126,9 @@ class ObjectStoreSource(Source):
             yield SourceItem(item_id, version=_version(info), name=key.rsplit("/", 1)[-1], access=access)
 
     def _key(self, path: str) -> str:
-        path = path.split("://", 1)[-1]
-        return path[len(self.root):].lstrip("/") if path.startswith(self.root) else path
+        """The key of a listed path relative to the prefix (file systems differ on a leading "/")."""
+        path = path.split("://", 1)[-1].lstrip("/")
+        return path[len(self.root):].lstrip("/") if path.startswith(self.root + "/") else path
 
     def _wanted(self, key: str) -> bool:
         name = key.rsplit("/", 1)[-1]
