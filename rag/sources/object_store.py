@@ -73,7 +73,8 @@ class ObjectStoreSource(Source):
         if not sep or not protocol or not path.strip("/"):
             raise ConfigError(f"ObjectStoreSource needs a URL such as s3://bucket/prefix, got {text[:120]!r}")
         self.protocol, self.root = protocol.lower(), path.strip("/")
-        self.prefix = f"{self.protocol}://{self.root}/"
+        self.location = f"{self.protocol}://{path.rstrip('/')}"   # (file:///data keeps its absolute path)
+        self.prefix = self.location + "/"
         self.storage_options = dict(storage_options or {})
         self.include, self.exclude = check_patterns(include, "include"), check_patterns(exclude, "exclude")
         self.max_bytes, self.acl_from_tags = int(max_bytes), bool(acl_from_tags)
@@ -99,7 +100,7 @@ class ObjectStoreSource(Source):
     def items(self) -> Iterator[SourceItem]:
         """The objects under the prefix, versioned by ETag (see the module docstring)."""
         self.fs.invalidate_cache()   # (s3fs caches listings: a re-sync must see the bucket as it is now)
-        found = self.fs.find(f"{self.protocol}://{self.root}", detail=True)   # (the file system strips its protocol)
+        found = self.fs.find(self.location, detail=True)   # (the file system strips its protocol)
         keys = {self._key(path) for path in found}
         self._paths = {}
         for path, info in sorted(found.items()):

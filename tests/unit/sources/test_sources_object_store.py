@@ -17,13 +17,11 @@ from rag.indexing.text_safety import clean_text
 from rag.sources.base import check_key, local_name
 from rag.sources.object_store import ObjectStoreSource
 
-moto_server = pytest.importorskip("moto.server", reason="needs moto[server] (the sources extra of dev)")
-pytest.importorskip("s3fs", reason="needs s3fs (the sources extra)")
-boto3 = pytest.importorskip("boto3")
-
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
+    moto_server = pytest.importorskip("moto.server", reason="needs moto[server] (the dev extra)")
+    pytest.importorskip("s3fs", reason="needs s3fs (the sources extra)")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -36,6 +34,8 @@ def bucket(s3_endpoint, monkeypatch, request) -> Iterator[tuple[object, str]]:
     for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                         ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(name, value)
+    import boto3
+
     client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     name = "b" + request.node.name.lower().replace("_", "-")[:40].strip("-")
     client.create_bucket(Bucket=name)
@@ -130,6 +130,22 @@ def test_a_bad_sidecar_is_an_error_for_its_object(kb, bucket, s3_endpoint):
     _put(client, name, "docs/a.md.acl.json", json.dumps({"group": ["typo"]}))
     report = kb.sync(_source(s3_endpoint, name))
     assert report.added == [] and "unknown key 'group'" in report.skipped[0].reason
+
+
+def test_a_local_folder_by_file_url_carries_sidecar_access(kb, tmp_path):
+    folder = tmp_path / "share"
+    (folder / "hr").mkdir(parents=True)
+    (folder / "hr" / "pay.md").write_text("# Pay\n\nSalary bands are reviewed in May.\n")
+    (folder / "hr" / "pay.md.acl.json").write_text(json.dumps({"groups": ["hr"], "public": False}))
+    (folder / "open.md").write_text("# Open\n\nThe canteen opens at eight.\n")
+    source = ObjectStoreSource(f"file://{folder}")
+    report = kb.sync(source)
+    assert sorted(report.added) == [f"file://{folder}/hr/pay.md", f"file://{folder}/open.md"]
+    pay = kb.get_documents({"source": f"file://{folder}/hr/pay.md"})[0].metadata
+    assert json.loads(pay["acl_groups"]) == ["hr"] and "acl_groups" not in kb.get_documents(
+        {"source": f"file://{folder}/open.md"})[0].metadata
+    (folder / "open.md").unlink()
+    assert kb.sync(source).deleted == [f"file://{folder}/open.md"]
 
 
 _keys = st.lists(st.text(st.sampled_from(list("ab./\\~\x00\n ")), min_size=1, max_size=12), min_size=1,

@@ -15,6 +15,7 @@ from source_helpers import Route, Site
 from rag.base.errors import ConfigError
 from rag.sources.base import SourceError
 from rag.sources.http import HttpGuard
+from rag.sources.sitemap import parse_sitemap
 from rag.sources.web import WebSource
 
 LOOPBACK = ["127.0.0.1/32"]   # only the test server: every other private address stays refused
@@ -195,3 +196,17 @@ def test_every_private_loopback_or_link_local_address_is_refused(address):
 def test_a_url_of_any_other_scheme_is_refused_before_anything_is_sent(scheme, rest):
     with pytest.raises(SourceError):
         HttpGuard(allow_private=True).get(f"{scheme}://{rest}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode),
+                      st.lists(st.sampled_from(["<urlset>", "</urlset>", "<url>", "</url>", "<loc>", "</loc>",
+                                                "<sitemapindex>", "<sitemap>", "<!DOCTYPE x>", "&e;", "x", "\x1f\x8b"]),
+                               max_size=30).map(lambda parts: "".join(parts).encode())))
+def test_any_sitemap_body_parses_or_is_one_source_error(body):
+    try:
+        found = parse_sitemap(body, max_bytes=10_000)
+    except SourceError as exc:
+        assert str(exc)
+    else:
+        assert all(isinstance(loc, str) for loc, _ in found.pages)
