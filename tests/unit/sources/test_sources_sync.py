@@ -235,3 +235,60 @@ def _folder(tmp_path):
     (folder / "a.md").write_text("# A\n\nThe first file.\n")
     (folder / "b.md").write_text("# B\n\nThe second file.\n")
     return folder
+
+
+_KILLED_SCRIPT = '''
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from source_helpers import DictSource
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from rag.compose.knowledge_base import KnowledgeBase
+
+class Stalling(DeterministicFakeEmbedding):
+    def embed_documents(self, texts):
+        done = getattr(self, "done", 0) + len(texts)
+        object.__setattr__(self, "done", done)
+        if done > 5500:
+            Path(sys.argv[2]).write_text("stalled")
+            time.sleep(600)
+        return super().embed_documents(texts)
+
+texts = {f"doc{n:04d}": f"Document {n} holds the word w{n} and nothing else." for n in range(6000)}
+KnowledgeBase("sources", sys.argv[1], embedding=Stalling(size=8)).sync(DictSource(texts))
+'''
+
+
+@pytest.mark.slow
+def test_a_sync_killed_with_sigkill_is_completed_by_the_next(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    marker = tmp_path / "stalled"
+    env = {**os.environ, "PYTHONPATH": str(here.parents[2]), "ANONYMIZED_TELEMETRY": "False"}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_SCRIPT, str(tmp_path / "store"), str(marker), str(here)],
+                            env=env)
+    try:
+        for _ in range(1200):   # (the first group of 5,000 is written first: up to two minutes on a loaded machine)
+            if marker.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker.exists(), "the sync never reached its second group"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+
+    class Stalling(DeterministicFakeEmbedding):   # (the same model id as the killed run's)
+        pass
+
+    texts = {f"doc{n:04d}": f"Document {n} holds the word w{n} and nothing else." for n in range(6000)}
+    kb = KnowledgeBase("sources", tmp_path / "store", embedding=Stalling(size=8))
+    before = kb.count()
+    report = kb.sync(DictSource(texts))
+    assert 0 < before < len(texts) and len(report.added) == len(texts) - before
+    assert chunk_sources(kb) == sorted(f"mem://box/{k}" for k in texts)   # every item once
