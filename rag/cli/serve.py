@@ -35,7 +35,9 @@ def _served(args: argparse.Namespace, default_config: str | None) -> tuple[Any, 
     from rag.server.app import source_roots
     config = load_config(config_path)
     print(f"rag {args.command}: building {config_path} ...", file=sys.stderr)
-    return RAG.from_config(config), config.server, f"rag: {Path(config_path).stem}", source_roots(config)
+    built = RAG.from_config(config)
+    args.built_config = config   # (its knowledge bases, for the scheduled source syncs of rag serve)
+    return built, config.server, f"rag: {Path(config_path).stem}", source_roots(config)
 
 
 def add_serve(sub: Any) -> None:
@@ -77,12 +79,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"rag serve: warning: listening on {args.host} without a token; set {settings.auth_token_env} "
               "to require 'Authorization: Bearer <token>'", file=sys.stderr)
     _allow_bound_host(settings, args.host)
-    app = create_app(rag, settings=settings, title=title, source_roots=roots)
+    from rag.server.sync_schedule import SyncScheduler, scheduled_syncs
+
+    jobs = scheduled_syncs(getattr(args, "built_config", None))
+    syncs = SyncScheduler(jobs) if jobs else None
+    app = create_app(rag, settings=settings, title=title, source_roots=roots, syncs=syncs)
     configure_otlp_export()  # when RAG_TRACING or the config's tracing section switched traces on
-    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, MCP at /mcp with the mcp extra)",
-          file=sys.stderr)
+    print(f"rag serve: http://{args.host}:{args.port}/ (API docs at /docs, MCP at /mcp with the mcp extra)"
+          + (f"; syncing {len(jobs)} scheduled source(s) in the background" if jobs else ""), file=sys.stderr)
     print(f"rag serve: answers come from {rag.describe_answerer()}", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    if syncs is not None:
+        syncs.start()
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        if syncs is not None:
+            syncs.stop()
     return 0
 
 

@@ -44,7 +44,7 @@ from rag.indexing.manifest import DEFAULT_DIRECTORY, missing_knowledge_base
 from rag.indexing.neighbours import neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.sync import IndexReport, Source, Syncer
-from rag.indexing.write_path import delete_source, index_sources, reindex_source
+from rag.indexing.write_path import delete_source, index_sources, reindex_source, sync_source
 from rag.retrieval.kb_search import (
     knowledge_base_retriever,
     knowledge_base_router,
@@ -219,6 +219,20 @@ class KnowledgeBase:
         return index_sources(self.storage, sources, include=include, exclude=exclude, cleanup=cleanup,
                              progress=progress, follow_symlinks=follow_symlinks, executor=executor,
                              syncer=self.syncer, limits=limits)
+
+    def sync(self, source: Any, *, progress: Callable[[str, int], None] | None = None, executor: Any = None,
+             limits: Any = None, force: bool = False) -> IndexReport:
+        """Bring the knowledge base in line with a source (`rag.sources`: object stores, web sites, git, any
+        LangChain loader, `FolderSource`): new items added, changed ones replaced, vanished ones deleted,
+        unchanged ones not even fetched (docs/sources.md).
+
+        Example:
+            >>> from rag.sources import GitSource
+            >>> kb.sync(GitSource("path/to/repo", revision="main")).summary()   # doctest: +SKIP
+            'added 12, updated 0, unchanged 0, moved 0, deleted 0, skipped 0 document(s); ...'
+        """
+        return sync_source(self.storage, source, progress=progress, executor=executor, syncer=self.syncer,
+                           limits=limits, force=force)
 
     def update_document(self, source: str | Path, documents: Sequence[Document] | None = None, *,
                         limits: Any = None) -> IndexReport:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from rag.base.errors import ConfigError
 from rag.compose.knowledge_base import KnowledgeBase
@@ -32,6 +32,7 @@ from rag.config.resources import (
     store_path,
     sync_files,
 )
+from rag.config.sources import SourceSpec, source_spec, sync_now
 from rag.config.stores import STORE_KINDS
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
@@ -70,6 +71,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     """
 
     kind: Literal["knowledge_base"]
+    _kb: Any = PrivateAttr(default=None)   # the knowledge base `build` opened (rag serve syncs its scheduled sources)
     path: str = ".rag"
     knowledge_base: str | None = None
     index: IndexConfig | None = None
@@ -87,6 +89,20 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     hybrid: HybridSearchSettings | None = None
     sections: SectionSettings | None = None
     store: dict[str, Any] | None = None
+    sources: list[dict[str, Any]] | None = None   # (rag.config.sources: checked below, synced by build / rag serve)
+
+    @field_validator("sources")
+    @classmethod
+    def _check_sources(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if value is not None:
+            names = [source_spec(spec).name for spec in value]
+            if len(set(names)) != len(names):
+                raise ValueError(f"two sources of one resource have the same name: {names}; give each a name")
+        return value
+
+    def source_specs(self) -> list[SourceSpec]:
+        """The checked `sources:` entries."""
+        return [source_spec(spec) for spec in self.sources or ()]
 
     @field_validator("store")
     @classmethod
@@ -111,7 +127,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
             kwargs["chunker"] = TokenChunker.sized(self.chunk_size)
         if self.store is not None:
             kwargs["store"] = store_config(self.store, name).open(kwargs["embedding"])
-        if self.index is None and not self.create:
+        if self.index is None and not self.create and not self.sources:
             kb = KnowledgeBase.open(name, store_path(self.path), **kwargs)
         else:
             kb = KnowledgeBase(name, store_path(self.path), **kwargs)
@@ -119,6 +135,10 @@ class KnowledgeBaseResourceConfig(ResourceBase):
                 kb.create()  # `create: true`: an empty knowledge base (opening alone never creates)
         if self.index is not None:
             sync_files(kb, self.index, resource=self.name)
+        for spec in self.source_specs():
+            if spec.every is None:   # (scheduled ones are synced by rag serve's background writer)
+                sync_now(kb, spec, resource=self.name)
+        self._kb = kb
         hybrid = None if self.hybrid is None else {**self.hybrid.fusion_settings(),
                                                     "bm25_settings": self.hybrid.bm25.model_dump()}
         sections = self.sections.model_dump() if self.sections is not None else None

@@ -5,8 +5,13 @@ live line in a terminal, a line every few seconds when piped: `rag.indexing.prog
 (documents added / updated / unchanged / deleted / skipped, with the reasons for skipped
 files). Re-running on an unchanged folder embeds and writes nothing.
 
+Arguments that are URLs are sources (`rag.sources`): `s3://bucket/prefix` (any fsspec object store) and
+`https://site/sitemap.xml` (a sitemap, or any other page to crawl from); each is synced: what it no
+longer lists is deleted, what did not change is not even fetched.
+
 Example:
     $ rag index ../shared/data/financebench/pdfs --collection financebench
+    $ rag index s3://bucket/reports https://docs.example.org/sitemap.xml
     $ rag index docs/ --include '**/*.md' --exclude 'drafts/*' --cleanup full
 """
 
@@ -30,8 +35,9 @@ from rag.indexing.limits import LIMIT_NAMES, LoadLimits
 from rag.indexing.loaders import iter_files, supported_suffixes, unsupported_reason
 from rag.indexing.progress import IndexProgress, lines
 from rag.indexing.tags import KeywordTagger
-from rag.indexing.write_path import index_sources
+from rag.indexing.write_path import index_sources, sync_source
 from rag.models.embeddings import default_embeddings
+from rag.sources.specs import is_source_url, source_from
 
 __all__ = ["run_index"]
 
@@ -70,21 +76,59 @@ def run_index(args: argparse.Namespace) -> int:
     include = args.include or "**/*"
     follow = getattr(args, "follow_symlinks", False)
     limits = LoadLimits.of({k: getattr(args, k) for k in LIMIT_NAMES if getattr(args, k, None) is not None})
-    _check_readable(args, include, follow)
+    urls = [p for p in args.paths if is_source_url(p)]
+    paths = [p for p in args.paths if not is_source_url(p)]
+    sources = [_source(url, args) for url in urls]   # (a bad URL or option fails before anything is opened)
+    if paths:
+        _check_readable(paths, args.exclude, include, follow)
     executor = _executor(args)
     kb = _open(args)
-    report = _with_progress(console, lambda on_event: index_sources(
-        kb, args.paths, include=include, exclude=args.exclude, cleanup=None if args.cleanup == "none" else args.cleanup,
-        progress=on_event, follow_symlinks=follow, executor=executor, limits=limits))
-    _print_report(console, report)
-    unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
-    # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
-    total = kb.chunks.count() if report.changed else sum(len(r.chunk_ids) for r in kb.list_documents())
-    console.print(terminal_safe(f"{args.collection!r} in {args.store}: {report.summary()}{unread}; "
-                                f"{total:,} chunk(s) in total"), markup=False, highlight=False, soft_wrap=True)
-    if report.skipped and not (report.added or report.updated or report.unchanged or total):
+    reports = []
+    if paths:
+        reports.append((", ".join(paths), _with_progress(console, lambda on_event: index_sources(
+            kb, paths, include=include, exclude=args.exclude,
+            cleanup=None if args.cleanup == "none" else args.cleanup, progress=on_event, follow_symlinks=follow,
+            executor=executor, limits=limits))))
+    for url, source in zip(urls, sources, strict=True):
+        try:
+            reports.append((url, _with_progress(console, lambda on_event, source=source: sync_source(
+                kb, source, progress=on_event, executor=executor, limits=limits))))
+        finally:
+            source.close()
+    total = _print_summaries(console, args, kb, reports, named=bool(urls))
+    if all(r.skipped and not (r.added or r.updated or r.unchanged) for _, r in reports) and not total:
         raise ConfigError(f"no readable documents found in {', '.join(args.paths)}: all were skipped")
     return 0
+
+
+def _print_summaries(console: Any, args: argparse.Namespace, kb: IndexTarget, reports: list[tuple[str, Any]], *,
+                     named: bool) -> int:
+    """What each run skipped, moved and deleted, its summary, and the chunks in total (returned)."""
+    changed = any(report.changed for _, report in reports)
+    # Unchanged store: its records know the total, and opening Chroma would double a no-op's time.
+    total = kb.chunks.count() if changed else sum(len(r.chunk_ids) for r in kb.list_documents())
+    for where, report in reports:
+        _print_report(console, report)
+        unread = f"; {len(report.unsupported)} file(s) of unsupported type not read" if report.unsupported else ""
+        line = f"{where}: {report.summary()}{unread}" if named else \
+            f"{args.collection!r} in {args.store}: {report.summary()}{unread}; {total:,} chunk(s) in total"
+        console.print(terminal_safe(line), markup=False, highlight=False, soft_wrap=True)
+    if named:
+        console.print(terminal_safe(f"{args.collection!r} in {args.store}: {total:,} chunk(s) in total"),
+                      markup=False, highlight=False, soft_wrap=True)
+    return total
+
+
+def _source(url: str, args: argparse.Namespace) -> Any:
+    """The source a URL names: an object store (`s3://bucket/prefix`) or a web site (a sitemap or a start page)."""
+    options: dict[str, Any] = {}
+    if url.partition("://")[0].lower() in ("http", "https"):
+        options = {"allow_private": bool(getattr(args, "allow_private", False))}
+        if getattr(args, "max_pages", None) is not None:
+            options["max_pages"] = args.max_pages
+    else:
+        options = {"include": args.include or "**/*", "exclude": args.exclude}
+    return source_from(url, **options)
 
 
 def _executor(args: argparse.Namespace) -> Any:
@@ -129,17 +173,17 @@ def _with_progress(console: Any, run: Any) -> Any:
     return report
 
 
-def _check_readable(args: argparse.Namespace, include: str, follow: bool) -> None:
+def _check_readable(paths: list[str], exclude: Any, include: str, follow: bool) -> None:
     """A `ConfigError` naming what was found when none of the paths holds a readable document."""
     links: list[Any] = []
-    found = [(file, ok) for path in args.paths
-             for file, ok in iter_files(path, include=include, exclude=args.exclude, follow_symlinks=follow,
+    found = [(file, ok) for path in paths
+             for file, ok in iter_files(path, include=include, exclude=exclude, follow_symlinks=follow,
                                         skipped=links)]
     if not any(ok for _, ok in found):
         types = sorted({file.suffix.lower() or "(no suffix)" for file, _ in found})
         unsupported = f": {len(found)} file(s) of unsupported type ({', '.join(types)})" if found else ""
         hint = f"; {len(links)} symlink(s) leaving the folders were not followed (--follow-symlinks)" if links else ""
-        raise ConfigError(f"no readable documents found in {', '.join(args.paths)}{unsupported}; "
+        raise ConfigError(f"no readable documents found in {', '.join(paths)}{unsupported}; "
                           f"supported: {', '.join(supported_suffixes())}{hint}")
 
 

@@ -13,7 +13,8 @@ EXECUTOR_OPTIONS = ("local", "ray")   # (rag.indexing.executors.EXECUTORS, witho
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `rag index` (paths, globs, cleanup, chunking, AutoContext, lock)."""
     parser.add_argument("paths", nargs="+", help="files or directories (txt, md, rst, html, pdf, images, and the types of installed "
-                             "rag.loaders plugins)")
+                             "rag.loaders plugins), object store URLs (s3://bucket/prefix) or web sites "
+                             "(https://site/sitemap.xml, or a page to crawl from); docs/sources.md")
     parser.add_argument("--include", "--glob", dest="include", action="append", default=None,
                         help="glob of files to take under a directory (repeatable; default: all)")
     parser.add_argument("--exclude", action="append", default=[], help="glob of files to leave out (repeatable)")
@@ -46,6 +47,10 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
                         help="embedding actors for --executor ray (default: one per CPU of the cluster)")
     parser.add_argument("--ray-batch-size", type=int, default=None,
                         help="chunks per embedding call of an actor for --executor ray (default 256)")
+    parser.add_argument("--allow-private", action="store_true",
+                        help="web sources: allow loopback and private addresses (an intranet, a local server)")
+    parser.add_argument("--max-pages", type=int, default=None,
+                        help="web sources: pages listed at most (default 1000)")
     _add_limit_arguments(parser)
 
 

@@ -50,6 +50,7 @@ from typing import Any, Union
 from langchain_core.documents import Document
 
 from rag.indexing.executors import LocalExecutor
+from rag.indexing.folder_source import FolderSource
 from rag.indexing.ingest import docs_hash
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.loaders import clean_text, iter_files, path_text
@@ -57,6 +58,7 @@ from rag.indexing.moves import moved_candidates
 from rag.indexing.plan import Plan
 from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
+from rag.indexing.source_sync import SourcePlan, check_source, stale_under
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
@@ -98,6 +100,29 @@ class Syncer:
         (executor or LocalExecutor()).run(target, plan, report, emit)
         target.records.put_many(plan.touched)
         if stale := _stale(records, plan.seen, roots, cleanup):
+            report.chunks_deleted += target.delete_records(stale)
+            report.deleted += [r.source for r in stale]
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def sync_source(self, source: Any, *, progress: Callable[[str, int], None] | None = None, force: bool = False,
+                    executor: Any = None) -> IndexReport:
+        """Bring the store in line with a `rag.sources.Source`: fetch what is new or changed, delete what vanished
+        under its prefix (`rag.indexing.source_sync`). A `FolderSource` is a folder synced as `sync` syncs it
+        (records by path, size and time, moves), with `cleanup="incremental"`."""
+        if isinstance(source, FolderSource):
+            return self.sync([source.path], include=source.include, exclude=source.exclude, cleanup="incremental",
+                             progress=progress, force=force, follow_symlinks=source.follow_symlinks,
+                             executor=executor)
+        check_source(source)
+        start, target = time.perf_counter(), self.target
+        emit = progress or (lambda event, amount: None)
+        report = IndexReport()
+        self.recover()
+        records = target.records.all()
+        plan = SourcePlan(target, [], {}, records, force, report, source=source)
+        (executor or LocalExecutor()).run(target, plan, report, emit)
+        if plan.complete and (stale := stale_under(records, plan.seen, source.prefix)):
             report.chunks_deleted += target.delete_records(stale)
             report.deleted += [r.source for r in stale]
         report.seconds = time.perf_counter() - start

@@ -35,10 +35,11 @@ from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.limits import LoadLimits
 from rag.indexing.loaders import path_text
 from rag.indexing.store_files import store_write_error
+from rag.indexing.source_sync import check_source
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, Syncer
 from rag.stores.registry import is_engine_error
 
-__all__ = ["delete_source", "index_sources", "reindex_source", "write"]
+__all__ = ["delete_source", "index_sources", "reindex_source", "sync_source", "write"]
 
 T = TypeVar("T")
 
@@ -92,6 +93,36 @@ def index_sources(target: IndexTarget, sources: Source | Sequence[Source], *, in
             span.set_attributes({"rag.added": len(report.added), "rag.updated": len(report.updated),
                                  "rag.unchanged": len(report.unchanged), "rag.skipped": len(report.skipped),
                                  "rag.chunks_added": report.chunks_added, "rag.embedded": report.embedded})
+            return report
+
+    return write(target, run)
+
+
+def sync_source(target: IndexTarget, source: Any, *, progress: Callable[[str, int], None] | None = None,
+                executor: Any = None, syncer: Syncer | None = None, limits: Any = None,
+                force: bool = False) -> IndexReport:
+    """Sync a `rag.sources.Source` into `target` under its writer lock (see `rag.indexing.source_sync`).
+
+    New and changed items are fetched and indexed, vanished ones deleted, unchanged ones not even fetched;
+    `limits`, `executor` and `progress` are `index_sources`'; `force` fetches and re-reads every item.
+
+    Raises:
+        ConfigError: not a `Source`, an unknown executor or limit (before the lock is taken).
+        StoreError: see `write`.
+    """
+    check_source(source)
+    runner = executor_from(executor)
+    load_limits = LoadLimits.of(limits)
+    syncer = syncer or Syncer(target)
+
+    def run() -> IndexReport:
+        target.components.limits = load_limits
+        with index_span("rag.sync", knowledge_base=target.name, source=type(source).__name__,
+                        executor=runner.name) as span:
+            report = syncer.sync_source(source, progress=progress, force=force, executor=runner)
+            span.set_attributes({"rag.added": len(report.added), "rag.updated": len(report.updated),
+                                 "rag.unchanged": len(report.unchanged), "rag.deleted": len(report.deleted),
+                                 "rag.skipped": len(report.skipped), "rag.embedded": report.embedded})
             return report
 
     return write(target, run)

@@ -103,7 +103,7 @@ class BodyLimitMiddleware:
 
 def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag",
                source_roots: Mapping[str, Sequence[str | Path]] | None = None,
-               models: Mapping[str, Any] | None = None) -> FastAPI:
+               models: Mapping[str, Any] | None = None, syncs: Any = None) -> FastAPI:
     """Build the FastAPI app around one `RAG` (built once, shared by all requests).
 
     Args:
@@ -114,6 +114,8 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
             relative to these (or to the working directory), never as absolute server paths.
         models: the pipelines `/v1/chat/completions` answers as, by model id; default
             `{"rag": rag}`.
+        syncs: the `rag.server.sync_schedule.SyncScheduler` of the config's scheduled sources, whose last
+            reports `/health` shows (the caller starts and stops it).
 
     Raises:
         ConfigError: `require_auth` is set but the token variable is empty, or a resource's
@@ -125,6 +127,7 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     _add_offline_docs(app, [] if server.settings.public_docs else [Depends(server.check_token)])
     app.state.rag = rag
     app.state.settings = server.settings
+    app.state.syncs = syncs
     app.add_middleware(BodyLimitMiddleware, max_bytes=server.settings.max_request_bytes)
     app.add_middleware(InternalErrorMiddleware)  # nothing escapes to poison the connection
     app.add_middleware(HostCheckMiddleware, allowed=server.settings.allowed_hosts)   # outermost: DNS rebinding

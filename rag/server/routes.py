@@ -126,9 +126,13 @@ def add_page_and_meta_routes(app: FastAPI, server: Served) -> None:
 
     @app.get("/health", tags=["meta"])
     async def health() -> dict[str, Any]:
-        """Liveness: always 200 while the server runs (no auth)."""
-        return {"status": "ok", "version": __version__, "resources": len(rag.resources),
-                "auth": bool(token), "answerer": answerer}
+        """Liveness: always 200 while the server runs (no auth); `sync`: the last report of each scheduled source."""
+        body = {"status": "ok", "version": __version__, "resources": len(rag.resources), "auth": bool(token),
+                "answerer": answerer}
+        syncs = getattr(app.state, "syncs", None)   # rag serve's scheduled source syncs (rag.server.sync_schedule)
+        if syncs is not None:
+            body["sync"] = syncs.status()
+        return body
 
     @app.get("/resources", tags=["meta"], dependencies=auth)
     async def resources() -> dict[str, Any]:
