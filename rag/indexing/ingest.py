@@ -59,6 +59,7 @@ class Item:
     known: bool = True  # the records file has an entry for it, so the store may hold chunks of it
     path: Path | None = None
     notes: list[str] = field(default_factory=list)   # what loading read more cheaply or left out
+    data: bytes | None = field(default=None, repr=False)   # the file's bytes the plan read (and hashed), until loaded
 
 
 @dataclass
@@ -138,7 +139,8 @@ def load_item(item: Item, limits: LoadLimits | None = None) -> str | None:
         return None
     try:
         with index_span("rag.index.load", file_type=item.path.suffix.lower().lstrip(".")) as span:
-            item.docs = load_file(item.path, limits=limits, notes=item.notes)
+            data, item.data = item.data, None   # (the bytes the plan hashed are the bytes read)
+            item.docs = load_file(item.path, limits=limits, notes=item.notes, data=data)
             span.set_attribute("rag.pages", len(item.docs))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
         reason = str(exc) if isinstance(exc, LoaderError) else f"{item.display}: {type(exc).__name__}: {exc}"
