@@ -33,6 +33,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
+from rag.base.text import neutralise_citation_markers
 from rag.base.tracing import index_span
 from rag.indexing.autocontext import SUMMARY_SOURCE_CHARS
 from rag.indexing.formats import chunk_documents, chunker_for
@@ -219,9 +220,10 @@ def _tagged(components: Components, chunks: list[Document]) -> list[Document]:
 
 
 def _documents(items: list[Item]) -> list[Document]:
-    """The items' pages with text and metadata safe to store, and their `doc_id`."""
-    return [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
-                                                                         "doc_id": i.doc_id})
+    """The items' pages with text and metadata safe to store, and their `doc_id`; citation markers already in the
+    text ("France.[2]") made inert (`neutralise_citation_markers`: the answer's citations are the product's alone)."""
+    return [Document(page_content=neutralise_citation_markers(clean_text(d.page_content)),
+                     metadata={**_clean_metadata(d.metadata), "doc_id": i.doc_id})
             for i in items for d in i.docs or ()]
 
 
