@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from rag.base.errors import InputError
 
-__all__ = ["STOP_WORDS", "check_unicode", "idf_weights", "lexical_overlap", "split_sentences", "terminal_safe",
-           "tokenize"]
+__all__ = ["STOP_WORDS", "check_unicode", "idf_weights", "lexical_overlap", "neutralise_citation_markers",
+           "split_sentences", "terminal_safe", "tokenize", "visible_form"]
 
 STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -48,8 +49,37 @@ _INITIALISM_END = re.compile(r"(?:(?:^|\s|\()(?:[A-Za-z]\.){2,}|(?:^|\s)(?:No|No
 _TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 
-#: a line that would read as a source entry or one of `rag ask`'s source headers
-_FORGED_LINE = re.compile(r"\n(?=\s*(?:\[\d+\]|Sources(?: cited)?:|Retrieved[,: (]))")
+#: the start of a line that would read as a source entry or one of `rag ask`'s source headers (in `visible_form`)
+_SOURCE_LINE = re.compile(r"\s*(?:\[\s*\d+\s*(?:,\s*\d+\s*)*\]|Sources(?:\s+cited)?\s*:|Retrieved[,: (])", re.IGNORECASE)
+#: characters that show nothing but are not format characters (Cf): fillers, blank patterns, joiners, selectors
+_BLANKS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u2800\u3164\uffa0") | frozenset(
+    map(chr, range(0xFE00, 0xFE10)))
+#: square brackets that read as "[" and "]" and that NFKC leaves alone
+_BRACKETS = str.maketrans("\u27e6\u301a\u3010\u3014\u3016\u3018\u2772\u2045", "[[[[[[[[") | str.maketrans(
+    "\u27e7\u301b\u3011\u3015\u3017\u3019\u2773\u2046", "]]]]]]]]")
+
+
+def visible_form(text: str) -> str:
+    """What a reader sees of `text`, for checks of what it looks like: invisible characters dropped (Unicode format
+    characters, category Cf: zero-width space and joiners, word joiner, BOM, soft hyphen, bidi marks, tags; and
+    blank fillers and variation selectors), compatibility forms folded (NFKC: full-width brackets, letters and
+    digits), and square brackets that look like "[" / "]" read as them.
+
+    Example:
+        >>> visible_form("\u200b\u2060\ufeff\u00ad\uff3b\uff12\uff3d report.pdf")
+        '[2] report.pdf'
+    """
+    kept = "".join(ch for ch in text if ch not in _BLANKS and unicodedata.category(ch) != "Cf")
+    return unicodedata.normalize("NFKC", kept).translate(_BRACKETS)
+
+
+def _guard_lines(text: str) -> str:
+    """Every newline that starts a line reading as a source entry or header (in its `visible_form`) escaped."""
+    lines = text.split("\n")
+    out = [lines[0]]
+    for line in lines[1:]:
+        out.append(("\\n" if _SOURCE_LINE.match(visible_form(line)) else "\n") + line)   # (linear in the text)
+    return "".join(out)
 
 
 def terminal_safe(text: object, *, newlines: bool = False, json_text: bool = False) -> str:
@@ -60,7 +90,9 @@ def terminal_safe(text: object, *, newlines: bool = False, json_text: bool = Fal
     clipboard), and a newline or carriage return would forge extra lines (a fake source). With
     `newlines`, newlines and tabs are kept (an answer's own paragraphs), except a newline starting a
     line that would read as a source entry (``[2] ...``) or a source header (``Sources:``,
-    ``Sources cited:``, ``Retrieved, not used:``); everything else is escaped.
+    ``Sources cited:``, ``Retrieved, not used:``), as the line looks (`visible_form`: a zero-width
+    space, word joiner, BOM or soft hyphen before the marker, or full-width brackets, change nothing
+    a reader sees, so they change nothing here); everything else is escaped.
     With `json_text` (text that `json.dumps` wrote) every escape is ``\uXXXX`` and newlines are
     kept, so the text is still the same JSON.
 
@@ -83,7 +115,44 @@ def terminal_safe(text: object, *, newlines: bool = False, json_text: bool = Fal
             (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
 
     safe = _TERMINAL_UNSAFE.sub(escape, text)
-    return _FORGED_LINE.sub("\\\\n", safe) if newlines and not json_text else safe
+    return _guard_lines(safe) if newlines and not json_text else safe
+
+
+#: a bracketed number list, as citations are written: "[2]", "[1, 3]", "[ 2 ]", "[2-4]", "[2; 5]"; full-width too
+_MARKER = re.compile(r"[\[\uff3b](\s*[0-9\uff10-\uff19]+(?:\s*[,;\u2013\uff0c-]\s*[0-9\uff10-\uff19]+)*\s*)[\]\uff3d]")
+_FENCE = re.compile(r"^\s*(?:```|~~~)", re.MULTILINE)
+_INDEXING = re.compile(r"[\w)\]]$")   # "argv[1]", "rows[0][2]", "f(x)[1]": code's indexing, not a citation
+
+
+def neutralise_citation_markers(text: str) -> str:
+    r"""`text` with the citation markers it already holds made inert: "[2]" becomes "[^2]" (a footnote mark, as
+    read), so no citation parser (`\[(\d+(, \d+)*)\]`) takes a document's own footnote for the answer's citation
+    of its second source. Full-width "［２］" becomes "[^2]" too. Inside fenced code blocks an index right after a
+    name or bracket ("argv[1]") is code and left as it is. Idempotent; nothing else changes.
+
+    Example:
+        >>> neutralise_citation_markers("Paris is the capital of France.[2] See [1, 3] and ［４］.")
+        'Paris is the capital of France.[^2] See [^1, 3] and [^4].'
+        >>> neutralise_citation_markers("```\nprint(sys.argv[1])  # [2]\n```")
+        '```\nprint(sys.argv[1])  # [^2]\n```'
+    """
+    if "[" not in text and "\uff3b" not in text:
+        return text
+    out, start, in_code = [], 0, False
+    for fence in _FENCE.finditer(text):
+        out.append(_neutralised(text[start:fence.start()], in_code))
+        start, in_code = fence.start(), not in_code
+    out.append(_neutralised(text[start:], in_code))
+    return "".join(out)
+
+
+def _neutralised(part: str, code: bool) -> str:
+    def inert(match: re.Match[str]) -> str:
+        if code and _INDEXING.search(part, 0, match.start()) and match.start() > 0:
+            return match.group(0)
+        return "[^" + unicodedata.normalize("NFKC", match.group(1)) + "]"
+
+    return _MARKER.sub(inert, part)
 
 
 def check_unicode(text: str, what: str) -> str:

@@ -74,7 +74,8 @@ class IndexConfig(StrictModel):
 
     The cost limits per file (`rag.indexing.limits.LoadLimits`; left out: the default) are keys of
     their own: `tables` (pdfium, pdfplumber, none), `ocr` (true / false), `table_seconds`,
-    `table_page_seconds`, `table_max_chars`, `table_max_objects`, `ocr_dpi`, `ocr_max_pages`, `max_bytes`.
+    `table_page_seconds`, `table_max_chars`, `table_max_objects`, `ocr_dpi`, `ocr_max_pages`, `ocr_seconds`,
+    `max_bytes`.
     """
 
     paths: list[str] = Field(min_length=1)
@@ -91,6 +92,7 @@ class IndexConfig(StrictModel):
     ocr: Any = None
     ocr_dpi: Any = None
     ocr_max_pages: Any = None
+    ocr_seconds: Any = None
     max_bytes: Any = None
 
     @field_validator("executor")

@@ -26,8 +26,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -47,6 +49,8 @@ SUMMARY_SOURCE_CHARS = 30_000
 _LLM_SOURCE_CHARS = 6_000
 _MIN_SENTENCE_WORDS = 6
 _MAX_SENTENCE_WORDS = 60
+_WORD = re.compile(r"\S+")
+_CHARS_PER_TOKEN = 5   # `ApproximateTokenizer`: letters in pieces of up to 5, digits up to 3, each symbol one
 _SUMMARY_PROMPT = ("Summarise what the following document is about in one sentence of at most 30 words. "
                    "Name the organisation, the kind of document and its period when they are given.\n\n"
                    "Title: {title}\n\n{text}")
@@ -154,12 +158,12 @@ class AutoContext:
         if not self.enabled:
             return ""
 
-        counter = ApproximateTokenizer()
+        counter = _COUNTER
         # File-name titles read better with spaces: "3M_2022_10K" -> "3M 2022 10K".
-        title = _trim(str(metadata.get("title") or "").replace("_", " "), self.max_header_tokens // 3, counter)
+        title = _trimmed_title(str(metadata.get("title") or ""), self.max_header_tokens // 3)
         # The section is what tells chunks of one document apart (title and summary are the same for
         # all of them), so it may take half the header; the summary gets what is left.
-        section = _trim_section(str(metadata.get("section") or ""), self.max_header_tokens // 2, counter)
+        section = _trimmed_section(str(metadata.get("section") or ""), self.max_header_tokens // 2)
         first = " / ".join(part for part in (title, section) if part)
         budget = self.max_header_tokens - counter.count(first)
         summary = _trim(summary, max(budget, 0), counter)
@@ -183,23 +187,63 @@ class AutoContext:
         return out
 
 
+_COUNTER = ApproximateTokenizer()
+
+
+@functools.lru_cache(maxsize=256)
+def _trimmed_title(title: str, max_tokens: int) -> str:
+    """A title trimmed for the header, once per title (every chunk of a document has the same)."""
+    return _trim(title.replace("_", " "), max_tokens, _COUNTER)
+
+
+@functools.lru_cache(maxsize=256)
+def _trimmed_section(section: str, max_tokens: int) -> str:
+    """A section path trimmed for the header, once per section (the chunks under one heading share it)."""
+    return _trim_section(section, max_tokens, _COUNTER)
+
+
 def _trim_section(section: str, max_tokens: int, counter: Any) -> str:
-    """Trim a "Heading / Sub-heading" path from the left: the innermost heading says the most."""
+    """Trim a "Heading / Sub-heading" path from the left: the innermost heading says the most.
+
+    Linear in the section's length: a part's tokens are counted once (`counter` counts text joined by spaces as
+    the sum of its parts, as `ApproximateTokenizer` does; each " / " adds one).
+    """
     parts = [p for p in (" ".join(part.split()) for part in section.split(" / ")) if p]
-    while len(parts) > 1 and counter.count(" / ".join(parts)) > max_tokens:
-        parts.pop(0)
-    return _trim(" / ".join(parts), max_tokens, counter)
+    counts = [counter.count(p) for p in parts]
+    total, first = sum(counts) + len(parts) - 1, 0
+    while len(parts) - first > 1 and total > max_tokens:
+        total -= counts[first] + 1
+        first += 1
+    return _trim(" / ".join(parts[first:]), max_tokens, counter)
 
 
 def _trim(text: str, max_tokens: int, counter: Any) -> str:
-    """Cut `text` at a word so it has at most `max_tokens` tokens."""
-    text = " ".join(text.split())
-    if counter.count(text) <= max_tokens:
-        return text
-    words = text.split()
-    while len(words) > 1 and counter.count(" ".join(words) + " ...") > max_tokens:
-        words.pop()
-    kept = " ".join(words)
-    while kept and counter.count(kept + " ...") > max_tokens:
-        kept = kept[: len(kept) * 3 // 4]  # one very long word: cut characters
-    return kept + " ..." if kept else ""
+    """Cut `text` at a word so it has at most `max_tokens` tokens, with " ..." when cut.
+
+    Linear in the text's length, and only the words that can be kept are counted (issue 37: a 2,000-word
+    heading cost minutes when words were dropped one at a time and the rest counted again, for every chunk).
+    Text joined by spaces counts as the sum of its words (`ApproximateTokenizer`'s tokens never span a space,
+    and each takes at most `_CHARS_PER_TOKEN` characters).
+    """
+    longest = _CHARS_PER_TOKEN * (max_tokens + 1)   # a word longer than this has more than max_tokens tokens
+    words, counts, total = [], [], 0
+    for match in _WORD.finditer(text):
+        words.append(match.group())
+        counts.append(max_tokens + 1 if len(words[-1]) > longest else counter.count(words[-1]))
+        total += counts[-1]
+        if total > max_tokens:
+            break
+    else:
+        return " ".join(words)
+    budget, kept, used = max_tokens - counter.count(" ..."), 0, 0
+    while kept < len(counts) and used + counts[kept] <= budget:
+        used += counts[kept]
+        kept += 1
+    if kept:
+        return " ".join(words[:kept]) + " ..."
+    first = words[0]   # one very long word: cut characters (by a quarter at a time, as before)
+    while len(first) > longest:
+        first = first[: len(first) * 3 // 4]
+    while first and counter.count(first + " ...") > max_tokens:
+        first = first[: len(first) * 3 // 4]
+    return first + " ..." if first else ""

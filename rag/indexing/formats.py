@@ -84,8 +84,8 @@ class Chunker(Protocol):
         ...
 
 
-def _load_image_file(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Document]:
-    return load_image(path, read_bytes(path), limits=limits)
+def _load_image_file(path: Path, *, limits: LoadLimits, notes: list[str], data: bytes | None = None) -> list[Document]:
+    return load_image(path, read_bytes(path, max_bytes=limits.max_bytes) if data is None else data, limits=limits)
 
 
 _BUILTIN: dict[str, Loader] = {**dict.fromkeys(TEXT_SUFFIXES, load_text), ".pdf": load_pdf,

@@ -7,8 +7,16 @@ attributes that never end, 100,000 nested tags).
 
 What is kept, and how:
 
+- what a reader sees: elements hidden from readers are dropped with all they hold (the `hidden`
+  attribute, `aria-hidden="true"`, an inline style with `display:none`, `visibility:hidden` or
+  `collapse`, `opacity:0` or a zero `font-size`), the classic carrier of hidden prompt injection;
+  hiding by a style sheet's class is not evaluated (no CSS engine);
 - the main content only: when the page marks it (`<main>`, `role="main"`, `<article>`, Sphinx's
-  `div.body`), the text inside it; everywhere, page furniture is dropped: `<nav>`, the page's
+  `div.body`) and the marked regions hold the page's text, the text inside them; they hold it when
+  what lies outside them (furniture dropped) is less than half of their text and no run of prose
+  outside them is `_PROSE_CHARS` long or more. So one comment marked up as `<article>`,
+  `role="main"` or `class="body"` never makes the page's own text disappear: the whole page is read.
+  Everywhere, page furniture is dropped: `<nav>`, the page's
   `<header>` and `<footer>` (not those inside the main content), `<aside>`, landmark roles (navigation, banner, contentinfo, complementary, search)
   and blocks whose class or id names navigation (`sphinxsidebar`, `related`, `navheader`,
   `navfooter`, `toc`, `breadcrumbs`, ...; `_FURNITURE`), `<script>`, `<style>`, `<template>`, `<head>`
@@ -53,6 +61,18 @@ _BREAKS = frozenset({"br", "p", "div", "li", "tr", "table", "ul", "ol", "pre", "
                      "article", "dd", "dt", "hr", "dl", "caption", "figure", "main"})
 _PERMALINK = "¶\uf0c1🔗"
 _MIN_MAIN_CHARS = 20  # a main region with less text is a marker, not the page: the whole page is kept
+_PROSE_CHARS = 40     # a run of text outside the main regions this long (no block break) is the page's own text
+_HIDDEN_STYLE = re.compile(r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)"
+                           r"|opacity\s*:\s*0*\.?0+\s*%?|font-size\s*:\s*0*\.?0+\s*(?:[a-z]+|%)?)\s*(?:!\s*important\s*)?(?:;|$)",
+                           re.IGNORECASE)
+
+
+def _hidden(attrib: Any) -> bool:
+    """Whether an element is hidden from readers by its own attributes."""
+    if attrib.get("hidden") is not None or str(attrib.get("aria-hidden", "")).strip().lower() == "true":
+        return True
+    style = attrib.get("style")
+    return bool(style) and _HIDDEN_STYLE.search(str(style)) is not None
 
 
 class _TextTarget:
@@ -71,10 +91,15 @@ class _TextTarget:
         self._row: list[str] | None = None
         self._cell: list[str] | None = None
         self._pre: list[str] | None = None
+        self.outside = 0         # characters of text outside the main regions
+        self.outside_prose = False   # a run of `_PROSE_CHARS` or more of them, without a block break
+        self._run = 0
 
     def _kind(self, tag: str, attrib: Any) -> str:
         if tag in _DROPPED and not (tag in _SECTION_HEADS and self._count["main"]):
             return "drop"  # (an <article>'s own <header> holds its title: kept)
+        if _hidden(attrib):
+            return "drop"
         names = set(str(attrib.get("class", "")).split()) | {str(attrib.get("id", ""))}
         role = str(attrib.get("role", "")).lower()
         if role in _LANDMARKS or names & _FURNITURE:
@@ -177,6 +202,13 @@ class _TextTarget:
         self.parts.append((pre, text))
         if self._count["main"]:
             self.main.append((pre, text))
+            return
+        lines = text.split("\n")   # (the text outside the main regions: measured, for `html_to_text`'s choice)
+        for n, line in enumerate(lines):
+            chars = len(line.strip())
+            self.outside += chars
+            self._run = self._run + chars if n == 0 else chars
+            self.outside_prose = self.outside_prose or self._run >= _PROSE_CHARS
 
     def comment(self, text: str) -> None:  # comments are not visible text
         return None
@@ -234,5 +266,5 @@ def html_to_text(raw: str) -> tuple[str, str | None]:
     parser.close()
     title = " ".join("".join(target.title or target.h1 or []).split()).rstrip(_PERMALINK).rstrip() or None
     main = _assemble(target.main)
-    text = main if len(main) >= _MIN_MAIN_CHARS else _assemble(target.parts)
-    return text, title
+    holds_page = len(main) >= _MIN_MAIN_CHARS and target.outside * 2 < len(main) and not target.outside_prose
+    return (main if holds_page else _assemble(target.parts)), title

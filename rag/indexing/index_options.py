@@ -75,5 +75,7 @@ def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
                        help="resolution pages are rendered at for OCR, 50-600 (default 200)")
     group.add_argument("--ocr-max-pages", type=int, default=None, metavar="N",
                        help="pages per file read by OCR; the rest are left out (default 2000)")
+    group.add_argument("--ocr-seconds", type=float, default=None, metavar="S",
+                       help="OCR time per file; later pages are left out (default 900)")
     group.add_argument("--max-bytes", type=int, default=None, metavar="N",
                        help="larger files are skipped unread (default 268435456, 256 MiB)")

@@ -33,6 +33,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
+from rag.base.text import neutralise_citation_markers
 from rag.base.tracing import index_span
 from rag.indexing.autocontext import SUMMARY_SOURCE_CHARS
 from rag.indexing.formats import chunk_documents, chunker_for
@@ -59,6 +60,7 @@ class Item:
     known: bool = True  # the records file has an entry for it, so the store may hold chunks of it
     path: Path | None = None
     notes: list[str] = field(default_factory=list)   # what loading read more cheaply or left out
+    data: bytes | None = field(default=None, repr=False)   # the file's bytes the plan read (and hashed), until loaded
 
 
 @dataclass
@@ -138,7 +140,8 @@ def load_item(item: Item, limits: LoadLimits | None = None) -> str | None:
         return None
     try:
         with index_span("rag.index.load", file_type=item.path.suffix.lower().lstrip(".")) as span:
-            item.docs = load_file(item.path, limits=limits, notes=item.notes)
+            data, item.data = item.data, None   # (the bytes the plan hashed are the bytes read)
+            item.docs = load_file(item.path, limits=limits, notes=item.notes, data=data)
             span.set_attribute("rag.pages", len(item.docs))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops a run: it is skipped with the reason
         reason = str(exc) if isinstance(exc, LoaderError) else f"{item.display}: {type(exc).__name__}: {exc}"
@@ -217,9 +220,10 @@ def _tagged(components: Components, chunks: list[Document]) -> list[Document]:
 
 
 def _documents(items: list[Item]) -> list[Document]:
-    """The items' pages with text and metadata safe to store, and their `doc_id`."""
-    return [Document(page_content=clean_text(d.page_content), metadata={**_clean_metadata(d.metadata),
-                                                                         "doc_id": i.doc_id})
+    """The items' pages with text and metadata safe to store, and their `doc_id`; citation markers already in the
+    text ("France.[2]") made inert (`neutralise_citation_markers`: the answer's citations are the product's alone)."""
+    return [Document(page_content=neutralise_citation_markers(clean_text(d.page_content)),
+                     metadata={**_clean_metadata(d.metadata), "doc_id": i.doc_id})
             for i in items for d in i.docs or ()]
 
 

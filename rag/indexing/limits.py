@@ -10,7 +10,7 @@ valid. What hits a limit is read more cheaply (or left out) and reported per fil
 A knowledge base records what a limit changed in what it read (`reading`): the settings that
 decide what a PDF or image gives (table finder, per-page table limits, OCR) are part of its
 record's content hash, so a run with other settings reads those files again, and text files are not
-touched. The time budgets (`table_seconds`, `table_page_seconds`) are not recorded: what they cut
+touched. The time budgets (`table_seconds`, `table_page_seconds`, `ocr_seconds`) are not recorded: what they cut
 depends on the machine, so a run with a larger budget does not re-read a file by itself
 (`update_document` does).
 
@@ -23,7 +23,7 @@ Example:
     Traceback (most recent call last):
     ...
     rag.base.errors.ConfigError: unknown load limit 'tabels'; valid: tables, table_max_chars, table_max_objects, \
-table_seconds, table_page_seconds, ocr, ocr_dpi, ocr_max_pages, max_bytes
+table_seconds, table_page_seconds, ocr, ocr_dpi, ocr_max_pages, ocr_seconds, max_bytes
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ class LoadLimits:
         ocr: read pages without text and image files by OCR when an engine is installed.
         ocr_dpi: resolution pages are rendered at for OCR (50-600).
         ocr_max_pages: pages per file read by OCR (about 1-2 s each); the rest are left out, noted.
+        ocr_seconds: OCR time per file (pages and image files); the pages after it is spent are left
+            out, noted, and no page or image gets longer than what is left (nor more than 120 s).
         max_bytes: larger files are skipped without being read.
 
     Example:
@@ -85,6 +87,7 @@ class LoadLimits:
     ocr: bool = True
     ocr_dpi: int = DEFAULT_OCR_DPI
     ocr_max_pages: int = 2_000
+    ocr_seconds: float = 900.0
     max_bytes: int = DEFAULT_MAX_BYTES
 
     def __post_init__(self) -> None:
@@ -100,10 +103,11 @@ class LoadLimits:
             if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
                 valid = f"an integer from {low:,} to {high:,}" if high else f"an integer of {low:,} or more"
                 raise ConfigError(f"{name}={value!r}; valid: {valid}")
-        for name in ("table_seconds", "table_page_seconds"):
+        for name in ("table_seconds", "table_page_seconds", "ocr_seconds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-                raise ConfigError(f"{name}={value!r}; valid: a number of seconds, 0 or more (0: no table detection)")
+                zero = "no OCR" if name == "ocr_seconds" else "no table detection"
+                raise ConfigError(f"{name}={value!r}; valid: a number of seconds, 0 or more (0: {zero})")
 
     @property
     def table_finder(self) -> str | None:

@@ -40,6 +40,7 @@ from rag.indexing.formats import (
     unregister_chunker,
     unregister_loader,
 )
+from rag.indexing.file_read import check_file, read_file
 from rag.indexing.limits import DEFAULT_MAX_BYTES, LoadLimits
 from rag.indexing.text_safety import clean_text, path_text
 
@@ -71,8 +72,9 @@ _COMPRESSED = frozenset([".gz", ".bz2", ".xz", ".zst", ".zip", ".tgz", ".7z", ".
 #: a knowledge base then re-reads, once, the files of that kind (`reader_tag` in each record's content hash).
 #: Version 1 adds nothing, so records written before versions were kept match it. PDF 2: tables found by
 #: pypdfium2 and written as rows, pages without text read by OCR; HTML 2: the main content only (issue 24);
-#: HTML 3: a table row of one cell is a paragraph of its own (issue 25).
-READER_VERSIONS = {".pdf": 2, ".html": 3, ".htm": 3}
+#: HTML 3: a table row of one cell is a paragraph of its own (issue 25); HTML 4: hidden elements dropped, the main
+#: content kept only where it holds the page's text (issue 37).
+READER_VERSIONS = {".pdf": 2, ".html": 4, ".htm": 4}
 
 
 def reader_tag(suffix: str) -> str:
@@ -130,7 +132,8 @@ class LoadReport:
 
 
 def load_file(path: str | Path, *, max_bytes: int | None = None, tables: bool | str = True,
-              limits: LoadLimits | None = None, notes: list[str] | None = None) -> list[Document]:
+              limits: LoadLimits | None = None, notes: list[str] | None = None,
+              data: bytes | None = None) -> list[Document]:
     """Load one file into Documents (one per PDF page with text, one for other formats).
 
     Args:
@@ -145,9 +148,13 @@ def load_file(path: str | Path, *, max_bytes: int | None = None, tables: bool | 
         limits: the per-file cost limits and OCR settings (default `LoadLimits(tables=tables)`).
         notes: receives one line per part of the file read more cheaply or left out (a limit hit,
             pages without text and no OCR engine).
+        data: the file's bytes when the caller read them already (with `rag.indexing.file_read`); else
+            they are read here, once, without following a link or blocking (a FIFO, a device, a symlink
+            swapped in after the walk are refused).
 
     Raises:
-        LoaderError: unsupported type, too large, binary, empty, encrypted or corrupt file.
+        LoaderError: unsupported type, too large, binary, empty, encrypted or corrupt file, not a regular
+            file (FIFO, device, a symbolic link where the walk saw a file).
 
     Example:
         >>> docs = load_file("README.md")         # doctest: +SKIP
@@ -161,17 +168,15 @@ def load_file(path: str | Path, *, max_bytes: int | None = None, tables: bool | 
     loader = loader_for(path.suffix)
     if loader is None:
         raise LoaderError(unsupported_reason(path))
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise LoaderError(f"{path_text(path)}: cannot read ({exc.strerror or exc})") from exc
-    if size == 0:
-        raise LoaderError(f"{path_text(path)}: empty file")
-    if size > max_bytes:
-        raise LoaderError(f"{path_text(path)}: {size:,} bytes is more than max_bytes={max_bytes:,}")
-    docs = loader(path, limits=limits, notes=notes)
-    if not is_builtin(loader):
-        docs = _completed(path, docs, loader)
+    if data is not None and not 0 < len(data) <= max_bytes:
+        raise LoaderError(f"{path_text(path)}: " + (f"{len(data):,} bytes is more than max_bytes={max_bytes:,}"
+                                                    if data else "empty file"))
+    if is_builtin(loader):   # read once, from one descriptor (`rag.indexing.file_read`)
+        data = read_file(path, max_bytes=max_bytes).data if data is None else data
+        docs = loader(path, limits=limits, notes=notes, data=data)
+    else:   # a plugin opens the file by its name: refused first if it is no longer a regular file of the size
+        check_file(path, max_bytes=max_bytes)
+        docs = _completed(path, loader(path, limits=limits, notes=notes), loader)
     if not any(d.page_content.strip() for d in docs):
         unread = next((n for n in notes if "OCR" in n), None)
         raise LoaderError(f"{path_text(path)}: no text found (" + (
@@ -226,7 +231,9 @@ def iter_files(path: str | Path, *, include: str | Sequence[str] = "**/*", exclu
     A symlink under `path` whose target lies outside `path` is not followed unless
     `follow_symlinks=True`; it is appended to `skipped` with the reason. Links that stay inside
     `path` are followed for files (their target is indexed once) and not for folders (their
-    content is reached anyway).
+    content is reached anyway). A link that is followed is yielded as its target: files are then
+    opened without following links (`rag.indexing.file_read`), so a file replaced by a link after
+    the walk is refused, not read through.
 
     Raises:
         LoaderError: `path` does not exist.
@@ -235,18 +242,26 @@ def iter_files(path: str | Path, *, include: str | Sequence[str] = "**/*", exclu
     if not root.exists():
         raise LoaderError(f"{path_text(root)}: no such file or directory")
     if root.is_file():
-        yield root, loader_for(root.suffix) is not None
+        yield root.resolve() if root.is_symlink() else root, loader_for(root.suffix) is not None
         return
     includes, excludes = _as_patterns(include), _as_patterns(exclude)
-    for file in sorted(_walk(root, follow_symlinks, skipped if skipped is not None else [])):
-        rel = file.relative_to(root).as_posix()
+    for listed, file in sorted(_walk(root, follow_symlinks, skipped if skipped is not None else [])):
+        rel = listed.relative_to(root).as_posix()
         if not _matches(rel, includes) or _matches(rel, excludes):
             continue
-        yield file, loader_for(file.suffix) is not None
+        yield file, loader_for(listed.suffix) is not None
 
 
-def _walk(root: Path, follow_symlinks: bool, skipped: list[Skipped]) -> Iterator[Path]:
-    """Regular files under `root`, not hidden; symlinks leaving `root` only when `follow_symlinks`."""
+def _target(link: Path, real_root: Path, root: Path) -> Path:
+    """What a link the walk accepts leads to, under `root` as given when it is inside it: the file that is read
+    (it is opened without following a link, so a link swapped in after the walk is refused)."""
+    target = link.resolve()
+    return root / target.relative_to(real_root) if real_root in target.parents else target
+
+
+def _walk(root: Path, follow_symlinks: bool, skipped: list[Skipped]) -> Iterator[tuple[Path, Path]]:
+    """Regular files under `root`, not hidden, as (the name listed, the file to read: a link's target); symlinks
+    leaving `root` only when `follow_symlinks`."""
     real_root = root.resolve()
     visited = {real_root}
 
@@ -285,7 +300,7 @@ def _walk(root: Path, follow_symlinks: bool, skipped: list[Skipped]) -> Iterator
                 refuse(file, "file")
                 continue
             if file.is_file():
-                yield file
+                yield file, _target(file, real_root, root) if file.is_symlink() else file
 
 
 def load_directory(path: str | Path, *, include: str | Sequence[str] = "**/*",

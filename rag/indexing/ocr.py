@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -28,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from rag.base.errors import LoaderError
+from rag.indexing.text_safety import path_text
 
-__all__ = ["DEFAULT_OCR_DPI", "ENGINE", "OCR_MISSING", "OCR_TIMEOUT", "OcrResult", "image_size_ok", "ocr_engine",
+__all__ = ["DEFAULT_OCR_DPI", "ENGINE", "MAX_OCR_PIXELS", "OCR_MISSING", "OCR_TIMEOUT", "OcrResult", "image_size_ok", "ocr_engine",
            "ocr_image", "render_page"]
 
 ENGINE = "tesseract"
@@ -37,7 +39,7 @@ DEFAULT_OCR_DPI = 200   # 150 dpi loses small print in filings; 300 dpi costs ~2
 OCR_TIMEOUT = 120.0     # seconds for one page or image
 OCR_MISSING = ("no OCR engine installed: apt-get install tesseract-ocr tesseract-ocr-eng "
                "(Debian/Ubuntu; `brew install tesseract` on macOS)")
-_MAX_PIXELS = 60_000_000  # a rendered page or image larger than this is refused (a 200 dpi A0 page is 53 M)
+MAX_OCR_PIXELS = 60_000_000  # a rendered page or image larger than this is refused (a 200 dpi A0 page is 53 M)
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,8 @@ def render_page(page: Any, *, dpi: int = DEFAULT_OCR_DPI) -> bytes:
     """
     width, height = page.get_size()
     scale = dpi / 72
-    if width * height * scale * scale > _MAX_PIXELS:
-        scale = (_MAX_PIXELS / (width * height)) ** 0.5
+    if width * height * scale * scale > MAX_OCR_PIXELS:
+        scale = (MAX_OCR_PIXELS / (width * height)) ** 0.5
         if scale * 72 < 50:  # too coarse to read: a page of absurd size
             raise LoaderError(f"page of {width:.0f} x {height:.0f} points is too large to render for OCR")
     bitmap = page.render(scale=scale, grayscale=True)
@@ -132,13 +134,43 @@ def render_page(page: Any, *, dpi: int = DEFAULT_OCR_DPI) -> bytes:
     return b"P5\n%d %d\n255\n" % (cols, rows) + pixels.tobytes()
 
 
-def image_size_ok(path: Path, data: bytes) -> None:
-    """Refuse an image file whose header announces more pixels than OCR would read (a decompression bomb).
+def image_size_ok(path: Path, data: bytes, *, max_frames: int = 2_000) -> None:
+    """Refuse an image file whose header announces more pixels than OCR would read (a decompression bomb), in any
+    format, before Tesseract sees it.
 
-    Only PNG headers are checked here; Tesseract's own reader (leptonica) limits the others.
+    The header is read by Pillow (`Image.open` decodes no pixel): every frame of a multi-page TIFF is checked,
+    and at most `max_frames` frames are read (`LoadLimits.ocr_max_pages`). Bytes that are no image Pillow knows
+    (whose size therefore cannot be checked) are refused too: a 74 KB CCITT-G4 TIFF of 32,000 x 32,000 pixels
+    took Tesseract near 1 GB, an 8-bit TIFF 3.7 GB, a JPEG 3.3 GB (issue 37).
+
+    Raises:
+        LoaderError: too many pixels in a frame, too many frames, or not an image whose size can be read.
     """
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
-        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        if width * height > _MAX_PIXELS:
-            raise LoaderError(f"{path}: image of {width:,} x {height:,} pixels is larger than the "
-                              f"{_MAX_PIXELS:,}-pixel OCR limit")
+    import warnings
+
+    from PIL import Image, UnidentifiedImageError
+
+    name = path_text(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                for frame in range(max_frames + 1):
+                    if frame == max_frames:
+                        raise LoaderError(f"{name}: image of more than {max_frames:,} pages (ocr_max_pages); not read")
+                    width, height = image.size
+                    if width * height > MAX_OCR_PIXELS:
+                        raise LoaderError(f"{name}: image of {width:,} x {height:,} pixels is larger than the "
+                                          f"{MAX_OCR_PIXELS:,}-pixel OCR limit")
+                    try:
+                        image.seek(frame + 1)
+                    except EOFError:
+                        return
+    except Image.DecompressionBombError as exc:
+        raise LoaderError(f"{name}: image larger than the {MAX_OCR_PIXELS:,}-pixel OCR limit ({exc})") from exc
+    except LoaderError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a malformed header raises anything: refused, with the reason
+        why = "an unknown or damaged image format" if isinstance(exc, UnidentifiedImageError) else \
+            f"{type(exc).__name__}: {exc}"
+        raise LoaderError(f"{name}: not an image whose size can be read ({why}); not given to OCR") from exc

@@ -41,6 +41,7 @@ from rag.indexing.limits import TABLE_FINDERS, LoadLimits
 from rag.indexing.ocr import (
     ENGINE,
     OCR_MISSING,
+    OCR_TIMEOUT,
     image_size_ok,
     ocr_engine,
     ocr_image,
@@ -48,6 +49,7 @@ from rag.indexing.ocr import (
 )
 from rag.indexing.pdfium_tables import page_segments_pdfium
 from rag.indexing.tables import PageTable, find_tables, looks_tabular, page_segments
+from rag.indexing.text_files import read_bytes
 from rag.indexing.text_safety import clean_text, path_text
 
 __all__ = ["IMAGE_SUFFIXES", "OCR_MIN_CHARS", "TABLE_FINDERS", "LoadLimits", "load_image", "load_pdf"]
@@ -57,12 +59,11 @@ OCR_MIN_CHARS = 16  # a page with fewer letters and digits (a page number, a sta
 logger = logging.getLogger(__name__)
 
 
-def _open(path: Path) -> Any:
+def _open(path: Path, data: bytes) -> Any:
     import pypdfium2 as pdfium
 
     try:
-        # pdfium takes the name as UTF-8: a name that is not (undecodable bytes) is opened here instead
-        return pdfium.PdfDocument(str(path) if path_text(path) == str(path) else path.read_bytes())
+        return pdfium.PdfDocument(data)   # (the bytes read once from the open file, `rag.indexing.file_read`)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise LoaderError(f"{path_text(path)}: the PDF is encrypted (password-protected); "
@@ -131,6 +132,10 @@ def _needs_ocr(text: str, objects: int) -> bool:
     return objects > 0 and sum(1 for _ in islice(filter(str.isalnum, text), OCR_MIN_CHARS)) < OCR_MIN_CHARS
 
 
+def _spent(pages: list[int], limits: LoadLimits) -> str:
+    return f"{_pages_text(pages)}: not read by OCR (ocr_seconds={limits.ocr_seconds:g} spent on this file)"
+
+
 def _ocr_pages(path: Path, pdf: Any, texts: list[str], objects: list[int], limits: LoadLimits,
                notes: list[str]) -> dict[int, tuple[str, float]]:
     """OCR text and confidence of the pages without a text layer (none without an engine, noted)."""
@@ -145,11 +150,20 @@ def _ocr_pages(path: Path, pdf: Any, texts: list[str], objects: list[int], limit
                      f"(ocr_max_pages={limits.ocr_max_pages:,})")
         pages = pages[:limits.ocr_max_pages]
     out = {}
-    for index in pages:
+    deadline = time.monotonic() + limits.ocr_seconds
+    for done, index in enumerate(pages):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            notes.append(_spent(pages[done:], limits))
+            break
         page = pdf[index]
         try:
-            result = ocr_image(render_page(page, dpi=limits.ocr_dpi), name=f"{path_text(path)} page {index + 1}")
+            result = ocr_image(render_page(page, dpi=limits.ocr_dpi), name=f"{path_text(path)} page {index + 1}",
+                               timeout=min(OCR_TIMEOUT, left))
         except LoaderError as exc:
+            if time.monotonic() >= deadline:   # cut off by what was left of the budget
+                notes.append(_spent(pages[done:], limits))
+                break
             notes.append(f"page {index + 1}: {exc}")
             continue
         finally:
@@ -164,13 +178,15 @@ def _pages_text(pages: list[int]) -> str:
     return f"page{'s' if len(pages) > 1 else ''} {shown}{', ...' if len(pages) > 10 else ''}"
 
 
-def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Document]:
-    """One document per page with text (tables as documents of their own), OCR for pages without.
+def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str], data: bytes | None = None) -> list[Document]:
+    """One document per page with text (tables as documents of their own), OCR for pages without (`data`: the
+    file's bytes when already read).
 
     Raises:
         LoaderError: encrypted or damaged PDF.
     """
-    pdf = _open(path)
+    data = read_bytes(path, max_bytes=limits.max_bytes) if data is None else data
+    pdf = _open(path, data)
     try:
         finder = _PdfiumTables(limits, notes) if limits.table_finder == "pdfium" else None
         texts, objects, segments = _read_pages(pdf, finder)
@@ -179,7 +195,7 @@ def load_pdf(path: Path, *, limits: LoadLimits, notes: list[str]) -> list[Docume
         if limits.table_finder == "pdfplumber":
             pages = [i for i, text in enumerate(texts) if _wants_tables(i, text, objects[i], limits, notes)]
             cut: list[int] = []
-            found, unread = find_tables(path, pages, deadline=time.monotonic() + limits.table_seconds,
+            found, unread = find_tables(data, pages, deadline=time.monotonic() + limits.table_seconds,
                                         page_seconds=limits.table_page_seconds, cut=cut)
             if cut:
                 notes.append(f"{_pages_text(cut)}: tables not detected (cut off after table_page_seconds="
@@ -234,8 +250,10 @@ def load_image(path: Path, data: bytes, *, limits: LoadLimits) -> list[Document]
     """
     if not limits.ocr:
         raise LoaderError(f"{path_text(path)}: an image is read only by OCR, which is turned off (ocr=False)")
-    image_size_ok(path, data)
-    result = ocr_image(data, name=path_text(path))
+    if limits.ocr_seconds <= 0:
+        raise LoaderError(f"{path_text(path)}: an image is read only by OCR, and ocr_seconds=0 gives it no time")
+    image_size_ok(path, data, max_frames=limits.ocr_max_pages)
+    result = ocr_image(data, name=path_text(path), timeout=min(OCR_TIMEOUT, limits.ocr_seconds))
     file_type = {".jpeg": "jpg", ".tif": "tiff"}.get(path.suffix.lower(), path.suffix.lower().lstrip("."))
     meta = {"source": path_text(path), "title": path_text(path.stem), "file_type": file_type,
             "ocr": True, "ocr_engine": ENGINE, "ocr_confidence": result.confidence}

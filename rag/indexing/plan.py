@@ -8,6 +8,8 @@ decides; a new file with the content of an indexed file that is gone has moved
 
 Example:
     >>> from langchain_core.documents import Document
+
+from rag.base.errors import LoaderError
     >>> doc = Document(page_content="Paris.", metadata={"source": "geo"})
     >>> plan = Plan(None, [], {"geo": [doc]}, {}, False, IndexReport())
     >>> [(item.key, item.status) for item in plan.items(quiesce=lambda: None)]
@@ -16,14 +18,17 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from langchain_core.documents import Document
 
+from rag.base.errors import LoaderError
 from rag.indexing.chunking import document_id
-from rag.indexing.ingest import Item, docs_hash, file_hash
+from rag.indexing.file_read import read_changed
+from rag.indexing.ingest import Item, docs_hash
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.loaders import Note, Skipped, clean_text, path_text, reader_tag
 from rag.indexing.moves import move_document
@@ -75,8 +80,11 @@ class Plan:
 
     def failed(self, item: Item, reason: str, quiesce: Callable[[], None]) -> None:
         """A file that could not be loaded: skipped with the reason; a half-written earlier attempt is removed."""
-        self.report.skipped.append(Skipped(item.display, reason))
-        rec = self.records.get(item.key)
+        self.refused(self.records.get(item.key), reason, item.display, quiesce)
+
+    def refused(self, rec: DocumentRecord | None, reason: str, display: str, quiesce: Callable[[], None]) -> None:
+        """A file that cannot be read (`failed`), given by its record (if any) and the name shown."""
+        self.report.skipped.append(Skipped(display, reason))
         if rec is not None and rec.state in WRITING:
             quiesce()  # one store writer at a time
             self.report.chunks_deleted += self.target.delete_records([rec])
@@ -103,17 +111,18 @@ def _file_item(plan: Plan, file: Path, key: str, quiesce: Callable[[], None]) ->
     # what the run's load limits change in what this file gives (tables, OCR), and the version of the reader of
     # its kind: read with other limits or by a newer reader, it is read again
     reading = plan.target.components.limits.reading(file.suffix) + reader_tag(file.suffix)
-    try:
-        stat = file.stat()
-        if ok and rec.size == stat.st_size and rec.mtime_ns == stat.st_mtime_ns and rec.content_hash[64:] == reading:
+    try:   # one open without following a link or blocking: an unchanged size and time need no read
+        known = (rec.size, rec.mtime_ns) if ok and rec.content_hash[64:] == reading else None
+        got = read_changed(file, max_bytes=plan.target.components.limits.max_bytes, known=known)
+        if got is None:
             report.unchanged.append(display)
             return None
-        content_hash = file_hash(file) + reading
-    except OSError as exc:
-        report.skipped.append(Skipped(display, f"{display}: cannot read ({exc.strerror or exc})"))
+        content_hash = hashlib.sha256(got.data).hexdigest() + reading
+    except LoaderError as exc:
+        plan.refused(rec, clean_text(str(exc)), display, quiesce)
         return None
     if ok and rec.content_hash == content_hash:  # touched, not changed
-        rec.size, rec.mtime_ns = stat.st_size, stat.st_mtime_ns
+        rec.size, rec.mtime_ns = got.size, got.mtime_ns
         plan.touched.append(rec)
         report.unchanged.append(display)
         return None
@@ -121,11 +130,11 @@ def _file_item(plan: Plan, file: Path, key: str, quiesce: Callable[[], None]) ->
     if rec is None and plan.moves.get(content_hash) is not None and plan.target.chunks.can_update:
         old = plan.moves.pop(content_hash)
         quiesce()  # one store writer at a time
-        move_document(plan.target.chunks, plan.target.records, old, key, display, size=stat.st_size,
-                      mtime_ns=stat.st_mtime_ns)
+        move_document(plan.target.chunks, plan.target.records, old, key, display, size=got.size,
+                      mtime_ns=got.mtime_ns)
         report.moved.append((old.source, display))
         return None
     doc_id = rec.doc_id if rec else document_id(key)
-    return Item(key, display, doc_id, content_hash, stat.st_size, stat.st_mtime_ns, None,
+    return Item(key, display, doc_id, content_hash, got.size, got.mtime_ns, None,
                 "updated" if rec is not None and rec.state in ("ok", "updating") else "added", known=rec is not None,
-                path=file)
+                path=file, data=got.data)

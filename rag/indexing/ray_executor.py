@@ -82,6 +82,7 @@ def run_on_ray(settings: RaySettings, target: IndexTarget, plan: Plan, report: I
         if item is None:
             emit("file", 1)
         else:
+            item.data = None   # (a worker reads the file again, the same way: not every file's bytes held here)
             items.append(item)
     if not items:
         return

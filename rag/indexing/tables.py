@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import re
@@ -252,10 +253,11 @@ def _page_tables(page: Any) -> list[PageTable]:
     return found
 
 
-def find_tables(path: str | Path, pages: Sequence[int], *, deadline: float | None = None,
+def find_tables(path: str | Path | bytes, pages: Sequence[int], *, deadline: float | None = None,
                 page_seconds: float | None = None,
                 cut: list[int] | None = None) -> tuple[dict[int, list[PageTable]], list[int]]:
-    """Tables of the given zero-based `pages` of a PDF, read with pdfplumber, and the pages left unread.
+    """Tables of the given zero-based `pages` of a PDF (its path or bytes), read with pdfplumber, and the pages left
+    unread.
 
     Pages are read in order until `deadline` (a `time.monotonic()` value) has passed; the pages
     after it are returned as unread. A page that takes more than `page_seconds` is cut off
@@ -275,7 +277,8 @@ def find_tables(path: str | Path, pages: Sequence[int], *, deadline: float | Non
     todo = list(pages)
     with Watchdog(math.inf if page_seconds is None else page_seconds) as watchdog:
         while todo:   # (opened again after a page was cut off: its parser state is not trusted)
-            with pdfplumber.open(str(path), pages=[n + 1 for n in todo]) as pdf:
+            source = io.BytesIO(path) if isinstance(path, bytes) else str(path)
+            with pdfplumber.open(source, pages=[n + 1 for n in todo]) as pdf:
                 for done, page in enumerate(pdf.pages):
                     if deadline is not None and time.monotonic() > deadline:
                         return out, todo[done:]
@@ -287,7 +290,8 @@ def find_tables(path: str | Path, pages: Sequence[int], *, deadline: float | Non
                         todo = todo[done + 1:]
                         break
                     except Exception as exc:  # noqa: BLE001 - a malformed page keeps its plain text
-                        logger.info("%s page %d: table detection failed (%s)", path, page.page_number - 1, exc)
+                        logger.info("%s page %d: table detection failed (%s)", "PDF" if isinstance(path, bytes) else path,
+                                    page.page_number - 1, exc)
                         tables = []
                     if tables:
                         out[page.page_number - 1] = tables

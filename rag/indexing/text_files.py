@@ -24,7 +24,9 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.errors import LoaderError
+from rag.indexing.file_read import read_file
 from rag.indexing.html_text import html_to_text
+from rag.indexing.limits import DEFAULT_MAX_BYTES
 from rag.indexing.rst import rst_to_markdown
 from rag.indexing.text_safety import clean_text, path_text
 
@@ -35,12 +37,10 @@ _BINARY_SHARE = 0.10  # share of control bytes in the first 8 KiB above which a 
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32))
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes; a `LoaderError` naming the file when it cannot be read."""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise LoaderError(f"{path_text(path)}: cannot read ({exc.strerror or exc})") from exc
+def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
+    """The file's bytes, read once without following a link or blocking (`rag.indexing.file_read`); a
+    `LoaderError` naming the file when it cannot be read or is not a regular file of at most `max_bytes`."""
+    return read_file(path, max_bytes=DEFAULT_MAX_BYTES if max_bytes is None else max_bytes).data
 
 
 def _decode(path: Path, data: bytes) -> str:
@@ -68,9 +68,12 @@ def _markdown_title(text: str) -> str | None:
     return None
 
 
-def load_text(path: Path, *, limits: Any, notes: list[str]) -> list[Document]:
-    """A text, markdown, rst or html file as one document (`limits` and `notes` are not needed here)."""
-    text = clean_text(_decode(path, read_bytes(path)))
+def load_text(path: Path, *, limits: Any, notes: list[str], data: bytes | None = None) -> list[Document]:
+    """A text, markdown, rst or html file as one document (`data`: its bytes when already read; `notes` are not
+    needed here)."""
+    if data is None:
+        data = read_bytes(path, max_bytes=getattr(limits, "max_bytes", None))
+    text = clean_text(_decode(path, data))
     title = None
     suffix = path.suffix.lower()
     file_type = "html" if suffix in (".html", ".htm") else suffix.lstrip(".").replace("markdown", "md")

@@ -39,6 +39,8 @@ _BAD = {
                                st.text(max_size=5)),
     "table_page_seconds": st.one_of(st.floats(max_value=-1e-9), st.just(math.nan), st.just(math.inf),
                                     st.booleans(), st.text(max_size=5)),
+    "ocr_seconds": st.one_of(st.floats(max_value=-1e-9), st.just(math.nan), st.just(math.inf), st.booleans(),
+                             st.text(max_size=5)),
 }
 _bad_limit = st.sampled_from(sorted(_BAD)).flatmap(lambda name: st.tuples(st.just(name), _BAD[name]))
 

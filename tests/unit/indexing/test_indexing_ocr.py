@@ -123,7 +123,8 @@ def test_ocr_turned_off_leaves_scanned_pages_out(engine, scans):
 def test_an_image_announcing_too_many_pixels_is_refused_before_ocr(tmp_path):
     bomb = tmp_path / "bomb.png"
     header = _png(b"\x00", 1, 1)
-    bomb.write_bytes(header[:16] + struct.pack(">II", 100_000, 100_000) + header[24:])
+    ihdr = struct.pack(">II", 100_000, 100_000) + header[24:29]
+    bomb.write_bytes(header[:16] + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + header[33:])
     with pytest.raises(LoaderError, match="pixel OCR limit"):
         load_file(bomb)
 
