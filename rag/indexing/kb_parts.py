@@ -46,9 +46,14 @@ from rag.indexing.neighbours import in_document_order
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks
 from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
+from rag.stores.fts_index import FTSIndex
+from rag.stores.lexical_chunks import LexicalChunks
 from rag.stores.registry import DEFAULT, open_local, require_chunks, store_name
 
-__all__ = ["IndexTarget", "KnowledgeBaseView"]
+__all__ = ["LEXICAL_FILE", "IndexTarget", "KnowledgeBaseView"]
+
+#: the embedded default's lexical index (SQLite FTS5), in the knowledge base's folder
+LEXICAL_FILE = "lexical.sqlite"
 
 
 class KnowledgeBaseView(Protocol):
@@ -72,6 +77,9 @@ class KnowledgeBaseView(Protocol):
     def list_documents(self) -> list[DocumentRecord]: ...
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]: ...
+
+    @property
+    def lock(self) -> WriterLock: ...
 
 
 class IndexTarget:
@@ -188,13 +196,17 @@ class IndexTarget:
     @property
     def chunks(self) -> ChunkStore:
         """The store of the chunks (`rag.stores.chunk_store`), opened on first use: a write that changes
-        nothing never opens Chroma (it would double the time of a no-op)."""
+        nothing never opens Chroma (it would double the time of a no-op).
+
+        The default store writes its lexical index (SQLite FTS5, `LEXICAL_FILE`) with the chunks
+        (`rag.stores.lexical_chunks`); `rag.indexing.lexical_sync` opens it for search."""
         if not self.exists:
             raise missing_knowledge_base(self.name, self.directory)
         if self._chunks is None:
-            self._chunks = open_local(self.directory, self.manifest.store.collection, client=self._client,
-                                      where=f"knowledge base {self.name!r}",
-                                      marker=self.home / DAMAGED_MARKER)   # rag index repairs it
+            store = open_local(self.directory, self.manifest.store.collection, client=self._client,
+                               where=f"knowledge base {self.name!r}",
+                               marker=self.home / DAMAGED_MARKER)   # rag index repairs it
+            self._chunks = LexicalChunks(store, FTSIndex(self.home / LEXICAL_FILE))
         return self._chunks
 
     def _stored_ids(self) -> list[str]:
@@ -237,6 +249,8 @@ class IndexTarget:
         """Release file handles (the store stays on disk)."""
         if self._records is not None:
             self._records.close()
+        if isinstance(self._chunks, LexicalChunks):
+            self._chunks.lexical.close()
         if isinstance(self.embedding, CachedEmbeddings):
             self.embedding.close()
 
