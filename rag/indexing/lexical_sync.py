@@ -37,6 +37,7 @@ import shutil
 from typing import Any
 
 from rag.base.errors import StoreError
+from rag.stores.chunk_store import DamagedStoreError
 
 __all__ = ["engine_lexical", "reconcile"]
 
@@ -55,12 +56,10 @@ def engine_lexical(target: Any) -> Any:
     if lexical is None:
         return None
     try:
-        held = lexical.count()
-    except StoreError as exc:   # not an index of ours: built again
-        logger.warning("%s: building it again", exc)
-        lexical.close()
-        lexical.path.unlink(missing_ok=True)
-        held = lexical.count()
+        held = _count(lexical)
+    except StoreError as exc:   # cannot be opened here (a read-only copy): the in-process index
+        logger.info("%s: searching %r with an in-process index", exc, target.name)
+        return None
     if held == chunks.count():
         return lexical
     try:
@@ -71,6 +70,18 @@ def engine_lexical(target: Any) -> Any:
             logger.info("%s: searching %r with an in-process index this time", busy, target.name)
             return None
     return lexical
+
+
+def _count(lexical: Any) -> int:
+    """How many chunks `lexical` holds; a file that is not an index of ours is removed and built again."""
+    try:
+        return lexical.count()
+    except DamagedStoreError as exc:
+        logger.warning("%s: building it again", exc)
+        lexical.close()
+        for suffix in ("", "-wal", "-shm"):
+            lexical.path.with_name(lexical.path.name + suffix).unlink(missing_ok=True)
+        return lexical.count()
 
 
 def reconcile(name: str, store: Any, lexical: Any, *, home: Any = None) -> int:

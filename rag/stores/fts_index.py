@@ -48,6 +48,7 @@ from langchain_core.documents import Document
 from rag.base.errors import ConfigError, StoreError
 from rag.base.filters import validate_filter
 from rag.base.text import tokenize
+from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.files import refuse_symlinks
 from rag.stores.sqlite_where import where_sql
 
@@ -76,7 +77,8 @@ class FTSIndex:
         stem, stop_words: the tokenizer's settings (`rag.base.text.tokenize`).
 
     Raises:
-        StoreError: the file is a symlink, is not an index of this format, or was built with other settings.
+        StoreError: (on first use) the file is a symlink or cannot be opened; `DamagedStoreError`: it is not
+            an index of this format, or was built with other settings.
     """
 
     def __init__(self, path: str | Path, *, metadata_fields: Sequence[str] = DEFAULT_FIELDS, stem: bool = True,
@@ -105,10 +107,13 @@ class FTSIndex:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(_SCHEMA)
                 self._check_settings(db)
-            except sqlite3.Error as exc:
+            except sqlite3.OperationalError as exc:   # cannot open or write it (a read-only folder, a full disk)
                 db.close()
-                raise StoreError(f"{self.path} is not a lexical index ({type(exc).__name__}: {exc}); delete it and "
-                                 "it is built again from the knowledge base's chunks") from None
+                raise StoreError(f"cannot open the lexical index {self.path} ({exc})") from None
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                raise DamagedStoreError(f"{self.path} is not a lexical index ({type(exc).__name__}: {exc}); delete it "
+                                        "and it is built again from the knowledge base's chunks") from None
             except StoreError:
                 db.close()
                 raise
@@ -122,7 +127,7 @@ class FTSIndex:
         db.execute("INSERT OR IGNORE INTO settings (key, value) VALUES ('index', ?)", (wanted,))
         found = db.execute("SELECT value FROM settings WHERE key = 'index'").fetchone()[0]
         if found != wanted:
-            raise StoreError(f"{self.path} was built with other settings ({found[:200]}); this process asks for "
+            raise DamagedStoreError(f"{self.path} was built with other settings ({found[:200]}); this process asks for "
                              f"{wanted}")
 
     def close(self) -> None:
