@@ -47,7 +47,7 @@ from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks
 from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
 from rag.stores.fts_index import FTSIndex
-from rag.stores.lexical_chunks import LexicalChunks
+from rag.stores.lexical_chunks import LexicalChunks, with_engine_lexical
 from rag.stores.registry import DEFAULT, open_local, require_chunks, store_name
 
 __all__ = ["LEXICAL_FILE", "IndexTarget", "KnowledgeBaseView"]
@@ -116,8 +116,8 @@ class IndexTarget:
         self.name = check_name(name)
         self._chunks: ChunkStore | None = None
         if store is not None:
-            self._chunks = require_chunks(store, all_ids=self._stored_ids,
-                                          dimension=lambda: self.manifest.embedding.dimension)
+            self._chunks = with_engine_lexical(require_chunks(store, all_ids=self._stored_ids,
+                                                              dimension=lambda: self.manifest.embedding.dimension))
         if directory is None:  # in memory: a private temporary directory, removed when the process exits
             directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
             atexit.register(shutil.rmtree, directory, True)

@@ -99,8 +99,8 @@ def reconcile(name: str, store: Any, lexical: Any, *, home: Any = None) -> int:
     lexical.delete(extra)   # rows of chunks the store no longer holds
     if missing and not indexed:
         removed = _remove_old_files(home)
-        logger.warning("knowledge base %r: its lexical search moved into SQLite FTS5 (%s): %s chunk(s) indexed once%s",
-                       name, lexical.path.name, f"{len(missing):,}",
+        logger.warning("knowledge base %r: its lexical search moved into %s: %s chunk(s) indexed once%s",
+                       name, lexical.where, f"{len(missing):,}",
                        "; the in-process BM25 cache (bm25.json, bm25-*) it replaces is removed" if removed else "")
     return len(missing) + len(extra)
 

@@ -86,6 +86,8 @@ class FTSIndex:
         if isinstance(metadata_fields, str):
             raise ConfigError("metadata_fields must be a list of keys, not a single string")
         self.path = Path(path)
+        #: how messages name it
+        self.where = f"SQLite FTS5 ({self.path.name})"
         self.metadata_fields, self.stem, self.stop_words = tuple(metadata_fields), bool(stem), bool(stop_words)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []

@@ -31,7 +31,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["LexicalChunks"]
+from rag.stores.pg_lexical import PGLexical
+from rag.stores.pgvector import PGVectorChunks, can_update_metadata
+
+__all__ = ["LexicalChunks", "with_engine_lexical"]
+
+
+def with_engine_lexical(chunks: Any) -> Any:
+    """`chunks` writing its engine's lexical index too, when its backend has one a knowledge base can use
+    (pgvector with all metadata in its JSON column: `rag.stores.pg_lexical`); else `chunks` as it is."""
+    if isinstance(chunks, PGVectorChunks) and can_update_metadata(chunks.store):
+        return LexicalChunks(chunks, PGLexical(chunks))
+    return chunks
 
 
 class LexicalChunks:
