@@ -9,9 +9,9 @@ lexical index changes chunk by chunk with the vectors and is never rebuilt after
 
 A write cut short between the two (a crash) leaves the index holding fewer or more chunks than
 the store; the knowledge base compares the two counts when it opens its lexical index and fills it
-again from the store once when they differ (`rag.indexing.lexical_sync`). Parallel workers
-(`rag.indexing.ray_executor`) never write such a store themselves: `connection_spec` is None, so
-the driver writes through this wrapper.
+again from the store once when they differ (`rag.indexing.lexical_sync`). That is also how the
+chunks that parallel workers write straight into a server store (`rag.indexing.ray_executor`, a
+store with a `connection_spec`) get their lexical rows: at the next search, read by id.
 
 Example:
     >>> import tempfile, pathlib
@@ -77,10 +77,6 @@ class LexicalChunks:
     def rebuild(self) -> None:
         self.inner.rebuild()
         self.lexical.clear()
-
-    def connection_spec(self) -> dict[str, Any] | None:
-        """None: workers in other processes would write the vectors without the lexical rows."""
-        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
