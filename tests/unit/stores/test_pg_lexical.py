@@ -90,3 +90,23 @@ def test_a_table_indexed_before_gets_its_tokens_once(pg_url, tmp_path, caplog):
         retriever = _kb(pg_url, tmp_path, table).as_resource(search="bm25").retriever
     assert "moved into PostgreSQL full-text search" in caplog.text and "3 chunk(s) indexed once" in caplog.text
     assert lexical.count() == 3 and len(retriever.invoke("revenue", k=5)) == 3
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(data=st.data(), flt=filters, search=st.sampled_from(["hybrid", "bm25"]),
+       question=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join))
+def test_every_stage_over_the_postgresql_lexical_index_keeps_the_filter(kb, data, flt, search, question):
+    """The tenant-isolation property (test_retrieval_filter_isolation.py) through the pipeline, on pgvector."""
+    from rag import retrieve
+    from tests.unit.retrieval.test_retrieval_filter_isolation import pipeline_settings
+
+    chunks = kb.get_documents()
+    options = data.draw(pipeline_settings(chunks))
+    options.pop("router", None), options.pop("routing", None)
+    result = retrieve(question, kb.as_resource(search=search), filter=flt, **options)
+    for doc in result.context:
+        indices = doc.metadata.get("chunk_indices") or [doc.metadata.get("chunk_index")]
+        members = [c for c in chunks if c.metadata.get("doc_id") == doc.metadata.get("doc_id")
+                   and c.metadata.get("chunk_index") in indices]
+        assert members and all(matches(c.metadata, flt) for c in members), (flt, doc.metadata)
