@@ -133,6 +133,9 @@ class IndexTarget:
         self.manifest_path = self.home / "manifest.json"
         refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
         existing = server_manifest(self.tables) if self.tables is not None else None
+        if existing is not None and existing.name != self.name:
+            raise StoreError(f"{self.tables.where} holds the knowledge base {existing.name!r}, not {self.name!r}: "
+                             f"open it by that name, or give {self.name!r} an empty table of its own")
         self._in_server = existing is not None   # (the server's manifest wins over the folder's copy)
         if existing is None and self.manifest_path.exists():
             existing = Manifest.load(self.manifest_path)
