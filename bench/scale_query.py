@@ -17,6 +17,14 @@ hybrid query's p50 / p99 in a warm process (the retriever `rag ask` builds, 50 q
 the disk each index takes. Prints a Markdown table and the load average.
 
     python bench/scale_query.py --n 100000 --dir /tmp/scale-100k [--runs 3] [--json out.json]
+
+`--lexical-only`: the two lexical indexes alone over the same N chunks (no vectors, no `rag ask`), for
+sizes whose knowledge base takes too long to build here: building each, one new document then the
+next query (FTS5: its rows written; in process: the index built again, as the cache does after a
+change), a query's p50 (the lexical side of hybrid: fetch_k = 20), the memory a process adds to
+open each and query it once (the saved `BM25Index` loaded whole; FTS5 opened), and the disk.
+
+    python bench/scale_query.py --lexical-only --n 100000 --dir /tmp/lexical-100k
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -104,6 +113,80 @@ def query_p50(directory: Path, engine: bool) -> tuple[float, float]:
     return statistics.median(times), times[int(0.99 * (len(times) - 1))]
 
 
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS")) / 1024
+
+
+def lexical_only(directory: Path, n: int) -> dict:
+    """Both lexical indexes over the same N synthetic chunks, without vectors (see the module docstring)."""
+    import gc
+
+    from langchain_core.documents import Document
+
+    from rag.retrieval.lexical import BM25Index
+    from rag.stores.fts_index import FTSIndex
+
+    directory.mkdir(parents=True, exist_ok=True)
+    docs = [Document(page_content=" ".join(_words(i)), metadata={"doc_id": f"d{i // 1000}", "chunk_index": i % 1000,
+                                                                   "title": f"Report {i // 1000}"}, id=f"c{i}")
+            for i in range(n)]
+    rng = random.Random(7)
+    questions = [" ".join(f"term{rng.randrange(3000)}" for _ in range(5)) for _ in range(50)]
+    new = Document(page_content="A new note.\nIt names term17.\nThird line.", metadata={"doc_id": "new"}, id="new")
+    out: dict = {"n": n}
+    fts_path = directory / "lexical.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{fts_path}{suffix}").unlink(missing_ok=True)
+    started = time.perf_counter()
+    fts = FTSIndex(fts_path)
+    for start in range(0, n, 5000):
+        part = docs[start:start + 5000]
+        fts.add([d.id for d in part], [d.page_content for d in part], [d.metadata for d in part])
+    out["fts_build_s"] = round(time.perf_counter() - started, 1)
+    started = time.perf_counter()
+    bm25 = BM25Index.from_documents(docs, metadata_fields=["title", "section"])
+    bm25.save(directory / "bm25")
+    out["bm25_build_s"] = round(time.perf_counter() - started, 1)
+    del bm25
+    gc.collect()
+
+    def p50(search: Any) -> float:
+        search(questions[0])
+        times = []
+        for q in questions:
+            t = time.perf_counter()
+            search(q)
+            times.append((time.perf_counter() - t) * 1000)
+        return round(statistics.median(times), 1)
+
+    before = _rss_mb()
+    opened = FTSIndex(fts_path)
+    opened.search(questions[0], k=20)
+    out["fts_open_and_query_mb"] = round(_rss_mb() - before)
+    out["fts_query_p50_ms"] = p50(lambda q: opened.search(q, k=20))
+    out["fts_query_filtered_p50_ms"] = p50(lambda q: opened.search(q, k=20, filter={"doc_id": "d3"}))
+    started = time.perf_counter()
+    fts.add([new.id], [new.page_content], [new.metadata])
+    opened.search("term17 note", k=20)
+    out["fts_new_document_then_query_s"] = round(time.perf_counter() - started, 3)
+    before, started = _rss_mb(), time.perf_counter()
+    loaded = BM25Index.load(directory / "bm25")
+    loaded.search(questions[0], k=20)
+    out["bm25_load_and_query_mb"] = round(_rss_mb() - before)
+    out["bm25_load_s"] = round(time.perf_counter() - started, 1)
+    out["bm25_query_p50_ms"] = p50(lambda q: loaded.search_documents(q, k=20))
+    out["bm25_query_filtered_p50_ms"] = p50(lambda q: loaded.search_documents(q, k=20, filter={"doc_id": "d3"}))
+    del loaded
+    gc.collect()
+    started = time.perf_counter()
+    BM25Index.from_documents([*docs, new], metadata_fields=["title", "section"]).search("term17 note", k=20)
+    out["bm25_new_document_then_query_s"] = round(time.perf_counter() - started, 1)
+    out["fts_disk_mb"] = round(_size([fts_path]))
+    out["bm25_disk_mb"] = round(_size([directory / "bm25"]))
+    return out
+
+
 def _size(paths: list[Path]) -> float:
     return sum(f.stat().st_size for p in paths for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()) / 2**20
 
@@ -114,7 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default="/tmp/rag-scale-query")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--lexical-only", action="store_true", help="the two lexical indexes alone (no vectors)")
     args = parser.parse_args(argv)
+    if args.lexical_only:
+        result = lexical_only(Path(args.dir), args.n)
+        result["load_average"] = round(os.getloadavg()[0], 1)
+        print(json.dumps(result, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        return 0
     directory = Path(args.dir)
     home = directory / "kb" / NAME
     out: dict = {"n": args.n}
