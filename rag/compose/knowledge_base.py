@@ -111,10 +111,17 @@ class KnowledgeBase:
 
     @classmethod
     def open(cls, name: str, directory: str | Path = DEFAULT_DIRECTORY, **kwargs: Any) -> KnowledgeBase:
-        """Open an existing knowledge base; `StoreError` listing the existing ones if it does not exist."""
-        if not is_name(name) or not (Path(directory) / "kb" / name / "manifest.json").exists():
+        """Open an existing knowledge base; `StoreError` listing the existing ones if it does not exist.
+
+        One whose chunks are in a pgvector table (`store=`) is found in that database, whatever `directory`
+        holds (docs/stores.md, "A knowledge base named by its connection")."""
+        if not is_name(name) or (kwargs.get("store") is None and
+                                 not (Path(directory) / "kb" / name / "manifest.json").exists()):
             raise missing_knowledge_base(str(name), Path(directory))
-        return cls(name, directory, **kwargs)
+        kb = cls(name, directory, **kwargs)
+        if not kb.exists:
+            raise missing_knowledge_base(str(name), Path(directory))
+        return kb
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {str(self.directory)!r})"

@@ -39,16 +39,24 @@ from rag.base.errors import ConfigError, StoreError
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.formats import Chunker
+from rag.indexing.kb_server import ServerWriterLock, migrate_to_server, server_manifest
 from rag.indexing.kb_settings import check_name, resolve_parts
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import DEFAULT_DIRECTORY, Manifest, missing_knowledge_base
 from rag.indexing.neighbours import in_document_order
+from rag.indexing.pg_records import PGRecordStore
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks
 from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
+from rag.stores.fts_index import FTSIndex
+from rag.stores.lexical_chunks import LexicalChunks, with_engine_lexical
+from rag.stores.pg_tables import server_tables
 from rag.stores.registry import DEFAULT, open_local, require_chunks, store_name
 
-__all__ = ["IndexTarget", "KnowledgeBaseView"]
+__all__ = ["LEXICAL_FILE", "IndexTarget", "KnowledgeBaseView"]
+
+#: the embedded default's lexical index (SQLite FTS5), in the knowledge base's folder
+LEXICAL_FILE = "lexical.sqlite"
 
 
 class KnowledgeBaseView(Protocol):
@@ -72,6 +80,9 @@ class KnowledgeBaseView(Protocol):
     def list_documents(self) -> list[DocumentRecord]: ...
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]: ...
+
+    @property
+    def lock(self) -> WriterLock: ...
 
 
 class IndexTarget:
@@ -107,9 +118,12 @@ class IndexTarget:
             raise ConfigError("give a Chroma client or another vector store (store=...), not both")
         self.name = check_name(name)
         self._chunks: ChunkStore | None = None
+        #: the server tables holding its manifest and records beside its chunks (pgvector), or None
+        self.tables = None
         if store is not None:
-            self._chunks = require_chunks(store, all_ids=self._stored_ids,
-                                          dimension=lambda: self.manifest.embedding.dimension)
+            self._chunks = with_engine_lexical(require_chunks(store, all_ids=self._stored_ids,
+                                                              dimension=lambda: self.manifest.embedding.dimension))
+            self.tables = server_tables(self._chunks)
         if directory is None:  # in memory: a private temporary directory, removed when the process exits
             directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
             atexit.register(shutil.rmtree, directory, True)
@@ -118,7 +132,13 @@ class IndexTarget:
         self.home = self.directory / "kb" / name
         self.manifest_path = self.home / "manifest.json"
         refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
-        existing = Manifest.load(self.manifest_path) if self.manifest_path.exists() else None
+        existing = server_manifest(self.tables) if self.tables is not None else None
+        if existing is not None and existing.name != self.name:
+            raise StoreError(f"{self.tables.where} holds the knowledge base {existing.name!r}, not {self.name!r}: "
+                             f"open it by that name, or give {self.name!r} an empty table of its own")
+        self._in_server = existing is not None   # (the server's manifest wins over the folder's copy)
+        if existing is None and self.manifest_path.exists():
+            existing = Manifest.load(self.manifest_path)
         if existing is not None:
             existing.check_owner(self.name, self.backend, self._store_name, self.manifest_path, self.home)
         parts = resolve_parts(name, self.directory, existing, embedding=embedding, chunker=chunker,
@@ -133,7 +153,8 @@ class IndexTarget:
         #: the embedding used for writes and dense search (the cached one when the knowledge base caches)
         self.embedding = CachedEmbeddings(parts.embedding_model, path=self.directory / "embeddings.sqlite",
                                           model_id=parts.model_id) if cache else parts.embedding_model
-        self.lock = WriterLock(self.directory, timeout=lock_timeout)
+        self.lock = (WriterLock(self.directory, timeout=lock_timeout) if self.tables is None else
+                     ServerWriterLock(self.directory, self.tables, timeout=lock_timeout))
         self._records: RecordStore | None = None
         self._client = client
         #: the chunks live apart from the records (a Chroma server, another store): a sync checks them
@@ -141,8 +162,15 @@ class IndexTarget:
 
     @property
     def exists(self) -> bool:
-        """Whether the knowledge base has been created (its manifest is on disk)."""
-        return self.manifest_path.exists()
+        """Whether the knowledge base has been created (its manifest is in the server, or on disk)."""
+        return self._in_server or self.manifest_path.exists()
+
+    def _save(self) -> None:
+        """Save the manifest: in the folder, and in the server when it has one (`rag.indexing.kb_server`)."""
+        self.manifest.save(self.manifest_path)
+        if self.tables is not None:
+            self.tables.save_manifest(self.manifest.model_dump_json())
+            self._in_server = True
 
     def create(self) -> IndexTarget:
         """Create the knowledge base (empty) if it does not exist, under the writer lock; returns itself.
@@ -154,9 +182,9 @@ class IndexTarget:
         with self.lock:
             if not self.exists:
                 self._check_store_is_new()
-                self.manifest.save(self.manifest_path)
+                self._save()
             elif self._save_manifest:
-                self.manifest.save(self.manifest_path)
+                self._save()
             self._save_manifest = False
         return self
 
@@ -177,7 +205,14 @@ class IndexTarget:
         if self._records is None:
             if not self.exists:
                 raise missing_knowledge_base(self.name, self.directory)
-            self._records = RecordStore(self.home / "records.sqlite")
+            if self.tables is None:
+                self._records = RecordStore(self.home / "records.sqlite")
+                return self._records
+            if not self._in_server:   # indexed into pgvector by an earlier version: copied into the server once
+                with self.lock:
+                    migrate_to_server(self.name, self.tables, self.manifest, self.home / "records.sqlite")
+                self._in_server = True
+            self._records = PGRecordStore(self.tables)
         return self._records
 
     @property
@@ -188,13 +223,17 @@ class IndexTarget:
     @property
     def chunks(self) -> ChunkStore:
         """The store of the chunks (`rag.stores.chunk_store`), opened on first use: a write that changes
-        nothing never opens Chroma (it would double the time of a no-op)."""
+        nothing never opens Chroma (it would double the time of a no-op).
+
+        The default store writes its lexical index (SQLite FTS5, `LEXICAL_FILE`) with the chunks
+        (`rag.stores.lexical_chunks`); `rag.indexing.lexical_sync` opens it for search."""
         if not self.exists:
             raise missing_knowledge_base(self.name, self.directory)
         if self._chunks is None:
-            self._chunks = open_local(self.directory, self.manifest.store.collection, client=self._client,
-                                      where=f"knowledge base {self.name!r}",
-                                      marker=self.home / DAMAGED_MARKER)   # rag index repairs it
+            store = open_local(self.directory, self.manifest.store.collection, client=self._client,
+                               where=f"knowledge base {self.name!r}",
+                               marker=self.home / DAMAGED_MARKER)   # rag index repairs it
+            self._chunks = LexicalChunks(store, FTSIndex(self.home / LEXICAL_FILE))
         return self._chunks
 
     def _stored_ids(self) -> list[str]:
@@ -215,7 +254,7 @@ class IndexTarget:
         known = self.manifest.embedding.dimension
         if known is None:
             self.manifest.embedding.dimension = dimension
-            self.manifest.save(self.manifest_path)
+            self._save()
         elif known != dimension:
             raise ConfigError(f"knowledge base {self.name!r} holds {known}-d vectors; the embedding model gave "
                               f"{dimension}-d ones")
@@ -237,6 +276,8 @@ class IndexTarget:
         """Release file handles (the store stays on disk)."""
         if self._records is not None:
             self._records.close()
+        if isinstance(self._chunks, LexicalChunks):
+            self._chunks.lexical.close()
         if isinstance(self.embedding, CachedEmbeddings):
             self.embedding.close()
 

@@ -1,6 +1,7 @@
 """Hybrid search: a dense vector store and a BM25 index searched concurrently and fused.
 
-`HybridRetriever` runs the dense search (any store of `rag.stores`, or any other vector store) and the BM25 search (`BM25Index`) at the same time: a two-thread pool in the sync
+`HybridRetriever` runs the dense search (any store of `rag.stores`, or any other vector store) and the BM25 search (a `LexicalIndex`: the in-process `BM25Index`, or a knowledge base's
+index in its engine, `rag.stores.fts_index`) at the same time: a two-thread pool in the sync
 path, ``asyncio.gather`` in the async one. It fetches ``fetch_k`` candidates from each and fuses
 them with RRF (``k=60``) or a normalised convex combination (``weights``), see `rag.retrieval.fusion`.
 
@@ -49,7 +50,7 @@ from rag.indexing.manifest import list_knowledge_bases
 from rag.indexing.write_path import index_sources
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import FUSION_METHODS, fuse, with_scores
-from rag.retrieval.lexical import BM25Index
+from rag.retrieval.lexical import BM25Index, LexicalIndex
 from rag.retrieval.paging import page_filtered
 from rag.stores.registry import chunks_of, new_vectorstore
 
@@ -105,7 +106,7 @@ class HybridRetriever(PortableRetriever):
     search_options = ("fetch_k",)
 
     vectorstore: VectorStore
-    bm25: BM25Index
+    bm25: LexicalIndex
     fetch_k: int = Field(default=20, ge=1)
     fusion: str = "rrf"
     rrf_k: int = Field(default=60, ge=0)
@@ -114,7 +115,7 @@ class HybridRetriever(PortableRetriever):
 
     @property
     def chunk_source(self) -> ChunkSource | None:
-        """The BM25 index: it holds every chunk, readable by filter."""
+        """The lexical index: it holds every chunk, readable by filter."""
         return self.bm25
 
     @field_validator("fusion")
@@ -185,7 +186,7 @@ class HybridRetriever(PortableRetriever):
         return dense_search(self.vectorstore, query, k=fetch, filter=flt)
 
     def _lexical(self, query: str, fetch: int, flt: dict[str, Any] | None) -> Scored:
-        return [(self.bm25.document(i, s), s) for i, s in self.bm25.search(query, k=fetch, filter=flt)]
+        return self.bm25.search_documents(query, k=fetch, filter=flt)
 
     def _gather(self, query: str, fetch: int, flt: dict[str, Any] | None) -> dict[str, Scored]:
         if self._pool is None:  # created on first use, reused: starting threads costs milliseconds

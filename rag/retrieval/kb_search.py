@@ -16,9 +16,14 @@ identifies documents by their card, title and file name, the pipeline searches o
 ``"auto"``, the default: once the knowledge base holds at least `ROUTING_MIN_DOCUMENTS` documents;
 ``"on"``: always) and `knowledge_base_sections` the `SectionRouter` (promote the sections a
 question names; opt-in: designed on FinanceBench's development questions).
-BM25 and sections read the chunks stored now: build the retriever again after the knowledge
-base changes. The BM25 index of a persistent knowledge base is saved next to it and loaded while
-the knowledge base is unchanged (`rag.retrieval.bm25_cache`).
+Lexical search runs in the store's engine when it has one: on the embedded default, SQLite FTS5
+written with the chunks (`rag.stores.fts_index`, opened by `rag.indexing.lexical_sync`), so a
+retriever sees every later write at its next query and nothing is read or rebuilt to search. A
+backend without one, or BM25 settings the engine's index was not built with (other
+`metadata_fields`, `stem`, `stop_words`, `k1`, `b`), gets the in-process `BM25Index` over the
+chunks stored now, saved next to the knowledge base while it is unchanged
+(`rag.retrieval.bm25_cache`): build the retriever again after the knowledge base changes.
+Named sections read the chunks stored now.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -38,7 +43,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ValidationError
@@ -46,9 +50,10 @@ from pydantic import ValidationError
 from rag.base.errors import ConfigError
 from rag.indexing.kb_parts import KnowledgeBaseView
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
+from rag.indexing.lexical_sync import engine_lexical
 from rag.retrieval.bm25_cache import knowledge_base_bm25
 from rag.retrieval.hybrid import HybridRetriever
-from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.lexical import BM25Index, BM25Retriever, LexicalIndex
 from rag.retrieval.routing import DocumentRouter
 from rag.retrieval.sections import SectionRouter
 
@@ -59,6 +64,9 @@ SearchMode = Literal["hybrid", "dense", "bm25"]
 #: The search modes, best general one first (the default).
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "bm25")
 _BM25_DEFAULTS = {"metadata_fields": ["title", "section"]}
+#: the settings an engine's lexical index is built with (k1 and b: BM25Index's defaults, which the engine's
+#: own BM25 stands in for)
+_ENGINE_SETTINGS = {"k1": 1.5, "b": 0.75, "stem": True, "stop_words": True, "metadata_fields": ["title", "section"]}
 #: `routing="auto"` routes a knowledge base holding at least this many documents (below it, a
 #: question's top chunks already come from the right few documents).
 ROUTING_MIN_DOCUMENTS = 8
@@ -85,15 +93,26 @@ def document_router(kb: KnowledgeBaseView) -> DocumentRouter | None:
 
 
 def _mentions(kb: KnowledgeBaseView) -> Callable[[str], Counter]:
-    """word -> chunks using it per ``doc_id``, from the knowledge base's BM25 index (loaded on first use)."""
-    index: list[BM25Index] = []
+    """word -> chunks using it per ``doc_id``, from the knowledge base's lexical index (opened on first use)."""
+    index: list[LexicalIndex] = []
 
     def mentions(word: str) -> Counter:
         if not index:
-            index.append(knowledge_base_bm25(kb, _BM25_DEFAULTS))
-        found = np.flatnonzero(index[0].scores(word) > 0)
-        return Counter(index[0].metadatas[i].get("doc_id") for i in found)
+            index.append(knowledge_base_lexical(kb, _BM25_DEFAULTS))
+        return index[0].mentions(word)
     return mentions
+
+
+def knowledge_base_lexical(kb: KnowledgeBaseView, settings: Mapping[str, Any]) -> LexicalIndex:
+    """`kb`'s lexical index for BM25 `settings`: its engine's when it has one built with them, else the
+    in-process `BM25Index` (saved next to the knowledge base while it is unchanged)."""
+    wanted = {**_ENGINE_SETTINGS, **settings}
+    wanted["metadata_fields"] = list(wanted["metadata_fields"])
+    if kb.exists and wanted == _ENGINE_SETTINGS:
+        engine = engine_lexical(kb)
+        if engine is not None:
+            return engine
+    return knowledge_base_bm25(kb, settings)
 
 
 def knowledge_base_retriever(kb: KnowledgeBaseView, *, search: str = "hybrid", k: int = 4, fusion: str = "rrf",
@@ -119,7 +138,7 @@ def knowledge_base_retriever(kb: KnowledgeBaseView, *, search: str = "hybrid", k
     bm25 = None
     if search != "dense":
         settings = {**_BM25_DEFAULTS, **(bm25_settings or {})}
-        bm25 = (knowledge_base_bm25(kb, settings) if chunks is None
+        bm25 = (knowledge_base_lexical(kb, settings) if chunks is None
                 else BM25Index.from_documents(chunks, **settings))
     if bm25 is not None and not len(bm25):
         raise ConfigError(f"knowledge base {kb.name!r} is empty: index documents before searching it with "
@@ -164,7 +183,7 @@ def knowledge_base_sections(kb: KnowledgeBaseView, sections: Mapping[str, Any] |
 
 
 def _base_retriever(kb: KnowledgeBaseView, search: str, *, k: int, fusion: str, weights: dict[str, float] | None,
-                    fetch_k: int, rrf_k: int, bm25: BM25Index | None) -> BaseRetriever:
+                    fetch_k: int, rrf_k: int, bm25: LexicalIndex | None) -> BaseRetriever:
     if search == "dense" or bm25 is None:
         return KnowledgeBaseRetriever(chunks=kb.chunks, embedding=kb.embedding, k=k)
     if search == "bm25":

@@ -31,10 +31,11 @@ Example:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from langchain_core.documents import Document
@@ -46,9 +47,30 @@ from rag.base.text import tokenize
 from rag.retrieval.bm25_files import read_arrays, read_meta, write_index_files
 from rag.stores.value_index import ValueIndex
 
-__all__ = ["BM25Index", "BM25Retriever"]
+__all__ = ["BM25Index", "BM25Retriever", "LexicalIndex"]
 
 _FORMAT = "rag-bm25/1"
+
+
+@runtime_checkable
+class LexicalIndex(Protocol):
+    """What lexical search needs of an index: the in-process `BM25Index`, or an engine's
+    (`rag.stores.fts_index.FTSIndex`: SQLite FTS5 beside the embedded default's chunks)."""
+
+    def search_documents(self, query: str, *, k: int = 4,
+                         filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
+        """The top-`k` chunks the portable `filter` allows, as (copy with its scores, score), best first."""
+        ...
+
+    def mentions(self, word: str) -> Counter:
+        """``doc_id`` -> how many chunks hold a token of `word`."""
+        ...
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Every chunk the portable filter allows (a chunk source)."""
+        ...
+
+    def __len__(self) -> int: ...
 
 
 class BM25Index:
@@ -166,6 +188,15 @@ class BM25Index:
                     break
         return out
 
+    def search_documents(self, query: str, *, k: int = 4,
+                         filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
+        """`search`, as (copy of the chunk with its score, score) pairs."""
+        return [(self.document(i, s), s) for i, s in self.search(query, k=k, filter=filter)]
+
+    def mentions(self, word: str) -> Counter:
+        """``doc_id`` -> how many chunks hold a token of `word` (document routing weighs a name by it)."""
+        return Counter(self.metadatas[i].get("doc_id") for i in np.flatnonzero(self.scores(word) > 0))
+
     def value_positions(self, key: str) -> dict[Any, np.ndarray]:
         """Metadata value -> chunk positions having it, for `key` (built once per key, cached)."""
         return self._values.positions(key)
@@ -246,11 +277,11 @@ class BM25Retriever(PortableRetriever):
         True
     """
 
-    index: BM25Index
+    index: LexicalIndex
 
     @property
     def chunk_source(self) -> ChunkSource | None:
-        """The BM25 index: it holds every chunk, readable by filter."""
+        """The lexical index: it holds every chunk, readable by filter."""
         return self.index
 
     @classmethod
@@ -265,5 +296,4 @@ class BM25Retriever(PortableRetriever):
         return self._search(query, k=k, filter=flt, run_manager=None)
 
     def _search(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
-        hits = self.index.search(query, k=k, filter=filter)
-        return [(self.index.document(i, s), s) for i, s in hits]
+        return self.index.search_documents(query, k=k, filter=filter)

@@ -1,4 +1,9 @@
-"""A persistent knowledge base's BM25 index is saved once per state and loaded by later searches."""
+"""A persistent knowledge base's in-process BM25 index is saved once per state and loaded by later searches.
+
+A knowledge base on the embedded default searches its engine's index (SQLite FTS5:
+test_retrieval_engine_lexical.py) with the default BM25 settings; other settings, and the backends
+without an engine index, get this in-process index: these tests ask for ``metadata_fields=["title"]``.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from rag.compose.knowledge_base import KnowledgeBase
 from rag.retrieval.bm25_cache import BM25_POINTER, knowledge_base_bm25, records_fingerprint
 
-SETTINGS = {"metadata_fields": ["title", "section"]}
+SETTINGS = {"metadata_fields": ["title"]}   # not the engine index's settings: the in-process index
 
 
 def _kb(directory) -> KnowledgeBase:
@@ -24,7 +29,8 @@ def _doc(text: str, source: str) -> Document:
 
 
 def _bm25_texts(kb: KnowledgeBase, question: str) -> list[str]:
-    return [d.page_content for d in kb.as_resource(search="bm25").retriever.invoke(question, k=3)]
+    retriever = kb.as_resource(search="bm25", hybrid={"bm25_settings": SETTINGS}).retriever
+    return [d.page_content for d in retriever.invoke(question, k=3)]
 
 
 def test_the_index_is_saved_then_loaded_while_the_knowledge_base_is_unchanged(tmp_path):

@@ -7,6 +7,10 @@ diversity, several resources with a filter each), every piece of text that reach
 comes from a chunk that matches its resource's filter, and a route reports only such documents.
 The pipeline is driven through its public entries only: `rag.retrieve` and `RAG(...).chain()`.
 
+The lexical side runs through both indexes: the in-process `BM25Index` (kinds ``bm25``, ``hybrid``)
+and the engine's SQLite FTS5 index with the filter inside its SQL (``fts``, ``fts-hybrid``; a real
+knowledge base searches it too).
+
 Every chunk's text holds a marker (``zq<doc>x<index>``), so text merged from neighbours or
 segments is traced back to the chunks it came from.
 """
@@ -14,7 +18,9 @@ segments is traced back to the chunks it came from.
 from __future__ import annotations
 
 import re
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 import chromadb
@@ -33,6 +39,7 @@ from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from rag.retrieval.routing import DocumentRouter
 from rag.retrieval.sections import SectionRouter
+from rag.stores.fts_index import FTSIndex
 
 MARKER = re.compile(r"zq(\d+)x(\d+)")
 WORDS = ["revenue", "costs", "growth", "risk", "tenant", "margin", "cash", "debt"]
@@ -95,15 +102,28 @@ def pipeline_settings(draw: st.DrawFn, chunks: list[Document]) -> dict[str, Any]
     return chosen
 
 
+KINDS = ["bm25", "chroma", "hybrid", "fts", "fts-hybrid"]
+
+
+def _fts(chunks: list[Document]) -> FTSIndex:
+    index = FTSIndex(Path(tempfile.mkdtemp(prefix="iso-fts-")) / "lexical.sqlite")
+    index.add([f"{c.metadata['doc_id']}-{c.metadata['chunk_index']}" for c in chunks],
+              [c.page_content for c in chunks], [c.metadata for c in chunks])
+    return index
+
+
 def _resource(kind: str, name: str, chunks: list[Document]) -> Resource:
     if kind == "bm25":
         return Resource.from_retriever(name, BM25Retriever.from_documents(chunks))
+    if kind == "fts":
+        return Resource.from_retriever(name, BM25Retriever(index=_fts(chunks)))
     store = Chroma(client=_CLIENT, collection_name=f"iso-{uuid.uuid4().hex}", embedding_function=_EMBEDDING,
                    collection_metadata={"hnsw:space": "cosine"})
     store.add_documents(chunks, ids=[f"{c.metadata['doc_id']}-{c.metadata['chunk_index']}" for c in chunks])
     if kind == "chroma":
         return Resource.from_retriever(name, store.as_retriever())
-    return Resource.from_retriever(name, HybridRetriever(vectorstore=store, bm25=BM25Index.from_documents(chunks)))
+    bm25 = _fts(chunks) if kind == "fts-hybrid" else BM25Index.from_documents(chunks)
+    return Resource.from_retriever(name, HybridRetriever(vectorstore=store, bm25=bm25))
 
 
 def _assert_isolated(context: list[Document], chunks: list[Document], allowed: dict[str, dict[str, Any]]) -> None:
@@ -122,8 +142,8 @@ def _assert_isolated(context: list[Document], chunks: list[Document], allowed: d
 _slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
-@given(data=st.data(), chunks=corpora(), flt=filters, kind=st.sampled_from(["bm25", "chroma", "hybrid"]),
+@settings(max_examples=80, deadline=None, suppress_health_check=_slow_ok)
+@given(data=st.data(), chunks=corpora(), flt=filters, kind=st.sampled_from(KINDS),
        question=st.lists(st.sampled_from(WORDS + SECTIONS), min_size=1, max_size=4).map(" ".join))
 def test_retrieve_returns_only_chunks_matching_the_filter(data, chunks, flt, kind, question):
     options = data.draw(pipeline_settings(chunks))
@@ -146,7 +166,7 @@ def test_a_chain_over_several_resources_keeps_each_resource_filter(data, chunks,
     """Two resources over the same chunks, a per-request filter each, through `RAG(...).chain()`."""
     options = data.draw(pipeline_settings(chunks))
     options.pop("router", None), options.pop("routing", None)
-    resources = [_resource("bm25", "a", chunks), _resource("chroma", "b", chunks)]
+    resources = [_resource(data.draw(st.sampled_from(["bm25", "fts"])), "a", chunks), _resource("chroma", "b", chunks)]
     chain = RAG(resources=resources, retrieval=options).chain()
     request = {"a": {"search_kwargs": {"filter": first}}, "b": {"search_kwargs": {"filter": second}}}
     out = chain.invoke(question, config={"configurable": {"retrieval_chain": request}})
@@ -158,7 +178,7 @@ def test_the_reported_case_expand_two_with_a_page_filter_returns_page_zero_only(
     chunks = [Document(page_content=f"zq0x{i} revenue growth", metadata={"doc_id": "d0", "chunk_index": i,
                                                                           "source": "a.pdf", "page": i % 2})
               for i in range(6)]
-    for kind in ("bm25", "chroma", "hybrid"):
+    for kind in KINDS:
         result = retrieve("revenue", _resource(kind, "docs", chunks), filter={"page": 0}, expand=2, k=3,
                           max_tokens=None, token_counter="approx")
         assert result.context

@@ -1,0 +1,253 @@
+"""A knowledge base's lexical search in its engine vs in process, side by side, at one size (default 100,000 chunks).
+
+Builds one knowledge base of N synthetic chunks (documents of 1,000 chunks of 120 words drawn from a
+5,000-word vocabulary with a Zipf-like law; `DeterministicFakeEmbedding` 384-d vectors, so the
+write path is measured, not MiniLM; the chunks stored as given, no AutoContext) through the library's
+write path, then measures both lexical indexes on it:
+
+- **engine**: SQLite FTS5 written with the chunks (`rag.stores.fts_index`), what a knowledge base on
+  the embedded default searches now;
+- **in process**: the `BM25Index` rebuilt from every chunk after a change and saved next to the
+  knowledge base (`rag.retrieval.bm25_cache`), what it searched before and what backends without an
+  engine index still get (selected by making the knowledge base report no engine index).
+
+Rows: the cold `rag ask` (a fresh process, `--json`, the default chain: median of `--runs`) and its
+peak memory (the child's max RSS); one new three-line document indexed, then the next `rag ask`; a
+hybrid query's p50 / p99 in a warm process (the retriever `rag ask` builds, 50 questions, k = 8), and
+the disk each index takes. Prints a Markdown table and the load average.
+
+    python bench/scale_query.py --n 100000 --dir /tmp/scale-100k [--runs 3] [--json out.json]
+
+`--lexical-only`: the two lexical indexes alone over the same N chunks (no vectors, no `rag ask`), for
+sizes whose knowledge base takes too long to build here: building each, one new document then the
+next query (FTS5: its rows written; in process: the index built again, as the cache does after a
+change), a query's p50 (the lexical side of hybrid: fetch_k = 20), the memory a process adds to
+open each and query it once (the saved `BM25Index` loaded whole; FTS5 opened), and the disk.
+
+    python bench/scale_query.py --lexical-only --n 100000 --dir /tmp/lexical-100k
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NAME = "scale"
+QUESTION = "What did the report say about term17 and term233?"
+IN_PROCESS = "import rag.retrieval.kb_search as s; s.engine_lexical = lambda kb: None; "
+
+
+def _words(seed: int, vocabulary: int = 5000) -> list[str]:
+    rng = random.Random(seed)
+    weights = [1 / (i + 1) for i in range(vocabulary)]
+    return [f"term{i}" for i in rng.choices(range(vocabulary), weights=weights, k=120)]
+
+
+def build(directory: Path, n: int) -> float:
+    """N chunks through the write path, 1,000 per document; seconds taken."""
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from rag.compose.knowledge_base import KnowledgeBase
+    from rag.indexing.autocontext import AutoContext
+    from rag.indexing.chunking import PassthroughChunker
+
+    kb = KnowledgeBase(NAME, directory, embedding=DeterministicFakeEmbedding(size=384),
+                       chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False), cache=False)
+    started = time.perf_counter()
+    for d in range(0, n, 1000):
+        docs = [Document(page_content=" ".join(_words(d + i)),
+                         metadata={"source": f"doc{d // 1000}", "title": f"Report {d // 1000}"})
+                for i in range(min(1000, n - d))]
+        kb.add_documents(docs)
+    kb.close()
+    return time.perf_counter() - started
+
+
+def ask(directory: Path, prefix: str = "") -> tuple[float, float]:
+    """A `rag ask --json` in a fresh process: (wall seconds, the child's peak RSS in MB)."""
+    code = (f"{prefix}from rag.cli import main; raise SystemExit(main(['ask', {QUESTION!r}, '--store', "
+            f"{str(directory)!r}, '--collection', {NAME!r}, '--json']))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
+    started = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    if status:
+        raise SystemExit(f"rag ask failed: {child.stderr.read().decode()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def query_p50(directory: Path, engine: bool) -> tuple[float, float]:
+    """p50 and p99 (ms) of the hybrid retriever's query, warm, 50 questions."""
+    import rag.retrieval.kb_search as kb_search
+    from rag.compose.knowledge_base import KnowledgeBase
+
+    original = kb_search.engine_lexical
+    if not engine:
+        kb_search.engine_lexical = lambda kb: None
+    try:
+        retriever = KnowledgeBase(NAME, directory).as_resource(search="hybrid").retriever
+    finally:
+        kb_search.engine_lexical = original
+    rng = random.Random(7)
+    questions = [" ".join(f"term{rng.randrange(3000)}" for _ in range(5)) for _ in range(50)]
+    retriever.invoke(questions[0], k=8)
+    times = []
+    for q in questions:
+        started = time.perf_counter()
+        retriever.invoke(q, k=8)
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.99 * (len(times) - 1))]
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS")) / 1024
+
+
+def lexical_only(directory: Path, n: int) -> dict:
+    """Both lexical indexes over the same N synthetic chunks, without vectors (see the module docstring)."""
+    import gc
+
+    from langchain_core.documents import Document
+
+    from rag.retrieval.lexical import BM25Index
+    from rag.stores.fts_index import FTSIndex
+
+    directory.mkdir(parents=True, exist_ok=True)
+    docs = [Document(page_content=" ".join(_words(i)), metadata={"doc_id": f"d{i // 1000}", "chunk_index": i % 1000,
+                                                                   "title": f"Report {i // 1000}"}, id=f"c{i}")
+            for i in range(n)]
+    rng = random.Random(7)
+    questions = [" ".join(f"term{rng.randrange(3000)}" for _ in range(5)) for _ in range(50)]
+    new = Document(page_content="A new note.\nIt names term17.\nThird line.", metadata={"doc_id": "new"}, id="new")
+    out: dict = {"n": n}
+    fts_path = directory / "lexical.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{fts_path}{suffix}").unlink(missing_ok=True)
+    started = time.perf_counter()
+    fts = FTSIndex(fts_path)
+    for start in range(0, n, 5000):
+        part = docs[start:start + 5000]
+        fts.add([d.id for d in part], [d.page_content for d in part], [d.metadata for d in part])
+    out["fts_build_s"] = round(time.perf_counter() - started, 1)
+    started = time.perf_counter()
+    bm25 = BM25Index.from_documents(docs, metadata_fields=["title", "section"])
+    bm25.save(directory / "bm25")
+    out["bm25_build_s"] = round(time.perf_counter() - started, 1)
+    del bm25
+    gc.collect()
+
+    def p50(search: Any) -> float:
+        search(questions[0])
+        times = []
+        for q in questions:
+            t = time.perf_counter()
+            search(q)
+            times.append((time.perf_counter() - t) * 1000)
+        return round(statistics.median(times), 1)
+
+    before = _rss_mb()
+    opened = FTSIndex(fts_path)
+    opened.search(questions[0], k=20)
+    out["fts_open_and_query_mb"] = round(_rss_mb() - before)
+    out["fts_query_p50_ms"] = p50(lambda q: opened.search(q, k=20))
+    out["fts_query_filtered_p50_ms"] = p50(lambda q: opened.search(q, k=20, filter={"doc_id": "d3"}))
+    started = time.perf_counter()
+    fts.add([new.id], [new.page_content], [new.metadata])
+    opened.search("term17 note", k=20)
+    out["fts_new_document_then_query_s"] = round(time.perf_counter() - started, 3)
+    before, started = _rss_mb(), time.perf_counter()
+    loaded = BM25Index.load(directory / "bm25")
+    loaded.search(questions[0], k=20)
+    out["bm25_load_and_query_mb"] = round(_rss_mb() - before)
+    out["bm25_load_s"] = round(time.perf_counter() - started, 1)
+    out["bm25_query_p50_ms"] = p50(lambda q: loaded.search_documents(q, k=20))
+    out["bm25_query_filtered_p50_ms"] = p50(lambda q: loaded.search_documents(q, k=20, filter={"doc_id": "d3"}))
+    del loaded
+    gc.collect()
+    started = time.perf_counter()
+    BM25Index.from_documents([*docs, new], metadata_fields=["title", "section"]).search("term17 note", k=20)
+    out["bm25_new_document_then_query_s"] = round(time.perf_counter() - started, 1)
+    out["fts_disk_mb"] = round(_size([fts_path]))
+    out["bm25_disk_mb"] = round(_size([directory / "bm25"]))
+    return out
+
+
+def _size(paths: list[Path]) -> float:
+    return sum(f.stat().st_size for p in paths for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()) / 2**20
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--dir", default="/tmp/rag-scale-query")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--lexical-only", action="store_true", help="the two lexical indexes alone (no vectors)")
+    args = parser.parse_args(argv)
+    if args.lexical_only:
+        result = lexical_only(Path(args.dir), args.n)
+        result["load_average"] = round(os.getloadavg()[0], 1)
+        print(json.dumps(result, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        return 0
+    directory = Path(args.dir)
+    home = directory / "kb" / NAME
+    out: dict = {"n": args.n}
+    if not (home / "manifest.json").exists():
+        out["build_s"] = round(build(directory, args.n), 1)
+        print(f"built {args.n:,} chunks in {out['build_s']} s (vectors and lexical rows)", file=sys.stderr)
+    for label, prefix in (("engine", ""), ("in_process", IN_PROCESS)):
+        first = ask(directory, prefix)   # in process: builds and saves the BM25 index when none is current
+        runs = [ask(directory, prefix) for _ in range(args.runs)]
+        out[label] = {"first_ask_s": round(first[0], 2), "ask_s": round(statistics.median(r[0] for r in runs), 2),
+                      "ask_rss_mb": round(max(r[1] for r in runs)), "first_ask_rss_mb": round(first[1])}
+        print(label, out[label], file=sys.stderr)
+    from langchain_core.documents import Document
+
+    from rag.compose.knowledge_base import KnowledgeBase
+
+    for label, prefix in (("engine", ""), ("in_process", IN_PROCESS)):
+        kb = KnowledgeBase(NAME, directory)
+        kb.add_documents([Document(page_content=f"A new note.\nIt names term17 for {label}.\nThird line.",
+                                   metadata={"source": f"new-{label}-{time.time_ns()}"})])
+        kb.close()
+        wall, rss = ask(directory, prefix)
+        out[label].update({"ask_after_new_document_s": round(wall, 2), "ask_after_new_document_rss_mb": round(rss)})
+        print(label, "after a new document", wall, file=sys.stderr)
+    for label in ("engine", "in_process"):
+        p50, p99 = query_p50(directory, label == "engine")
+        out[label].update({"hybrid_p50_ms": round(p50, 1), "hybrid_p99_ms": round(p99, 1)})
+    out["engine"]["disk_mb"] = round(_size([home / "lexical.sqlite"]))
+    out["in_process"]["disk_mb"] = round(_size(list(home.glob("bm25-*"))))
+    out["load_average"] = round(os.getloadavg()[0], 1)
+    rows = [("`rag ask`, steady (s, median)", "ask_s"), ("`rag ask` peak memory (MB)", "ask_rss_mb"),
+            ("one new document, then `rag ask` (s)", "ask_after_new_document_s"),
+            ("hybrid query p50 (ms, warm)", "hybrid_p50_ms"), ("hybrid query p99 (ms, warm)", "hybrid_p99_ms"),
+            ("lexical index on disk (MB)", "disk_mb")]
+    print(f"| {args.n:,} chunks | SQLite FTS5 (engine) | BM25Index (in process) |\n|---|---|---|")
+    for title, key in rows:
+        print(f"| {title} | {out['engine'][key]} | {out['in_process'][key]} |")
+    print(f"load average {out['load_average']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

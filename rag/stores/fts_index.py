@@ -1,0 +1,300 @@
+"""`FTSIndex`: a knowledge base's lexical index in SQLite FTS5, written with its chunks, searched with `bm25()`.
+
+The embedded default keeps its chunks in Chroma, which runs on SQLite; its lexical index lives next
+to them, in one SQLite file of the knowledge base's folder (``lexical.sqlite``), and is written
+chunk by chunk in the same write path as the vectors (`rag.stores.lexical_chunks`): adding a file
+inserts its chunks' rows, deleting one deletes them. Nothing is rebuilt after a change and no
+process reads every chunk's text to search or to start: a search is one SQL statement.
+
+- **Tokens.** A chunk's text, with the metadata fields named in `metadata_fields` (title and
+  section by default) before it, is tokenised by `rag.base.text.tokenize` (lowercase, stop words
+  dropped, Snowball stems: the tokens of the in-process `BM25Index`), and the tokens, joined by
+  spaces, are what FTS5 indexes (``unicode61`` with ``.`` and ``,`` as token characters, so a
+  token such as ``1,234.5`` stays one). A query is tokenised the same way; its distinct tokens are
+  OR-ed.
+- **Ranking.** FTS5's ``bm25()`` (Okapi BM25, k1 = 1.2, b = 0.75, over the same tokens); the score
+  is ``-bm25()`` (higher is better), ties broken by insertion order.
+- **Filter.** The caller's portable filter is a condition of the same statement, over the chunk's
+  metadata kept as JSON (`rag.stores.sqlite_where`): a filtered search returns `k` matching chunks
+  whenever `k` match.
+- **Chunks.** Each row keeps the chunk's id, text and metadata, so the index is also a chunk
+  source (`get_documents`, `chunks_of` for neighbours, by an index on ``(doc_id, chunk_index)``).
+
+Readers and the writer are separate connections (one per thread, WAL journal): a process serving
+questions sees another process's writes at its next query, without a restart.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> index = FTSIndex(pathlib.Path(tempfile.mkdtemp()) / "lexical.sqlite")
+    >>> index.add(["a", "b"], ["Revenue grew 5%.", "Costs fell."], [{"year": 2023}, {"year": 2024}])
+    >>> [d.page_content for d, _ in index.search("revenues", k=2)]
+    ['Revenue grew 5%.']
+    >>> index.search("revenue", k=2, filter={"year": 2024})
+    []
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag.base.errors import ConfigError, StoreError
+from rag.base.filters import validate_filter
+from rag.base.text import tokenize
+from rag.stores.chunk_store import DamagedStoreError
+from rag.stores.files import refuse_symlinks
+from rag.stores.sqlite_where import where_sql
+
+__all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
+
+#: what a file written by this module says it is (another value: built again)
+FORMAT = "rag-fts5/1"
+#: the metadata fields indexed with each chunk's text by default (as knowledge bases' BM25 does)
+DEFAULT_FIELDS = ("title", "section")
+_BATCH = 500
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc_id TEXT,
+                                   chunk_index INTEGER, text TEXT NOT NULL, metadata TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks (doc_id, chunk_index);
+CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5 (tokens, tokenize = "unicode61 remove_diacritics 0 tokenchars '.,'");
+"""
+
+
+class FTSIndex:
+    """A lexical index of chunks in one SQLite file (see the module docstring).
+
+    Args:
+        path: the SQLite file (created with its tables on first use).
+        metadata_fields: metadata keys whose values are indexed with each chunk's text.
+        stem, stop_words: the tokenizer's settings (`rag.base.text.tokenize`).
+
+    Raises:
+        StoreError: (on first use) the file is a symlink or cannot be opened; `DamagedStoreError`: it is not
+            an index of this format, or was built with other settings.
+    """
+
+    def __init__(self, path: str | Path, *, metadata_fields: Sequence[str] = DEFAULT_FIELDS, stem: bool = True,
+                 stop_words: bool = True) -> None:
+        if isinstance(metadata_fields, str):
+            raise ConfigError("metadata_fields must be a list of keys, not a single string")
+        self.path = Path(path)
+        #: how messages name it
+        self.where = f"SQLite FTS5 ({self.path.name})"
+        self.metadata_fields, self.stem, self.stop_words = tuple(metadata_fields), bool(stem), bool(stop_words)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+
+    # ------------------------------------------------------------------ connections
+    def settings(self) -> dict[str, Any]:
+        """What the tokens depend on; a file built with other settings is not this index."""
+        return {"format": FORMAT, "metadata_fields": list(self.metadata_fields), "stem": self.stem,
+                "stop_words": self.stop_words}
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            refuse_symlinks([self.path])
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+                self._check_settings(db)
+            except sqlite3.OperationalError as exc:   # cannot open or write it (a read-only folder, a full disk)
+                db.close()
+                raise StoreError(f"cannot open the lexical index {self.path} ({exc})") from None
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                raise DamagedStoreError(f"{self.path} is not a lexical index ({type(exc).__name__}: {exc}); delete it "
+                                        "and it is built again from the knowledge base's chunks") from None
+            except StoreError:
+                db.close()
+                raise
+            self._local.db = db
+            with self._guard:
+                self._connections.append(db)
+        return db
+
+    def _check_settings(self, db: sqlite3.Connection) -> None:
+        wanted = json.dumps(self.settings(), sort_keys=True)
+        db.execute("INSERT OR IGNORE INTO settings (key, value) VALUES ('index', ?)", (wanted,))
+        found = db.execute("SELECT value FROM settings WHERE key = 'index'").fetchone()[0]
+        if found != wanted:
+            raise DamagedStoreError(f"{self.path} was built with other settings ({found[:200]}); this process asks for "
+                             f"{wanted}")
+
+    def close(self) -> None:
+        """Close every connection this object opened (one per thread that used it)."""
+        with self._guard:
+            connections, self._connections = self._connections, []
+        for db in connections:
+            db.close()
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ writing (under the writer lock)
+    def tokens(self, text: str, metadata: dict[str, Any] | None = None) -> str:
+        """The indexed tokens of a chunk (its fields first), joined by spaces."""
+        metadata = metadata or {}
+        extra = " ".join(str(metadata[f]) for f in self.metadata_fields if metadata.get(f) is not None)
+        return " ".join(tokenize(f"{extra} {text}" if extra else text, stem=self.stem, stop_words=self.stop_words))
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Write chunks (a chunk already indexed under its id is replaced), in one transaction."""
+        rows = list(zip(ids, texts, metadatas, strict=True))
+        if not rows:
+            return
+        db = self._db()
+        with _transaction(db):
+            for start in range(0, len(rows), _BATCH):
+                part = rows[start:start + _BATCH]
+                self._delete(db, [r[0] for r in part])
+                for id_, text, metadata in part:
+                    metadata = dict(metadata or {})
+                    n = db.execute("INSERT INTO chunks (id, doc_id, chunk_index, text, metadata) VALUES (?, ?, ?, ?, ?)",
+                                   (str(id_), _text_or_none(metadata.get("doc_id")),
+                                    _int_or_none(metadata.get("chunk_index")), text,
+                                    json.dumps(metadata, default=str))).lastrowid
+                    db.execute("INSERT INTO terms (rowid, tokens) VALUES (?, ?)", (n, self.tokens(text, metadata)))
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete chunks by id (ids not indexed are ignored)."""
+        if not len(ids):
+            return
+        db = self._db()
+        with _transaction(db):
+            for start in range(0, len(ids), _BATCH):
+                self._delete(db, [str(i) for i in ids[start:start + _BATCH]])
+
+    def _delete(self, db: sqlite3.Connection, ids: list[str]) -> None:
+        marks = ",".join("?" * len(ids))
+        found = [r[0] for r in db.execute(f"SELECT n FROM chunks WHERE id IN ({marks})", ids)]
+        if found:
+            rows = ",".join("?" * len(found))
+            db.execute(f"DELETE FROM terms WHERE rowid IN ({rows})", found)
+            db.execute(f"DELETE FROM chunks WHERE n IN ({rows})", found)
+
+    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Replace chunks' metadata by id (their tokens follow: the title is indexed with the text)."""
+        new = dict(zip(map(str, ids), metadatas, strict=True))
+        found = self.get_by_ids(list(new))
+        self.add([d.id for d in found], [d.page_content for d in found], [new[d.id] for d in found])
+
+    def clear(self) -> None:
+        """Delete every chunk (a store replaced by an empty one)."""
+        db = self._db()
+        with _transaction(db):
+            db.execute("DELETE FROM terms")
+            db.execute("DELETE FROM chunks")
+
+    # ------------------------------------------------------------------ reading
+    def count(self) -> int:
+        """How many chunks it holds."""
+        return int(self._db().execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def ids(self) -> list[str]:
+        """The ids of every chunk it holds."""
+        return [row[0] for row in self._db().execute("SELECT id FROM chunks")]
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def _match(self, query: str) -> str | None:
+        terms = list(dict.fromkeys(tokenize(query, stem=self.stem, stop_words=self.stop_words)))
+        return " OR ".join(f'"{t}"' for t in terms) if terms else None
+
+    def search(self, query: str, *, k: int = 4,
+               filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
+        """The top-`k` chunks for `query` among those the portable `filter` allows, as (document, score), best
+        first; ``metadata["scores"] == {"bm25": score}``."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        canon = validate_filter(filter)
+        match = self._match(query)
+        if match is None:
+            return []
+        # ranked first on row numbers alone, the text read for the top k only (sorting every match with its text
+        # costs 50x more); the filter, when there is one, joins the metadata inside the ranking
+        where, params = ("", []) if canon is None else where_sql(canon, "f.metadata")
+        joined = f"JOIN chunks AS f ON f.n = terms.rowid WHERE terms MATCH ? AND {where}" if where else "WHERE terms MATCH ?"
+        sql = (f"SELECT c.id, c.text, c.metadata, r.rank FROM (SELECT terms.rowid AS n, bm25(terms) AS rank FROM terms "
+               f"{joined} ORDER BY rank, terms.rowid LIMIT ?) AS r JOIN chunks AS c ON c.n = r.n ORDER BY r.rank, r.n")
+        rows = self._db().execute(sql, [match, *params, k]).fetchall()
+        return [(_document(id_, text, metadata, -rank), -rank) for id_, text, metadata, rank in rows]
+
+    def search_documents(self, query: str, *, k: int = 4,
+                         filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
+        """`search` (the name every lexical index of `rag.retrieval` answers to)."""
+        return self.search(query, k=k, filter=filter)
+
+    def mentions(self, word: str) -> Counter:
+        """``doc_id`` -> how many chunks hold a token of `word` (what document routing weighs a name by)."""
+        match = self._match(word)
+        if match is None:
+            return Counter()
+        rows = self._db().execute("SELECT c.doc_id, count(*) FROM terms JOIN chunks AS c ON c.n = terms.rowid "
+                                  "WHERE terms MATCH ? GROUP BY c.doc_id", (match,))
+        return Counter({doc_id: n for doc_id, n in rows})
+
+    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
+        """The indexed chunks with these ids."""
+        out: list[Document] = []
+        for start in range(0, len(ids), _BATCH):
+            part = [str(i) for i in ids[start:start + _BATCH]]
+            out += self._documents(f"SELECT id, text, metadata FROM chunks WHERE id IN ({','.join('?' * len(part))}) "
+                                   "ORDER BY n", part)
+        return out
+
+    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
+        """Chunks matching a portable filter (all when None), in the order they were indexed."""
+        canon = validate_filter(filter)
+        where, params = ("", []) if canon is None else where_sql(canon, "metadata")
+        return self._documents(f"SELECT id, text, metadata FROM chunks {'WHERE ' + where if where else ''} ORDER BY n",
+                               params)
+
+    def chunks_of(self, doc_id: Any, start: int, end: int) -> list[Document]:
+        """Chunks of `doc_id` with ``start <= chunk_index < end``, in chunk order (neighbour lookups)."""
+        if not isinstance(doc_id, str):
+            return []
+        return self._documents("SELECT id, text, metadata FROM chunks WHERE doc_id = ? AND chunk_index >= ? "
+                               "AND chunk_index < ? ORDER BY chunk_index, n", [doc_id, start, end])
+
+    def _documents(self, sql: str, params: Iterable[Any]) -> list[Document]:
+        return [_document(*row) for row in self._db().execute(sql, list(params))]
+
+
+class _transaction:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _document(id_: str, text: str, metadata: str, score: float | None = None) -> Document:
+    md = json.loads(metadata)
+    if score is not None:
+        md["score"] = score
+        md["scores"] = {"bm25": score}
+    return Document(page_content=text, metadata=md, id=id_)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,82 @@
+"""`LexicalChunks`: a chunk store whose every write also goes to its engine's lexical index.
+
+A knowledge base on the embedded default keeps its lexical index in SQLite FTS5
+(`rag.stores.fts_index.FTSIndex`) beside the Chroma collection. Every write of the library's one
+write path reaches the chunks through the knowledge base's `ChunkStore`; this wrapper is that
+store: it writes the vectors first, then the same chunks' rows of the lexical index (add, upsert,
+delete, metadata update, rebuild), and answers everything else from the store it wraps. So the
+lexical index changes chunk by chunk with the vectors and is never rebuilt after a change.
+
+A write cut short between the two (a crash) leaves the index holding fewer or more chunks than
+the store; the knowledge base compares the two counts when it opens its lexical index and fills it
+again from the store once when they differ (`rag.indexing.lexical_sync`). That is also how the
+chunks that parallel workers write straight into a server store (`rag.indexing.ray_executor`, a
+store with a `connection_spec`) get their lexical rows: at the next search, read by id.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from langchain_core.vectorstores import InMemoryVectorStore
+    >>> from rag.stores.fts_index import FTSIndex
+    >>> from rag.stores.registry import chunks_of
+    >>> lexical = FTSIndex(pathlib.Path(tempfile.mkdtemp()) / "lexical.sqlite")
+    >>> chunks = LexicalChunks(chunks_of(InMemoryVectorStore(DeterministicFakeEmbedding(size=4))), lexical)
+    >>> chunks.add(["a" * 32], [[1.0, 0.0, 0.0, 0.0]], ["Paris"], [{"doc_id": "d1", "chunk_index": 0}])
+    >>> chunks.count(), lexical.count(), [d.page_content for d, _ in lexical.search("paris")]
+    (1, 1, ['Paris'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rag.stores.pg_lexical import PGLexical
+from rag.stores.pgvector import PGVectorChunks, can_update_metadata
+
+__all__ = ["LexicalChunks", "with_engine_lexical"]
+
+
+def with_engine_lexical(chunks: Any) -> Any:
+    """`chunks` writing its engine's lexical index too, when its backend has one a knowledge base can use
+    (pgvector with all metadata in its JSON column: `rag.stores.pg_lexical`); else `chunks` as it is."""
+    if isinstance(chunks, PGVectorChunks) and can_update_metadata(chunks.store):
+        return LexicalChunks(chunks, PGLexical(chunks))
+    return chunks
+
+
+class LexicalChunks:
+    """The `ChunkStore` `inner`, each write of which is also written to `lexical` (an `FTSIndex`)."""
+
+    def __init__(self, inner: Any, lexical: Any) -> None:
+        self.inner, self.lexical = inner, lexical
+
+    def __getattr__(self, name: str) -> Any:   # reads, names, checks: the wrapped store's
+        if name in ("inner", "lexical"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
+            metadatas: Sequence[dict[str, Any]]) -> None:
+        self.inner.add(ids, vectors, texts, metadatas)
+        self.lexical.add(ids, texts, metadatas)
+
+    def upsert(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
+               metadatas: Sequence[dict[str, Any]]) -> None:
+        self.inner.upsert(ids, vectors, texts, metadatas)
+        self.lexical.add(ids, texts, metadatas)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self.inner.delete(ids)
+        self.lexical.delete(ids)
+
+    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        self.inner.update_metadatas(ids, metadatas)
+        self.lexical.update_metadatas(ids, metadatas)
+
+    def rebuild(self) -> None:
+        self.inner.rebuild()
+        self.lexical.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
