@@ -30,6 +30,7 @@ from langchain_core.runnables.config import ensure_config
 from langchain_core.runnables.utils import Input
 
 from rag.base.errors import ConfigError, InputError
+from rag.base.text import neutralise_citation_markers
 from rag.generation.answer import Answer, as_answer
 from rag.generation.answerer import Answerer, RunnableAnswerer
 from rag.generation.factory import answerer_for
@@ -44,12 +45,19 @@ ANSWER_SINK = "rag_answer_sink"
 
 
 def _question_and_context(input: Any) -> tuple[str, list[Document]]:
+    """The question, and the context as the answerer and the checks read it: citation markers already in a
+    document's text ("... of France.[2]") are neutralised (`[^2]`), so only the answerer's own cite sources."""
     if not isinstance(input, Mapping) or "question" not in input:
         raise InputError("the generation chain takes a dict with 'question' and 'context' (a list of Documents)")
     context = input.get("context") or []
     if isinstance(context, str):
         context = [Document(page_content=context)]
-    return str(input["question"]), list(context)
+    return str(input["question"]), [_neutralised(doc) for doc in context]
+
+
+def _neutralised(doc: Document) -> Document:
+    text = neutralise_citation_markers(doc.page_content)
+    return doc if text == doc.page_content else Document(page_content=text, metadata=doc.metadata, id=doc.id)
 
 
 class GenerationChain(Runnable[dict, Answer]):
