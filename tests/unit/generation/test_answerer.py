@@ -157,3 +157,24 @@ def test_the_fitted_prompt_never_exceeds_the_window(window, answer_tokens, sizes
     answerer = LLMAnswerer(model, context_window=window, max_answer_tokens=answer_tokens)
     answerer.answer("What is x?", docs)
     assert len(model.prompts) == 1 and len(model.prompts[0]) // 3 + answer_tokens <= window
+
+
+def test_a_documents_own_footnote_markers_are_never_the_answers_citations():
+    """Issue 37, item 1, on the answer path: chunks indexed before markers were neutralised at indexing."""
+    from rag.generation.factory import fallback_answerer
+
+    context = [Document(page_content="Paris is the capital of France.[2] It lies on the Seine.",
+                        metadata={"source": "wiki.md"}),
+               Document(page_content="Bananas are rich in potassium.", metadata={"source": "audited-report.pdf"})]
+    seen: list[str] = []
+
+    class Recorder(Answerer):
+        def answer(self, question, context, config=None):
+            seen.append(context[0].page_content)
+            return Answer("Paris. [1]")
+
+    out = rag_chain_from_docs(fallback_answerer(embedding=None), checks_embedding=None).invoke(
+        {"question": "What is the capital of France?", "context": context})
+    assert out.cited == [1] and "[^2]" in out and "[2]" not in out
+    rag_chain_from_docs(Recorder(), checks_embedding=None).invoke({"question": "q", "context": context})
+    assert seen == ["Paris is the capital of France.[^2] It lies on the Seine."]   # what a model is shown
