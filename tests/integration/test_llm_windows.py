@@ -61,7 +61,11 @@ def server(request, tmp_path_factory) -> Iterator[tuple[str, int]]:
         yield f"http://127.0.0.1:{port}/v1", request.param
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:   # still evaluating a long prompt
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
