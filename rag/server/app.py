@@ -137,7 +137,8 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     add_page_and_meta_routes(app, server)
     add_query_routes(app, server)
     add_stream_route(app, server)
-    add_admin_routes(app, server, knowledge_bases or {})
+    if knowledge_bases:
+        add_admin_routes(app, server, knowledge_bases)
     app.include_router(openai_router(models or {"rag": rag}, settings=server.settings, auth=server.check_token,
                                      support_embedding=server.support_embedding, paths=server.paths,
                                      enforce=server.identities.enforce))

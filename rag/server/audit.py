@@ -1,8 +1,9 @@
 """One audit line per answered request: who asked, on which route, which documents came back (never text).
 
-The line goes to the standard `logging` logger `rag.audit` at INFO, and, when traces are on, an
-`audit` span carries the same fields (`rag.principal`, `rag.route`, `rag.documents`,
-`rag.document_ids`). Values are JSON-quoted, so no principal id or document id can forge a line.
+The line goes to the standard `logging` logger `rag.audit` at INFO; when traces are on, the request's
+root span carries the same fields (`rag.principal` and `rag.route` from the run's metadata,
+`trace_metadata`; `rag.document_ids` and `rag.documents` from its context, `rag.base.tracing`).
+Values are JSON-quoted, so no principal id or document id can forge a line.
 
 ```
 audit principal="ann" route="/invoke" documents=["3f2a...", "9c1e..."]
@@ -26,9 +27,8 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.acl import Principal
-from rag.base.tracing import stage
 
-__all__ = ["audit", "audit_sources", "document_ids"]
+__all__ = ["audit", "audit_sources", "document_ids", "trace_metadata"]
 
 logger = logging.getLogger("rag.audit")
 #: The most document ids one line lists (a context has at most `max_k` chunks per resource).
@@ -48,18 +48,19 @@ def document_ids(documents: Iterable[Document | Mapping[str, Any]]) -> list[str]
 
 def audit(principal: Principal | None, route: str, documents: Sequence[Document | Mapping[str, Any]],
           config: Any = None) -> None:
-    """Write the audit line of one request (and its span when the request is traced)."""
+    """Write the audit line of one request (`config`: its run config, unused; the trace has its own)."""
     ids = document_ids(documents)
     who = principal.id if principal is not None else None
     logger.info("audit principal=%s route=%s documents=%s", json.dumps(who), json.dumps(route),
                 json.dumps(ids, ensure_ascii=True))
-    if config is not None and config.get("callbacks"):
-        with stage("audit", config, principal=who or "", route=route, documents=len(ids),
-                   document_ids=",".join(ids)):
-            pass
 
 
 def audit_sources(principal: Principal | None, route: str, sources: Sequence[Mapping[str, Any]],
                   config: Any = None) -> None:
     """`audit` of a response's source entries (`/invoke`, `/stream`, chat completions)."""
     audit(principal, route, sources, config)
+
+
+def trace_metadata(principal: Principal | None, route: str) -> dict[str, str]:
+    """A request's run metadata: its root span records the principal and the route (`rag.base.tracing`)."""
+    return {"rag.principal": principal.id if principal is not None else "", "rag.route": route}

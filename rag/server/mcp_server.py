@@ -148,10 +148,10 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
         "returns the evidence, ask answers with numbered citations."))
 
     def request(question: str, k: int | None, flt: dict[str, Any] | None,
-                ctx: Context | None) -> tuple[QueryRequest, dict[str, Any]]:
+                ctx: Context | None, route: str) -> tuple[QueryRequest, dict[str, Any]]:
         try:
             body = QueryRequest(question=question, k=k, filter=flt)
-            return body, server.config_for(body, _principal(ctx))
+            return body, server.config_for(body, _principal(ctx), route)
         except ValidationError as exc:
             raise ToolError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}"
                                       for e in exc.errors(include_url=False))) from None
@@ -161,7 +161,7 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
     @app.tool(name="search", description=_SEARCH, annotations=_READ_ONLY)
     async def search(question: Question, k: K = None, filter: Filter = None,  # noqa: A002
                      ctx: Context | None = None) -> SearchResult:
-        body, config = request(question, k, filter, ctx)
+        body, config = request(question, k, filter, ctx, "mcp:search")
         docs = await _run(server.rag.resources_retrieval_chain.ainvoke(body.question, config))
         audit(_principal(ctx), "mcp:search", docs, config)
         chunks = [{"n": s["n"], "text": s["content"], "source": _text(s["source"]), "page": _page(s["page"]),
@@ -173,7 +173,7 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
     @app.tool(name="ask", description=_ASK, annotations=_READ_ONLY)
     async def ask(question: Question, k: K = None, filter: Filter = None,  # noqa: A002
                   ctx: Context | None = None) -> Answer:
-        body, config = request(question, k, filter, ctx)
+        body, config = request(question, k, filter, ctx, "mcp:ask")
         out = invoke_body(await _run(server.chain.ainvoke({"question": body.question}, config=config)))
         audit_sources(_principal(ctx), "mcp:ask", out["sources"], config)
         server.paths.rewrite(out["sources"])
@@ -264,7 +264,10 @@ async def _run(awaitable: Any) -> Any:
 
 def _principal(ctx: Context | None) -> Principal | None:
     """The principal `_TokenGuard` found for the HTTP request carrying this tool call (None over stdio)."""
-    request = getattr(getattr(ctx, "request_context", None), "request", None) if ctx is not None else None
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:   # called outside a session (a direct call_tool): no request, no principal
+        request = None
     state = getattr(request, "scope", {}).get("state") if request is not None else None
     return state.get(PRINCIPAL_KEY) if isinstance(state, dict) else None
 

@@ -47,7 +47,7 @@ from rag.compose.chat import ConversationalRAG
 from rag.compose.streaming import stream_events
 from rag.config.models import ServerConfig
 from rag.retrieval.budget import TokenCounter
-from rag.server.audit import audit_sources
+from rag.server.audit import audit_sources, document_ids, trace_metadata
 from rag.server.errors import classify
 from rag.server.openai_schemas import (
     ChatCompletionRequest,
@@ -186,7 +186,8 @@ async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest
                                          retrieval_chain=body.rag.retrieval_chain, checks=False)
     values = access_configurable(request_configurable(query, pipeline.defaults, settings), principal, enforce,
                                  settings)
-    config: RunnableConfig = {"configurable": values, "callbacks": tracing_callbacks()}
+    config: RunnableConfig = {"configurable": values, "callbacks": tracing_callbacks(),
+                              "metadata": trace_metadata(principal, "/v1/chat/completions")}
     answer = _Answer(pipeline.chain, {"question": question, "history": history}, config, support_embedding,
                      model=body.model, stream=body.stream, paths=paths, principal=principal)
     if body.stream:
@@ -233,7 +234,9 @@ class _Answer:
             run.on_chain_end({"rag_attributes": {"model": self.model, "stream": self.stream,
                                                  "prompt_tokens": usage["prompt_tokens"],
                                                  "completion_tokens": usage["completion_tokens"],
-                                                 "documents": len(self.events["sources"]["sources"])}})
+                                                 "documents": len(self.events["sources"]["sources"]),
+                                                 "document_ids": ",".join(document_ids(
+                                                     self.events["sources"]["sources"]))}})
 
     def usage(self) -> dict[str, Any]:
         """OpenAI's usage; estimated from the text when the model reported no token counts."""

@@ -28,7 +28,7 @@ from rag.base.version import __version__
 from rag.compose.streaming import stream_events
 from rag.config.models import ServerConfig
 from rag.server.errors import classify
-from rag.server.audit import audit, audit_sources
+from rag.server.audit import audit, audit_sources, trace_metadata
 from rag.server.events import checks_body, error_body, invoke_body, sse
 from rag.server.identity import Identities
 from rag.server.paths import SourcePaths
@@ -92,7 +92,8 @@ class Served:
             raise StarletteHTTPException(403, "forbidden: this route needs the admin role")
         return principal
 
-    def config_for(self, body: QueryRequest, principal: Principal | None = None) -> dict[str, Any]:
+    def config_for(self, body: QueryRequest, principal: Principal | None = None,
+                   route: str = "/invoke") -> dict[str, Any]:
         """The run config of one request: its retrieval settings (validated, tenant filter added) and, under
         `server.identities`, its principal, whose permission filter the chain ANDs onto every search.
 
@@ -101,7 +102,8 @@ class Served:
         """
         return {"configurable": access_configurable(request_configurable(body, self.defaults, self.settings),
                                                     principal, self.identities.enforce, self.settings),
-                "run_name": "rag-serve", "callbacks": tracing_callbacks()}
+                "run_name": "rag-serve", "callbacks": tracing_callbacks(),
+                "metadata": trace_metadata(principal, route)}
 
 
 def access_configurable(values: dict[str, Any], principal: Principal | None, enforce: bool,
@@ -202,7 +204,7 @@ def add_query_routes(app: FastAPI, server: Served) -> None:
         for i, raw in enumerate(body.requests):
             try:
                 item = QueryRequest.model_validate(raw)
-                runnable.append((i, item, config_for(item, principal)))
+                runnable.append((i, item, config_for(item, principal, "/batch")))
             except ValidationError as exc:
                 message = _validation_message(exc.errors(include_url=False), lambda loc: list(QueryRequest.model_fields))
                 results[i] = error_body("invalid_request", message)
@@ -227,7 +229,7 @@ def add_stream_route(app: FastAPI, server: Served) -> None:
                                "description": "sources, token..., citations, support, usage, done"}})
     async def stream(body: QueryRequest, principal: Principal | None = Depends(server.check_token)) -> StreamingResponse:
         """Answer one question as server-sent events (see `rag.server.events`)."""
-        config = config_for(body, principal)  # validated before the stream starts, so errors get a status code
+        config = config_for(body, principal, "/stream")  # validated before the stream starts, so errors get a status code
 
         async def events() -> AsyncIterator[str]:
             try:
