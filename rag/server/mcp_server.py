@@ -17,7 +17,9 @@ call's `k` and `filter` become the same per-request settings as a `POST /invoke`
 Sources are shown relative to the indexed folders, never as absolute server paths.
 
 Served over stdio by `rag mcp` and over streamable HTTP at `/mcp` inside `rag serve` (behind
-the server's token; `mount_mcp`).
+the server's token or identities; `mount_mcp`). Under `server.identities` each call is answered
+for the principal of its HTTP request (`_TokenGuard` puts it in the request's scope): the tools
+read, list and audit only what it may read; a call without one (over stdio) is refused.
 
 Example:
     >>> import asyncio
