@@ -33,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
+    "AccessError",
     "ConfigError",
     "FilterError",
     "InputError",
@@ -113,6 +114,18 @@ class StoreError(RagError):
 
 class ModelError(RagError):
     """The answer model failed: an endpoint that is down, a request it refused, a model that crashed."""
+
+
+class AccessError(RagError, PermissionError):
+    """Who is asking is unknown (`status` 401: no, a bad or an expired credential) or may not do this (403).
+
+    The message says only the kind (`missing credential`, `expired token`, ...), never why a token failed
+    in detail, what was expected or who else could.
+    """
+
+    def __init__(self, message: str, *, status: int = 401) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class MissingDependencyError(RagError, ImportError):

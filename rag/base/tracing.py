@@ -225,6 +225,8 @@ class OpenTelemetryCallbackHandler(BaseCallbackHandler):
         question = _question(inputs)
         if self.capture_content and question is not None and parent_run_id is None:
             attributes["rag.question"] = question
+        if parent_run_id is None:   # who asked, on which route (`rag serve` puts them in the run's metadata)
+            attributes.update({key: (metadata or {})[key] for key in AUDIT_KEYS if key in (metadata or {})})
         self._start(run_id, parent_run_id, str(name), attributes)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -272,6 +274,12 @@ class OpenTelemetryCallbackHandler(BaseCallbackHandler):
         self._end(run_id, error=error)
 
 
+#: Run metadata a root span records: the principal and route of a `rag serve` request (rag.server.audit).
+AUDIT_KEYS = ("rag.principal", "rag.route")
+#: The longest `rag.document_ids` attribute (the ids of the documents in a context, comma-separated).
+MAX_IDS_CHARS = 4000
+
+
 def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """Only scalar, non-None values (what OpenTelemetry accepts)."""
     return {k: v for k, v in attributes.items() if isinstance(v, _SCALARS)}
@@ -287,6 +295,9 @@ def _output_attributes(outputs: Any, capture_content: bool) -> dict[str, Any]:
     context = outputs.get("context")
     if isinstance(context, list):
         attributes["rag.documents"] = len(context)
+        ids = dict.fromkeys(str(d.metadata.get("doc_id") or d.metadata.get("source") or "") for d in context
+                            if isinstance(d, Document))
+        attributes["rag.document_ids"] = ",".join(i for i in ids if i)[:MAX_IDS_CHARS]
     if capture_content and isinstance(outputs.get("answer"), str):
         attributes["rag.answer"] = outputs["answer"]
     return attributes

@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
-from rag.base.errors import StoreError
+from rag.base.errors import ConfigError, StoreError, short_repr
 from rag.compose.resource import Resource
+from rag.indexing.access import AccessRules
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.formats import Chunker
 from rag.indexing.kb_parts import IndexTarget
@@ -44,7 +45,7 @@ from rag.indexing.manifest import DEFAULT_DIRECTORY, missing_knowledge_base
 from rag.indexing.neighbours import neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.sync import IndexReport, Source, Syncer
-from rag.indexing.write_path import delete_source, index_sources, reindex_source, sync_source
+from rag.indexing.write_path import change_permissions, delete_source, index_sources, reindex_source, sync_source
 from rag.retrieval.kb_search import (
     knowledge_base_retriever,
     knowledge_base_router,
@@ -55,6 +56,16 @@ from rag.stores.chunk_store import ChunkStore
 __all__ = ["KnowledgeBase"]
 
 logger = logging.getLogger(__name__)
+
+
+def _access_kwargs(permissions: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`AccessRules.of` arguments from `permissions={"rules": [...], "public_by_default": bool}`."""
+    if permissions is None:
+        return {}
+    if not isinstance(permissions, Mapping) or set(permissions) - {"rules", "public_by_default"}:
+        raise ConfigError(f"permissions= takes {{'rules': [{{'match': GLOB, 'groups': [...]}}], "
+                          f"'public_by_default': bool}}; got {short_repr(permissions)}")
+    return {"rules": permissions.get("rules"), "public_by_default": permissions.get("public_by_default") is True}
 
 
 def _part(attribute: str, doc: str) -> Any:
@@ -86,6 +97,9 @@ class KnowledgeBase:
         store: keep the chunks in another vector store, of a backend of `rag.stores.registry`
             (`rag.stores.pgvector.open_store(...)`, a `QdrantVectorStore`, ...); the manifest records its
             backend, and the knowledge base must be opened with a store of that backend again (docs/stores.md).
+        permissions: who may read what it indexes: `{"rules": [{"match": "*/team-a/*", "groups": ["team-a"]}],
+            "public_by_default": bool}` (first matching rule; see `add_documents(permissions=...)` and
+            docs/security.md).
 
     Construction and reads write nothing: the first write creates the knowledge base, under the writer
     lock; reading one never written raises `StoreError` listing the existing ones.
@@ -101,11 +115,13 @@ class KnowledgeBase:
                  embedding: Embeddings | None = None,
                  chunker: Chunker | None = None, autocontext: AutoContext | None = None,
                  tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
-                 client: Any = None, store: Any = None) -> None:
+                 client: Any = None, store: Any = None, permissions: Mapping[str, Any] | None = None) -> None:
         #: its storage: manifest, lock, records, chunk store, embedding, components (`IndexTarget`)
         self.storage = IndexTarget(name, directory, embedding=embedding, chunker=chunker, autocontext=autocontext,
                                    tagger=tagger, description=description, cache=cache,
                                    lock_timeout=lock_timeout, client=client, store=store)
+        #: who may read the documents it indexes (`rag.indexing.access.AccessRules`): rules, default
+        self.storage.access = AccessRules.of(**_access_kwargs(permissions))
         #: what brings the store in line with the sources of a write (`rag.indexing.sync.Syncer`)
         self.syncer = Syncer(self.storage)
 
@@ -197,7 +213,8 @@ class KnowledgeBase:
     def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                       exclude: str | Sequence[str] = (), cleanup: str | None = None,
                       progress: Callable[[str, int], None] | None = None,
-                      follow_symlinks: bool = False, executor: Any = None, limits: Any = None) -> IndexReport:
+                      follow_symlinks: bool = False, executor: Any = None, limits: Any = None,
+                      permissions: Any = None) -> IndexReport:
         """Index files, folders or Documents; unchanged ones are skipped without embedding.
 
         Creates the knowledge base on first use (under the writer lock, as every write).
@@ -215,6 +232,10 @@ class KnowledgeBase:
                 fields: tables, OCR, seconds and sizes; None: the defaults). What hits one is in the report's
                 `notes`; files whose reading other settings change (PDFs, images) are read again
                 (docs/indexing.md).
+            permissions: who may read every document of this call: `"public"` or `{"users": [...],
+                "groups": [...], "public": bool}`; None: each document's source metadata (`acl_users`,
+                `acl_groups`, `acl_public`), then the knowledge base's rules (docs/security.md). A document
+                already indexed gets them in place, without embedding again.
 
         Returns:
             What was added, updated, unchanged, deleted and skipped (with reasons).
@@ -225,7 +246,7 @@ class KnowledgeBase:
         """
         return index_sources(self.storage, sources, include=include, exclude=exclude, cleanup=cleanup,
                              progress=progress, follow_symlinks=follow_symlinks, executor=executor,
-                             syncer=self.syncer, limits=limits)
+                             syncer=self.syncer, limits=limits, permissions=permissions)
 
     def sync(self, source: Any, *, progress: Callable[[str, int], None] | None = None, executor: Any = None,
              limits: Any = None, force: bool = False) -> IndexReport:
@@ -246,6 +267,15 @@ class KnowledgeBase:
         """Re-index one file now within `limits` (see `add_documents`), or replace a source's content with
         `documents`."""
         return reindex_source(self.storage, source, documents, syncer=self.syncer, limits=limits)
+
+    def set_permissions(self, source: str | Path, permissions: Any) -> int:
+        """Change who may read one document (by path, source or doc_id): its chunks' metadata is updated in
+        place, nothing is embedded again; returns the chunks changed.
+
+        Example:
+            >>> kb.set_permissions("plans/q3.md", {"groups": ["team-a", "leads"]})   # doctest: +SKIP
+        """
+        return change_permissions(self.storage, source, permissions)
 
     def delete_document(self, source: str | Path) -> int:
         """Delete a document (by path, source or doc_id) and its chunks; returns chunks deleted."""

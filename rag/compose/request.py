@@ -11,12 +11,16 @@ A request's `filter` is ANDed with the RAG's own (a request narrows, never widen
 `RetrievalSettings` field under `OVERRIDES_KEY` and receive the run's `RAGResult` through
 `SINK_KEY` (a list the aggregate step appends to).
 
+A request's `principal` (`rag.base.acl.Principal`) ANDs its permission filter onto the filter,
+exactly where a request's filter goes, so every stage that reads chunks applies it; with
+`public_by_default: true` chunks without permissions are visible too (see docs/security.md).
+
 Example:
     >>> from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
     >>> request_settings(RetrievalSettings(), {"configurable": {"k": 5, "filter": {"year": 2024}}}).k
     5
     >>> sorted(spec.id for spec in CONFIG_SPECS)
-    ['fetch_k', 'filter', 'k', 'max_tokens', 'retrieval_chain']
+    ['fetch_k', 'filter', 'k', 'max_tokens', 'principal', 'public_by_default', 'retrieval_chain']
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
+from rag.base.acl import PRINCIPAL_KEY, PUBLIC_BY_DEFAULT_KEY, principal_of
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters, validate_filter
 from rag.base.portable import check_k
 from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 
 __all__ = ["BUILD_KEY", "CONFIG_SPECS", "OVERRIDES_KEY", "REQUEST_FIELDS", "REQUEST_KEY", "SINK_KEY",
-           "configurable", "plain_search_kwargs", "request_settings"]
+           "access_filter", "configurable", "plain_search_kwargs", "request_settings"]
 
 REQUEST_KEY = "retrieval_chain"           # per-resource search settings (the seed's, public)
 BUILD_KEY = "rag_retrieval_defaults"      # per-resource settings given to chain() (internal)
@@ -55,6 +60,10 @@ CONFIG_SPECS = [
     ConfigurableFieldSpec(id=REQUEST_KEY, annotation=dict | None, name=REQUEST_KEY, default=None,
                           description="per-resource search settings: {name: {'search_kwargs': {'max_chunks': 4, "
                                       "'filter': {...}}}}"),
+    ConfigurableFieldSpec(id=PRINCIPAL_KEY, annotation=Any, name=PRINCIPAL_KEY, default=None,
+                          description="who is asking (rag.base.acl.Principal): only chunks it may read are searched"),
+    ConfigurableFieldSpec(id=PUBLIC_BY_DEFAULT_KEY, annotation=bool, name=PUBLIC_BY_DEFAULT_KEY, default=False,
+                          description="with a principal: chunks without permissions are visible too"),
 ]
 
 
@@ -75,6 +84,9 @@ def request_settings(base: RetrievalSettings | None, config: RunnableConfig | No
     values = configurable(config)
     overrides = dict(values.get(OVERRIDES_KEY) or {})
     overrides.update({key: values[key] for key in REQUEST_FIELDS if values.get(key) is not None})
+    access = access_filter(config)
+    if access is not None:
+        overrides["filter"] = and_filters(validate_filter(overrides.get("filter")), access)
     if base is None:
         extra = sorted(set(overrides) - {"k", "filter"})
         if extra:
@@ -96,6 +108,20 @@ def plain_search_kwargs(config: RunnableConfig | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if overrides.get("k") is not None:
         out["k"] = check_k(overrides["k"])
-    if overrides.get("filter") is not None:
-        out["filter"] = validate_filter(overrides["filter"])
+    flt = and_filters(validate_filter(overrides.get("filter")), access_filter(config))
+    if flt is not None:
+        out["filter"] = flt
     return out
+
+
+def access_filter(config: RunnableConfig | None) -> dict[str, Any] | None:
+    """The permission filter of a run's principal (`configurable["principal"]`), or None without one.
+
+    Raises:
+        ConfigError: the principal is not a `Principal` (or a mapping of one): never run unfiltered.
+    """
+    values = configurable(config)
+    principal = principal_of(values.get(PRINCIPAL_KEY))
+    if principal is None:
+        return None
+    return principal.filter(public_by_default=values.get(PUBLIC_BY_DEFAULT_KEY) is True)

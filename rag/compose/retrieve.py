@@ -46,6 +46,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
+from rag.base.acl import PRINCIPAL_KEY, PUBLIC_BY_DEFAULT_KEY
 from rag.base.errors import ConfigError, InputError
 from rag.base.result import Candidate, RAGResult
 from rag.base.text import lexical_overlap, tokenize
@@ -118,7 +119,8 @@ def _score(doc: Document) -> float | None:
     return None
 
 
-def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
+def retrieve(question: str, resources_or_rag: Any, *, principal: Any = None, public_by_default: bool = False,
+             **kwargs: Any) -> RAGResult:
     """Run the retrieval of `RAG(...).chain()` and record every step (a view of the chain).
 
     The context is the one `RAG(resources=...).chain().invoke(question)` returns (the RAG's own
@@ -127,6 +129,9 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
     Args:
         question: the user question (a non-empty string).
         resources_or_rag: a `Resource`, a list of them, a `RAG`, or any retriever.
+        principal: who is asking (`rag.base.acl.Principal`): only chunks it may read are searched, in every
+            stage (the chain's `configurable["principal"]`); `public_by_default` also shows chunks without
+            permissions.
         **kwargs: `RetrievalSettings` fields.
 
     Raises:
@@ -136,9 +141,11 @@ def retrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
         raise InputError("the question must be a non-empty string")
     if kwargs:
         retrieval_settings(**kwargs)   # unknown or bad options are reported before any search
-    return run_retrieval(as_retrieval_rag(resources_or_rag), question, options=kwargs)
+    config = None if principal is None else {"configurable": {PRINCIPAL_KEY: principal,
+                                                              PUBLIC_BY_DEFAULT_KEY: public_by_default}}
+    return run_retrieval(as_retrieval_rag(resources_or_rag), question, options=kwargs, config=config)
 
 
 async def aretrieve(question: str, resources_or_rag: Any, **kwargs: Any) -> RAGResult:
-    """Async `retrieve` (runs in a worker thread; its searches run concurrently inside)."""
+    """Async `retrieve` (runs in a worker thread; its searches run concurrently inside; `principal=` too)."""
     return await asyncio.to_thread(retrieve, question, resources_or_rag, **kwargs)

@@ -23,6 +23,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from rag.base.errors import ConfigError
 from rag.compose.knowledge_base import KnowledgeBase
 from rag.compose.resource import Resource
+from rag.config.access import PermissionsConfig
 from rag.config.resources import (
     HybridSearchSettings,
     IndexConfig,
@@ -68,6 +69,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     block (``hybrid: {}`` for the defaults) searches dense + BM25 fused; the BM25 index is built
     from the stored chunks at every build, so it always matches the synced knowledge base. A
     `sections:` block (``sections: {}``) promotes the sections a question names into the results.
+    A `permissions:` block (`rag.config.access.PermissionsConfig`) says who may read what it indexes.
     """
 
     kind: Literal["knowledge_base"]
@@ -90,6 +92,7 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     sections: SectionSettings | None = None
     store: dict[str, Any] | None = None
     sources: list[dict[str, Any]] | None = None   # (rag.config.sources: checked below, synced by build / rag serve)
+    permissions: PermissionsConfig | None = None
 
     @field_validator("sources")
     @classmethod
@@ -121,6 +124,8 @@ class KnowledgeBaseResourceConfig(ResourceBase):
     def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
         name = self.knowledge_base or self.name
         kwargs: dict[str, Any] = {"embedding": kb_embedding(embedding), "description": self.description}
+        if self.permissions is not None:
+            kwargs["permissions"] = self.permissions.kwargs()
         if self.autocontext is not None:
             kwargs["autocontext"] = AutoContext(enabled=self.autocontext)
         if self.chunk_size is not None:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from rag.base.errors import ConfigError, MissingDependencyError, short_repr
 from rag.base.filters import validate_filter
+from rag.config.access import IdentitiesConfig
+from rag.config.strict import StrictModel, check_env_name, kind_of
 from rag.generation.factory import default_llm, fallback_answerer
 from rag.models.ollama import OllamaChatModel, ollama_host
 from rag.models.embeddings import default_embeddings
@@ -39,49 +41,6 @@ __all__ = [
     "build_llm",
     "kind_of",
 ]
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SECRET_KEYS = ("api_key", "token", "password", "secret")
-
-
-class StrictModel(BaseModel):
-    """A pydantic model that rejects unknown keys with a message listing the valid ones."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _reject_unknown(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            valid = list(cls.model_fields)
-            unknown = [k for k in data if k not in valid]
-            if unknown:
-                hint = ""
-                if any(k in _SECRET_KEYS for k in unknown):
-                    hint = (" (secrets are never written in a config: give the name of an environment "
-                            "variable, e.g. api_key_env)")
-                word = "key" if len(unknown) == 1 else "keys"
-                shown = ", ".join(short_repr(k) for k in unknown[:10])
-                raise ValueError(f"unknown {word} {shown}; valid: {', '.join(valid)}{hint}")
-        return data
-
-
-def kind_of(model: type[BaseModel]) -> str:
-    """The `kind:` a resource or store config model takes: its `kind` field's one `Literal` value (the YAML
-    dialect names each kind once, there)."""
-    (kind,) = get_args(model.model_fields["kind"].annotation)
-    return kind
-
-
-def check_env_name(value: str | None) -> str | None:
-    """Accept only environment-variable names, so a pasted secret is rejected, not stored."""
-    if value is None:
-        return None
-    if not _ENV_NAME.match(value):
-        raise ValueError(f"{value[:4]!r}... is not an environment variable name; give the NAME of the variable "
-                         "that holds the secret (letters, digits, underscores), e.g. OPENAI_API_KEY")
-    return value
-
 
 class EmbeddingConfig(StrictModel):
     """Which embedding model to use.
@@ -182,6 +141,10 @@ class ServerConfig(StrictModel):
             rebinding domain. Loopback names by default; `"*"` allows any (behind a proxy that checks).
         public_docs: serve `/openapi.json` and `/docs` without the token (with a token set they
             need it by default; without a token they are open like every route).
+        identities: API keys and bearer JWTs that say who is asking (`rag.config.access`); with it every
+            route needs one, and each request sees only the chunks its principal may read.
+        public_by_default: under `identities`, chunks without permissions are visible to every principal
+            (the knowledge bases are public by default); otherwise nobody sees them.
     """
 
     auth_token_env: str = "RAG_API_TOKEN"
@@ -195,6 +158,8 @@ class ServerConfig(StrictModel):
     support_scoring: Literal["semantic", "lexical"] = "semantic"
     allowed_hosts: list[str] = Field(default_factory=lambda: list(LOOPBACK_HOSTS), min_length=1)
     public_docs: bool = False
+    identities: IdentitiesConfig | None = None
+    public_by_default: bool = False
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -35,6 +35,7 @@ from langchain_core.documents import Document
 from rag.base.errors import LoaderError
 from rag.base.text import neutralise_citation_markers
 from rag.base.tracing import index_span
+from rag.indexing.access import AccessRules, stamp_metadatas
 from rag.indexing.autocontext import SUMMARY_SOURCE_CHARS
 from rag.indexing.formats import chunk_documents, chunker_for
 from rag.indexing.loaders import LoadLimits, clean_text, load_file
@@ -77,13 +78,14 @@ class Prepared:
 
 @dataclass
 class Components:
-    """What turns files into chunks and embedded texts: the knowledge base's chunker, tagger, AutoContext, and the
-    run's `LoadLimits` (what reading one file may cost)."""
+    """What turns files into chunks and embedded texts: the knowledge base's chunker, tagger, AutoContext, the
+    run's `LoadLimits` (what reading one file may cost) and the run's `AccessRules` (who may read each document)."""
 
     chunker: Any
     tagger: Any
     autocontext: Any
     limits: LoadLimits = field(default_factory=LoadLimits)
+    access: AccessRules = field(default_factory=AccessRules)
 
 
 def chunk_id(doc_id: str, index: int, embedded_text: str, metadata: dict[str, Any]) -> str:
@@ -230,7 +232,8 @@ def _documents(items: list[Item]) -> list[Document]:
 def _prepared(components: Components, items: list[Item], chunks: list[Document],
               summaries: dict[str, str]) -> Prepared:
     texts = components.autocontext.embedding_texts(chunks, summaries=summaries)
-    metas = [scalar_metadata(c.metadata) for c in chunks]
+    firsts = {i.doc_id: (i.key, i.docs[0].metadata if i.docs else {}) for i in items}
+    metas = stamp_metadatas(components.access, firsts, [scalar_metadata(c.metadata) for c in chunks])
     ids = [chunk_id(m["doc_id"], m["chunk_index"], t, m) for m, t in zip(metas, texts, strict=True)]
     return Prepared(items, chunks, texts, metas, ids, summaries)
 

@@ -21,6 +21,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
+from rag.indexing.access import AccessRules
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.ingest import (
     STREAM_BATCH,
@@ -64,7 +65,8 @@ def component_settings(target: IndexTarget) -> str:
 
 def _settings_of(parts: Components) -> dict[str, Any]:
     return {"chunking": parts.chunker.settings(), "autocontext": parts.autocontext.settings(),
-            "tagger": parts.tagger.settings() if parts.tagger is not None else None, "limits": parts.limits.settings()}
+            "tagger": parts.tagger.settings() if parts.tagger is not None else None, "limits": parts.limits.settings(),
+            "access": parts.access.settings()}
 
 
 @functools.lru_cache(maxsize=4)
@@ -74,7 +76,8 @@ def components(settings: str) -> Components:
     tagger = data["tagger"]
     return Components(chunker_from(data["chunking"]),
                       None if tagger is None else KeywordTagger(**{k: v for k, v in tagger.items() if k != "type"}),
-                      AutoContext(**autocontext_kwargs(data["autocontext"])), LoadLimits(**data["limits"]))
+                      AutoContext(**autocontext_kwargs(data["autocontext"])), LoadLimits(**data["limits"]),
+                      AccessRules.from_settings(data.get("access")))
 
 
 def chunk_files(batch: Any, *, settings: str, stream: tuple[int, int] = (STREAM_CHARS, STREAM_BATCH)) -> Iterator[Any]:

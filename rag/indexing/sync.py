@@ -59,6 +59,7 @@ from rag.indexing.plan import Plan
 from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.indexing.source_sync import SourcePlan, check_source, stale_under
+from rag.indexing.access import refresh_permissions
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,8 @@ class Syncer:
         plan = Plan(target, files, grouped, records, force, report, moves=moved_candidates(records))
         (executor or LocalExecutor()).run(target, plan, report, emit)
         target.records.put_many(plan.touched)
+        # a changed rule or argument reaches unchanged documents too: their chunks' metadata, nothing embedded
+        refresh_permissions(target, target.components.access, sorted(plan.seen), grouped)
         if stale := _stale(records, plan.seen, roots, cleanup):
             report.chunks_deleted += target.delete_records(stale)
             report.deleted += [r.source for r in stale]

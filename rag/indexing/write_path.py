@@ -28,8 +28,10 @@ from typing import Any, TypeVar
 
 from langchain_core.documents import Document
 
+from rag.base.acl import Permissions
 from rag.base.errors import ConfigError, RagError
 from rag.base.tracing import index_span
+from rag.indexing.access import AccessRules, set_permissions
 from rag.indexing.executors import executor_from
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.limits import LoadLimits
@@ -39,7 +41,8 @@ from rag.indexing.source_sync import check_source
 from rag.indexing.sync import CLEANUP_MODES, IndexReport, Source, Syncer
 from rag.stores.registry import is_engine_error
 
-__all__ = ["delete_source", "index_sources", "reindex_source", "sync_source", "write"]
+__all__ = ["base_access", "change_permissions", "delete_source", "find_record", "index_sources", "reindex_source",
+           "sync_source", "write"]
 
 T = TypeVar("T")
 
@@ -67,7 +70,8 @@ def write(target: IndexTarget, run: Callable[[], T]) -> T:
 def index_sources(target: IndexTarget, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                   exclude: str | Sequence[str] = (), cleanup: str | None = None,
                   progress: Callable[[str, int], None] | None = None, follow_symlinks: bool = False,
-                  executor: Any = None, syncer: Syncer | None = None, limits: Any = None) -> IndexReport:
+                  executor: Any = None, syncer: Syncer | None = None, limits: Any = None,
+                  permissions: Any = None) -> IndexReport:
     """Index files, folders or Documents into `target`; unchanged ones are skipped without embedding.
 
     The arguments are `rag.KnowledgeBase.add_documents`'; `syncer` is the knowledge base's own (one is
@@ -82,10 +86,12 @@ def index_sources(target: IndexTarget, sources: Source | Sequence[Source], *, in
         raise ConfigError(f"cleanup must be one of {', '.join(map(repr, CLEANUP_MODES))}; got {cleanup!r}")
     runner = executor_from(executor)   # (a bad executor or limit fails before the lock is taken)
     load_limits = LoadLimits.of(limits)
+    access = base_access(target).with_given(permissions)
     syncer = syncer or Syncer(target)
 
     def run() -> IndexReport:
         target.components.limits = load_limits   # (under the lock: this write's, every write sets its own)
+        target.components.access = access
         with index_span("rag.index", knowledge_base=target.name, cleanup=cleanup or "none",
                         executor=runner.name) as span:
             report = syncer.sync(sources, include=include, exclude=exclude, cleanup=cleanup, progress=progress,
@@ -140,8 +146,27 @@ def reindex_source(target: IndexTarget, source: str | Path, documents: Sequence[
 
     def run() -> IndexReport:
         target.components.limits = load_limits
+        target.components.access = base_access(target)
         return syncer.sync([source], force=True)
 
+    return write(target, run)
+
+
+def base_access(target: IndexTarget) -> AccessRules:
+    """The knowledge base's own permission rules (`KnowledgeBase(..., permissions=...)`), or none."""
+    return getattr(target, "access", None) or AccessRules()
+
+
+def change_permissions(target: IndexTarget, source: str | Path, permissions: Any) -> int:
+    """Give one document's stored chunks new permissions (under the writer lock); returns chunks changed.
+
+    Raises:
+        StoreError: no such document, or a store that cannot update metadata in place.
+    """
+    def run() -> int:
+        return set_permissions(target, find_record(target, source), permissions)
+
+    Permissions.of(permissions)   # (a bad value fails before the lock is taken)
     return write(target, run)
 
 
@@ -151,9 +176,19 @@ def delete_source(target: IndexTarget, source: str | Path) -> int:
     Raises:
         ConfigError: no such document (the message says where to look).
     """
+    record = find_record(target, source)
+    return write(target, lambda: target.delete_records([record]))
+
+
+def find_record(target: IndexTarget, source: str | Path) -> Any:
+    """The record of a document (by path, source or doc_id).
+
+    Raises:
+        ConfigError: no such document (the message says where to look).
+    """
     key = path_text(source)
     record = target.records.find(key) or target.records.find(path_text(Path(source).resolve()))
     if record is None:
         raise ConfigError(f"no document {key!r} in knowledge base {target.name!r}; "
                           "see list_documents() for what it holds")
-    return write(target, lambda: target.delete_records([record]))
+    return record

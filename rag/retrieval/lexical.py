@@ -177,12 +177,13 @@ class BM25Index:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         flt = validate_filter(filter)
         scores = self.scores(query)
-        pool = self._values.candidates(flt)
+        exact = self._values.exact(flt)   # the index decides the whole filter: no per-chunk check
+        pool = exact if exact is not None else self._values.candidates(flt)
         candidates = np.flatnonzero(scores > 0) if pool is None else pool[scores[pool] > 0]
         ranked = candidates[np.argsort(-scores[candidates], kind="stable")]
         out = []
         for i in ranked:
-            if flt is None or matches_canonical(self.metadatas[i], flt):
+            if flt is None or exact is not None or matches_canonical(self.metadatas[i], flt):
                 out.append((int(i), float(scores[i])))
                 if len(out) == k:
                     break

@@ -10,11 +10,12 @@ POST /stream      the same body -> server-sent events: sources, token..., citati
 GET  /docs        OpenAPI docs (/openapi.json)
 GET  /v1/models, POST /v1/chat/completions   OpenAI-compatible (see rag.server.openai_compat)
 POST /mcp         Model Context Protocol tools over streamable HTTP (rag.server.mcp_server; the mcp extra)
+POST /admin/permissions   change who may read a document (the admin role; rag.server.identity)
 ```
 
 The `RAG` and its chain are built once per app; each request's settings travel in its own
 `RunnableConfig`, so concurrent requests never see each other's `k` or filters. Errors are JSON
-`{"error": {"type", "message"}}` with 400 (malformed JSON), 401 (token), 404, 413 (body too
+`{"error": {"type", "message"}}` with 400 (malformed JSON), 401 (credential), 403 (role), 404, 413 (body too
 large), 422 (invalid request, filter or setting) and 500 (no details leaked).
 
 Example:
@@ -47,6 +48,7 @@ from rag.server.openai_compat import openai_router
 from rag.server.routes import (
     STATIC_DIR,
     Served,
+    add_admin_routes,
     add_error_handlers,
     add_page_and_meta_routes,
     add_query_routes,
@@ -103,7 +105,8 @@ class BodyLimitMiddleware:
 
 def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "rag",
                source_roots: Mapping[str, Sequence[str | Path]] | None = None,
-               models: Mapping[str, Any] | None = None, syncs: Any = None) -> FastAPI:
+               models: Mapping[str, Any] | None = None, syncs: Any = None,
+               knowledge_bases: Mapping[str, Any] | None = None) -> FastAPI:
     """Build the FastAPI app around one `RAG` (built once, shared by all requests).
 
     Args:
@@ -116,6 +119,8 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
             `{"rag": rag}`.
         syncs: the `rag.server.sync_schedule.SyncScheduler` of the config's scheduled sources, whose last
             reports `/health` shows (the caller starts and stops it).
+        knowledge_bases: `{resource name: KnowledgeBase}` whose documents' permissions
+            `POST /admin/permissions` may change (the `admin` role of `server.identities`).
 
     Raises:
         ConfigError: `require_auth` is set but the token variable is empty, or a resource's
@@ -135,8 +140,11 @@ def create_app(rag: Any, *, settings: ServerConfig | None = None, title: str = "
     add_page_and_meta_routes(app, server)
     add_query_routes(app, server)
     add_stream_route(app, server)
+    if knowledge_bases:
+        add_admin_routes(app, server, knowledge_bases)
     app.include_router(openai_router(models or {"rag": server.rag}, settings=server.settings, auth=server.check_token,
-                                     support_embedding=server.support_embedding, paths=server.paths))
+                                     support_embedding=server.support_embedding, paths=server.paths,
+                                     enforce=server.identities.enforce))
     _mount_mcp(app, server)
     return app
 

@@ -9,6 +9,7 @@ everywhere (only the body's shape differs: ours, or OpenAI's on `/v1`):
 | `FilterError` | 422 | `filter_error` |
 | `ConfigError` | 422 | `invalid_setting` |
 | `InputError` | 422 | `invalid_input` |
+| `AccessError` | 401 / 403 | `unauthorized` / `forbidden` |
 | `MissingDependencyError` | 500 | `missing_dependency` |
 | `ModelError` (the answer model failed) | 502 | `model_error` ("the answer model failed; see the server log") |
 | another `RagError` (`StoreError`, ...) | 500 | `rag_error` |
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag.base.errors import ConfigError, FilterError, InputError, MissingDependencyError, ModelError, RagError
+from rag.base.errors import AccessError, ConfigError, FilterError, InputError, MissingDependencyError, ModelError, RagError
 from rag.server.guard import INTERNAL_ERROR_MESSAGE, log_failure
 from rag.server.paths import SourcePaths
 
@@ -55,6 +56,8 @@ class Failure:
 def classify(exc: BaseException, *, where: str = "request failed", paths: SourcePaths | None = None,
              log: bool = True) -> Failure:
     """The status, kind and client message for `exc`; a 5xx is logged once, bounded (`log_failure`)."""
+    if isinstance(exc, AccessError):
+        return Failure(exc.status, "forbidden" if exc.status == 403 else "unauthorized", str(exc))
     if isinstance(exc, RagError):
         for cls, kind in _CLIENT_ERRORS:
             if isinstance(exc, cls):

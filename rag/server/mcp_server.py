@@ -18,7 +18,9 @@ call's `k` and `filter` become the same per-request settings as a `POST /invoke`
 Sources are shown relative to the indexed folders, never as absolute server paths.
 
 Served over stdio by `rag mcp` and over streamable HTTP at `/mcp` inside `rag serve` (behind
-the server's token; `mount_mcp`).
+the server's token or identities; `mount_mcp`). Under `server.identities` each call is answered
+for the principal of its HTTP request (`_TokenGuard` puts it in the request's scope): the tools
+read, list and audit only what it may read; a call without one (over stdio) is refused.
 
 Example:
     >>> import asyncio
@@ -47,17 +49,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from rag.base.acl import PRINCIPAL_KEY, Principal
 from rag.base.errors import MissingDependencyError, RagError
+from rag.base.filters import and_filters
 from rag.base.version import __version__
 from rag.compose.pipeline import chunk_source
+from rag.compose.request import access_filter
 from rag.config.models import ServerConfig
 from rag.generation.postprocess import suspicious_chunks
 from rag.server.events import error_body, invoke_body, sources_with_content
-from rag.server.routes import Served
+from rag.server.audit import audit, audit_sources
+from rag.server.routes import Served, access_configurable
 from rag.server.schemas import QueryRequest
 
 try:
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.types import ToolAnnotations
@@ -66,7 +72,6 @@ except ImportError as _exc:  # the MCP server is an optional extra
 
 __all__ = ["create_mcp_server", "mcp_server", "mount_mcp"]
 
-_ONE_HOST_POLICY = TransportSecuritySettings(enable_dns_rebinding_protection=False)   # the app's HostCheck decides
 _ONE_HOST_POLICY = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # the app's Host check decides
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
@@ -166,10 +171,11 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
         "Read-only retrieval over a document collection: list_documents shows what is indexed, search "
         "returns the evidence, ask answers with numbered citations."))
 
-    def request(question: str, k: int | None, flt: dict[str, Any] | None) -> tuple[QueryRequest, dict[str, Any]]:
+    def request(question: str, k: int | None, flt: dict[str, Any] | None,
+                ctx: Context | None, route: str) -> tuple[QueryRequest, dict[str, Any]]:
         try:
             body = QueryRequest(question=question, k=k, filter=flt)
-            return body, server.config_for(body)
+            return body, server.config_for(body, _principal(ctx), route)
         except ValidationError as exc:
             raise ToolError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}"
                                       for e in exc.errors(include_url=False))) from None
@@ -177,9 +183,11 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
             raise ToolError(str(exc)) from None
 
     @app.tool(name="search", description=_SEARCH, annotations=_READ_ONLY)
-    async def search(question: Question, k: K = None, filter: Filter = None) -> SearchResult:  # noqa: A002
-        body, config = request(question, k, filter)
+    async def search(question: Question, k: K = None, filter: Filter = None,  # noqa: A002
+                     ctx: Context | None = None) -> SearchResult:
+        body, config = request(question, k, filter, ctx, "mcp:search")
         docs = await _run(server.rag.resources_retrieval_chain.ainvoke(body.question, config))
+        audit(_principal(ctx), "mcp:search", docs, config)
         chunks = [{"n": s["n"], "text": s["content"], "source": _text(s["source"]), "page": _page(s["page"]),
                    "label": s["label"], "score": s["metadata"].get("score"), "resource": s["resource"],
                    "metadata": s["metadata"]} for s in sources_with_content(docs)]
@@ -187,9 +195,11 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
         return SearchResult.model_validate({"chunks": chunks, "suspected_injection": _suspected(chunks, "text")})
 
     @app.tool(name="ask", description=_ASK, annotations=_READ_ONLY)
-    async def ask(question: Question, k: K = None, filter: Filter = None) -> Answer:  # noqa: A002
-        body, config = request(question, k, filter)
+    async def ask(question: Question, k: K = None, filter: Filter = None,  # noqa: A002
+                  ctx: Context | None = None) -> Answer:
+        body, config = request(question, k, filter, ctx, "mcp:ask")
         out = invoke_body(await _run(server.chain.ainvoke({"question": body.question}, config=config)))
+        audit_sources(_principal(ctx), "mcp:ask", out["sources"], config)
         server.paths.rewrite(out["sources"])
         fields = {key: out[key] for key in ("answer", "cited", "refused", "confidence", "passage", "flags", "answerer")}
         return Answer.model_validate({**fields, "sources": [
@@ -198,8 +208,14 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
             for s in out["sources"]], "suspected_injection": _suspected(out["sources"], "content")})
 
     @app.tool(name="list_documents", description=_LIST, annotations=_READ_ONLY)
-    async def list_documents() -> DocumentList:
-        return DocumentList.model_validate(await asyncio.to_thread(_documents, server))
+    async def list_documents(ctx: Context | None = None) -> DocumentList:
+        try:
+            values = access_configurable({}, _principal(ctx), server.identities.enforce, server.settings)
+        except RagError as exc:
+            raise ToolError(str(exc)) from None
+        listed = await asyncio.to_thread(_documents, server, access_filter({"configurable": values}))
+        audit(_principal(ctx), "mcp:list_documents", [{"source": d["source"]} for d in listed["documents"]])
+        return DocumentList.model_validate(listed)
 
     return app
 
@@ -245,7 +261,8 @@ class _TokenGuard:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             try:
-                self.server.check_token(Request(scope))
+                principal = self.server.check_token(Request(scope))
+                scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
             except StarletteHTTPException as exc:
                 response = JSONResponse(error_body("unauthorized", str(exc.detail)), status_code=exc.status_code,
                                         headers={"WWW-Authenticate": "Bearer"})
@@ -276,9 +293,20 @@ async def _run(awaitable: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-def _documents(server: Served) -> dict[str, Any]:
-    """Every document of every resource the tenant filter lets through, with its chunk and page counts."""
-    tenant = server.settings.tenant_filter
+def _principal(ctx: Context | None) -> Principal | None:
+    """The principal `_TokenGuard` found for the HTTP request carrying this tool call (None over stdio)."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:   # called outside a session (a direct call_tool): no request, no principal
+        request = None
+    state = getattr(request, "scope", {}).get("state") if request is not None else None
+    return state.get(PRINCIPAL_KEY) if isinstance(state, dict) else None
+
+
+def _documents(server: Served, access: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every document of every resource the tenant filter and the principal's permissions let through, with its
+    chunk and page counts."""
+    tenant = and_filters(server.settings.tenant_filter, access)
     documents: dict[tuple[str, str], dict[str, Any]] = {}
     resources = []
     for resource in server.rag.resources:

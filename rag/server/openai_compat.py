@@ -40,12 +40,14 @@ from langchain_core.runnables.config import get_callback_manager_for_config
 from pydantic import Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from rag.base.acl import Principal
 from rag.base.errors import ConfigError
 from rag.base.tracing import tracing_callbacks
 from rag.compose.chat import ConversationalRAG
 from rag.compose.streaming import stream_events
 from rag.config.models import ServerConfig
 from rag.retrieval.budget import TokenCounter
+from rag.server.audit import audit_sources, document_ids, trace_metadata
 from rag.server.errors import classify
 from rag.server.openai_schemas import (
     ChatCompletionRequest,
@@ -55,12 +57,14 @@ from rag.server.openai_schemas import (
     rag_extension,
 )
 from rag.server.paths import SourcePaths
+from rag.server.routes import access_configurable
 from rag.server.schemas import QueryRequest, request_configurable
 
 __all__ = ["OpenAIRoute", "openai_router"]
 
 _OWNER = "rag"
-_HTTP_KINDS = {401: ("authentication_error", "unauthorized"), 404: ("not_found_error", "not_found"),
+_HTTP_KINDS = {401: ("authentication_error", "unauthorized"), 403: ("permission_error", "forbidden"),
+               404: ("not_found_error", "not_found"),
                405: ("invalid_request_error", "method_not_allowed")}
 
 
@@ -92,8 +96,11 @@ def error_response(exc: Exception, paths: SourcePaths | None = None) -> JSONResp
         return JSONResponse(openai_error(str(exc.detail), kind=kind, code=code), status_code=exc.status_code,
                             headers=headers)
     failure = classify(exc, where="OpenAI-compatible request failed", paths=paths)
-    kind = "invalid_request_error" if failure.status < 500 else "server_error"
-    return JSONResponse(openai_error(failure.message, kind=kind, code=failure.kind), status_code=failure.status)
+    kind = _HTTP_KINDS[failure.status][0] if failure.status in (401, 403) else \
+        "invalid_request_error" if failure.status < 500 else "server_error"
+    headers = {"WWW-Authenticate": "Bearer"} if failure.status == 401 else None
+    return JSONResponse(openai_error(failure.message, kind=kind, code=failure.kind), status_code=failure.status,
+                        headers=headers)
 
 
 class OpenAIRoute(APIRoute):
@@ -123,13 +130,15 @@ class _Pipeline:
 
 
 def openai_router(pipelines: Mapping[str, Any], *, settings: ServerConfig, auth: Callable[..., Any],
-                  support_embedding: Any = None, paths: SourcePaths | None = None) -> APIRouter:
+                  support_embedding: Any = None, paths: SourcePaths | None = None,
+                  enforce: bool = False) -> APIRouter:
     """The `/v1` routes over named pipelines (`{model id: RAG}`).
 
     Args:
         pipelines: the RAGs served, by the model id clients pass as `model`.
         settings: the server's limits and tenant filter (the same as the rest of the API).
-        auth: the API's bearer-token dependency.
+        auth: the API's credential dependency (returns the request's principal, or None).
+        enforce: every request must have a principal (`server.identities`); its permissions filter every search.
         support_embedding: the embedding for the support checks (None: lexical only).
         paths: how source paths are shown (the rest of the API's `SourcePaths`; default: relative to
             the working directory, else the file name).
@@ -148,9 +157,10 @@ def openai_router(pipelines: Mapping[str, Any], *, settings: ServerConfig, auth:
         return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": _OWNER}
                                            for name in served]}
 
-    async def chat_completions(body: ChatCompletionRequest) -> Any:
+    async def chat_completions(body: ChatCompletionRequest, principal: Principal | None = Depends(auth)) -> Any:
         """OpenAI chat completions answered by the RAG, with sources in `message.rag` (see the module docstring)."""
-        return await _complete(served, body, settings=settings, support_embedding=support_embedding, paths=paths)
+        return await _complete(served, body, settings=settings, support_embedding=support_embedding, paths=paths,
+                               principal=principal, enforce=enforce)
 
     # the schema names the served model ids (an unknown one is still the 404 OpenAI's clients expect)
     chat_completions.__annotations__["body"] = create_model(
@@ -162,7 +172,8 @@ def openai_router(pipelines: Mapping[str, Any], *, settings: ServerConfig, auth:
 
 
 async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest, *, settings: ServerConfig,
-                    support_embedding: Any, paths: SourcePaths) -> Any:
+                    support_embedding: Any, paths: SourcePaths, principal: Principal | None = None,
+                    enforce: bool = False) -> Any:
     pipeline = served.get(body.model)
     if pipeline is None:
         return JSONResponse(openai_error(f"the model {body.model!r} does not exist; valid: {', '.join(served)}",
@@ -173,10 +184,12 @@ async def _complete(served: Mapping[str, _Pipeline], body: ChatCompletionRequest
     # Fields validated by RagOptions; request_configurable checks the question (blank, too long).
     query = QueryRequest.model_construct(question=question, k=body.rag.k, filter=body.rag.filter,
                                          retrieval_chain=body.rag.retrieval_chain, checks=False)
-    config: RunnableConfig = {"configurable": request_configurable(query, pipeline.defaults, settings),
-                              "callbacks": tracing_callbacks()}
+    values = access_configurable(request_configurable(query, pipeline.defaults, settings), principal, enforce,
+                                 settings)
+    config: RunnableConfig = {"configurable": values, "callbacks": tracing_callbacks(),
+                              "metadata": trace_metadata(principal, "/v1/chat/completions")}
     answer = _Answer(pipeline.chain, {"question": question, "history": history}, config, support_embedding,
-                     model=body.model, stream=body.stream, paths=paths)
+                     model=body.model, stream=body.stream, paths=paths, principal=principal)
     if body.stream:
         return StreamingResponse(answer.sse(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
@@ -187,8 +200,9 @@ class _Answer:
     """One completion: runs the event stream under a `chat.completions` run and shapes its output."""
 
     def __init__(self, chain: Runnable, payload: dict[str, Any], config: RunnableConfig, embedding: Any, *,
-                 model: str, stream: bool, paths: SourcePaths) -> None:
+                 model: str, stream: bool, paths: SourcePaths, principal: Principal | None = None) -> None:
         self.chain, self.payload, self.config, self.embedding = chain, payload, config, embedding
+        self.principal = principal
         self.paths = paths
         self.model, self.stream = model, stream
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -208,6 +222,7 @@ class _Answer:
                     yield event["text"]
                 else:
                     if isinstance(event.get("sources"), list):   # shown as on every route: no server paths
+                        audit_sources(self.principal, "/v1/chat/completions", event["sources"], self.config)
                         self.paths.rewrite(event["sources"])
                     self.events[event["type"]] = event
         except BaseException as exc:
@@ -219,7 +234,9 @@ class _Answer:
             run.on_chain_end({"rag_attributes": {"model": self.model, "stream": self.stream,
                                                  "prompt_tokens": usage["prompt_tokens"],
                                                  "completion_tokens": usage["completion_tokens"],
-                                                 "documents": len(self.events["sources"]["sources"])}})
+                                                 "documents": len(self.events["sources"]["sources"]),
+                                                 "document_ids": ",".join(document_ids(
+                                                     self.events["sources"]["sources"]))}})
 
     def usage(self) -> dict[str, Any]:
         """OpenAI's usage; estimated from the text when the model reported no token counts."""

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from rag.base.acl import ACL_PREFIX
+
 __all__ = ["SourcePaths"]
 
 # an absolute path of two components or more inside a message (POSIX, or a Windows drive)
@@ -66,12 +68,16 @@ class SourcePaths:
         return _ABSOLUTE.sub(lambda match: str(self.display(match.group(0))), text)
 
     def rewrite(self, entries: Iterable[dict[str, Any]]) -> None:
-        """Rewrite `source` (and `metadata["source"]`) of each entry in place."""
+        """Rewrite `source` (and `metadata["source"]`) of each entry in place, and drop the metadata's permission
+        keys (`acl_*`): who else may read a document is not shown to its readers."""
         for entry in entries:
             resource = entry.get("resource")
             if "source" in entry:
                 entry["source"] = self.display(entry["source"], resource)
             metadata = entry.get("metadata")
+            if isinstance(metadata, dict):
+                for key in [k for k in metadata if isinstance(k, str) and k.startswith(ACL_PREFIX)]:
+                    del metadata[key]
             if isinstance(metadata, dict) and "source" in metadata:
                 metadata["source"] = self.display(metadata["source"], resource or metadata.get("resource"))
 

@@ -7,28 +7,31 @@ routes, `/invoke` + `/batch`, and `/stream`.
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.base.errors import ConfigError, InputError, RagError
+from rag.base.acl import PRINCIPAL_KEY, PUBLIC_BY_DEFAULT_KEY, Principal
+from rag.base.errors import AccessError, ConfigError, InputError, RagError
 from rag.base.tracing import tracing_callbacks
 from rag.base.version import __version__
 from rag.compose.streaming import stream_events
 from rag.config.models import ServerConfig
 from rag.server.errors import classify
 from rag.generation.rag_with_source import as_generation_chain
+from rag.server.audit import audit, audit_sources, trace_metadata
 from rag.server.events import checks_body, error_body, invoke_body, sse
+from rag.server.identity import Identities
 from rag.server.paths import SourcePaths
 from rag.server.schemas import (
     BatchRequest,
@@ -37,7 +40,7 @@ from rag.server.schemas import (
     request_configurable,
 )
 
-__all__ = ["STATIC_DIR", "Served", "add_error_handlers", "add_page_and_meta_routes", "add_query_routes",
+__all__ = ["STATIC_DIR", "PermissionChange", "Served", "access_configurable", "add_admin_routes", "add_error_handlers", "add_page_and_meta_routes", "add_query_routes",
            "add_stream_route"]
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -47,7 +50,7 @@ _PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src '
 
 @dataclass
 class Served:
-    """What the routes share: the RAG and its chain, the settings, the token, the source paths."""
+    """What the routes share: the RAG and its chain, the settings, the identities, the source paths."""
 
     rag: Any
     chain: Any
@@ -56,6 +59,7 @@ class Served:
     defaults: dict[str, dict[str, Any]]
     paths: SourcePaths
     support_embedding: str | None
+    identities: Identities
 
     @classmethod
     def build(cls, rag: Any, settings: ServerConfig,
@@ -71,30 +75,56 @@ class Served:
                               "would be refused: lower the resources' k or raise server.max_k")
         if settings.support_scoring != "semantic":   # the chain's one post-processing step scores lexically
             rag = rag.model_copy(update={"generation_chain": as_generation_chain(rag.generation_chain).with_checks(None)})
+        identities = Identities.from_config(settings.identities, token=token)
         return cls(rag=rag, chain=rag.chain(), settings=settings, token=token,
                    defaults={r.name: dict(r.search_kwargs) for r in rag.resources}, paths=SourcePaths(source_roots),
-                   support_embedding="default" if settings.support_scoring == "semantic" else None)
+                   support_embedding="default" if settings.support_scoring == "semantic" else None,
+                   identities=identities)
 
-    def check_token(self, request: Request) -> None:
-        if not self.token:
-            return
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
-            raise StarletteHTTPException(401, "missing or wrong bearer token; send 'Authorization: Bearer <token>'")
+    def check_token(self, request: Request) -> Principal | None:
+        """Who sent `request` (a FastAPI dependency of every route but the page and `/health`); 401 otherwise."""
+        try:
+            return self.identities.identify(request.headers.get("authorization"))
+        except AccessError as exc:
+            raise StarletteHTTPException(exc.status, str(exc)) from None
+
+    def check_admin(self, request: Request) -> Principal | None:
+        """`check_token`, and the `admin` role (403 without it; admin routes need `server.identities`)."""
+        principal = self.check_token(request)
+        if principal is None or not principal.is_admin:
+            raise StarletteHTTPException(403, "forbidden: this route needs the admin role")
+        return principal
+
+    def config_for(self, body: QueryRequest, principal: Principal | None = None,
+                   route: str = "/invoke") -> dict[str, Any]:
+        """The run config of one request: its retrieval settings (validated, tenant filter added) and, under
+        `server.identities`, its principal, whose permission filter the chain ANDs onto every search.
+
+        Raises:
+            AccessError: identities are configured and no principal was given (never run unfiltered).
+        """
+        return {"configurable": access_configurable(request_configurable(body, self.defaults, self.settings),
+                                                    principal, self.identities.enforce, self.settings),
+                "run_name": "rag-serve", "callbacks": tracing_callbacks(),
+                "metadata": trace_metadata(principal, route)}
 
 
-    def config_for(self, body: QueryRequest) -> dict[str, Any]:
-        """The run config of one request: its retrieval settings (validated, tenant filter added)."""
-        return {"configurable": request_configurable(body, self.defaults, self.settings),
-                "run_name": "rag-serve", "callbacks": tracing_callbacks()}
+def access_configurable(values: dict[str, Any], principal: Principal | None, enforce: bool,
+                        settings: ServerConfig) -> dict[str, Any]:
+    """A request's `configurable` with its principal (`rag.compose.request`); fails closed without one."""
+    if enforce and principal is None:
+        raise AccessError("unauthorized: missing credential")
+    if principal is not None:
+        values = {**values, PRINCIPAL_KEY: principal, PUBLIC_BY_DEFAULT_KEY: settings.public_by_default}
+    return values
 
 
 def add_error_handlers(app: FastAPI, paths: SourcePaths | None = None) -> None:
     """HTTP errors, request validation errors and `RagError`s as JSON error bodies (`rag.server.errors`)."""
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        kind = {401: "unauthorized", 403: "forbidden", 404: "not_found",
+                405: "method_not_allowed"}.get(exc.status_code, "http_error")
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
         return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code, headers=headers)
 
@@ -109,13 +139,14 @@ def add_error_handlers(app: FastAPI, paths: SourcePaths | None = None) -> None:
     @app.exception_handler(RagError)
     async def _rag_error(request: Request, exc: RagError) -> JSONResponse:
         failure = classify(exc, where=f"request failed on {request.url.path}", paths=paths)
-        return JSONResponse(error_body(failure.kind, failure.message), status_code=failure.status)
+        headers = {"WWW-Authenticate": "Bearer"} if failure.status == 401 else None
+        return JSONResponse(error_body(failure.kind, failure.message), status_code=failure.status, headers=headers)
 
 
 def add_page_and_meta_routes(app: FastAPI, server: Served) -> None:
     """The web page, its static files, `/health` and `/resources`."""
     rag, settings, auth = server.rag, server.settings, [Depends(server.check_token)]
-    token = server.token
+    token = server.token or server.identities.enforce
     answerer = rag.describe_answerer()   # once: describing may ask a model server for its window
 
     @app.get("/", include_in_schema=False)
@@ -147,25 +178,28 @@ def add_page_and_meta_routes(app: FastAPI, server: Served) -> None:
 
 def add_query_routes(app: FastAPI, server: Served) -> None:
     """`/invoke` (one question) and `/batch` (several, with per-item errors)."""
-    chain, settings, paths, auth = server.chain, server.settings, server.paths, [Depends(server.check_token)]
+    chain, settings, paths = server.chain, server.settings, server.paths
     config_for, support_embedding = server.config_for, server.support_embedding
+    who = Depends(server.check_token)
 
-    @app.post("/invoke", tags=["rag"], dependencies=auth)
-    async def invoke(body: QueryRequest) -> dict[str, Any]:
+    @app.post("/invoke", tags=["rag"])
+    async def invoke(body: QueryRequest, principal: Principal | None = who) -> dict[str, Any]:
         """Answer one question; returns the answer, numbered sources, citations and extras.
 
         With `"checks": true` the response also has `checks`: citation precision / recall and the
         support label of every answer sentence (the stream's citations and support events).
         """
-        out = await chain.ainvoke({"question": body.question}, config=config_for(body))
+        config = config_for(body, principal)
+        out = await chain.ainvoke({"question": body.question}, config=config)
         response = invoke_body(out)
+        audit_sources(principal, "/invoke", response["sources"], config)
         paths.rewrite(response["sources"])
         if body.checks:
             response["checks"] = checks_body(out)
         return response
 
-    @app.post("/batch", tags=["rag"], dependencies=auth)
-    async def batch(body: BatchRequest) -> dict[str, Any]:
+    @app.post("/batch", tags=["rag"])
+    async def batch(body: BatchRequest, principal: Principal | None = who) -> dict[str, Any]:
         """Answer several questions concurrently; an item that fails gets `{"error": ...}` in its place.
 
         Each item is validated on its own: an invalid item (bad filter, unknown field, `k` over
@@ -178,7 +212,7 @@ def add_query_routes(app: FastAPI, server: Served) -> None:
         for i, raw in enumerate(body.requests):
             try:
                 item = QueryRequest.model_validate(raw)
-                runnable.append((i, item, config_for(item)))
+                runnable.append((i, item, config_for(item, principal, "/batch")))
             except ValidationError as exc:
                 message = _validation_message(exc.errors(include_url=False), lambda loc: list(QueryRequest.model_fields))
                 results[i] = error_body("invalid_request", message)
@@ -187,27 +221,29 @@ def add_query_routes(app: FastAPI, server: Served) -> None:
                 results[i] = error_body(failure.kind, failure.message)
         outs = await chain.abatch([{"question": item.question} for _, item, _ in runnable],
                                   [config for _, _, config in runnable], return_exceptions=True)
-        for (i, _, _), out in zip(runnable, outs, strict=True):
+        for (i, _, config), out in zip(runnable, outs, strict=True):
             results[i] = _batch_result(out, paths)
+            audit_sources(principal, "/batch", results[i].get("sources") or [], config)
         return {"results": results}
 
 
 def add_stream_route(app: FastAPI, server: Served) -> None:
     """`/stream`: one question as server-sent events."""
-    chain, paths, auth = server.chain, server.paths, [Depends(server.check_token)]
+    chain, paths = server.chain, server.paths
     config_for, support_embedding = server.config_for, server.support_embedding
 
-    @app.post("/stream", tags=["rag"], dependencies=auth,
+    @app.post("/stream", tags=["rag"],
               responses={200: {"content": {"text/event-stream": {}},
                                "description": "sources, token..., citations, support, usage, done"}})
-    async def stream(body: QueryRequest) -> StreamingResponse:
+    async def stream(body: QueryRequest, principal: Principal | None = Depends(server.check_token)) -> StreamingResponse:
         """Answer one question as server-sent events (see `rag.server.events`)."""
-        config = config_for(body)  # validated before the stream starts, so errors get a status code
+        config = config_for(body, principal, "/stream")  # validated before the stream starts, so errors get a status code
 
         async def events() -> AsyncIterator[str]:
             try:
                 async for event in stream_events(chain, body.question, config=config, embedding=support_embedding):
                     if isinstance(event.get("sources"), list):
+                        audit_sources(principal, "/stream", event["sources"], config)
                         paths.rewrite(event["sources"])
                     yield sse(event)
             except Exception as exc:  # noqa: BLE001 - a stream ends with an error event, whatever failed
@@ -247,3 +283,30 @@ def _valid_fields(loc: tuple[Any, ...], path: str) -> list[str]:
     if path.rstrip("/").endswith("/batch") and len(loc) <= 2:
         return list(BatchRequest.model_fields)
     return list(QueryRequest.model_fields)
+
+
+class PermissionChange(BaseModel):
+    """`POST /admin/permissions`: who may now read one document of a knowledge base resource."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resource: str = Field(description="the knowledge base resource holding the document")
+    source: str = Field(min_length=1, description="the document: its path as indexed, its source or its doc_id")
+    permissions: Literal["public"] | dict[str, Any] = Field(
+        description='"public" or {"users": [...], "groups": [...], "public": false}')
+
+
+def add_admin_routes(app: FastAPI, server: Served, knowledge_bases: Mapping[str, Any]) -> None:
+    """`POST /admin/permissions` (the `admin` role): change a document's readers in place, nothing re-embedded."""
+
+    @app.post("/admin/permissions", tags=["admin"])
+    async def change_permissions(body: PermissionChange,
+                                 principal: Principal | None = Depends(server.check_admin)) -> dict[str, Any]:
+        """Give one document new permissions (its chunks' metadata is updated; nothing is embedded again)."""
+        kb = knowledge_bases.get(body.resource)
+        if kb is None:
+            raise ConfigError(f"no knowledge base resource {body.resource!r} on this server; valid: "
+                              f"{', '.join(knowledge_bases) or '(none)'}")
+        changed = await asyncio.to_thread(kb.set_permissions, body.source, body.permissions)
+        audit(principal, "/admin/permissions", [{"source": body.source}])
+        return {"resource": body.resource, "changed_chunks": changed}

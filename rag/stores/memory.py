@@ -255,6 +255,9 @@ class ExactVectorStore(VectorStore):
         n = len(self._chunks.ids)
         if flt is None:
             return np.arange(n)
+        exact = self._chunks.value_index.exact(flt)
+        if exact is not None:   # the index decides the whole filter (a principal's permissions, a document)
+            return exact
         pool = self._chunks.value_index.candidates(flt)
         candidates = range(n) if pool is None else pool.tolist()
         metadatas = self._chunks.metadatas

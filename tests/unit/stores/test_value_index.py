@@ -38,3 +38,29 @@ def test_a_repeated_in_value_returns_each_chunk_once_in_every_store():
             store.add_documents(docs)
         found = [d.id for d, _ in store.similarity_search_with_score("rome", k=10, filter=flt)]
         assert sorted(found) == ["d1", "d3", "d5"], type(store).__name__
+
+
+_keys = st.sampled_from(["a", "b", "acl_g_x", "acl_g_y", "acl_public"])
+_comparisons = st.one_of(
+    st.builds(lambda k, v: {k: {"$eq": v}}, _keys, st.one_of(st.integers(-1, 1), st.booleans(), st.just("x"))),
+    st.builds(lambda k, v: {k: {"$in": v}}, _keys, st.lists(st.integers(-1, 1), min_size=1, max_size=2)),
+    st.builds(lambda k, v: {k: {"$ne": v}}, _keys, st.booleans()))
+_filters = st.recursive(_comparisons, lambda inner: st.one_of(
+    st.builds(lambda a, b: {"$or": [a, b]}, inner, inner), st.builds(lambda a, b: {"$and": [a, b]}, inner, inner)),
+    max_leaves=5)
+
+
+@given(st.lists(st.dictionaries(_keys, _values, max_size=4), max_size=12), _filters, st.integers(0, 2))
+def test_an_exact_answer_is_exactly_the_matches(metadatas, flt, warm):
+    """`exact` (what lets a store skip per-chunk matching, e.g. for a principal's filter) never differs from
+    `matches`, whatever mix of booleans and numbers a key holds and in whatever order keys were indexed."""
+    canon = validate_filter(flt)
+    index = ValueIndex(lambda: enumerate(metadatas))
+    for key in ["acl_g_x", "a", "b"][:warm]:
+        index.positions(key)
+    got = index.exact(canon)
+    if got is not None:
+        assert got.tolist() == [i for i, md in enumerate(metadatas) if matches_canonical(md, canon)]
+    pool = index.candidates(canon)
+    if pool is not None:
+        assert {i for i, md in enumerate(metadatas) if matches_canonical(md, canon)} <= set(pool.tolist())

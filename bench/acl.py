@@ -1,0 +1,152 @@
+"""What do document permissions cost per request? `rag.retrieve` with a principal vs the same call without.
+
+A knowledge base of `--chunks` chunks (10 per document) whose documents carry 1-3 of `--groups`
+groups (2% are public, 1% name a user), written as the flattened `acl_*` keys every chunk gets at
+indexing (`rag.base.acl`). Each request is `rag.retrieve(question, resource, k=8)` through the
+default pipeline (100 candidates, fusion, packing, budget); calls alternate between a principal
+(in `--principal-groups` groups) and no principal, on the same question, so machine noise hits both
+alike. Fake embeddings (64 dimensions, drawn at random; `DeterministicFakeEmbedding` for the
+questions): the store's filtered search, not the model, is what the permissions change.
+
+    python bench/acl.py [--chunks 100000] [--groups 1000] [--requests 200] [--store memory|chroma]
+
+Prints, per principal size, the median time per request with and without the principal, the
+median of the paired differences (the added time; the target is < 1 ms) in wall-clock and in CPU
+time of the process (robust on a shared machine: time spent waiting for a core is not counted), and
+what building the permission filter and resolving the request's settings cost alone. Each call is
+made twice, once timed by the clock and once by CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
+
+from rag import Resource, retrieve  # noqa: E402
+from rag.base.acl import Permissions, Principal  # noqa: E402
+from rag.compose.request import request_settings  # noqa: E402
+from rag.compose.retrieval_settings import RetrievalSettings  # noqa: E402
+
+
+def corpus(chunks: int, groups: int, seed: int = 7) -> tuple[list[str], list[dict]]:
+    rng = random.Random(seed)
+    texts, metas = [], []
+    for doc in range(chunks // 10):
+        roll = rng.random()
+        if roll < 0.02:
+            perm = Permissions(public=True)
+        elif roll < 0.03:
+            perm = Permissions(users=frozenset({f"user{rng.randrange(500)}"}))
+        else:
+            perm = Permissions(groups=frozenset(f"g{rng.randrange(groups)}" for _ in range(rng.randint(1, 3))))
+        for i in range(10):
+            texts.append(f"document {doc} part {i} about topic {rng.randrange(97)} and {rng.randrange(97)}")
+            metas.append(perm.stamp({"doc_id": f"d{doc}", "chunk_index": i, "source": f"doc{doc}.md"}))
+    return texts, metas
+
+
+class BulkFakeEmbedding(DeterministicFakeEmbedding):
+    """`DeterministicFakeEmbedding`'s queries; documents drawn in one batch from a seeded generator (building
+    100,000 vectors one seeded draw at a time costs minutes; the search is what is measured, not the model)."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        rng = np.random.default_rng(len(texts))
+        return rng.standard_normal((len(texts), self.size), dtype=np.float32).tolist()
+
+
+def build(store: str, texts: list[str], metas: list[dict]) -> Resource:
+    embedding = BulkFakeEmbedding(size=64)
+    if store == "memory":
+        from rag.stores.memory import ExactVectorStore
+
+        vectorstore = ExactVectorStore(embedding)
+        vectorstore.add_texts(texts, metadatas=metas)
+        return Resource.from_retriever("kb", vectorstore.as_retriever())
+    import chromadb
+    from langchain_chroma import Chroma
+
+    vectorstore = Chroma(client=chromadb.EphemeralClient(), collection_name="acl-bench", embedding_function=embedding,
+                         collection_metadata={"hnsw:space": "cosine"})
+    for start in range(0, len(texts), 5000):
+        vectorstore.add_texts(texts[start:start + 5000], metadatas=metas[start:start + 5000])
+    return Resource.from_retriever("kb", vectorstore.as_retriever())
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def cpu_timed(fn) -> float:
+    """CPU seconds of the whole process (every thread): what the call costs, whatever else loads the machine."""
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def run(resource: Resource, principal: Principal, requests: int, seed: int = 11) -> dict:
+    rng = random.Random(seed)
+    with_p, without, diffs, cpu_diffs = [], [], [], []
+    for n in range(requests + 5):
+        question = f"topic {rng.randrange(97)} part {rng.randrange(10)}"
+        first = n % 2 == 0   # alternate which call goes first
+        calls = [lambda: retrieve(question, resource, k=8, principal=principal), lambda: retrieve(question, resource, k=8)]
+        times = {}
+        for which in ((0, 1) if first else (1, 0)):
+            times[which] = (timed(calls[which]), cpu_timed(calls[which]))
+        if n < 5:
+            continue   # warm-up (the first request of a group builds its index)
+        with_p.append(times[0][0])
+        without.append(times[1][0])
+        diffs.append(times[0][0] - times[1][0])
+        cpu_diffs.append(times[0][1] - times[1][1])
+    found = len(retrieve("topic 3 part 1", resource, k=8, principal=principal).context)
+    settings = RetrievalSettings()
+    config = {"configurable": {"principal": principal}}
+    resolve = statistics.median(timed(lambda: request_settings(settings, config)) for _ in range(2000))
+    plain = statistics.median(timed(lambda: request_settings(settings, {"configurable": {}})) for _ in range(2000))
+    return {"groups": len(principal.groups), "ms_with_principal": 1000 * statistics.median(with_p),
+            "ms_without": 1000 * statistics.median(without), "ms_added_median_paired": 1000 * statistics.median(diffs),
+            "cpu_ms_added_median_paired": 1000 * statistics.median(cpu_diffs),
+            "ms_resolve_settings_with_principal": 1000 * resolve, "ms_resolve_settings_without": 1000 * plain,
+            "context_chunks_with_principal": found}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--store", choices=["memory", "chroma"], default="memory")
+    parser.add_argument("--principal-groups", type=int, nargs="+", default=[0, 5, 50])
+    args = parser.parse_args()
+    start = time.perf_counter()
+    texts, metas = corpus(args.chunks, args.groups)
+    resource = build(args.store, texts, metas)
+    print(f"built {len(texts)} chunks, {args.groups} groups, store {args.store} in "
+          f"{time.perf_counter() - start:.1f} s", flush=True)
+    rng = random.Random(3)
+    rows = []
+    for size in args.principal_groups:
+        principal = Principal("user1", frozenset(f"g{g}" for g in rng.sample(range(args.groups), size)))
+        row = run(resource, principal, args.requests)
+        rows.append(row)
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    worst = max(r["ms_added_median_paired"] for r in rows)
+    print(f"added per request (median of paired differences, worst principal): {worst:.3f} ms "
+          f"({'under' if worst < 1 else 'OVER'} the 1 ms target)")
+
+
+if __name__ == "__main__":
+    main()

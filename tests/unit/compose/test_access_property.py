@@ -1,0 +1,226 @@
+"""No chunk outside the principal's permissions, ever: a property of every stage and every door.
+
+Generated corpora whose chunks carry generated permissions (they vary within a document, so a
+stage that reads a document's other chunks, expansion or RSE, meets chunks the principal may not
+read), generated principals, request filters and every retrieval setting, through `rag.retrieve`,
+`RAG(...).chain()` (also with per-resource filters) and the HTTP routes (`/invoke`, `/batch`,
+`/v1/chat/completions`) with API keys. The oracle decides visibility from the permissions as
+generated, not through the filter. Every chunk's text holds a marker (``zq<doc>x<index>``), so
+text merged from neighbours or segments is traced back to the chunks it came from.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import uuid
+from typing import Any
+
+import chromadb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_chroma import Chroma
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import GenericFakeChatModel
+
+from rag import retrieve
+from rag.base.acl import Permissions, Principal, strip_permissions
+from rag.compose.generator import RAG
+from rag.compose.resource import Resource
+from rag.generation.rag_with_source import rag_chain_from_docs
+from rag.retrieval.hybrid import HybridRetriever
+from rag.retrieval.lexical import BM25Index, BM25Retriever
+from rag.retrieval.routing import DocumentRouter
+from rag.retrieval.sections import SectionRouter
+
+MARKER = re.compile(r"zq(\d+)x(\d+)")
+WORDS = ["revenue", "costs", "growth", "risk", "margin", "cash"]
+SECTIONS = ["Revenue", "Costs", "Risk"]
+USERS = ["ann", "bob", "carol"]
+GROUPS = ["team-a", "team.b", "ops"]   # "team.b" is written as a hashed key
+_CLIENT = chromadb.EphemeralClient()
+_EMBEDDING = DeterministicFakeEmbedding(size=16)
+
+permissions = st.one_of(st.none(), st.builds(Permissions, st.frozensets(st.sampled_from(USERS), max_size=2),
+                                             st.frozensets(st.sampled_from(GROUPS), max_size=2), st.booleans()))
+principals = st.builds(Principal, st.sampled_from([*USERS, "dave"]), st.frozensets(st.sampled_from(GROUPS),
+                                                                                   max_size=2))
+
+
+@st.composite
+def corpora(draw: st.DrawFn) -> tuple[list[Document], dict[str, Permissions | None]]:
+    """Documents of 1-6 chunks; each chunk's permissions drawn (None: unlabeled). Returns chunks and the oracle."""
+    chunks, truth = [], {}
+    for d in range(draw(st.integers(1, 4))):
+        source = f"file{draw(st.integers(0, 2))}.md"
+        for i in range(draw(st.integers(1, 6))):
+            section = draw(st.sampled_from(SECTIONS))
+            body = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=5)))
+            perm = draw(permissions)
+            md = {"doc_id": f"d{d}", "chunk_index": i, "source": source, "title": f"Report {source}",
+                  "page": draw(st.integers(0, 2)), "section": section}
+            truth[f"zq{d}x{i}"] = perm
+            chunks.append(Document(page_content=f"{section}\nzq{d}x{i} {body}",
+                                   metadata=perm.stamp(md) if perm is not None else md))
+    return chunks, truth
+
+
+request_filters = st.one_of(st.none(), st.builds(lambda v: {"page": {"$lte": v}}, st.integers(0, 2)),
+                            st.builds(lambda v: {"section": {"$in": v}},
+                                      st.lists(st.sampled_from(SECTIONS), min_size=1, max_size=2)))
+
+
+@st.composite
+def pipeline_settings(draw: st.DrawFn, chunks: list[Document]) -> dict[str, Any]:
+    chosen: dict[str, Any] = {"k": draw(st.integers(1, 6)), "fetch_k": draw(st.integers(1, 20)),
+                              "max_tokens": None, "token_counter": "approx"}
+    select = draw(st.sampled_from(["top_k", "expand", "rse"]))
+    if select == "expand":
+        chosen["expand"] = draw(st.integers(1, 3))
+    elif select == "rse":
+        chosen["rse"] = draw(st.sampled_from(["balanced", "precision", "find_all"]))
+    if draw(st.booleans()):
+        chosen["sections"] = SectionRouter(chunks, min_score=0.1)
+        chosen["section_at"] = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        chosen["router"] = DocumentRouter.from_documents(chunks, key="source", fields=["source", "title"])
+        chosen["routing"] = draw(st.sampled_from(["filter", "boost", "both"]))
+    if draw(st.booleans()):
+        chosen["page_diversity"] = 0.3
+    return chosen
+
+
+def _resource(kind: str, name: str, chunks: list[Document]) -> Resource:
+    if kind == "bm25":
+        return Resource.from_retriever(name, BM25Retriever.from_documents(chunks))
+    store = Chroma(client=_CLIENT, collection_name=f"acl-{uuid.uuid4().hex}", embedding_function=_EMBEDDING,
+                   collection_metadata={"hnsw:space": "cosine"})
+    store.add_documents(chunks, ids=[f"{c.metadata['doc_id']}-{c.metadata['chunk_index']}" for c in chunks])
+    if kind == "chroma":
+        return Resource.from_retriever(name, store.as_retriever())
+    return Resource.from_retriever(name, HybridRetriever(vectorstore=store, bm25=BM25Index.from_documents(chunks)))
+
+
+def visible(principal: Principal, perm: Permissions | None, public_by_default: bool = False) -> bool:
+    if perm is None:
+        return public_by_default
+    return perm.public or principal.id in perm.users or bool(principal.groups & perm.groups)
+
+
+def assert_readable(texts: list[str], truth: dict[str, Permissions | None], principal: Principal,
+                    public_by_default: bool = False) -> None:
+    for text in texts:
+        found = MARKER.findall(text)
+        assert found, text
+        for d, i in found:
+            perm = truth[f"zq{d}x{i}"]
+            assert visible(principal, perm, public_by_default), (principal, perm, text)
+
+
+_slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large]
+questions = st.lists(st.sampled_from(WORDS + SECTIONS), min_size=1, max_size=4).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
+@given(data=st.data(), corpus=corpora(), principal=principals, flt=request_filters, default=st.booleans(),
+       kind=st.sampled_from(["bm25", "chroma", "hybrid"]), question=questions)
+def test_retrieve_returns_only_chunks_the_principal_may_read(data, corpus, principal, flt, default, kind, question):
+    chunks, truth = corpus
+    options = data.draw(pipeline_settings(chunks))
+    result = retrieve(question, _resource(kind, "docs", chunks), filter=flt, principal=principal,
+                      public_by_default=default, **options)
+    assert_readable([d.page_content for d in result.context], truth, principal, default)
+    route = result.extras.get("route")
+    if route is not None:   # a route names only documents the principal could be given
+        readable = {c.metadata["source"] for c in chunks
+                    if visible(principal, truth[MARKER.search(c.page_content).group(0)], default)}
+        assert set(route["values"]) <= readable and set(route["scores"]) <= readable, (route, readable)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=_slow_ok)
+@given(data=st.data(), corpus=corpora(), principal=principals, first=request_filters, second=request_filters,
+       plain=st.booleans(), question=questions)
+def test_a_chain_filters_every_resource_by_the_principal(data, corpus, principal, first, second, plain, question):
+    """Two resources, a per-resource request filter each (which must not replace the permissions)."""
+    chunks, truth = corpus
+    options = data.draw(pipeline_settings(chunks))
+    options.pop("router", None), options.pop("routing", None)
+    resources = [_resource("bm25", "a", chunks), _resource("chroma", "b", chunks)]
+    rag = RAG(resources=resources, retrieval="plain") if plain else RAG(resources=resources, retrieval=options)
+    request = {name: {"search_kwargs": {"filter": f}} for name, f in (("a", first), ("b", second)) if f}
+    out = rag.chain().invoke(question, config={"configurable": {"principal": principal, "retrieval_chain": request}})
+    assert_readable([d.page_content for d in out["context"]], truth, principal)
+
+
+def test_a_principal_that_is_not_one_is_refused_not_ignored():
+    chunks = [Document(page_content="zq0x0 revenue", metadata={"doc_id": "d0", "chunk_index": 0})]
+    chain = RAG(resources=[_resource("bm25", "docs", chunks)]).chain()
+    with pytest.raises(Exception, match="principal"):
+        chain.invoke("revenue", config={"configurable": {"principal": "ann"}})
+
+
+# ----------------------------------------------------------------------------- the HTTP routes
+def _app(chunks: list[Document], default: bool) -> Any:
+    from fastapi.testclient import TestClient
+
+    from rag.config.models import ServerConfig
+    from rag.server.app import create_app
+
+    keys = [{"sha256": _hash(f"key-{u}"), "principal": u, "groups": groups}
+            for u, groups in (("ann", ["team-a"]), ("bob", ["team.b", "ops"]), ("carol", []), ("dave", ["ops"]))]
+    import json
+    import os
+    env = f"RAG_TEST_KEYS_{uuid.uuid4().hex[:8]}"
+    os.environ[env] = json.dumps(keys)
+    llm = GenericFakeChatModel(messages=itertools.cycle(["It grew [1]."]))
+    rag = RAG(resources=[_resource("hybrid", "docs", chunks)], generation_chain=rag_chain_from_docs(llm))
+    settings_ = ServerConfig(identities={"api_keys_env": env}, public_by_default=default, support_scoring="lexical",
+                             max_k=20)
+    return TestClient(create_app(rag, settings=settings_), raise_server_exceptions=False, base_url="http://localhost")
+
+
+def _hash(key: str) -> str:
+    from rag.server.identity import hash_key
+    return hash_key(key)
+
+
+USER_GROUPS = {"ann": {"team-a"}, "bob": {"team.b", "ops"}, "carol": set(), "dave": {"ops"}}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=_slow_ok)
+@given(corpus=corpora(), user=st.sampled_from(sorted(USER_GROUPS)), flt=request_filters, default=st.booleans(),
+       k=st.integers(1, 6), question=questions)
+def test_the_http_routes_return_only_chunks_the_caller_may_read(corpus, user, flt, default, k, question):
+    pytest.importorskip("fastapi")
+    chunks, truth = corpus
+    principal = Principal(user, USER_GROUPS[user])
+    body = {"question": question, "k": k, **({"filter": flt} if flt else {})}
+    headers = {"Authorization": f"Bearer key-{user}"}
+    with _app(chunks, default) as client:
+        one = client.post("/invoke", json=body, headers=headers)
+        assert one.status_code == 200, one.text
+        batch = client.post("/batch", json={"requests": [body, body]}, headers=headers)
+        chat = client.post("/v1/chat/completions", headers=headers, json={
+            "model": "rag", "messages": [{"role": "user", "content": question}],
+            "rag": {"k": k, **({"filter": flt} if flt else {})}})
+        assert chat.status_code == 200, chat.text
+    texts = [s["content"] for s in one.json()["sources"]]
+    texts += [s["content"] for r in batch.json()["results"] for s in r["sources"]]
+    texts += [s.get("content") or s.get("text") or "" for s in chat.json()["choices"][0]["message"]["rag"]["sources"]]
+    assert_readable([t for t in texts if t], truth, principal, default)
+    for source in one.json()["sources"]:   # who else may read a document is not shown
+        assert not any(key.startswith("acl_") for key in source["metadata"])
+
+
+def test_unlabeled_chunks_are_hidden_unless_public_by_default():
+    chunks = [Document(page_content="zq0x0 revenue", metadata={"doc_id": "d0", "chunk_index": 0, "source": "a.md"}),
+              Document(page_content="zq1x0 revenue", metadata=Permissions(public=True).stamp(
+                  {"doc_id": "d1", "chunk_index": 0, "source": "b.md"}))]
+    principal = Principal("carol")
+    strict = retrieve("revenue", _resource("bm25", "docs", chunks), principal=principal)
+    assert [d.metadata["doc_id"] for d in strict.context] == ["d1"]
+    loose = retrieve("revenue", _resource("bm25", "docs", chunks), principal=principal, public_by_default=True)
+    assert sorted(d.metadata["doc_id"] for d in loose.context) == ["d0", "d1"]
+    assert strip_permissions(loose.context[0].metadata).keys() <= loose.context[0].metadata.keys()
