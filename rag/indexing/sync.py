@@ -57,6 +57,7 @@ from rag.indexing.moves import moved_candidates
 from rag.indexing.plan import Plan
 from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
+from rag.models.devices import embedding_device
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class Syncer:
             report.chunks_deleted += target.delete_records(stale)
             report.deleted += [r.source for r in stale]
         report.seconds = time.perf_counter() - start
+        if not report.device and report.embedded:
+            report.device = embedding_device(target.embedding_model)
         return report
 
     def recover(self) -> None:

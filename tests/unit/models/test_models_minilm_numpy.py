@@ -139,9 +139,9 @@ def test_minilm_ids_keep_existing_stores_valid() -> None:
     assert embedding_id(bf16) == f"{DEFAULT_EMBEDDING_ID}@bf16" and bf16.document_backend == "torch"
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"documents": "onnx"}, "valid: auto, numpy, torch"),
+@pytest.mark.parametrize(("kwargs", "message"), [({"documents": "tensorrt"}, "valid: auto, numpy, onnx, torch"),
                                                  ({"batch_size": 0}, "positive integer, got 0"),
-                                                 ({"precision": "int8"}, "valid: auto, fp32, bf16")])
+                                                 ({"precision": "int4"}, "valid: auto, fp32, bf16, fp16, int8")])
 def test_bad_minilm_options_are_config_errors(kwargs: dict, message: str) -> None:
     from rag.models.embeddings import MiniLMEmbeddings
 
