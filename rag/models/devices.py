@@ -176,7 +176,7 @@ def cpu_has_vnni() -> bool:
     """Whether this CPU multiplies 8-bit integers without 16-bit saturation (AVX-512 VNNI, AVX-VNNI or AMX).
 
     ONNX Runtime's int8 products are exact there; on older x86 CPUs they can saturate, which moved the
-    vectors much further from fp32 (docs/models.md), so `auto` picks int8 only where this is True.
+    vectors much further from fp32 (docs/models.md): int8 there logs a warning.
     """
     try:
         flags = set(Path("/proc/cpuinfo").read_text(errors="replace").split())

