@@ -125,7 +125,8 @@ def test_cpu_precision_follows_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(embeddings, "native_bf16", lambda b=bf16: b)
         assert cpu_precision() == expected
         model = MiniLMEmbeddings(device="cpu")
-        assert model.precision == expected and model.document_backend == "torch"   # both run on torch
+        assert model.precision == expected
+        assert model.document_backend == ("torch" if bf16 else "numpy")   # bf16 needs torch; fp32 runs on NumPy
 
 
 def test_with_precision_keeps_the_device_setting() -> None:

@@ -117,15 +117,14 @@ def test_a_folder_that_is_not_bert_is_refused_with_the_reason(tmp_path) -> None:
         MiniLMEncoder(tmp_path / "missing")
 
 
-def test_the_default_embeddings_load_nothing_until_used_and_never_torch_for_questions() -> None:
-    code = ("import sys; from rag.models.embeddings import default_embeddings, embedding_id, MiniLMEmbeddings; "
+def test_the_default_embeddings_load_nothing_until_used_and_never_torch_for_text() -> None:
+    code = ("import sys; from rag.models.embeddings import default_embeddings, embedding_id; "
             "emb = default_embeddings(); loaded = 'tokenizers' in sys.modules or 'safetensors' in sys.modules; "
-            "q = emb.embed_query('hello'); d = MiniLMEmbeddings(documents='numpy').embed_documents(['a', 'b']); "
-            "print(loaded, embedding_id(emb), len(q), len(d), 'torch' in sys.modules, emb.document_backend)")
+            "q = emb.embed_query('hello'); d = emb.embed_documents(['a', 'b']); "
+            "print(loaded, embedding_id(emb), len(q), len(d), 'torch' in sys.modules)")
     env = {**os.environ, "RAG_EMBEDDING_PRECISION": "fp32", "RAG_EMBEDDING_DEVICE": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
-    # fp32 documents run on torch by default (the fastest fp32 path measured, docs/models.md); NumPy on request
-    assert out.split() == ["False", "sentence-transformers/all-MiniLM-L6-v2", "384", "2", "False", "torch"]
+    assert out.split() == ["False", "sentence-transformers/all-MiniLM-L6-v2", "384", "2", "False"]
 
 
 def test_minilm_ids_keep_existing_stores_valid() -> None:
