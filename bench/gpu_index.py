@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> None:
         if args.carry:
             os.environ["RAG_MINILM_PATH"] = str(restore(Path(args.carry) / "minilm", Path(tmp)))
         os.environ.setdefault("RAG_CACHE_DIR", str(Path(tmp) / "cache"))
-        filings = sorted((DATA / "pdfs").glob("*.pdf"))[:args.filings]
+        filings = sorted((DATA / "pdfs").glob(args.pattern))[:args.filings]
         start = time.perf_counter()
         texts = filing_texts(filings[:args.embed_filings])
         print(f"{len(texts):,} chunks of {min(args.embed_filings, len(filings))} filings, loaded and chunked in "
@@ -229,6 +229,7 @@ def main() -> None:
     r.add_argument("--cpu-filings", type=int, default=12, help="filings indexed on the CPU (chunks/s compared)")
     r.add_argument("--embed-filings", type=int, default=12, help="filings whose chunks the embedding stage takes")
     r.add_argument("--cpu-seconds", type=float, default=45, help="time box of each CPU embedding measurement")
+    r.add_argument("--pattern", default="*.pdf", help="which filings (a glob in pdfs/; default all)")
     r.add_argument("--check", action="store_true", help="only say which modules are missing")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -147,7 +147,8 @@ class WorkerClock:
     def totals(self) -> str:
         """The totals so far as JSON, with the process id and the threads its model computes with."""
         torch = sys.modules.get("torch")
-        return json.dumps({"pid": os.getpid(), "batches": self.batches, "embedded": self.embedded, "device": self.device,
+        return json.dumps({"pid": os.getpid(), "batches": self.batches, "embedded": self.embedded,
+                           "device": self.device,
                            "torch_threads": torch.get_num_threads() if torch is not None else None,
                            **{k: round(v, 4) for k, v in self.seconds.items()}, **self.stamps}, sort_keys=True)
 

@@ -58,7 +58,7 @@ class IndexReport:
         chunks per second and embedding device when chunks were written.
 
         Example:
-            >>> IndexReport(chunks_added=120, embedded=120, seconds=4.0, device="cpu int8 (onnx)").summary()[-64:]
+            >>> IndexReport(chunks_added=120, embedded=120, seconds=4.0, device="cpu int8 (onnx)").summary()[-87:]
             '120 chunk(s) written, 0 removed, 120 embedded; 4.00 s, 30.0 chunks/s on cpu int8 (onnx)'
         """
         rate = f", {self.chunks_per_second:,.1f} chunks/s" if self.chunks_per_second else ""

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from rag.base.errors import ConfigError
 
-__all__ = ["BATCH_SIZES", "DEVICE_ENV_VAR", "DEVICE_SETTINGS", "batch_size_for", "check_torch_device", "embedding_device",
-           "cpu_has_vnni", "cuda_unavailable_reason", "device_kind", "device_setting", "probe_device",
+__all__ = ["BATCH_SIZES", "DEVICE_ENV_VAR", "DEVICE_SETTINGS", "batch_size_for", "check_torch_device",
+           "embedding_device", "cpu_has_vnni", "cuda_unavailable_reason", "device_kind", "device_setting", "probe_device",
            "resolve_device"]
 
 DEVICE_SETTINGS = ("auto", "cpu", "cuda", "mps")

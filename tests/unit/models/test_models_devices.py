@@ -134,3 +134,37 @@ def test_with_precision_keeps_the_device_setting() -> None:
     other = model.with_precision("bf16")
     assert (other.device_setting, other.precision, other.document_backend) == ("cpu", "bf16", "torch")
     assert model.with_precision("fp32").document_backend == "numpy"
+
+
+def test_a_config_pins_the_device_and_refuses_what_is_not_valid() -> None:
+    from pydantic import ValidationError
+
+    from rag.config.models import EmbeddingConfig, build_embedding
+
+    model = build_embedding(EmbeddingConfig(device="CPU"))
+    assert isinstance(model, MiniLMEmbeddings) and model.device == "cpu" and model.requested_precision is None
+    with pytest.raises(ValidationError, match="valid: auto, cpu, cuda, cuda:N, mps"):
+        EmbeddingConfig(device="tpu")
+    with pytest.raises(ValidationError, match="device applies to kind 'default'"):
+        EmbeddingConfig(kind="deterministic", device="cpu")
+    if NO_CUDA:
+        with pytest.raises(ConfigError, match="device='cuda' pins the embedding model to cuda"):
+            build_embedding(EmbeddingConfig(device="cuda"))
+
+
+def test_a_device_without_a_precision_keeps_the_knowledge_bases_precision(tmp_path, monkeypatch) -> None:
+    """Built in fp32 (as on a CPU without bf16), reopened for another device: fp32 it stays; an explicit other
+    precision is refused, as before."""
+    from langchain_core.documents import Document
+
+    from rag.compose.knowledge_base import KnowledgeBase
+    from rag.indexing.autocontext import AutoContext
+
+    kb = KnowledgeBase("kept", tmp_path, embedding=MiniLMEmbeddings(precision="fp32", device="cpu"),
+                       autocontext=AutoContext(enabled=False))
+    kb.add_documents([Document(page_content="Revenue grew 8%.", metadata={"source": "a.txt"})])
+    monkeypatch.setattr("rag.models.embeddings.native_bf16", lambda: True)   # auto would now say bf16
+    reopened = KnowledgeBase("kept", tmp_path, embedding=MiniLMEmbeddings(device="cpu"))
+    assert embedding_id(reopened.storage.embedding_model) == DEFAULT_EMBEDDING_ID
+    with pytest.raises(ConfigError, match="was built with the embedding model"):
+        KnowledgeBase("kept", tmp_path, embedding=MiniLMEmbeddings(device="cpu", precision="int8"))
