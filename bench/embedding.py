@@ -1,9 +1,10 @@
 """Embedding benchmark of the local all-MiniLM-L6-v2 per precision: speed and retrieval quality.
 
-For each mode (fp32, bf16 weights, fp32 with bf16 autocast, and optionally ONNX Runtime fp32 / int8)
-on real text (FinanceBench filings, pypdfium2 text, the indexing path's token chunks with their
-AutoContext headers), prints:
+For each mode (sentence-transformers fp32 / bf16 / autocast, the NumPy encoder, ONNX Runtime fp32 /
+int8, the default embedder) on real text (FinanceBench filings, pypdfium2 text, or this project's
+docs/ with `--docs`: the indexing path's token chunks with their AutoContext headers), prints:
 
+- chunks per second per round and its ratio to the first mode (the modes alternate within a round);
 - word pieces per second, wall clock and per CPU-second (x2 = "per 2 dedicated cores"), the modes
   interleaved in one process so load from other processes hits them alike, with the load average;
 - agreement with fp32: min / mean cosine and top-5 nearest-neighbour overlap among the chunks;
@@ -13,8 +14,10 @@ AutoContext headers), prints:
 Usage:
     python bench/embedding.py --speed-texts 600                  # speed + agreement (a few minutes)
     python bench/embedding.py --retrieval --modes fp32 bf16      # + FinanceBench subset (slow)
-    python bench/embedding.py --onnx                             # + ONNX Runtime (needs onnx, onnxruntime)
     python bench/embedding.py --modes fp32 numpy numpy1          # torch against the NumPy encoder
+    python bench/embedding.py --docs --modes fp32 numpy onnx int8 default --index /work/main
+        # issue 38: every CPU path against plain sentence-transformers fp32 on docs/ chunks, per round, then
+        # `rag index` of docs/ with the code at /work/main against this checkout, alternating
 """
 
 from __future__ import annotations
@@ -52,9 +55,12 @@ def chunks_of(filings: Sequence[str]) -> list:
 
 
 def torch_encoders(modes: Sequence[str], *, batch_size: int) -> dict[str, Encoder]:
-    """fp32 / bf16 (the `precision="bf16"` option) / autocast (fp32 weights, bf16 matmuls) / numpy / numpy1.
+    """fp32 / bf16 (the `precision="bf16"` option) / autocast (fp32 weights, bf16 matmuls) / numpy / numpy1 /
+    onnx / int8 / default.
 
-    `numpy` is the NumPy forward pass (`rag.models.minilm_numpy`) on every CPU, `numpy1` on one thread.
+    `fp32` is plain sentence-transformers fp32 on the CPU; `numpy` is the NumPy forward pass
+    (`rag.models.minilm_numpy`) on every CPU, `numpy1` on one thread; `onnx` and `int8` ONNX Runtime
+    (`rag.models.minilm_onnx`); `default` the default embedder's document path on this machine.
     """
     import torch
 
@@ -63,79 +69,34 @@ def torch_encoders(modes: Sequence[str], *, batch_size: int) -> dict[str, Encode
     out: dict[str, Encoder] = {}
     for mode in modes:
         if mode in ("fp32", "bf16"):
-            emb = minilm_embeddings(precision=mode, batch_size=batch_size)
+            emb = minilm_embeddings(precision=mode, batch_size=batch_size, device="cpu")
             out[mode] = lambda texts, emb=emb: np.asarray(emb.embed_documents(list(texts)), dtype=np.float32)
         elif mode == "autocast":
-            emb = minilm_embeddings(precision="fp32", batch_size=batch_size)
+            emb = minilm_embeddings(precision="fp32", batch_size=batch_size, device="cpu")
 
             def autocast(texts: Sequence[str], emb: object = emb) -> np.ndarray:
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     return np.asarray(emb.embed_documents(list(texts)), dtype=np.float32)
 
             out[mode] = autocast
+        elif mode == "default":   # what `rag index` embeds documents with on this machine now
+            from rag.models.embeddings import default_embeddings
+
+            emb = default_embeddings()
+            print(f"default embedder: {emb!r}, id {getattr(emb, 'model_id', '?')}")
+            out[mode] = lambda texts, emb=emb: np.asarray(emb.embed_documents(list(texts)), dtype=np.float32)
+        elif mode in ("onnx", "int8"):   # rag.models.minilm_onnx, as MiniLMEmbeddings runs it
+            from rag.models.embeddings import MiniLMEmbeddings
+
+            emb = MiniLMEmbeddings(precision="int8" if mode == "int8" else "fp32", documents="onnx",
+                                   batch_size=batch_size, device="cpu")
+            out[mode] = lambda texts, emb=emb: np.asarray(emb.embed_documents(list(texts)), dtype=np.float32)
         elif mode in ("numpy", "numpy1"):  # rag.models.minilm_numpy: all CPUs, or one worker thread
             from rag.models.embeddings import numpy_minilm
 
             workers = 1 if mode == "numpy1" else None
             out[mode] = lambda texts, w=workers: numpy_minilm().encode(list(texts), batch_size=batch_size, workers=w)
     return out
-
-
-def onnx_encoders(*, batch_size: int, threads: int) -> dict[str, Encoder]:
-    """ONNX Runtime fp32 and dynamic int8 of the wheel's model, exported offline with torch.onnx."""
-    import onnx
-    import onnxruntime as ort
-    import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from tokenizers import Tokenizer
-    from transformers import AutoModel
-
-    from rag.models.embeddings import minilm_model_path
-
-    class Pooled(torch.nn.Module):
-        def __init__(self, model: torch.nn.Module) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            hidden = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                token_type_ids=torch.zeros_like(input_ids)).last_hidden_state
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=1)
-
-    tmp = Path(tempfile.mkdtemp(prefix="minilm-onnx-"))
-    fp32, int8 = tmp / "minilm.onnx", tmp / "minilm-int8.onnx"
-    model = Pooled(AutoModel.from_pretrained(str(minilm_model_path()), attn_implementation="eager").eval())
-    ids = torch.ones(2, 16, dtype=torch.long)
-    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "embedding": {0: "batch"}}
-    with torch.no_grad():
-        torch.onnx.export(model, (ids, torch.ones_like(ids)), str(fp32), input_names=["input_ids", "attention_mask"],
-                          output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
-    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    tokenizer = Tokenizer.from_file(str(minilm_model_path() / "tokenizer.json"))
-    tokenizer.enable_truncation(256)
-    tokenizer.enable_padding()
-
-    def encoder(path: Path) -> Encoder:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-        def encode(texts: Sequence[str]) -> np.ndarray:
-            order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths share a batch
-            out = np.zeros((len(texts), 384), dtype=np.float32)
-            for i in range(0, len(texts), batch_size):
-                idx = order[i:i + batch_size]
-                enc = tokenizer.encode_batch([texts[j] for j in idx])
-                feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                        "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
-                out[idx] = session.run(None, feed)[0]
-            return out
-
-        return encode
-
-    return {"onnx-fp32": encoder(fp32), "onnx-int8": encoder(int8)}
 
 
 def word_pieces(texts: Sequence[str]) -> int:
@@ -162,13 +123,19 @@ def bench_speed(encoders: dict[str, Encoder], texts: list[str], *, rounds: int) 
     vectors: dict[str, np.ndarray] = {}
     for enc in encoders.values():
         enc(texts[:32])  # warm-up: kernels chosen, weights paged in
-    for _ in range(rounds):
+    first = next(iter(encoders))
+    for round_ in range(rounds):
+        walls = {}
         for name, enc in encoders.items():
             cpu, wall = time.process_time(), time.perf_counter()
             vectors[name] = enc(texts)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            walls[name] = wall
             old = best.get(name, (0.0, 0.0))
             best[name] = (max(old[0], tokens / wall), max(old[1], tokens / cpu))
+        print(f"  round {round_ + 1}: chunks/s " + ", ".join(
+            f"{name} {len(texts) / w:.1f} ({walls[first] / w:.2f}x {first})" for name, w in walls.items())
+            + f"; load {_load()}", flush=True)
     base_name = next(iter(vectors))
     base, base_top = vectors[base_name], top_k(vectors[base_name])
     for name, (wall, per_cpu) in best.items():
@@ -219,11 +186,58 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def docs_texts() -> list[str]:
+    """The embedded texts (AutoContext header + chunk) of this project's docs/*.md, as `rag index docs` makes them."""
+    from rag.indexing.autocontext import AutoContext
+    from rag.indexing.chunking import TokenChunker
+    from rag.indexing.loaders import load_file
+
+    root = Path(__file__).resolve().parents[1]
+    docs = [d for path in sorted((root / "docs").glob("*.md")) for d in load_file(path)]
+    return AutoContext().embedding_texts(TokenChunker().split_documents(docs))
+
+
+def bench_index(baseline: str, *, rounds: int, include: str) -> None:
+    """`rag index docs` into a new store: the `baseline` checkout's code against this one, alternating.
+
+    Each run is a fresh process (imports and model load included), so the ratio is what a user sees.
+    """
+    import re
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    rates: dict[str, list[float]] = {"baseline": [], "this": []}
+    with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp:
+        for round_ in range(rounds):
+            for side, code in (("baseline", baseline), ("this", str(root))):
+                store = Path(tmp) / f"{side}-{round_}"
+                env = {**os.environ, "PYTHONPATH": code, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+                start = time.perf_counter()
+                run = subprocess.run([sys.executable, "-m", "rag.cli", "index", str(root / "docs"), "--include",
+                                      include, "--collection", "docs", "--store", str(store)],
+                                     capture_output=True, text=True, env=env, cwd=tmp, check=True)
+                wall = time.perf_counter() - start
+                chunks = int(re.search(r"(\d+) chunk\(s\) written", run.stderr).group(1))
+                rates[side].append(chunks / wall)
+                shown = re.search(r"(\d[\d,.]* chunks/s[^;]*)", run.stderr)
+                print(f"  rag index, {side:8s} round {round_ + 1}: {chunks} chunks in {wall:.1f} s = "
+                      f"{chunks / wall:.2f} chunks/s{' (it says: ' + shown.group(1) + ')' if shown else ''}; "
+                      f"load {_load()}", flush=True)
+    pairs = [f"{t / b:.2f}" for b, t in zip(rates["baseline"], rates["this"], strict=True)]
+    print(f"  rag index chunks/s, this / baseline per round: {', '.join(pairs)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--modes", nargs="*", default=["fp32", "bf16", "autocast"],
-                        help="modes: fp32 bf16 autocast (torch), numpy numpy1 (NumPy; the first is the reference)")
-    parser.add_argument("--onnx", action="store_true", help="also ONNX Runtime fp32 and int8")
+    parser.add_argument("--modes", nargs="*", default=["fp32", "default"],
+                        help="modes: fp32 bf16 autocast (torch), numpy numpy1 (NumPy), onnx int8 (ONNX Runtime), "
+                             "default (the default embedder's documents); the first is the reference")
+    parser.add_argument("--docs", action="store_true", help="speed texts from this project's docs/ instead of "
+                        "FinanceBench filings")
+    parser.add_argument("--index", metavar="BASELINE", default=None,
+                        help="also `rag index docs` side by side: the checkout at BASELINE (e.g. /work/main) "
+                             "against this one, alternating --rounds times")
+    parser.add_argument("--index-include", default="[a-m]*.md", help="docs/ files the --index runs take")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--speed-texts", type=int, default=600, help="chunks for the speed test (0: skip)")
     parser.add_argument("--rounds", type=int, default=2)
@@ -232,19 +246,17 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     encoders = torch_encoders(args.modes, batch_size=args.batch_size)
-    if args.onnx:
-        import torch
-
-        encoders.update(onnx_encoders(batch_size=args.batch_size, threads=torch.get_num_threads()))
     if args.speed_texts:
         from rag.indexing.autocontext import AutoContext
 
-        texts = AutoContext().embedding_texts(chunks_of(args.filings))
+        texts = docs_texts() if args.docs else AutoContext().embedding_texts(chunks_of(args.filings))
         rng = np.random.default_rng(0)
         pick = sorted(rng.choice(len(texts), min(args.speed_texts, len(texts)), replace=False))
         bench_speed(encoders, [texts[i] for i in pick], rounds=args.rounds)
     if args.retrieval:
         bench_retrieval(encoders, RETRIEVAL_FILINGS)
+    if args.index:
+        bench_index(args.index, rounds=args.rounds, include=args.index_include)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -10,6 +11,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# The ONNX MiniLM files (rag.models.minilm_onnx) are built once per machine and library versions, not per session
+# (the home directory is a new temporary one in every session): a cache of derived files, never of settings.
+os.environ.setdefault("RAG_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"rag-tests-cache-{os.getuid()}"))
 
 try:  # the dev extra: property tests
     from hypothesis import settings as _hypothesis_settings
@@ -25,8 +29,9 @@ else:
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The user's RAG_* settings must not change what a test sees."""
-    for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_EMBEDDING_PRECISION", "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                 "RAG_LLM_URL", "RAG_LLM_MODEL", "RAG_LLM_CONTEXT", "RAG_OPENAI_MODEL"):
+    for name in ("RAG_LLM", "RAG_EMBEDDING", "RAG_EMBEDDING_PRECISION", "RAG_EMBEDDING_DEVICE", "RAG_MINILM_PATH",
+                 "RAG_API_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "RAG_LLM_URL", "RAG_LLM_MODEL", "RAG_LLM_CONTEXT",
+                 "RAG_OPENAI_MODEL"):
         monkeypatch.delenv(name, raising=False)
     # RAG_LLM=auto probes Ollama: a developer's running Ollama must not answer the tests (port 9: discard)
     monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")

@@ -19,15 +19,16 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rag.base.errors import ConfigError, MissingDependencyError, short_repr
 from rag.base.filters import validate_filter
 from rag.config.access import IdentitiesConfig
 from rag.config.strict import StrictModel, check_env_name, kind_of
 from rag.generation.factory import default_llm, fallback_answerer
+from rag.models.devices import device_setting
+from rag.models.embeddings import MiniLMEmbeddings, default_embeddings, embedding_choice
 from rag.models.ollama import OllamaChatModel, ollama_host
-from rag.models.embeddings import default_embeddings
 from rag.models.llms import LocalLlamaChatModel
 
 __all__ = [
@@ -47,7 +48,9 @@ class EmbeddingConfig(StrictModel):
 
     Kinds: `default` (the library default: offline all-MiniLM-L6-v2 unless `RAG_EMBEDDING` says
     otherwise), `openai` (`model`, `api_key_env`, `base_url_env`), `deterministic` (hash-based
-    fake vectors of `size` dimensions, for tests and load benchmarks only).
+    fake vectors of `size` dimensions, for tests and load benchmarks only). `device` pins where
+    MiniLM embeds documents (`auto`, `cpu`, `cuda`, `cuda:N`, `mps`; default: `RAG_EMBEDDING_DEVICE`,
+    else `auto`: CUDA, then MPS, then the CPU).
     """
 
     kind: Literal["default", "openai", "deterministic"] = "default"
@@ -55,6 +58,23 @@ class EmbeddingConfig(StrictModel):
     api_key_env: str = "OPENAI_API_KEY"
     base_url_env: str | None = "OPENAI_BASE_URL"
     size: int = Field(default=384, ge=1, le=8192)
+    device: str | None = None
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return device_setting(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @model_validator(mode="after")
+    def _device_is_for_minilm(self) -> EmbeddingConfig:
+        if self.device is not None and self.kind != "default":
+            raise ValueError(f"device applies to kind 'default' (MiniLM), not {self.kind!r}")
+        return self
 
     @field_validator("api_key_env", "base_url_env")
     @classmethod
@@ -212,7 +232,11 @@ def build_embedding(config: EmbeddingConfig) -> Any:
             raise ConfigError(f"embedding kind 'openai' needs the environment variable {config.api_key_env}")
         base_url = os.environ.get(config.base_url_env) if config.base_url_env else None
         return OpenAIEmbeddings(model=config.model or "text-embedding-3-small", api_key=key, base_url=base_url or None)
-
+    if config.device not in (None, "auto"):
+        if embedding_choice() != "minilm":
+            raise ConfigError(f"embedding device {config.device!r} applies to the MiniLM model; RAG_EMBEDDING="
+                              f"{embedding_choice()!r} chooses another")
+        return MiniLMEmbeddings(device=config.device)   # checked here: a pinned device that is not there fails now
     return default_embeddings()
 
 

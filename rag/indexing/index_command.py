@@ -41,15 +41,17 @@ from rag.sources.specs import is_source_url, source_from
 
 __all__ = ["run_index"]
 
-def _embedding(choice: str, precision: str | None = None) -> Any:
+def _embedding(choice: str, precision: str | None = None, device: str | None = None) -> Any:
     if choice == "fake":
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
         return DeterministicFakeEmbedding(size=384)
-    if precision is not None:  # explicit: a knowledge base built with another precision is a ConfigError
+    if precision is not None or device is not None:
+        # an explicit precision: a knowledge base built with another is a ConfigError; a device alone keeps
+        # the knowledge base's precision (rag.indexing.manifest.recorded_precision)
         from rag.models.embeddings import MiniLMEmbeddings
 
-        return MiniLMEmbeddings(precision=precision)  # loads nothing until a chunk is embedded
+        return MiniLMEmbeddings(precision=precision, device=device)  # loads nothing until a chunk is embedded
     return None  # the manifest's model, or the default for a new knowledge base
 
 
@@ -59,7 +61,7 @@ def _open(args: argparse.Namespace) -> IndexTarget:
     if args.chunk_size is not None or args.chunk_overlap is not None:
         chunker = TokenChunker(chunk_size=args.chunk_size or DEFAULT_CHUNK_SIZE,
                                chunk_overlap=DEFAULT_CHUNK_OVERLAP if args.chunk_overlap is None else args.chunk_overlap)
-    embedding = _embedding(args.embedding, getattr(args, "precision", None))
+    embedding = _embedding(args.embedding, getattr(args, "precision", None), getattr(args, "device", None))
     opener = getattr(args, "open_backend", None)   # `--backend`: the chunks in another store (rag.cli)
     store = opener(embedding or default_embeddings()) if opener is not None else None
     return IndexTarget(args.collection, args.store, embedding=embedding, chunker=chunker, store=store,

@@ -33,10 +33,14 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds to wait for another writer (default: fail at once)")
     parser.add_argument("--embedding", choices=EMBEDDING_OPTIONS, default="default",
                         help="'fake' uses DeterministicFakeEmbedding(384) for tests and benchmarks")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16", "int8"), default=None,
                         help="MiniLM precision for a new knowledge base (default: RAG_EMBEDDING_PRECISION, else "
-                             "auto = bf16 on CPUs with native bfloat16, else fp32); an existing one keeps the "
-                             "precision it was built with")
+                             "auto = fp16 on CUDA; on a CPU int8 where it has VNNI and onnxruntime is installed, "
+                             "else bf16 with native bfloat16, else fp32); an existing one keeps the precision it "
+                             "was built with")
+    parser.add_argument("--device", default=None, metavar="DEVICE",
+                        help="where MiniLM embeds: auto (default: RAG_EMBEDDING_DEVICE, else CUDA, then MPS, then "
+                             "the CPU), cpu, cuda, cuda:N or mps; a device that is not there is an error")
     parser.add_argument("--executor", choices=EXECUTOR_OPTIONS, default="local",
                         help="where loading, chunking and embedding run: this process (local, default) or a Ray "
                              "cluster (ray; pip install 'rag-runnables[ray]'; docs/scale.md)")

@@ -34,6 +34,7 @@ from rag.indexing.manifest import (
     autocontext_kwargs,
     chunker_from,
     embedding_from_id,
+    recorded_precision,
 )
 from rag.indexing.tags import KeywordTagger
 from rag.models.embeddings import default_embeddings, embedding_id
@@ -100,6 +101,8 @@ def resolve_parts(name: str, directory: Path, existing: Manifest | None, *, embe
     """
     if embedding is None:
         embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
+    elif existing:
+        embedding = recorded_precision(embedding, existing.embedding.id)
     model_id = embedding_id(embedding)
     if existing:
         existing.check_embedding(name, directory, model_id)

@@ -44,7 +44,7 @@ from rag.models.embeddings import (
 from rag.stores.registry import DEFAULT, knowledge_base_stores
 
 __all__ = ["DEFAULT_DIRECTORY", "MANIFEST_VERSION", "MAX_DIMENSION", "STORE_TYPES", "list_knowledge_bases", "missing_knowledge_base", "EmbeddingInfo", "Manifest", "StoreInfo", "autocontext_kwargs", "chunker_from",
-           "embedding_from_id"]
+           "embedding_from_id", "recorded_precision"]
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +204,9 @@ def _brief(exc: BaseException, limit: int = 300) -> str:
 def embedding_from_id(model_id: str) -> Embeddings:
     """The embedding model a manifest names, for reopening a knowledge base without passing one.
 
-    Known ids: all-MiniLM-L6-v2 (the offline default) in fp32 or with an `@bf16` suffix,
+    Known ids: all-MiniLM-L6-v2 (the offline default) in fp32 or with an `@bf16`, `@fp16` or `@int8` suffix
+    (on the device `RAG_EMBEDDING_DEVICE` or `auto` finds: a store built on a GPU in fp16 is searched on
+    a CPU with the same id, its questions in fp32 NumPy as always),
     `DeterministicFakeEmbedding(size=N)` (tests), and OpenAI `text-embedding-*` models. A
     knowledge base reopens with the precision it was built with, whatever
     `RAG_EMBEDDING_PRECISION` says now.
@@ -228,6 +230,22 @@ def embedding_from_id(model_id: str) -> Embeddings:
         return emb if getattr(emb, "model", None) == model_id else emb.model_copy(update={"model": model_id})
     raise ConfigError(f"this knowledge base was built with the embedding model {model_id!r}, which rag cannot "
                       "create by itself; pass embedding=<that model> when opening it")
+
+
+def recorded_precision(embedding: Embeddings, model_id: str) -> Embeddings:
+    """`embedding` in the precision a knowledge base's MiniLM id records, when its own was not asked for.
+
+    A `MiniLMEmbeddings` made for a device (`device="cuda"`, a config's `embedding: {device: ...}`)
+    without a precision keeps the one the knowledge base was built with on that device (fp32 built on a
+    CPU stays fp32 on a GPU); any other model, or a precision asked for, is returned as it is (and
+    `Manifest.check_embedding` then says when it differs).
+    """
+    base, _, suffix = model_id.partition("@")
+    precision = suffix or "fp32"
+    if (isinstance(embedding, MiniLMEmbeddings) and embedding.requested_precision is None
+            and base == DEFAULT_EMBEDDING_ID and precision in PRECISION_CHOICES and precision != embedding.precision):
+        return embedding.with_precision(precision)
+    return embedding
 
 
 def chunker_from(settings: dict[str, Any]) -> Any:

@@ -12,7 +12,9 @@ pipeline over them:
    file of `STREAM_CHARS` or more is prepared in slices (`ingest.prepare_stream`), each its own
    output block, as the local executor streams it, so no task holds all of a large file's chunks;
 2. `map_batches(EmbedChunks)`: an actor pool (`concurrency` actors, each loading the embedding
-   model once, in its constructor: `rag.indexing.embed_worker`) embeds the chunks the store lacks,
+   model once, in its constructor: `rag.indexing.embed_worker`; on a cluster with GPUs, one actor per
+   GPU asking for `num_gpus=1`, the load-and-chunk tasks then taking one CPU each on the CPUs left:
+   `embed_worker.actor_shape`) embeds the chunks the store lacks,
    `batch_size` at a time, timing its load, embedding and writes; for a server store
    (`rag.stores.connections`: PostgreSQL + pgvector, a Chroma server) each actor opens its own
    connection and writes them with an idempotent upsert by id, and returns only acknowledgements;
@@ -39,7 +41,7 @@ from typing import Any, Protocol
 
 from rag.base.errors import ConfigError
 from rag.base.tracing import index_span
-from rag.indexing.embed_worker import WorkerClock, log_workers, worker_embedding
+from rag.indexing.embed_worker import WorkerClock, actor_shape, embeds_on_gpu, log_workers, worker_embedding
 from rag.indexing.ingest import (
     STREAM_BATCH,
     STREAM_CHARS,
@@ -54,6 +56,7 @@ from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.plan import Plan
 from rag.indexing.ray_chunking import chunk_files, component_settings
 from rag.indexing.report import IndexReport
+from rag.models.devices import embedding_device
 from rag.stores.connections import connection_spec, open_connection, upsert_chunks
 
 __all__ = ["EmbedChunks", "run_on_ray"]
@@ -140,7 +143,7 @@ def _cluster(settings: RaySettings) -> Iterator[int]:
 
 #: settings a worker must see as the driver does (offline model files, no telemetry)
 _FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ANONYMIZED_TELEMETRY", "RAG_EMBEDDING_PRECISION",
-                  "PYTHONPATH")
+                  "RAG_EMBEDDING_DEVICE", "RAG_CACHE_DIR", "PYTHONPATH")
 
 
 def _pipeline(settings: RaySettings, target: IndexTarget, items: list[Item], existing: dict[str, set[str]],
@@ -148,17 +151,17 @@ def _pipeline(settings: RaySettings, target: IndexTarget, items: list[Item], exi
     import ray
 
     rows = [_input_row(n, item, existing.get(item.doc_id, set())) for n, item in enumerate(items)]
-    actors = settings.concurrency or cpus
+    shape = actor_shape(cpus, int(ray.cluster_resources().get("GPU", 0)), settings.concurrency,
+                        gpu_model=embeds_on_gpu(target.embedding_model))
     ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // settings.files_per_task)))
-    # Loading and chunking ask for no CPU of their own: the embedding actors hold the cluster's CPUs, and a
-    # task that waits for one of them would never start; Ray Data bounds how many run at once.
     ds = ds.map_batches(chunk_files, fn_kwargs={"settings": settings_json, "stream": (STREAM_CHARS, STREAM_BATCH)},
-                        batch_size=settings.files_per_task,
-                        batch_format="pandas", num_cpus=0, compute=ray.data.TaskPoolStrategy(size=cpus))
-    return ds.map_batches(EmbedChunks, fn_constructor_kwargs={"embedding": worker_embedding(target.embedding_model),
+                        batch_size=settings.files_per_task, batch_format="pandas", num_cpus=shape.chunk_cpus,
+                        compute=ray.data.TaskPoolStrategy(size=shape.chunk_tasks))
+    return ds.map_batches(EmbedChunks, fn_constructor_kwargs={"embedding": worker_embedding(target.embedding_model,
+                                                                                            gpu=shape.gpus > 0),
                                                               "spec": spec},
-                          batch_size=settings.batch_size, batch_format="pandas", num_cpus=1,
-                          compute=ray.data.ActorPoolStrategy(size=actors))
+                          batch_size=shape.batch_size or settings.batch_size, batch_format="pandas",
+                          num_cpus=1, num_gpus=shape.gpus, compute=ray.data.ActorPoolStrategy(size=shape.actors))
 
 
 def _input_row(n: int, item: Item, existing: set[str]) -> dict[str, Any]:
@@ -178,6 +181,7 @@ class EmbedChunks:
         self.clock = WorkerClock()
         with self.clock.timed("load"):
             self.embedding = embedding()
+        self.clock.device = embedding_device(self.embedding)
         self.spec = spec
         self.chunks: Any = None   # its own connection to the server store, opened on the first write
 
@@ -312,6 +316,7 @@ class _Results:
         """Write what is buffered; every document must be committed or reported as skipped."""
         self._flush()
         log_workers(self.workers)
+        self.report.device = ", ".join(sorted({str(t.get("device") or "") for t in self.workers.values()} - {""}))
         missing = [self.items[n].display for n in range(len(self.items)) if n not in self.closed]
         if missing:
             raise ConfigError(f"the Ray pipeline returned no result for {len(missing)} document(s), e.g. "

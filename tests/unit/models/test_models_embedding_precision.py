@@ -8,6 +8,7 @@ from rag.base.errors import ConfigError
 from rag.models.embeddings import (
     PRECISION_CHOICES,
     PRECISION_SETTINGS,
+    cpu_precision,
     minilm_precision,
     native_bf16,
 )
@@ -26,10 +27,11 @@ def test_native_bf16_follows_the_cpu_flags() -> None:
 
 @pytest.mark.parametrize("setting", ["", "auto", " AUTO "])
 def test_auto_is_the_default_and_resolves_by_cpu(monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_DEVICE", "cpu")   # (tests/unit/models/test_models_devices.py: the GPU)
     monkeypatch.setenv("RAG_EMBEDDING_PRECISION", setting)
-    assert minilm_precision() == ("bf16" if native_bf16() else "fp32")
+    assert minilm_precision() == cpu_precision()
     monkeypatch.delenv("RAG_EMBEDDING_PRECISION")
-    assert minilm_precision() == ("bf16" if native_bf16() else "fp32")
+    assert minilm_precision() == cpu_precision()
     assert minilm_precision("auto") in PRECISION_CHOICES
 
 
@@ -43,11 +45,12 @@ def test_argument_wins_over_environment(monkeypatch: pytest.MonkeyPatch) -> None
     assert minilm_precision("fp32") == "fp32"
 
 
-@pytest.mark.parametrize("value", ["int8", "fp16", "bfloat"])
+@pytest.mark.parametrize("value", ["int4", "fp8", "bfloat"])
 def test_unknown_precision_lists_valid_ones(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("RAG_EMBEDDING_PRECISION", value)
-    with pytest.raises(ConfigError, match=f"RAG_EMBEDDING_PRECISION='{value}'.*valid: auto, fp32, bf16"):
+    with pytest.raises(ConfigError, match=f"RAG_EMBEDDING_PRECISION='{value}'.*valid: auto, fp32, bf16, fp16, int8"):
         minilm_precision()
     with pytest.raises(ConfigError, match="precision="):
         minilm_precision(value)
-    assert PRECISION_CHOICES == ("fp32", "bf16") and PRECISION_SETTINGS == ("auto", "fp32", "bf16")
+    assert PRECISION_CHOICES == ("fp32", "bf16", "fp16", "int8")
+    assert PRECISION_SETTINGS == ("auto", "fp32", "bf16", "fp16", "int8")

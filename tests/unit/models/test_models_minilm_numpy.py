@@ -122,7 +122,7 @@ def test_the_default_embeddings_load_nothing_until_used_and_never_torch_for_text
             "emb = default_embeddings(); loaded = 'tokenizers' in sys.modules or 'safetensors' in sys.modules; "
             "q = emb.embed_query('hello'); d = emb.embed_documents(['a', 'b']); "
             "print(loaded, embedding_id(emb), len(q), len(d), 'torch' in sys.modules)")
-    env = {**os.environ, "RAG_EMBEDDING_PRECISION": "fp32"}
+    env = {**os.environ, "RAG_EMBEDDING_PRECISION": "fp32", "RAG_EMBEDDING_DEVICE": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.split() == ["False", "sentence-transformers/all-MiniLM-L6-v2", "384", "2", "False"]
 
@@ -139,9 +139,9 @@ def test_minilm_ids_keep_existing_stores_valid() -> None:
     assert embedding_id(bf16) == f"{DEFAULT_EMBEDDING_ID}@bf16" and bf16.document_backend == "torch"
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"documents": "onnx"}, "valid: auto, numpy, torch"),
+@pytest.mark.parametrize(("kwargs", "message"), [({"documents": "tensorrt"}, "valid: auto, numpy, onnx, torch"),
                                                  ({"batch_size": 0}, "positive integer, got 0"),
-                                                 ({"precision": "int8"}, "valid: auto, fp32, bf16")])
+                                                 ({"precision": "int4"}, "valid: auto, fp32, bf16, fp16, int8")])
 def test_bad_minilm_options_are_config_errors(kwargs: dict, message: str) -> None:
     from rag.models.embeddings import MiniLMEmbeddings
 
