@@ -240,7 +240,7 @@ def test_model_errors_are_502_and_internal_errors_500_without_details(make_clien
     r = make_client(rag).post("/invoke", json={"question": "q"})
     assert r.status_code == 502
     assert r.json() == {"error": {"type": "model_error", "message": "the answer model failed; see the server log"}}
-    crashing = RAG(resources=rag.resources, generation_chain=rag.generation_chain,
+    crashing = RAG(resources=rag.resources, generation_chain=make_rag().generation_chain,
                    extras={"boom": lambda out: 1 / 0})   # a crash outside the model
     r = make_client(crashing).post("/invoke", json={"question": "q"})
     assert r.status_code == 500

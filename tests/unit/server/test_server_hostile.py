@@ -96,14 +96,13 @@ def test_batch_level_problems_still_reject_the_batch(make_client):
 
 
 def test_batch_item_that_crashes_is_an_internal_error_in_its_place(make_client, make_rag):
-    class Broken(GenericFakeChatModel):
-        def _generate(self, messages, *args, **kwargs):
-            if "boom" in str(messages):
-                raise RuntimeError("database password is hunter2")
-            return super()._generate(messages, *args, **kwargs)
+    def crash(out):   # a crash outside the answer model (the model's own failures are 502 model_error)
+        if "boom" in str(out["question"]):
+            raise RuntimeError("database password is hunter2")
 
     rag = make_rag()
-    rag = RAG(resources=rag.resources, generation_chain=rag_chain_from_docs(Broken(messages=iter(["a"] * 10))))
+    rag = RAG(resources=rag.resources, generation_chain=rag_chain_from_docs(GenericFakeChatModel(messages=iter(["a"] * 10))),
+              extras={"crash": crash})
     results = make_client(rag).post("/batch", json={"requests": [{"question": "boom"}, {"question": "fine"}]}).json()
     assert results["results"][0]["error"]["type"] == "internal_error" and "hunter2" not in json.dumps(results)
     assert results["results"][1]["answer"] == "a"
@@ -167,14 +166,13 @@ def _deep_failure(depth: int) -> None:
 
 @pytest.fixture
 def crashing_server(make_rag) -> Iterator[str]:
-    class Broken(GenericFakeChatModel):
-        def _generate(self, messages, *args, **kwargs):
-            if "boom" in str(messages):
-                _deep_failure(600)
-            return super()._generate(messages, *args, **kwargs)
+    def crash(out):   # a crash outside the answer model (the model's own failures are 502 model_error)
+        if "boom" in str(out["question"]):
+            _deep_failure(600)
 
     rag = make_rag()
-    rag = RAG(resources=rag.resources, generation_chain=rag_chain_from_docs(Broken(messages=iter(["ok"] * 100))))
+    rag = RAG(resources=rag.resources, generation_chain=rag_chain_from_docs(GenericFakeChatModel(messages=iter(["ok"] * 100))),
+              extras={"crash": crash})
     with _Server(create_app(rag, settings=ServerConfig(support_scoring="lexical"))) as url:
         yield url
 

@@ -46,7 +46,7 @@ def test_chat_completion_request_is_one_trace_with_a_span_per_stage(exporter, ma
         # the RAG's own chain on the standalone question: extras included
         (2, "condense_question"), (3, "condense"),
         (2, "extras"), (3, "count_docs"),
-        (2, "generate"), (3, "chat generic-fake-chat-model"), (3, "format_context"), (4, "_context_to_text"),
+        (2, "generate"), (3, "chat generic-fake-chat-model"),
         (2, "retrieve"), (3, "resources"), (4, "aggregate"), (5, "budget"), (5, "diversify"), (5, "evidence"), (5, "fuse"),
         (5, "select"), (4, "reports"), (5, "search/reports"),
         (2, "save_turn"),
