@@ -111,16 +111,16 @@ class GenerationChain(Runnable[dict, Answer]):
 
     # ------------------------------------------------------------------ Runnable
     def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Answer:
-        def run(value: Any, run_config: RunnableConfig) -> Answer:
+        def run(value: Any, config: RunnableConfig) -> Answer:   # `config`: the name LangChain passes it by
             question, context = _question_and_context(value)
-            return self.finish(self.answerer.answer(question, context, run_config), question, context)
+            return self.finish(self.answerer.answer(question, context, config), question, context)
 
         return self._call_with_config(run, input, config, run_type="llm")
 
     async def ainvoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Answer:
-        async def run(value: Any, run_config: RunnableConfig) -> Answer:
+        async def run(value: Any, config: RunnableConfig) -> Answer:
             question, context = _question_and_context(value)
-            draft = await self.answerer.aanswer(question, context, run_config)
+            draft = await self.answerer.aanswer(question, context, config)
             return await asyncio.to_thread(self.finish, draft, question, context)
 
         return await self._acall_with_config(run, input, config, run_type="llm")
