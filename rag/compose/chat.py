@@ -41,7 +41,6 @@ from langchain_core.runnables import (
 )
 
 from rag.base.errors import ConfigError, InputError
-from rag.generation.extractive import ExtractiveAnswerer
 
 __all__ = ["CONDENSE_PROMPT", "ConversationalRAG", "InMemoryMessageStore", "MessageStore", "carry_over_entities",
            "named_entities"]
@@ -137,8 +136,9 @@ def carry_over_entities(question: str, history: Sequence[Any]) -> str:
 
 
 def _chat_model_of(rag: Any) -> Any:
-    llm = getattr(getattr(rag, "generation_chain", None), "llm", None)
-    return None if llm is None or isinstance(llm, ExtractiveAnswerer) else llm
+    chain = getattr(rag, "generation_chain", None)
+    answerer = getattr(chain, "answerer", None)   # an Answerer says which language model it has (None: none)
+    return answerer.model if answerer is not None else getattr(chain, "llm", None)
 
 
 class ConversationalRAG:
