@@ -69,15 +69,17 @@ Corpora (questions and gold answers committed in `bench/answer_corpora/`):
   DIR/store being that knowledge base; it is read, never indexed here).
 
 Every question is asked through the public door, `rag ask QUESTION --json` (run in this process
-through `rag.cli.main`, the same code as the command): default retrieval, default answerer. Per
-corpus the report gives the context hit (a gold source in the context), the answer right (a gold
-string stated; a number as a whole number), refusals of not-in-corpus questions, answered-and-wrong,
-and the answerer's own time (median, the answerer re-run on the returned context).
+through `rag.cli.main`, the same code as the command): default retrieval, the answerer `RAG_LLM` chooses
+(`RAG_LLM=extractive` for the offline fallback). The returned context is cached (`--reuse` answers the
+cached contexts again: answerer work only), and the answerer is re-run on it, timed. Per corpus the
+report gives the context hit (a gold source in the context), and what reaches the user:
 
-The refusal curve: the answerer's confidence (`ExtractiveAnswerer.answer_confidence`) of every
-question, and for each threshold how many questions would be answered right, answered wrong and
-refused. The default threshold was chosen on one corpus and is checked on the others (the docs say
-which, `docs/generation.md`).
+- asserted right: the answer is not a refusal and states a gold string (a number as a whole number);
+- asserted wrong: not a refusal, and no gold string stated (of all questions: a not-in-corpus question
+  answered is wrong);
+- gold in the passage shown: a refusal ("not sure") whose closest passage (`Answer.passage`) states a gold string;
+- gold reaches the user: asserted right plus gold in the passage;
+- not-in-corpus refused.
 
     apt-get install diffutils-doc git-doc python-requests-doc sqlite3-doc docutils-doc python-werkzeug-doc # doc corpora
     apt-get install postgresql-doc-15 bash-doc python-flask-doc sphinx-doc python-pytest-doc  # held out
@@ -116,7 +118,6 @@ DIFFUTILS_DIR = Path("/usr/share/doc/diffutils")
 GIT_DIR = Path("/usr/share/doc/git-doc")
 # diffutils pages that only redirect ("The node you are looking for is at ..."), the index and the licence
 _DIFFUTILS_SKIP = {"Index.html", "index.html", "Copying-This-Manual.html"}
-THRESHOLDS = [round(0.05 * i, 2) for i in range(19)]
 
 
 def rag_cli(*argv: str) -> str:
@@ -244,62 +245,51 @@ def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, 
 
 
 def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
-    """Re-run the default answerer on each context (timed, with its confidence) and score everything."""
+    """Re-run the configured answerer (`RAG_LLM`) on each returned context (timed) and score what the user sees:
+    the answer (asserted, or a refusal), and beside a refusal the closest passage (`Answer.passage`).
+
+    The draft's text, `refused`, `confidence` and `passage` are the fields `rag ask --json` prints (the chain's
+    checks resolve citations, which the fallback's quotes never need, and add support marks and flags)."""
     from langchain_core.documents import Document
 
-    from rag.generation.answerer import default_llm
-    from rag.generation.extractive import NO_ANSWER
-    from rag.generation.relevance import answer_relevance, context_text
-    from rag.generation.sentences import parse_answer
+    from rag.generation.factory import default_answerer
 
-    answerer = default_llm()
+    answerer = default_answerer()
     rows, seconds, cpu = [], [], []
     for q, a in zip(questions, asked):
         context = [Document(page_content=d["page_content"], metadata=d["metadata"]) for d in a["context"]]
-        answerer.invoke({"question": "warm-up", "context": context[:1]}) if not seconds else None
+        answerer.answer("warm-up", context[:1]) if not seconds else None
         started, cpu_started = time.perf_counter(), time.process_time()
-        decision = answerer.decide(q["question"], context)
+        answer = answerer.answer(q["question"], context)
         seconds.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
-        unrefused = decision.text
-        answer = NO_ANSWER if decision.refused else unrefused   # what invoke() returns, without a second run
-        sentences = [p.text for p in parse_answer(unrefused)]
-        signals = answer_relevance(q["question"], sentences, context_text=context_text(context),
-                                   embedding=answerer.embedding) if sentences else []
-        rows.append({"answers_signal": any(r.answers() for r in signals), "id": q["id"], "question": q["question"], "gold": q["answers"],
-                     "in_corpus": bool(q["answers"]), "hit": context_hit(q, a["context"]) if q["answers"] else None,
-                     "answer": answer, "chain_answer": a["answer"], "refused": decision.refused,
-                     "confidence": round(decision.confidence, 4), "qtype": decision.qtype,
-                     "right": bool(q["answers"]) and right(q, unrefused), "unrefused": unrefused,
+        shown = (answer.passage or {}).get("text", "")
+        rows.append({"id": q["id"], "question": q["question"], "gold": q["answers"], "in_corpus": bool(q["answers"]),
+                     "hit": context_hit(q, a["context"]) if q["answers"] else None, "answer": answer.text,
+                     "refused": answer.refused, "confidence": round(answer.confidence or 0.0, 4), "passage": shown,
+                     "right": bool(q["answers"]) and not answer.refused and right(q, answer.text),
+                     "gold_in_passage": bool(q["answers"]) and answer.refused and bool(shown) and right(q, shown),
                      "comparison": bool(q.get("comparison")),
-                     "sides_stated": sum(any(states(unrefused, g) for g in side) for side in q.get("sides", []))})
+                     "sides_stated": sum(any(states(answer.text, g) for g in side) for side in q.get("sides", []))})
     return {"corpus": name, "rows": rows, "answerer_seconds_median": statistics.median(seconds),
             "answerer_cpu_seconds_median": statistics.median(cpu), "load_average": os.getloadavg()[0],
             "ask_seconds_median": statistics.median(a["seconds"] for a in asked)}
 
 
-def summary(result: dict, threshold: float | None = None) -> dict:
-    """Counts for one corpus at the answerer's own refusal rule (or at `threshold` on its confidence)."""
+def summary(result: dict) -> dict:
+    """Counts for one corpus: what the user is told (asserted right / wrong), the gold in the passage shown beside
+    a refusal, and not-in-corpus questions refused."""
     rows = [r for r in result["rows"] if not r.get("comparison")]   # comparisons: `comparison_markdown`
     answerable = [r for r in rows if r["in_corpus"]]
     absent = [r for r in rows if not r["in_corpus"]]
-
-    def answered(r: dict) -> bool:
-        return not r["refused"] if threshold is None else (r["confidence"] >= threshold and bool(r["unrefused"]))
-
-    hits = [r for r in answerable if r["hit"]]
+    right_ = sum(r["right"] for r in answerable)
+    in_passage = sum(r.get("gold_in_passage", False) for r in answerable)
     return {"questions": len(rows), "answerable": len(answerable), "not_in_corpus": len(absent),
-            "context_hit": sum(r["hit"] for r in answerable),
-            "right": sum(answered(r) and r["right"] for r in answerable),
-            "right_given_hit": sum(answered(r) and r["right"] for r in hits), "hits": len(hits),
-            "answered_wrong": sum(answered(r) and not r["right"] for r in rows),
-            "refused_absent": sum(not answered(r) for r in absent),
-            "refused_answerable": sum(not answered(r) for r in answerable),
-            # the "answers the question" signal of the checks, on the answers given (right or not)
-            "signal_right": sum(answered(r) and r["right"] and r["answers_signal"] for r in rows),
-            "signal_wrong": sum(answered(r) and not r["right"] and not r["answers_signal"] for r in rows),
-            "answered_rightly": sum(answered(r) and r["right"] for r in rows),
-            "answered_wrongly": sum(answered(r) and not r["right"] for r in rows)}
+            "context_hit": sum(bool(r["hit"]) for r in answerable), "asserted_right": right_,
+            "asserted_wrong": sum(not r["refused"] and not r["right"] for r in rows),
+            "gold_in_passage": in_passage, "gold_reaches_user": right_ + in_passage,
+            "refused_absent": sum(r["refused"] for r in absent),
+            "refused_answerable": sum(r["refused"] for r in answerable)}
 
 
 def _pct(a: int, b: int) -> str:
@@ -307,35 +297,19 @@ def _pct(a: int, b: int) -> str:
 
 
 def markdown(results: list[dict]) -> str:
-    lines = [("| corpus | questions (answerable + not in corpus) | context hit | answer right | right, given a hit "
-              "| not-in-corpus refused | answered and wrong | answerable refused | answerer time (median) "
-              "| answerer CPU (median) | load |"),
+    lines = [("| corpus | questions (answerable + not in corpus) | context hit | asserted right | asserted wrong "
+              "(of all) | gold in the passage shown | gold reaches the user | not-in-corpus refused "
+              "| answerable refused | answerer time (median) | load |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         s = summary(res)
         lines.append(f"| {res['corpus']} | {s['questions']} ({s['answerable']} + {s['not_in_corpus']}) "
-                     f"| {_pct(s['context_hit'], s['answerable'])} | {_pct(s['right'], s['answerable'])} "
-                     f"| {_pct(s['right_given_hit'], s['hits'])} | {_pct(s['refused_absent'], s['not_in_corpus'])} "
-                     f"| {_pct(s['answered_wrong'], s['questions'])} | {_pct(s['refused_answerable'], s['answerable'])} "
-                     f"| {res['answerer_seconds_median'] * 1000:.0f} ms "
-                     f"| {res.get('answerer_cpu_seconds_median', float('nan')) * 1000:.0f} ms "
-                     f"| {res.get('load_average', float('nan')):.1f} |")
-    lines += ["", "The checks' \"answers the question\" signal on the answers given (separate from \"quoted\"):", "",
-              "| corpus | right answers marked as answering | wrong answers marked as not answering |", "|---|---|---|"]
-    for res in results:
-        s = summary(res)
-        lines.append(f"| {res['corpus']} | {_pct(s['signal_right'], s['answered_rightly'])} "
-                     f"| {_pct(s['signal_wrong'], s['answered_wrongly'])} |")
-    lines += ["", "Refusal trade-off (a threshold on the answerer's confidence; right / wrong / refused, all questions):",
-              "", "| threshold | " + " | ".join(r["corpus"] for r in results) + " |",
-              "|---|" + "---|" * len(results)]
-    for t in THRESHOLDS:
-        cells = []
-        for res in results:
-            s = summary(res, t)
-            refused = s["refused_absent"] + s["refused_answerable"]
-            cells.append(f"{s['right']} / {s['answered_wrong']} / {refused}")
-        lines.append(f"| {t:.2f} | " + " | ".join(cells) + " |")
+                     f"| {_pct(s['context_hit'], s['answerable'])} | {_pct(s['asserted_right'], s['answerable'])} "
+                     f"| {_pct(s['asserted_wrong'], s['questions'])} | {_pct(s['gold_in_passage'], s['answerable'])} "
+                     f"| {_pct(s['gold_reaches_user'], s['answerable'])} "
+                     f"| {_pct(s['refused_absent'], s['not_in_corpus'])} "
+                     f"| {_pct(s['refused_answerable'], s['answerable'])} "
+                     f"| {res['answerer_seconds_median'] * 1000:.0f} ms | {res.get('load_average', float('nan')):.1f} |")
     return "\n".join(lines + comparison_markdown(results))
 
 
@@ -383,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in res["rows"]:
             mark = ("hit " if r["hit"] else "miss") if r["in_corpus"] else "none"
             mark += " cmp" if r.get("comparison") else ""
-            verdict = "refused" if r["refused"] else ("RIGHT" if r["right"] else "wrong")
-            print(f"{name:12s} {mark} {verdict:7s} {r['confidence']:.2f} {r['qtype']:8s} {r['question'][:60]}"
+            verdict = ("refused+" if r["gold_in_passage"] else "refused") if r["refused"] else (
+                "RIGHT" if r["right"] else "wrong")
+            print(f"{name:12s} {mark} {verdict:8s} {r['confidence']:.2f} {r['question'][:60]}"
                   f"  ->  {r['answer'][:90]}", file=sys.stderr)
     table = markdown(results)
     print(table)

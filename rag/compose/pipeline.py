@@ -42,8 +42,8 @@ from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
 from rag.compose.resource import Resource
 from rag.compose.retrieval_settings import RetrievalSettings
-from rag.generation.comparisons import comparison_sides, side_question
 from rag.retrieval.aggregation import aggregate_evidence
+from rag.retrieval.comparisons import comparison_sides, side_question
 from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import doc_key, documents_to_scored, fuse, minmax
@@ -110,9 +110,9 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
             # feedback's first search reads only what the search may return (the caller's filter and the route)
             queries = (rephraser.rephrase(question, search_kwargs={"filter": routed} if routed else None)
                        if isinstance(rephraser, Rephraser) else rephraser.rephrase(question))
-    # "X vs Y": each side is searched too (as the answerer asks each), without the route the question's
-    # names chose: a route to one side's pages ("diff3") would hide the other's ("diff")
-    sides = comparison_sides(question) if len(queries) == 1 else None
+    # side searches (opt-in): "X vs Y" searches each side too, without the route the question's names
+    # chose: a route to one side's pages ("diff3") would hide the other's ("diff")
+    sides = comparison_sides(question) if settings.side_searches and len(queries) == 1 else None
     side_queries = [side_question(question, sides, which) for which in (0, 1)] if sides else []
     # a k the user gave the resource (its search_kwargs or this request's) caps what it puts in the
     # context (see `combine`); candidates are still searched `fetch_k` deep

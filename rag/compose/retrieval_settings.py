@@ -123,6 +123,9 @@ class RetrievalSettings(BaseModel):
             own, see `KnowledgeBase.as_resource(sections=...)`, if any): the opening chunk of each
             section whose heading the question names goes in after the first `section_at` results
             (with a top-k context, earlier when needed so that every promoted chunk is within `k`).
+        side_searches: a comparison question ("What is the difference between X and Y?",
+            `rag.retrieval.comparisons.comparison_sides`) also searches each side on its own (off by default;
+            only when no rephrasing is set).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -151,6 +154,7 @@ class RetrievalSettings(BaseModel):
     question_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     sections: SectionPromotion | None = None
     section_at: int | None = Field(default=None, ge=0)   # None: each SectionRouter's own `at` (3)
+    side_searches: bool = False
 
     @field_validator("k", "fetch_k", mode="before")
     @classmethod

@@ -20,7 +20,9 @@ it fits, else cut between rows with its header lines repeated. Every chunk carri
 - `chunk_index`: position in the document, continuing across pages;
 - `source`, `page` (PDFs), `title`, `section` (the heading it falls under, when any; for PDFs the
   heading-like line in effect, `rag.indexing.headings`);
-- `token_count`: its length in word pieces; `start_index`: its offset in the page or file text.
+- `token_count`: its length in word pieces; `start_index`: its offset in the page or file text;
+- `table_rows` (only a chunk holding table rows): the rows as structure, header and cells, a JSON
+  string (`rag.indexing.table_structure`), so an answerer reads rows without parsing `a | b` text.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -52,6 +54,7 @@ from rag.indexing.headings import (
     section_at,
 )
 from rag.indexing.loaders import clean_text
+from rag.indexing.table_structure import TABLE_ROWS_KEY, chunk_tables, piece_tables
 from rag.indexing.tables import split_table
 from rag.indexing.tokens import Tokenizer, default_tokenizer
 
@@ -300,10 +303,14 @@ class TokenChunker:
             base.update(doc_id=doc_id, title=_title(meta))
             if piece.section is not None:
                 base["section"] = piece.section
+            tables = piece_tables(piece.text, piece.header_lines if piece.table else None)
             for body, start, count in self._cuts(piece, spans):
                 index = counters.get(doc_id, 0)
                 counters[doc_id] = index + 1
                 chunk_meta = {**base, "chunk_index": index, "token_count": count, "start_index": piece.start + start}
+                rows = chunk_tables(tables, start, start + len(body) + 2, body) if tables else None
+                if rows:
+                    chunk_meta[TABLE_ROWS_KEY] = rows
                 if piece.number in pdf_sections and not base.get("section"):
                     spans_, position = pdf_sections[piece.number]
                     at = -1 if piece.table else piece.start + start

@@ -9,7 +9,8 @@ from langchain_core.documents import Document
 
 from rag.compose.generator import RAG
 from rag.compose.resource import Resource
-from rag.generation.extractive import NO_ANSWER, ExtractiveAnswerer
+from rag.generation.answer import NO_ANSWER
+from rag.generation.extractive import ExtractiveAnswerer
 from rag.generation.pretty import pprint
 
 pytestmark = pytest.mark.integration

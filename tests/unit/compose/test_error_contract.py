@@ -73,12 +73,12 @@ def test_a_dict_without_question_names_the_missing_key(resource, value):
 
 @pytest.mark.parametrize("call", [
     lambda: ExtractiveAnswerer(max_sentences=0),
-    lambda: ExtractiveAnswerer(min_score=2),
+    lambda: ExtractiveAnswerer(min_confidence=2),
     lambda: InMemoryMessageStore(max_messages=1),
     lambda: register_price("", input_per_million=1, output_per_million=1),
     lambda: register_price("m", input_per_million=-1, output_per_million=1),
     lambda: annotate_support("Rome is in Italy.", ["Rome is in Italy."], embedding=3),
-], ids=["max_sentences", "min_score", "max_messages", "price-name", "price-value", "support-embedding"])
+], ids=["max_sentences", "min_confidence", "max_messages", "price-name", "price-value", "support-embedding"])
 def test_generation_mistakes_are_config_errors(call):
     with pytest.raises(ConfigError):
         call()

@@ -38,7 +38,8 @@ def test_return_all_gives_a_complete_result(city_resource, fake_llm_cls):
 
 
 def test_the_answer_cites_the_chunk_the_context_numbers(city_resource):
-    result = airag(city_resource, "How many spectators could the Colosseum hold?", llm=ExtractiveAnswerer(),
+    # a low threshold: the test is about which chunk is cited, not about when the fallback is sure
+    result = airag(city_resource, "How many spectators could the Colosseum hold?", llm=ExtractiveAnswerer(min_confidence=0.3),
                    return_all=True, embedding=None)
     n = result.citations["cited"][0]
     assert "50,000 spectators" in result.context[n - 1].page_content
@@ -47,7 +48,7 @@ def test_the_answer_cites_the_chunk_the_context_numbers(city_resource):
 
 
 def test_plain_call_returns_the_final_answer(city_resource):
-    answer = airag(city_resource, "Who designed the Sagrada Familia basilica?", llm=ExtractiveAnswerer(),
+    answer = airag(city_resource, "Who designed the Sagrada Familia basilica?", llm=ExtractiveAnswerer(min_confidence=0.3),
                    embedding=None)
     assert "Antoni Gaudi designed the basilica." in answer and "[" in answer
 

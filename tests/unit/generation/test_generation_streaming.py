@@ -164,7 +164,7 @@ async def test_an_extractive_answer_streams_one_cited_sentence_per_token_event(c
     from rag.generation.extractive import ExtractiveAnswerer
 
     # no refusal threshold: this question has two parts, each sentence answers one of them
-    answerer = ExtractiveAnswerer(max_sentences=3, relative_cutoff=0.0, min_score=0.05, min_confidence=0.0)
+    answerer = ExtractiveAnswerer(max_sentences=3, relative_cutoff=0.0, min_confidence=0.0)
     rag = RAG(resources=[city_resource], generation_chain=rag_chain_from_docs(answerer))
     question = "When was the Eiffel Tower in Paris completed, and where is the Colosseum?"
     events = await _collect(rag, question)
