@@ -1,7 +1,7 @@
 """What a LangChain model call says about itself: the model's name and the tokens it used.
 
 Shared by the tracer (`rag.base.tracing`, span attributes) and the usage counter
-(`rag.generation.usage`, the `usage` extra), so both read a call the same way.
+(`rag.models.usage`, the `usage` extra), so both read a call the same way.
 
 Example:
     >>> from langchain_core.messages import AIMessage

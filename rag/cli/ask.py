@@ -44,7 +44,7 @@ def add_ask(sub: Any) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from rag.base.filters import validate_filter
-    from rag.generation.answer import as_answer, flag_notes
+    from rag.base.answer import as_answer, flag_notes
     from rag.generation.prompts import source_label
 
     for flag, value in (("--k", args.k), ("--max-tokens", args.max_tokens)):

@@ -41,12 +41,12 @@ from rag.base.result import RAGResult
 from rag.compose.generator import RAG
 from rag.compose.resource import Resource, validate_search_kwargs
 from rag.compose.retrieve import RetrievalSettings, run_retrieval
-from rag.generation.answer import Answer
-from rag.generation.citations import source_map
-from rag.generation.postprocess import AS_CHAIN, finalise
+from rag.base.answer import Answer
+from rag.checks.citations import source_map
+from rag.checks.postprocess import AS_CHAIN, finalise
 from rag.generation.prompts import format_docs
 from rag.generation.rag_with_source import rag_chain_from_docs
-from rag.generation.usage import UsageTracker, with_tracker
+from rag.models.usage import UsageTracker, with_tracker
 
 __all__ = ["CheckAnswer", "GenerateAnswer", "LLMRefiner", "Step", "TakeContext", "airag", "as_rag", "generate",
            "no_refine", "retrieve_into"]

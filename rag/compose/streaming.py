@@ -15,7 +15,7 @@ only str / int / float / bool / None / list / dict), always in this order:
 5. `{"type": "usage", "usage": {"input_tokens", "output_tokens", "total_tokens", "calls",
    "cost", "models"}, "timings": {"retrieve": s, "generate": s, "checks": s}}`;
 6. `{"type": "done", "answer": str, "cited", "refused", "confidence", "passage", "support", "flags",
-   "invalid", "answerer", "report"}`: the final answer and its fields (`rag.generation.answer.Answer.fields`),
+   "invalid", "answerer", "report"}`: the final answer and its fields (`rag.base.answer.Answer.fields`),
    the same the chain's `invoke` returns: the generation chain hands its final `Answer` to the run
    (`ANSWER_SINK`), so streaming and invoking run one post-processing step.
 
@@ -46,11 +46,11 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from rag.base.errors import InputError
 from rag.base.tracing import stage
-from rag.generation.answer import as_answer
-from rag.generation.citations import source_map
-from rag.generation.postprocess import finalise
+from rag.base.answer import as_answer
+from rag.checks.citations import source_map
+from rag.checks.postprocess import finalise
 from rag.generation.rag_with_source import ANSWER_SINK
-from rag.generation.usage import UsageTracker, with_tracker
+from rag.models.usage import UsageTracker, with_tracker
 
 __all__ = ["EVENT_TYPES", "answer_events", "stream_events"]
 

@@ -36,7 +36,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from rag.generation.answer import Answer, as_answer
+from rag.base.answer import Answer, as_answer
 
 __all__ = ["Answerer", "RunnableAnswerer"]
 

@@ -33,7 +33,7 @@ from langchain_core.prompts import BasePromptTemplate, ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from rag.base.errors import ConfigError, ModelError, RagError
-from rag.generation.answer import Answer, as_answer
+from rag.base.answer import Answer, as_answer
 from rag.generation.answerer import Answerer
 from rag.generation.prompts import DEFAULT_PROMPT, format_docs
 from rag.models.llms import TokenCounter, context_window_setting, describe_model

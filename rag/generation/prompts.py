@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
 
+from rag.checks.citations import source_label
+
 __all__ = ["DEFAULT_PROMPT", "SYSTEM_PROMPT", "format_docs", "source_label"]
 
 SYSTEM_PROMPT = (
@@ -33,21 +35,6 @@ DEFAULT_PROMPT = ChatPromptTemplate.from_messages(
         ("human", "{question}"),
     ]
 )
-
-
-def source_label(doc: Document) -> str:
-    """A short human label for a document: file name and page when known.
-
-    Example:
-        >>> source_label(Document(page_content="", metadata={"source": "/x/report.pdf", "page": 2}))
-        'report.pdf, page 3'
-    """
-    md = doc.metadata
-    source = str(md.get("source") or md.get("title") or md.get("resource") or "unknown")
-    name = source.replace("\\", "/").rsplit("/", 1)[-1] or source
-    if "page" in md and isinstance(md["page"], int):
-        return f"{name}, page {md['page'] + 1}"
-    return name
 
 
 def _escape(text: str) -> str:

@@ -2,7 +2,7 @@
 
 `rag_chain_from_docs(llm)` is the seed's name for it. The chain asks its `Answerer` (an LLM behind
 `LLMAnswerer`, the offline fallback, or a user's own) for a draft, then runs the one
-post-processing step (`rag.generation.postprocess.finalise`): dangling `[n]` removed, each
+post-processing step (`rag.checks.postprocess.finalise`): dangling `[n]` removed, each
 sentence's support marked, flags raised, and, with `on_unsupported="refuse"`, an answer that cites
 nothing or that its sources do not support replaced by a refusal. Streaming yields the answerer's
 text as it comes; the final `Answer` (the same one `invoke` returns) is handed to a sink in the
@@ -31,10 +31,10 @@ from langchain_core.runnables.utils import Input
 
 from rag.base.errors import ConfigError, InputError
 from rag.base.text import neutralise_citation_markers
-from rag.generation.answer import Answer, as_answer
+from rag.base.answer import Answer, as_answer
 from rag.generation.answerer import Answerer, RunnableAnswerer
 from rag.generation.factory import answerer_for
-from rag.generation.postprocess import ON_UNSUPPORTED, finalise
+from rag.checks.postprocess import ON_UNSUPPORTED, finalise
 
 __all__ = ["ANSWER_SINK", "GENERATION_SETTINGS", "GenerationChain", "as_generation_chain", "rag_chain_from_docs"]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.generation.answer import as_answer
-from rag.generation.citations import cited_first, source_map
+from rag.base.answer import as_answer
+from rag.checks.citations import cited_first, source_map
 
 __all__ = ["checks_body", "error_body", "invoke_body", "sources_with_content", "sse"]
 
@@ -68,7 +68,7 @@ def invoke_body(output: Mapping[str, Any]) -> dict[str, Any]:
 
 def checks_body(output: Mapping[str, Any]) -> dict[str, Any]:
     """Citation and support checks of one answer (as in the stream's citations and support events): the
-    report the chain's one post-processing step made (`rag.generation.postprocess.finalise`)."""
+    report the chain's one post-processing step made (`rag.checks.postprocess.finalise`)."""
 
     answer = as_answer(output.get("answer"))
     return {"citations": answer.citation_fields(), "support": answer.support,

@@ -56,7 +56,7 @@ from rag.base.version import __version__
 from rag.compose.pipeline import chunk_source
 from rag.compose.request import access_filter
 from rag.config.models import ServerConfig
-from rag.generation.postprocess import suspicious_chunks
+from rag.checks.postprocess import suspicious_chunks
 from rag.server.events import error_body, invoke_body, sources_with_content
 from rag.server.audit import audit, audit_sources
 from rag.server.routes import Served, access_configurable

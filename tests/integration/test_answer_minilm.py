@@ -9,9 +9,9 @@ from langchain_core.documents import Document
 
 from rag.compose.generator import RAG
 from rag.compose.resource import Resource
-from rag.generation.answer import NO_ANSWER
+from rag.base.answer import NO_ANSWER
 from rag.generation.extractive import ExtractiveAnswerer
-from rag.generation.pretty import pprint
+from rag.compose.pretty import pprint
 
 pytestmark = pytest.mark.integration
 

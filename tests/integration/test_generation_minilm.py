@@ -12,8 +12,8 @@ from langchain_core.documents import Document
 from rag.cli import main
 from rag.compose.airag import airag
 from rag.compose.resource import Resource
-from rag.generation.citations import check_citations
-from rag.generation.pretty import ANSI, pprint
+from rag.checks.citations import check_citations
+from rag.compose.pretty import ANSI, pprint
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 
 from rag.base.errors import ConfigError
 from rag.base.text import idf_weights, tokenize
-from rag.generation.answer import NO_ANSWER, NOT_SURE, Answer, passage
+from rag.base.answer import NO_ANSWER, NOT_SURE, Answer, passage
 from rag.generation.answerer import Answerer
 from rag.generation.extractive.units import Unit, context_units, surrounding
 from rag.generation.prompts import source_label

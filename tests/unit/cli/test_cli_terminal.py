@@ -21,7 +21,7 @@ from rich.console import Console
 
 from rag import cli
 from rag.base.text import terminal_safe
-from rag.generation.pretty import to_text
+from rag.compose.pretty import to_text
 from rag.indexing.index_command import _print_report
 
 # what a terminal acts on: C0 / C1 controls, DEL, bidi overrides and isolates, line separators

@@ -9,8 +9,8 @@ from rag import RAG, KnowledgeBase, Resource, airag, retrieve
 from rag.base.errors import ConfigError, FilterError, InputError, RagError
 from rag.compose.chat import InMemoryMessageStore
 from rag.generation.extractive import ExtractiveAnswerer
-from rag.generation.pricing import register_price
-from rag.generation.support import annotate_support
+from rag.models.pricing import register_price
+from rag.checks.support import annotate_support
 
 EMB = DeterministicFakeEmbedding(size=8)
 

@@ -19,7 +19,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from rag import RAG, Answer, Answerer, LLMAnswerer, Resource
 from rag.base.errors import ConfigError, ModelError
-from rag.generation.answer import NO_ANSWER
+from rag.base.answer import NO_ANSWER
 from rag.generation.rag_with_source import rag_chain_from_docs
 
 DOCS = [Document(page_content="The Colosseum is in Rome.", metadata={"source": "rome.md"}),

@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.errors import ConfigError
-from rag.generation.answer import NO_ANSWER, NOT_SURE
+from rag.base.answer import NO_ANSWER, NOT_SURE
 from rag.generation.extractive import ExtractiveAnswerer, context_units
 from rag.generation.extractive.units import surrounding
 from rag.indexing.chunking import split_documents

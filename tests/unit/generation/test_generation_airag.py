@@ -10,7 +10,7 @@ from rag.base.result import Candidate, RAGResult
 from rag.compose.airag import LLMRefiner, TakeContext, airag, as_rag, generate
 from rag.compose.generator import RAG
 from rag.generation.extractive import ExtractiveAnswerer
-from rag.generation.pricing import register_price
+from rag.models.pricing import register_price
 from rag.generation.rag_with_source import rag_chain_from_docs
 
 GENERATION_STEPS = ["build_context", "answer", "refine", "postprocess"]

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 
-from rag.generation.citations import check_citations, resolve_citations, source_map
-from rag.generation.sentences import parse_answer, strip_citations
+from rag.checks.citations import check_citations, resolve_citations, source_map
+from rag.checks.sentences import parse_answer, strip_citations
 
 CONTEXT = [
     Document(page_content="The Eiffel Tower is in Paris. It was completed in 1889 for the World's Fair.",

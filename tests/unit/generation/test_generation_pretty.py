@@ -8,7 +8,7 @@ import pytest
 
 from rag.base.errors import InputError
 from rag.base.result import RAGResult
-from rag.generation.pretty import ANSI, pprint, to_html, to_text
+from rag.compose.pretty import ANSI, pprint, to_html, to_text
 
 
 def _result() -> RAGResult:

@@ -7,7 +7,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.generation.support import SupportScorer, annotate_support, support_summary
+from rag.checks.support import SupportScorer, annotate_support, support_summary
 
 CHUNKS = ["The Eiffel Tower is in Paris. It was completed in 1889 for the World's Fair.",
           "The Colosseum is in Rome. It could hold about 50,000 spectators."]

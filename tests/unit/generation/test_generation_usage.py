@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.language_models import FakeListChatModel
 
-from rag.generation.pricing import PRICES, cost, price_of, register_price
-from rag.generation.usage import UsageTracker, add_usage
+from rag.models.pricing import PRICES, cost, price_of, register_price
+from rag.models.usage import UsageTracker, add_usage
 
 
 def test_tracker_sums_usage_of_invoke_and_stream(fake_llm_cls):

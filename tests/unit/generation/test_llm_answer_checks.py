@@ -11,8 +11,8 @@ from langchain_core.language_models import GenericFakeChatModel
 from rag.base.errors import ConfigError
 from rag.compose.generator import RAG
 from rag.compose.resource import Resource
-from rag.generation.answer import NO_ANSWER
-from rag.generation.postprocess import answer_checks
+from rag.base.answer import NO_ANSWER
+from rag.checks.postprocess import answer_checks
 from rag.generation.rag_with_source import rag_chain_from_docs
 
 TEXTS = ["Acme opened a plant in Lyon in 2023.", "Acme revenue grew 10% in 2024."]

@@ -9,7 +9,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.base.text import neutralise_citation_markers
 from rag.compose.knowledge_base import KnowledgeBase
-from rag.generation.sentences import CITATION_PATTERN
+from rag.checks.sentences import CITATION_PATTERN
 
 _PIECE = st.one_of(st.text(max_size=12), st.sampled_from([
     "[2]", "[1, 3]", "[12]", "[ 4 ]", "[2-4]", "[2;5]", "\uff3b\uff12\uff3d", "[0]", "[^2]", "[[3]]", "France.",

@@ -7,7 +7,7 @@ it always has; its fields say the rest:
 - `refused`: the answer does not assert anything (it says it does not know, or is not sure);
 - `confidence`: how sure the answerer was (0..1; None when the answerer does not say);
 - `passage`: when not sure, the closest passage, with its source number, shown beside the refusal;
-- `support`: one mark per answer sentence (`rag.generation.support.SentenceSupport` as a dict);
+- `support`: one mark per answer sentence (`rag.checks.support.SentenceSupport` as a dict);
 - `flags`: what the checks found (`invalid_citations`, `uncited_sentences`, `unsupported_sentences`,
   `does_not_answer`, `no_answer`, `suspected_injection`);
 - `answerer`: which model or answerer wrote it, in a few words;

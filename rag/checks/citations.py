@@ -12,7 +12,7 @@
   * citation recall = claim sentences supported by their cited chunks taken together / all
     claim sentences (an uncited claim counts as not supported; "I don't know" is not a claim).
 
-Support is decided by `rag.generation.support.SupportScorer` (score >= `threshold`).
+Support is decided by `rag.checks.support.SupportScorer` (score >= `threshold`).
 
 Example:
     >>> from langchain_core.documents import Document
@@ -35,12 +35,26 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
-from rag.generation.prompts import source_label
-from rag.generation.sentences import CITATION_PATTERN, is_abstention, parse_answer
-from rag.generation.support import SupportScorer, _texts
+from rag.checks.sentences import CITATION_PATTERN, is_abstention, parse_answer
+from rag.checks.support import SupportScorer, _texts
 
 __all__ = ["CitationCheck", "CitationReport", "ResolvedCitations", "check_citations", "cited_first", "resolve_citations",
-           "source_map"]
+           "source_label", "source_map"]
+
+
+def source_label(doc: Document) -> str:
+    """A short human label for a document: file name and page when known.
+
+    Example:
+        >>> source_label(Document(page_content="", metadata={"source": "/x/report.pdf", "page": 2}))
+        'report.pdf, page 3'
+    """
+    md = doc.metadata
+    source = str(md.get("source") or md.get("title") or md.get("resource") or "unknown")
+    name = source.replace("\\", "/").rsplit("/", 1)[-1] or source
+    if "page" in md and isinstance(md["page"], int):
+        return f"{name}, page {md['page'] + 1}"
+    return name
 
 
 def source_map(context: Sequence[Document]) -> list[dict[str, Any]]:

@@ -34,8 +34,8 @@ from pydantic import BaseModel, Field
 
 from rag.base.errors import ConfigError
 from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
-from rag.generation.relevance import answer_relevance
-from rag.generation.sentences import is_abstention, parse_answer
+from rag.checks.relevance import answer_relevance
+from rag.checks.sentences import is_abstention, parse_answer
 from rag.models.embeddings import default_embeddings
 
 __all__ = ["SUPPORT_LABELS", "SentenceSupport", "SupportScorer", "annotate_support", "support_summary"]
@@ -241,7 +241,7 @@ def annotate_support(answer: str, context: Sequence[Document | str] | str, *,
         lexical_weight: weight of lexical overlap in the combined score.
         scorer: a prepared `SupportScorer` over the same context (reused to save work).
         question: the question asked; when given, each claim also gets `answers` and `relevance`
-            (`rag.generation.relevance`), a signal separate from support.
+            (`rag.checks.relevance`), a signal separate from support.
         context_text: the context with its titles, where the question's names are looked for.
 
     Returns:

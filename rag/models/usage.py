@@ -2,7 +2,7 @@
 
 `UsageTracker` is a callback handler: pass it in a run's `callbacks` and it adds up the
 `usage_metadata` of every chat-model call (streamed or not) and prices them with
-`rag.generation.pricing`. Models that report no usage (the offline extractive answerer, some
+`rag.models.pricing`. Models that report no usage (the offline extractive answerer, some
 fakes) leave the counts at zero.
 
 Example:
@@ -26,7 +26,7 @@ from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 
 from rag.base.llm_calls import call_usage, requested_model
-from rag.generation.pricing import cost
+from rag.models.pricing import cost
 
 __all__ = ["UsageTracker", "add_usage", "empty_usage", "with_tracker"]
 

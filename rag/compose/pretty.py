@@ -10,7 +10,7 @@ after each sentence naming the best-supporting source and its score, the flags, 
 those the answer cites first, then those retrieved but not used.
 
 "Quoted from the source" and "answers the question" are two signals: a sentence the checks found
-not to answer the question (`answers` false, `rag.generation.relevance`) is never shown as
+not to answer the question (`answers` false, `rag.checks.relevance`) is never shown as
 supported, whatever its support score: it is shown in magenta (`rag-not-answering`) and its
 marker says "does not answer".
 
@@ -39,8 +39,8 @@ from typing import Any, TextIO
 from rag.base.errors import InputError
 from rag.base.result import RAGResult
 from rag.base.text import terminal_safe
-from rag.generation.citations import source_map
-from rag.generation.sentences import parse_answer
+from rag.checks.citations import source_map
+from rag.checks.sentences import parse_answer
 
 __all__ = ["ANSI", "as_result", "pprint", "to_html", "to_text"]
 

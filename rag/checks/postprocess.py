@@ -10,7 +10,7 @@ the cited sources, citation precision / recall, per-sentence support and flags:
 - `no_answer`: the answer says it does not know;
 - `does_not_answer`: the question was given, and no claim of the answer answers it (the sentences
   may still be quoted verbatim: "quoted" and "answers the question" are separate signals, see
-  `rag.generation.relevance`);
+  `rag.checks.relevance`);
 - `suspected_injection`: a retrieved chunk contains instructions aimed at the model ("ignore
   previous instructions", "you are now", ...). Such chunks never count as support, so an answer
   that parrots them is flagged unsupported as well.
@@ -49,15 +49,15 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
 from rag.base.errors import ConfigError
-from rag.generation.citations import (
+from rag.checks.citations import (
     CitationReport,
     check_citations,
     resolve_citations,
     source_map,
 )
-from rag.generation.answer import NO_ANSWER, Answer, as_answer
-from rag.generation.relevance import context_text
-from rag.generation.support import (
+from rag.base.answer import NO_ANSWER, Answer, as_answer
+from rag.checks.relevance import context_text
+from rag.checks.support import (
     SentenceSupport,
     SupportScorer,
     annotate_support,
