@@ -51,8 +51,8 @@ def question_names(question: str) -> list[str]:
     """Words of the question that name something (see the module docstring).
 
     Example:
-        >>> question_names("What does work_mem set in PostgreSQL 16?")
-        ['work_mem', 'PostgreSQL']
+        >>> question_names("What does max_items set in AcmeDB 2?")
+        ['max_items', 'AcmeDB']
     """
     return list(dict.fromkeys(m.group() for m in _NAME.finditer(question.strip())))
 

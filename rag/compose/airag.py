@@ -18,7 +18,7 @@ context is the one `rag.chain().invoke(question)` returns, every stage recorded.
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
     >>> from rag.compose.resource import Resource
-    >>> from rag.generation.extractive import ExtractiveAnswerer
+    >>> from rag import ExtractiveAnswerer
     >>> res = Resource.from_texts("notes", ["The Colosseum is in Rome."], embedding=DeterministicFakeEmbedding(size=8))
     >>> airag(res, "Where is the Colosseum?", llm=ExtractiveAnswerer(), embedding=None)
     'The Colosseum is in Rome. [1]'
