@@ -7,7 +7,7 @@ answers what was asked. `answer_relevance` scores each answer sentence against t
   "tell" or "details" left out) the sentence uses;
 - meaning: the cosine similarity of the sentence and the question (when an embedding is used);
 - names: the question's names (a capitalised word past its first, or a word with a digit, dot or
-  underscore: `PostgreSQL`, `work_mem`, `FY2022`) that the context never mentions.
+  underscore: `AcmeDB`, `max_items`, `FY2022`) that the context never mentions.
 
 A sentence `answers` when no name of the question is missing from the context and its relevance
 (0.5 key terms + 0.5 meaning; key terms alone without an embedding) reaches `RELEVANCE_THRESHOLD`.
