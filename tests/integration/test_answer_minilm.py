@@ -1,4 +1,8 @@
-"""The offline answerer with the real MiniLM model: the README's examples and the regressions of issue 12."""
+"""The offline answerer with the real MiniLM model: the README's examples and the regressions of issue 12.
+
+The fallback asserts only above its confidence threshold; below it, it says it is not sure and shows the
+closest passage (issue 35). "The right sentence reaches the user" is the contract: asserted and cited, or
+shown as the passage of the right source, never a wrong sentence asserted."""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from langchain_core.documents import Document
 
 from rag.compose.generator import RAG
 from rag.compose.resource import Resource
-from rag.base.answer import NO_ANSWER
 from rag.generation.extractive import ExtractiveAnswerer
 from rag.compose.pretty import pprint
 
@@ -26,6 +29,13 @@ EVENTS = [("Rates rose in 2025.", "Rates fell in 2020."),
           ("Prices climbed in 2025.", "Prices dropped sharply in 2020.")]
 
 
+def reaches(answer, sentence: str, n: int) -> bool:
+    """The sentence reaches the user from source n: asserted with its citation, or shown as that source's passage."""
+    if not answer.refused:
+        return sentence in answer and f"[{n}]" in answer
+    return bool(answer.passage) and sentence in answer.passage["text"] and answer.passage["n"] == n
+
+
 @pytest.fixture(scope="module")
 def answerer(minilm) -> ExtractiveAnswerer:
     return ExtractiveAnswerer(embedding=minilm)
@@ -40,10 +50,13 @@ def test_readme_example_answers_with_the_sentence_the_filter_kept(minilm, tmp_pa
     out = rag.chain().invoke(question, config={"configurable": {"retrieval_chain": {
         "news": {"search_kwargs": {"filter": {"year": 2020}}}}}})
     n = next(i for i, d in enumerate(out["context"], start=1) if d.page_content == earlier)
-    assert out["answer"] == f"{earlier} [{n}]"
+    if "2020" in question:
+        assert reaches(out["answer"], earlier, n), out["answer"].fields()
+    else:   # no topic of its own: nothing wrong is asserted; any sentence asserted is the one the filter kept
+        assert out["answer"].refused or reaches(out["answer"], earlier, n), out["answer"].fields()
     printed = io.StringIO()
     pprint(out, file=printed, color=False)
-    assert f"Answer: {earlier} [{n}]" in printed.getvalue()
+    assert f"Answer: {out['answer']}" in printed.getvalue()
 
 
 LICENCES = {"requests": "Apache 2.0", "urllib3": "MIT", "chardet": "LGPL", "certifi": "MPL 2.0", "idna": "BSD 3-Clause"}
@@ -58,10 +71,11 @@ def test_a_licence_question_quotes_that_packages_licence(answerer, package, styl
                 else f"License: {licence}. This software is provided as is, without warranty.")
         docs.append(Document(page_content=f"{name.capitalize()} is a Python library used by pip.\n\n{text}",
                              metadata={"source": f"site-packages/{name}/METADATA", "title": name}))
-    answer = answerer.invoke({"question": f"What license is {package} released under?", "context": docs})
+    answer = answerer.answer(f"What license is {package} released under?", docs)
     n = list(LICENCES).index(package) + 1
-    assert f"{LICENCES[package]} license. [{n}]" in answer or f"License: {LICENCES[package]}. [{n}]" in answer
-    assert not [other for name, other in LICENCES.items() if name != package and other in answer]
+    shown = answer.passage["text"] if answer.refused and answer.passage else str(answer)
+    assert LICENCES[package] in shown and (answer.passage["n"] if answer.refused else n) == n, answer.fields()
+    assert not [other for name, other in LICENCES.items() if name != package and other in str(answer)]
 
 
 def test_code_and_half_sentences_are_not_quoted(answerer):
@@ -71,12 +85,13 @@ def test_code_and_half_sentences_are_not_quoted(answerer):
             Document(page_content="| path | ms |\n|---|---|\n| retrieve: hybrid + RSE | 11.5 |\n\n"
                                   "Pass a filter such as {\"year\": 2020} in search_kwargs to filter by year",
                      metadata={"source": "docs/retrieval.md", "chunk_index": 9})]
-    answer = answerer.invoke({"question": "How do I filter by year?", "context": docs})
-    assert answer == "Filters restrict a search to chunks whose metadata match, such as a year. [1]"
+    answer = answerer.answer("How do I filter by year?", docs)
+    assert reaches(answer, "Filters restrict a search to chunks whose metadata match, such as a year.", 1)
+    assert "chain.invoke" not in str(answer) and "11.5" not in str(answer)
 
 
 def test_no_answer_only_when_nothing_is_close(answerer):
     docs = [Document(page_content="The Colosseum is in Rome. It held about 50,000 spectators.")]
-    assert answerer.invoke({"question": "What is the boiling point of mercury?", "context": docs}) == NO_ANSWER
-    assert answerer.invoke({"question": "How many spectators did the Colosseum hold?", "context": docs}) \
-        .startswith("It held about 50,000 spectators. [1]")
+    off_topic = answerer.answer("What is the boiling point of mercury?", docs)
+    assert off_topic.refused and "[1]" not in off_topic
+    assert reaches(answerer.answer("How many spectators did the Colosseum hold?", docs), "It held about 50,000 spectators.", 1)

@@ -12,13 +12,16 @@ The score is their mean. A unit is a candidate when it holds a key term itself, 
 (cosine >= `min_similarity`). The best candidate's score is the answer's confidence. At or above
 `min_confidence` the answer quotes the best units (at most `max_sentences`, each within
 `relative_cutoff` of the best), each followed by its `[n]`. Below it the answerer asserts nothing:
-`NOT_SURE`, refused, with the best unit shown as the closest passage (`Answer.passage`). With no
-candidate at all: `NO_ANSWER`, refused.
+`NOT_SURE`, refused, with the best unit shown as the closest passage (`Answer.passage`); with no
+candidate, the unit closest by the same score is shown that way ("What happened?" shares no word with
+its answer). `NO_ANSWER` only when the context has no quotable unit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import PurePath
 from typing import Any
 
@@ -27,9 +30,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableConfig
 
+from rag.base.answer import NO_ANSWER, NOT_SURE, Answer, passage
 from rag.base.errors import ConfigError
 from rag.base.text import idf_weights, tokenize
-from rag.base.answer import NO_ANSWER, NOT_SURE, Answer, passage
 from rag.generation.answerer import Answerer
 from rag.generation.extractive.units import Unit, context_units, surrounding
 from rag.generation.prompts import source_label
@@ -127,8 +130,9 @@ class ExtractiveAnswerer(Answerer):
         norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
         return vectors @ query / np.where(norms == 0, 1.0, norms)
 
-    def rank(self, question: str, docs: Sequence[Document]) -> list[Scored]:
-        """The candidate units, scored, best first (see the module docstring)."""
+    def rank(self, question: str, docs: Sequence[Document], *, candidates_only: bool = True) -> list[Scored]:
+        """The candidate units (every unit with `candidates_only=False`), scored, best first (see the module
+        docstring)."""
         units = context_units(docs)
         if not units:
             return []
@@ -155,17 +159,18 @@ class ExtractiveAnswerer(Answerer):
             semantic = np.clip(cosine, 0.0, 1.0)
             score = 0.5 * lexical + 0.5 * semantic if key else semantic
             candidate = (in_unit > 0) | (cosine >= self.min_similarity)
-        order = [j for j in np.argsort(-score, kind="stable") if candidate[j]]
+        order = [j for j in np.argsort(-score, kind="stable") if candidate[j] or not candidates_only]
         return [Scored(float(score[j]), units[j]) for j in order]
 
     # ------------------------------------------------------------------ Answerer
     def answer(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Answer:
         docs = [Document(page_content=context)] if isinstance(context, str) else list(context or [])
         ranked = self.rank(str(question), docs)
-        if not ranked:
+        closest = ranked or self.rank(str(question), docs, candidates_only=False)   # no candidate: still shown
+        if not closest:
             return Answer(NO_ANSWER, refused=True, confidence=0.0, answerer=self.describe())
-        best = ranked[0]
-        if best.score < self.min_confidence:   # not asserted: the closest passage, with its source, beside it
+        best = closest[0]
+        if not ranked or best.score < self.min_confidence:   # not asserted: the closest passage, with its source, beside it
             doc = docs[best.unit.source - 1]
             shown = passage(best.unit.source, surrounding(best.unit.text, doc.page_content, self.passage_lines),
                             source_label(doc))
@@ -173,3 +178,21 @@ class ExtractiveAnswerer(Answerer):
         chosen = [s for s in ranked[:self.max_sentences] if s.score >= best.score * self.relative_cutoff]
         cited = sorted({n for s in chosen for n in s.unit.sources})
         return Answer(" ".join(s.quote for s in chosen), cited=cited, confidence=best.score, answerer=self.describe())
+
+    def stream(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Iterator[Any]:
+        """One cited quote at a time (they join into `answer`'s text), then the whole draft (its fields)."""
+        draft = self.answer(question, context, config)
+        yield from _pieces(draft)
+        yield draft
+
+    async def astream(self, question: str, context: Sequence[Document],
+                      config: RunnableConfig | None = None) -> AsyncIterator[Any]:
+        draft = await asyncio.to_thread(self.answer, question, context, config)
+        for piece in _pieces(draft):
+            yield piece
+        yield draft
+
+
+def _pieces(draft: Answer) -> list[str]:
+    parts = [p for p in re.split(r"(?<=\])\s+(?=\S)", draft.text) if p] or [draft.text]
+    return [part if i == 0 else " " + part for i, part in enumerate(parts)]

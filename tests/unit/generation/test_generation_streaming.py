@@ -97,8 +97,9 @@ async def test_streams_a_chain_built_by_rag_chain(city_resource, fake_llm_cls):
 async def test_offline_extractive_answer_is_fully_supported(city_resource):
     from rag.generation.extractive import ExtractiveAnswerer
 
-    rag = RAG(resources=[city_resource], generation_chain=rag_chain_from_docs(ExtractiveAnswerer()))
+    rag = RAG(resources=[city_resource], generation_chain=rag_chain_from_docs(ExtractiveAnswerer(min_confidence=0.3)))
     events = await _collect(rag, "How many spectators could the Colosseum hold?")
+    assert not events[-1]["refused"]
     support = next(e for e in events if e["type"] == "support")
     assert support["summary"]["score"] == 1.0 and support["flags"] == []
     assert next(e for e in events if e["type"] == "usage")["usage"]["calls"] == 0
