@@ -5,12 +5,7 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,32 +35,11 @@ def _requirements() -> Path:
 @pytest.fixture(scope="module", params=[2048, 4096])
 def server(request, tmp_path_factory) -> Iterator[tuple[str, int]]:
     """`python -m llama_cpp.server` with SmolLM2 at a window of 2,048 or 4,096 tokens."""
-    from rag.testing.chroma_server import free_port
+    from rag.testing.llama_server import llama_server
 
-    model, port = _requirements(), free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-                                 "--port", str(port), "--n_ctx", str(request.param)],
-                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2):
-                    break
-            except OSError:
-                assert proc.poll() is None, log.read_text()[-2000:]
-                assert time.monotonic() < deadline, "llama_cpp.server did not start"
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1", request.param
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:   # still evaluating a long prompt
-            proc.kill()
-            proc.wait(timeout=30)
+    model = _requirements()
+    with llama_server(model, n_ctx=request.param, log=tmp_path_factory.mktemp("llama") / "server.log") as url:
+        yield url, request.param
 
 
 @pytest.fixture(scope="module")

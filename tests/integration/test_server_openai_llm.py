@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -21,7 +17,7 @@ def llama_base_url(tmp_path_factory):
     """`python -m llama_cpp.server` with SmolLM2 on 127.0.0.1 and a free port."""
     from rag.base.errors import MissingDependencyError
     from rag.models.llms import smollm2_path
-    from rag.testing.chroma_server import free_port
+    from rag.testing.llama_server import llama_server
 
     missing = [m for m in ("llama_cpp", "sse_starlette", "starlette_context", "pydantic_settings")
                if importlib.util.find_spec(m) is None]
@@ -31,25 +27,8 @@ def llama_base_url(tmp_path_factory):
         model = smollm2_path()
     except MissingDependencyError as exc:
         pytest.skip(str(exc))
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-                                 "--port", str(port), "--n_ctx", "2048"], stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2):
-                    break
-            except OSError:
-                assert proc.poll() is None, log.read_text()[-2000:]
-                assert time.monotonic() < deadline, "llama_cpp.server did not start"
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with llama_server(model, n_ctx=2048, log=tmp_path_factory.mktemp("llama") / "server.log") as url:
+        yield url
 
 
 def _config(tmp_path, llm: dict) -> dict:
