@@ -159,6 +159,10 @@ class ExtractiveAnswerer(Answerer):
             semantic = np.clip(cosine, 0.0, 1.0)
             score = 0.5 * lexical + 0.5 * semantic if key else semantic
             candidate = (in_unit > 0) | (cosine >= self.min_similarity)
+        # a unit quoting the question talks about it (a benchmark's row, a FAQ heading): it does not answer it
+        asked = " ".join(question.lower().split()).rstrip("?.! ")
+        echo = np.array([len(asked) > 12 and asked in " ".join(u.text.lower().split()) for u in units])
+        candidate = candidate & ~echo
         order = [j for j in np.argsort(-score, kind="stable") if candidate[j] or not candidates_only]
         return [Scored(float(score[j]), units[j]) for j in order]
 
