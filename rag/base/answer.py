@@ -93,8 +93,8 @@ class Answer(str):
     def __getnewargs__(self) -> tuple[str]:   # copy / deepcopy keep the text; the fields ride in __dict__
         return (self.text,)
 
-    def __repr__(self) -> str:
-        return f"Answer({self.text!r}, cited={self.cited}, refused={self.refused}, flags={self.flags})"
+    def __repr__(self) -> str:   # the text's own repr: printed outputs read as they always have; the fields: fields()
+        return str.__repr__(self)
 
 
 def passage(n: int, text: str, label: str = "") -> dict[str, Any]:

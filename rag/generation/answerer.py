@@ -24,7 +24,7 @@ The three that ship: `LLMAnswerer` (any LangChain chat model; the main path), th
 Example:
     >>> from langchain_core.documents import Document
     >>> RunnableAnswerer(lambda x: "Rome [1]").answer("Where?", [Document(page_content="Rome.")])
-    Answer('Rome [1]', cited=[], refused=False, flags=[])
+    'Rome [1]'
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Example:
     >>> from langchain_core.language_models import FakeListChatModel
     >>> llm = LLMAnswerer(FakeListChatModel(responses=["Paris [1]"]))
     >>> llm.answer("Where?", [Document(page_content="Paris.")])
-    Answer('Paris [1]', cited=[], refused=False, flags=[])
+    'Paris [1]'
 """
 
 from __future__ import annotations
