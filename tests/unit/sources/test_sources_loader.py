@@ -11,6 +11,12 @@ from source_helpers import chunk_sources
 
 from rag.base.errors import ConfigError
 from rag.sources.loader import LoaderSource
+from rag.base.acl import group_key, user_key
+
+def _acl(meta, kind: str) -> set[str]:
+    """The flattened permission keys of one kind ("u" users, "g" groups) a chunk carries (rag.base.acl)."""
+    return {k for k, v in meta.items() if k.startswith(f"acl_{kind}_") and v is True}
+
 
 
 
@@ -49,7 +55,7 @@ def test_a_directory_loader_by_source_file(kb, tmp_path, community):
     report = kb.sync(source)
     assert sorted(report.added) == [f"loader:notes:{folder}/a.txt", f"loader:notes:{folder}/b.txt"]
     chunk = kb.get_documents({"source": f"loader:notes:{folder}/a.txt"})[0]
-    assert json.loads(chunk.metadata["acl_groups"]) == ["board"]
+    assert _acl(chunk.metadata, "g") == {group_key("board")}
     (folder / "b.txt").unlink()
     assert kb.sync(source).deleted == [f"loader:notes:{folder}/b.txt"]
     assert chunk_sources(kb) == [f"loader:notes:{folder}/a.txt"]

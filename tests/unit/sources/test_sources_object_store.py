@@ -16,6 +16,12 @@ from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.text_safety import clean_text
 from rag.sources.base import check_key, local_name
 from rag.sources.object_store import ObjectStoreSource
+from rag.base.acl import group_key, user_key
+
+def _acl(meta, kind: str) -> set[str]:
+    """The flattened permission keys of one kind ("u" users, "g" groups) a chunk carries (rag.base.acl)."""
+    return {k for k, v in meta.items() if k.startswith(f"acl_{kind}_") and v is True}
+
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +122,8 @@ def test_a_sidecar_and_object_tags_say_who_may_read(kb, bucket, s3_endpoint):
     report = kb.sync(_source(s3_endpoint, name, acl_from_tags=True, access={"*/pub.md": {"public": True}}))
     assert len(report.added) == 3   # the sidecar is not a document
     meta = {d.metadata["source"].rsplit("/", 1)[-1]: d.metadata for d in kb.get_documents()}
-    assert json.loads(meta["hr.md"]["acl_groups"]) == ["hr"] and json.loads(meta["hr.md"]["acl_users"]) == ["ann"]
-    assert json.loads(meta["eng.md"]["acl_groups"]) == ["eng", "ops"]
+    assert _acl(meta["hr.md"], "g") == {group_key("hr")} and _acl(meta["hr.md"], "u") == {user_key("ann")}
+    assert _acl(meta["eng.md"], "g") == {group_key("eng"), group_key("ops")}
     assert meta["pub.md"]["acl_public"] is True
     _put(client, name, "docs/hr.md.acl.json", json.dumps({"groups": ["hr", "finance"]}))
     again = kb.sync(_source(s3_endpoint, name, acl_from_tags=True, access={"*/pub.md": {"public": True}}))
@@ -142,8 +148,8 @@ def test_a_local_folder_by_file_url_carries_sidecar_access(kb, tmp_path):
     report = kb.sync(source)
     assert sorted(report.added) == [f"file://{folder}/hr/pay.md", f"file://{folder}/open.md"]
     pay = kb.get_documents({"source": f"file://{folder}/hr/pay.md"})[0].metadata
-    assert json.loads(pay["acl_groups"]) == ["hr"] and "acl_groups" not in kb.get_documents(
-        {"source": f"file://{folder}/open.md"})[0].metadata
+    assert _acl(pay, "g") == {group_key("hr")} and not _acl(kb.get_documents(
+        {"source": f"file://{folder}/open.md"})[0].metadata, "g")
     (folder / "open.md").unlink()
     assert kb.sync(source).deleted == [f"file://{folder}/open.md"]
 

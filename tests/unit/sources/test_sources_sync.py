@@ -18,8 +18,14 @@ from rag.base.errors import ConfigError
 from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.folder_source import FolderSource
 from rag.sources.base import Access, IncompleteListing, SourceItem
+from rag.base.acl import group_key, user_key
 
 TEXTS = {f"item{n}": f"Item {n} says that the number {n} follows {n - 1}." for n in range(6)}
+
+def _acl(meta, kind: str) -> set[str]:
+    """The flattened permission keys of one kind ("u" users, "g" groups) a chunk carries (rag.base.acl)."""
+    return {k for k, v in meta.items() if k.startswith(f"acl_{kind}_") and v is True}
+
 
 
 def test_first_sync_adds_every_item_and_a_second_fetches_and_embeds_nothing(kb, counting):
@@ -128,15 +134,15 @@ def test_access_travels_to_every_chunk_and_a_change_of_access_re_embeds_nothing(
     source = DictSource(dict(TEXTS), access={"item0": Access(users=("ann",), groups=("eng",))})
     kb.sync(source)
     chunk = kb.get_documents({"source": source.prefix + "item0"})[0]
-    assert json.loads(chunk.metadata["acl_users"]) == ["ann"] and json.loads(chunk.metadata["acl_groups"]) == ["eng"]
+    assert _acl(chunk.metadata, "u") == {user_key("ann")} and _acl(chunk.metadata, "g") == {group_key("eng")}
     assert chunk.metadata["acl_public"] is False
-    assert "acl_users" not in kb.get_documents({"source": source.prefix + "item1"})[0].metadata
+    assert not _acl(kb.get_documents({"source": source.prefix + "item1"})[0].metadata, "u")
     source.access["item0"] = Access(groups=("eng", "ops"))
     counting.texts.clear()
     report = kb.sync(source)
     assert report.updated == [source.prefix + "item0"] and report.embedded == 0   # (the embedding cache)
     chunk = kb.get_documents({"source": source.prefix + "item0"})[0]
-    assert json.loads(chunk.metadata["acl_groups"]) == ["eng", "ops"]
+    assert _acl(chunk.metadata, "g") == {group_key("eng"), group_key("ops")}
 
 
 def test_an_access_map_applies_to_items_the_source_says_nothing_about(kb):
