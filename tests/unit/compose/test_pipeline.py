@@ -140,5 +140,6 @@ def test_a_comparison_searches_each_side_without_the_route_so_both_documents_com
     plain = retrieve("What was Tyrell and Hooli revenue?", resource, k=12, router=router, routing="filter").context
     assert {d.metadata["doc_name"] for d in plain} == {"Tyrell"}   # the route holds for other questions
     compared = retrieve("How does Tyrell revenue compare to Hooli revenue?", resource, k=12, router=router,
+                        side_searches=True,
                         routing="filter").context
     assert {"Tyrell", "Hooli"} <= {d.metadata["doc_name"] for d in compared}
