@@ -75,7 +75,7 @@ damage = st.one_of(
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(change=damage)
 def test_a_damaged_saved_index_is_rebuilt_and_search_answers(kb, change):
