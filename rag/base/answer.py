@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NO_ANSWER", "NOT_SURE", "Answer", "answer_fields", "as_answer", "flag_notes", "passage"]
+__all__ = ["NO_ANSWER", "NOT_SURE", "Answer", "as_answer", "flag_notes", "passage"]
 
 #: What an answerer says when the context holds no answer.
 NO_ANSWER = "I don't know: the retrieved context does not answer this question."
@@ -108,11 +108,6 @@ def as_answer(value: Any, *, answerer: str = "") -> Answer:
         return value if value.answerer or not answerer else value.replace(answerer=answerer)
     content = getattr(value, "content", value)
     return Answer("" if content is None else str(content), answerer=answerer)
-
-
-def answer_fields(value: Any) -> dict[str, Any]:
-    """The JSON fields of a chain output's answer (`Answer.fields()`; a plain string gets empty fields)."""
-    return as_answer(value).fields()
 
 
 _FLAG_NOTES = {

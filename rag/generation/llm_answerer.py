@@ -36,12 +36,10 @@ from rag.base.errors import ConfigError, ModelError, RagError
 from rag.base.answer import Answer, as_answer
 from rag.generation.answerer import Answerer
 from rag.generation.prompts import DEFAULT_PROMPT, format_docs
-from rag.models.llms import TokenCounter, context_window_setting, describe_model
+from rag.models.llms import DEFAULT_CONTEXT_WINDOW, TokenCounter, context_window_setting, describe_model
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "LLMAnswerer", "context_window_setting"]
+__all__ = ["LLMAnswerer"]
 
-#: The window assumed for a model that does not say its own and no setting gives.
-DEFAULT_CONTEXT_WINDOW = 8192
 _DEFAULT_ANSWER_TOKENS = 512
 _MARGIN_TOKENS = 32
 _FENCE_TOKENS = 16   # a source's `<source id=".." file="..">` fence

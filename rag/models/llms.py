@@ -31,8 +31,12 @@ from pydantic import Field
 
 from rag.base.errors import ConfigError, MissingDependencyError
 
-__all__ = ["SMOLLM2_FILE", "LocalLlamaChatModel", "TokenCounter", "context_window_setting", "describe_model",
-           "openai_chat_model", "smollm2_path"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "SMOLLM2_FILE", "LocalLlamaChatModel", "TokenCounter", "context_window_setting",
+           "describe_model", "openai_chat_model", "smollm2_path"]
+
+
+#: The window assumed for a model that does not say its own and no setting gives (also Ollama's cap).
+DEFAULT_CONTEXT_WINDOW = 8192
 
 
 def context_window_setting() -> int | None:

@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import PrivateAttr
 
-from rag.models.llms import context_window_setting
+from rag.models.llms import DEFAULT_CONTEXT_WINDOW, context_window_setting
 
 __all__ = ["DEFAULT_OLLAMA_HOST", "OllamaChatModel", "ollama_host", "probe_ollama"]
 
@@ -89,7 +89,7 @@ class OllamaChatModel(BaseChatModel):
     def context_window(self) -> int | None:
         """The model's trained window (`/api/show`), capped by `RAG_LLM_CONTEXT` or 8,192 (asked once)."""
         if self._window is None:
-            cap = context_window_setting() or 8192
+            cap = context_window_setting() or DEFAULT_CONTEXT_WINDOW
             try:
                 with httpx.Client(timeout=5.0) as client:
                     info = _show(client, self.base_url.rstrip("/"), self.model).get("model_info") or {}
