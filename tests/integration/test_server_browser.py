@@ -80,35 +80,83 @@ def demo_url(demo):
         yield url
 
 
-def test_page_answers_a_question_with_sources(demo_url, tmp_path):
+def _ask_in_page(url: str, tmp_path: Path, question: str) -> dict:
+    """Type `question` into the page at `url`, wait for the answer, and read what the page shows."""
     shot = tmp_path / "page.png"
     errors: list[str] = []
     with _browser_page(tmp_path, viewport={"width": 1100, "height": 1000}) as page:
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(demo_url + "/")
+        page.goto(url + "/")
         page.wait_for_selector("#resources code")  # /resources was fetched and rendered
-        page.fill("#question", "How do I require a bearer token for the API?")
+        page.fill("#question", question)
         page.click("#ask")
         page.wait_for_selector("#status:has-text('Done')", timeout=60_000)
-        answer = page.inner_text("#answer")
-        labels = page.locator("#sources li .label").all_inner_texts()
-        cited = page.locator("#answer a.cite").count()
-        labels_of_sentences = page.locator("#answer .sentence").evaluate_all("els => els.map(e => e.dataset.label)")
-        coloured = page.locator("#answer .support-high, #answer .support-mid, #answer .support-low, "
-                                "#answer .support-off, #answer .support-none").count()
+        seen = {
+            "errors": errors,
+            "answer": page.inner_text("#answer"),
+            "answer_class": page.get_attribute("#answer", "class") or "",
+            "labels": page.locator("#sources li .label").all_inner_texts(),
+            "cited_sources": page.locator("#sources li.cited .label").all_inner_texts(),
+            "answer_links": page.locator("#answer a.cite").count(),
+            "passage": page.inner_text("#passage") if page.is_visible("#passage") else "",
+            "passage_links": page.locator("#passage a.cite").count(),
+            "answerer": page.inner_text("#answerer") if page.is_visible("#answerer") else "",
+            "sentence_labels": page.locator("#answer .sentence").evaluate_all("els => els.map(e => e.dataset.label)"),
+            "coloured": page.locator("#answer .support-high, #answer .support-mid, #answer .support-low, "
+                                     "#answer .support-off, #answer .support-none").count(),
+        }
         page.screenshot(path=str(shot), full_page=True)
-    assert errors == []
-    assert answer.strip() and "I don't know" not in answer
-    assert labels and all(label.endswith(".md") for label in labels)
-    assert "serving.md" in labels
-    assert cited >= 1  # [n] markers became links to the sources
-    # One span per answer sentence, coloured by its support label (extractive answers are quoted, so
-    # supported; one the checks find not to answer the question is shown as such: support-off).
-    assert labels_of_sentences and coloured == len(labels_of_sentences)
-    assert "supported" in labels_of_sentences
-    assert shot.stat().st_size > 10_000
+    seen["shot"] = shot
+    return seen
+
+
+def test_page_shows_the_fallbacks_not_sure_answer_with_the_closest_passage_and_its_source(demo_url, tmp_path):
+    # The demo has no model: the offline fallback does not assert an answer it is not sure of; the page
+    # shows that, the closest passage with a link to its source, and who answered.
+    seen = _ask_in_page(demo_url, tmp_path, "How do I require a bearer token for the API?")
+    assert seen["errors"] == []
+    assert seen["labels"] and all(label.endswith(".md") for label in seen["labels"])
+    assert "serving.md" in seen["labels"]
+    assert "not sure" in seen["answer"]
+    assert "support-off" in seen["answer_class"]  # shown greyed, not as an answer
+    assert "Bearer" in seen["passage"] and "serving.md" in seen["passage"]
+    assert seen["passage_links"] == 1 and seen["cited_sources"] == ["serving.md"]
+    assert seen["answerer"].startswith("Answered by the offline extractive fallback")
+    assert seen["shot"].stat().st_size > 10_000
     if os.environ.get("RAG_SCREENSHOT_DIR"):  # keep a copy for reviewers of CI artefacts
-        shutil.copy(shot, Path(os.environ["RAG_SCREENSHOT_DIR"]) / "rag-serve-page.png")
+        shutil.copy(seen["shot"], Path(os.environ["RAG_SCREENSHOT_DIR"]) / "rag-serve-page.png")
+
+
+def test_page_links_a_models_citations_and_colours_its_sentences_by_support(demo, tmp_path):
+    # A chat model (LangChain's fake) answers with [n] markers: they become links to the sources, each
+    # sentence is coloured by its support label, and the sentence quoting its source is "supported".
+    from langchain_core.language_models import FakeListChatModel
+
+    from rag.compose.generator import RAG
+    from rag.server.app import create_app
+    from rag.testing.live_server import live_server
+
+    _, config = demo
+    quoted = ("Set the environment variable named by `server.auth_token_env` (default `RAG_API_TOKEN`) and every "
+              "endpoint except `/health` and the page itself needs `Authorization: Bearer <token>`")
+    question = "How do I require a bearer token for the API?"
+    plain = RAG.from_config(config, llm=FakeListChatModel(responses=["unused"]))
+    context = plain.chain().invoke(question)["context"]
+    n = next(i for i, doc in enumerate(context, 1) if "Authorization: Bearer" in doc.page_content)
+    model = FakeListChatModel(responses=[f"{quoted} [{n}]. The moon is made of cheese [{n}]."] * 3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(config.server.auth_token_env, raising=False)
+        app = create_app(RAG.from_config(config, llm=model), settings=config.server)
+    with live_server(app) as url:
+        seen = _ask_in_page(url, tmp_path, question)
+    assert seen["errors"] == []
+    assert seen["answer_links"] == 2  # both [n] markers are links
+    assert "serving.md" in seen["cited_sources"]
+    assert len(seen["sentence_labels"]) == 2 and seen["coloured"] == 2
+    assert seen["sentence_labels"][0] == "supported"
+    assert seen["sentence_labels"][1] != "supported"  # the cheese is not in serving.md
+    assert seen["passage"] == ""  # an answer, not a not-sure one: no closest passage
+    assert seen["answerer"].startswith("Answered by FakeListChatModel")
 
 
 def test_page_shows_a_bad_filter_error(demo_url, tmp_path):

@@ -99,6 +99,11 @@ function renderAnswer() {
   } else {
     box.append(withCitations(state.answer));
   }
+  markCitedSources();
+}
+
+// Sources the answer (or its closest passage) cites are marked and listed first.
+function markCitedSources() {
   document.querySelectorAll("#sources li[data-id]").forEach((li) => {
     li.classList.toggle("cited", state.cited.has(Number(li.dataset.id)));
   });
@@ -124,6 +129,7 @@ function renderDone(event) {
     $("passage").append("Closest passage ", withCitations("[" + passage.n + "]"), " " + (passage.label || "") + ": ",
                         String(passage.text));
     state.cited.add(Number(passage.n));
+    markCitedSources();
   }
   $("passage").hidden = !(passage && passage.text);
   $("answerer").textContent = event.answerer ? "Answered by " + event.answerer + "." : "";
