@@ -234,8 +234,9 @@ def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, 
         if q["question"] not in cached:
             started = time.perf_counter()
             asked = json.loads(rag_cli("ask", q["question"], "--store", store, "--collection", collection, "--json"))
-            cached[q["question"]] = {"answer": asked["answer"], "context": asked["context"],
-                                     "seconds": time.perf_counter() - started}
+            cached[q["question"]] = {"answer": asked["answer"], "refused": asked.get("refused"),
+                                     "confidence": asked.get("confidence"), "passage": asked.get("passage"),
+                                     "context": asked["context"], "seconds": time.perf_counter() - started}
         out.append(cached[q["question"]])
     # written whole, then renamed: a second run reading the same cache never sees half a file
     partial = cached_file.with_name(f"{cached_file.name}.{os.getpid()}.tmp")
@@ -244,36 +245,48 @@ def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, 
     return out
 
 
-def judge(name: str, questions: list[dict], asked: list[dict]) -> dict:
-    """Re-run the configured answerer (`RAG_LLM`) on each returned context (timed) and score what the user sees:
-    the answer (asserted, or a refusal), and beside a refusal the closest passage (`Answer.passage`).
+def judge(name: str, questions: list[dict], asked: list[dict], *, reuse: bool = False) -> dict:
+    """Score what the user sees: the answer (asserted, or a refusal) and, beside a refusal, the closest passage.
 
-    The draft's text, `refused`, `confidence` and `passage` are the fields `rag ask --json` prints (the chain's
-    checks resolve citations, which the fallback's quotes never need, and add support marks and flags)."""
+    Scored from the fields `rag ask --json` printed (`answer`, `refused`, `confidence`, `passage`). The
+    configured answerer (`RAG_LLM`) is also re-run on each returned context, for its time and as a check
+    that it gives the door's answer (`rerun_differs` counts where it did not). With `reuse`, or for an
+    entry cached before the door's fields were kept, the re-run answer is scored instead (answerer work
+    only; `scored_from` says which)."""
     from langchain_core.documents import Document
 
     from rag.generation.factory import default_answerer
 
     answerer = default_answerer()
     rows, seconds, cpu = [], [], []
+    from_door_count = differs = 0
     for q, a in zip(questions, asked):
         context = [Document(page_content=d["page_content"], metadata=d["metadata"]) for d in a["context"]]
         answerer.answer("warm-up", context[:1]) if not seconds else None
         started, cpu_started = time.perf_counter(), time.process_time()
-        answer = answerer.answer(q["question"], context)
+        rerun = answerer.answer(q["question"], context)
         seconds.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
-        shown = (answer.passage or {}).get("text", "")
+        from_door = not reuse and a.get("refused") is not None
+        from_door_count += from_door
+        differs += from_door and (str(rerun) != a["answer"] or bool(rerun.refused) != bool(a["refused"]))
+        text, refused = (a["answer"], bool(a["refused"])) if from_door else (str(rerun), bool(rerun.refused))
+        confidence = a.get("confidence") if from_door else rerun.confidence
+        shown = ((a.get("passage") if from_door else rerun.passage) or {}).get("text", "")
         rows.append({"id": q["id"], "question": q["question"], "gold": q["answers"], "in_corpus": bool(q["answers"]),
-                     "hit": context_hit(q, a["context"]) if q["answers"] else None, "answer": answer.text,
-                     "refused": answer.refused, "confidence": round(answer.confidence or 0.0, 4), "passage": shown,
-                     "right": bool(q["answers"]) and not answer.refused and right(q, answer.text),
-                     "gold_in_passage": bool(q["answers"]) and answer.refused and bool(shown) and right(q, shown),
+                     "hit": context_hit(q, a["context"]) if q["answers"] else None, "answer": text,
+                     "refused": refused, "confidence": round(confidence or 0.0, 4), "passage": shown,
+                     "right": bool(q["answers"]) and not refused and right(q, text),
+                     "gold_in_passage": bool(q["answers"]) and refused and bool(shown) and right(q, shown),
                      "comparison": bool(q.get("comparison")),
-                     "sides_stated": sum(any(states(answer.text, g) for g in side) for side in q.get("sides", []))})
+                     "sides_stated": sum(any(states(text, g) for g in side) for side in q.get("sides", []))})
+    scored_from = ("rag ask --json" if from_door_count == len(rows) else
+                   "re-answered cached contexts" if not from_door_count else
+                   f"rag ask --json ({from_door_count}), re-answered ({len(rows) - from_door_count})")
     return {"corpus": name, "rows": rows, "answerer_seconds_median": statistics.median(seconds),
             "answerer_cpu_seconds_median": statistics.median(cpu), "load_average": os.getloadavg()[0],
-            "ask_seconds_median": statistics.median(a["seconds"] for a in asked)}
+            "ask_seconds_median": statistics.median(a["seconds"] for a in asked),
+            "scored_from": scored_from, "rerun_differs": differs}
 
 
 def summary(result: dict) -> dict:
@@ -299,8 +312,8 @@ def _pct(a: int, b: int) -> str:
 def markdown(results: list[dict]) -> str:
     lines = [("| corpus | questions (answerable + not in corpus) | context hit | asserted right | asserted wrong "
               "(of all) | gold in the passage shown | gold reaches the user | not-in-corpus refused "
-              "| answerable refused | answerer time (median) | load |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| answerable refused | answerer time (median) | load | scored from |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         s = summary(res)
         lines.append(f"| {res['corpus']} | {s['questions']} ({s['answerable']} + {s['not_in_corpus']}) "
@@ -309,7 +322,9 @@ def markdown(results: list[dict]) -> str:
                      f"| {_pct(s['gold_reaches_user'], s['answerable'])} "
                      f"| {_pct(s['refused_absent'], s['not_in_corpus'])} "
                      f"| {_pct(s['refused_answerable'], s['answerable'])} "
-                     f"| {res['answerer_seconds_median'] * 1000:.0f} ms | {res.get('load_average', float('nan')):.1f} |")
+                     f"| {res['answerer_seconds_median'] * 1000:.0f} ms | {res.get('load_average', float('nan')):.1f} "
+                     f"| {res.get('scored_from', '-')}"
+                     + (f"; the re-run differs on {res['rerun_differs']}" if res.get("rerun_differs") else "") + " |")
     return "\n".join(lines + comparison_markdown(results))
 
 
@@ -352,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             files, questions = _docs_corpus(name, cache)
         asked = ask_all(name, files, questions, cache, reuse=args.reuse)
-        res = judge(name, questions, asked)
+        res = judge(name, questions, asked, reuse=args.reuse)
         results.append(res)
         for r in res["rows"]:
             mark = ("hit " if r["hit"] else "miss") if r["in_corpus"] else "none"

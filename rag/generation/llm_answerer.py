@@ -23,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -142,80 +144,72 @@ class LLMAnswerer(Answerer):
         return {"question": question, "context": format_docs(self.fit(question, context, window))}
 
     # ------------------------------------------------------------------ answering
-    def _retry_window(self, exc: Exception, window: int) -> int | None:
-        """The window to retry with after a length refusal (None: not a length refusal)."""
+    def _retry_window(self, exc: Exception, window: int, *, sent: bool = False) -> int:
+        """The window to ask again at after a length refusal; `exc` raised again when it is not one (or when
+        part of the answer was already streamed, or it is already a one-line `RagError`)."""
         message = str(exc)
-        if not _LENGTH_ERROR.search(message):
-            return None
+        if sent or isinstance(exc, RagError) or not _LENGTH_ERROR.search(message):
+            raise exc
         named = _WINDOW_IN_ERROR.search(message)
         if named and int(named.group(1)) < window:
             return int(named.group(1))
         return window // 2
 
-    def _failed(self, exc: Exception) -> RagError:
-        if isinstance(exc, RagError):
-            return exc
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        return ModelError(f"the answer model ({describe_model(self.llm)}) failed: {type(exc).__name__}: {first}")
+    @contextlib.contextmanager
+    def _one_line_errors(self) -> Iterator[None]:
+        """Every model failure leaves as one line (`ModelError`), the cause chained for the log."""
+        try:
+            yield
+        except RagError:
+            raise
+        except Exception as exc:   # noqa: BLE001 - every model failure is one line
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise ModelError(f"the answer model ({describe_model(self.llm)}) failed: "
+                             f"{type(exc).__name__}: {first}") from exc
 
+    # Each form asks once at the window, and once more, fitted to the window a length refusal names (or
+    # half), when the first ask was refused for its length before anything was streamed.
     def answer(self, question: str, context: Sequence[Document], config: RunnableConfig | None = None) -> Answer:
         window = self.window()
-        try:
+        with self._one_line_errors():
             try:
                 text = self._chain.invoke(self._inputs(question, context, window), config)
-            except Exception as exc:   # noqa: BLE001 - a length refusal is retried once, anything else reported
-                retry = self._retry_window(exc, window)
-                if retry is None or isinstance(exc, RagError):
-                    raise
-                text = self._chain.invoke(self._inputs(question, context, retry), config)
-        except Exception as exc:   # noqa: BLE001 - every model failure is one line
-            raise self._failed(exc) from exc
+            except Exception as exc:   # noqa: BLE001
+                text = self._chain.invoke(self._inputs(question, context, self._retry_window(exc, window)), config)
         return as_answer(text, answerer=self.describe())
 
     async def aanswer(self, question: str, context: Sequence[Document],
                       config: RunnableConfig | None = None) -> Answer:
         window = self.window()
-        try:
+        with self._one_line_errors():
             try:
                 text = await self._chain.ainvoke(self._inputs(question, context, window), config)
             except Exception as exc:   # noqa: BLE001
-                retry = self._retry_window(exc, window)
-                if retry is None or isinstance(exc, RagError):
-                    raise
-                text = await self._chain.ainvoke(self._inputs(question, context, retry), config)
-        except Exception as exc:   # noqa: BLE001
-            raise self._failed(exc) from exc
+                text = await self._chain.ainvoke(self._inputs(question, context, self._retry_window(exc, window)),
+                                                 config)
         return as_answer(text, answerer=self.describe())
 
     def stream(self, question: str, context: Sequence[Document],
                config: RunnableConfig | None = None) -> Iterator[str | Answer]:
         window, sent = self.window(), False
-        try:
+        with self._one_line_errors():
             try:
                 for piece in self._chain.stream(self._inputs(question, context, window), config):
                     sent = True
                     yield piece
-            except Exception as exc:   # noqa: BLE001 - retried only when nothing was streamed yet
-                retry = self._retry_window(exc, window)
-                if retry is None or sent or isinstance(exc, RagError):
-                    raise
+            except Exception as exc:   # noqa: BLE001
+                retry = self._retry_window(exc, window, sent=sent)
                 yield from self._chain.stream(self._inputs(question, context, retry), config)
-        except Exception as exc:   # noqa: BLE001
-            raise self._failed(exc) from exc
 
     async def astream(self, question: str, context: Sequence[Document],
                       config: RunnableConfig | None = None) -> AsyncIterator[str | Answer]:
         window, sent = self.window(), False
-        try:
+        with self._one_line_errors():
             try:
                 async for piece in self._chain.astream(self._inputs(question, context, window), config):
                     sent = True
                     yield piece
             except Exception as exc:   # noqa: BLE001
-                retry = self._retry_window(exc, window)
-                if retry is None or sent or isinstance(exc, RagError):
-                    raise
+                retry = self._retry_window(exc, window, sent=sent)
                 async for piece in self._chain.astream(self._inputs(question, context, retry), config):
                     yield piece
-        except Exception as exc:   # noqa: BLE001
-            raise self._failed(exc) from exc

@@ -134,6 +134,31 @@ def test_a_length_refusal_naming_no_window_halves_the_context_once_then_reports(
     assert len(tiny.prompts) == 2 and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("form", ["answer", "aanswer", "stream", "astream"])
+def test_every_form_retries_a_length_refusal_once_and_reports_a_second_as_one_line(form):
+    import asyncio
+
+    async def collect(agen):
+        return [piece async for piece in agen]
+
+    def run(answerer: LLMAnswerer, context: list[Document]) -> str:
+        call = getattr(answerer, form)("Where?", context)
+        if form == "answer":
+            return str(call)
+        if form == "aanswer":
+            return str(asyncio.run(call))
+        pieces = asyncio.run(collect(call)) if form == "astream" else list(call)
+        return "".join(str(p) for p in pieces)
+
+    model = WindowModel(window=1_200, prompts=[])
+    assert run(LLMAnswerer(model), _long_context(30)).startswith("The Colosseum")
+    assert len(model.prompts) == 2 and len(model.prompts[1]) / 3 <= 1_200
+    tiny = WindowModel(window=10, message="prompt is too long", prompts=[])
+    with pytest.raises(ModelError, match="prompt is too long") as err:
+        run(LLMAnswerer(tiny, context_window=4_000), _long_context(40))
+    assert len(tiny.prompts) == 2 and "\n" not in str(err.value)
+
+
 def test_any_model_failure_is_one_line_naming_the_model():
     rag = RAG(resources=[Resource.from_texts("c", ["x"], embedding=DeterministicFakeEmbedding(size=8))],
               llm=BrokenModel())
