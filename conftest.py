@@ -221,6 +221,13 @@ _TALLY: dict[str, float] = {}
 _CPU: dict[str, float] = {}
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """conftest.py files hold fixtures, not doctests. Under --doctest-modules, naming two test folders on
+    the command line made pytest import both conftest.py files as the doctest module "conftest" and stop
+    on the clash; they are still loaded as conftests."""
+    return True if collection_path.name == "conftest.py" else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Docs blocks use the real model and real stores: they are integration tests."""
     for item in items:

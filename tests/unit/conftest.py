@@ -1,4 +1,5 @@
-"""Fixtures for generation tests: a fake chat model that reports token usage, small corpora."""
+"""Fixtures shared by the unit tests of answers (generation, checks, compose, models): a fake chat model that
+reports token usage, small corpora."""
 
 from __future__ import annotations
 
