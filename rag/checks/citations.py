@@ -35,7 +35,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
-from rag.checks.sentences import CITATION_PATTERN, is_abstention, parse_answer
+from rag.checks.sentences import CITATION_PATTERN, MARKER_WITH_SPACE, is_abstention, parse_answer
 from rag.checks.support import SupportScorer, _texts
 
 __all__ = ["CitationCheck", "CitationReport", "ResolvedCitations", "check_citations", "cited_first", "resolve_citations",
@@ -101,10 +101,12 @@ def resolve_citations(answer: str, context: Sequence[Document]) -> ResolvedCitat
         kept = [n for n in numbers if n in valid]
         cited.update(kept)
         invalid.extend(n for n in numbers if n not in valid and n not in invalid)
-        return f"[{', '.join(map(str, kept))}]" if kept else ""
+        if not kept:   # the marker goes with the spaces it leaves; the rest of the text is left as written
+            return ""
+        marker = CITATION_PATTERN.search(match.group(0))
+        return f"{match.group(0)[:marker.start()]}[{', '.join(map(str, kept))}]{match.group(0)[marker.end():]}"
 
-    fixed = CITATION_PATTERN.sub(fix, answer or "")
-    fixed = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", fixed)).strip()
+    fixed = MARKER_WITH_SPACE.sub(fix, answer or "").strip()
     return ResolvedCitations(answer=fixed, sources=[s for s in sources if s["n"] in cited],
                              cited=sorted(cited), invalid=sorted(invalid))
 

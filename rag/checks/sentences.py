@@ -22,11 +22,13 @@ from pydantic import BaseModel, Field
 
 from rag.base.text import split_sentences
 
-__all__ = ["CITATION_PATTERN", "AnswerSentence", "is_abstention", "parse_answer", "strip_citations"]
+__all__ = ["CITATION_PATTERN", "MARKER_WITH_SPACE", "AnswerSentence", "is_abstention", "parse_answer", "strip_citations"]
 
 #: One citation marker: `[3]` or `[1, 2]`. Sources are numbered from 1, so "[0, 1]" (an interval) is text.
 CITATION_PATTERN = re.compile(r"\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
-_MARKER_WITH_SPACE = re.compile(r"[ \t]*\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
+# A marker with the spaces before it: removing it leaves the text around it as it was written, so a quoted
+# sentence keeps its own spacing ("SQLite :memory: [3]." -> "SQLite :memory:.").
+MARKER_WITH_SPACE = re.compile(r"[ \t]*\[([1-9]\d*(?:\s*,\s*[1-9]\d*)*)\]")
 _BOUNDARY = re.compile(r"(\[[1-9]\d*(?:\s*,\s*[1-9]\d*)*\])[ \t]+(?=[^\s.,;:!?)\[])")
 _ABSTAIN = re.compile(r"^\s*(i don'?t know|i do not know|i cannot answer|i'?m not sure|i am not sure|"
                      r"the (retrieved )?(context|sources) do(es)? not)",
@@ -41,10 +43,8 @@ class AnswerSentence(BaseModel):
 
 
 def strip_citations(text: str) -> str:
-    """The text with every `[n]` marker removed and spaces tidied."""
-    cleaned = _MARKER_WITH_SPACE.sub("", text)
-    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", cleaned)
-    return re.sub(r"[ \t]{2,}", " ", cleaned).strip()
+    """The text with every `[n]` marker and the spaces it leaves removed; nothing else changes."""
+    return MARKER_WITH_SPACE.sub("", text).strip()
 
 
 def is_abstention(sentence: str) -> bool:
@@ -59,7 +59,7 @@ def parse_answer(answer: str) -> list[AnswerSentence]:
     pieces: list[str] = []
     cursor = 0
     length = 0
-    for match in _MARKER_WITH_SPACE.finditer(answer):
+    for match in MARKER_WITH_SPACE.finditer(answer):
         piece = answer[cursor:match.start()]
         pieces.append(piece)
         length += len(piece)

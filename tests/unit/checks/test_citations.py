@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 
 from rag.checks.citations import check_citations, resolve_citations, source_map
-from rag.checks.sentences import parse_answer, strip_citations
+from rag.checks.sentences import CITATION_PATTERN, parse_answer, strip_citations
 
 CONTEXT = [
     Document(page_content="The Eiffel Tower is in Paris. It was completed in 1889 for the World's Fair.",
@@ -86,8 +86,31 @@ def test_a_marker_followed_by_more_text_ends_its_claim():
         ("Rome is in Italy", [1]), ("and Paris is in France.", [2]), ("The list: - item one", [3]), ("cell", [4])]
 
 
-def test_strip_citations_tidies_spaces_before_punctuation():
-    assert strip_citations("Rome is old [1] , very old [2].") == "Rome is old, very old."
+def test_a_quoted_sentence_keeps_its_own_spacing():
+    # A quote must read as its source: "SQLite :memory:" is not "SQLite:memory:" (the tidy-up after a
+    # removed marker used to run over the whole answer).
+    quote = "If using a SQLite :memory: database, type : [1]"
+    assert resolve_citations(quote, CONTEXT).answer == quote
+    assert strip_citations(quote) == "If using a SQLite :memory: database, type :"
+    assert resolve_citations("Rome is old [7].", CONTEXT).answer == "Rome is old."
+
+
+_WORDS = st.lists(st.text(st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")), min_size=1, max_size=8)
+                  .filter(lambda w: not CITATION_PATTERN.search(w) and w.strip() == w), min_size=1, max_size=12)
+
+
+@given(_WORDS, st.data())
+def test_removing_markers_changes_nothing_else_in_the_text(words, data):
+    at = data.draw(st.lists(st.integers(0, len(words)), max_size=4))
+    numbers = data.draw(st.lists(st.integers(5, 99), min_size=len(at), max_size=len(at)))  # none in CONTEXT
+    pieces = list(words)
+    for i, n in sorted(zip(at, numbers), reverse=True):
+        pieces.insert(i, f"[{n}]")
+    marked = " ".join(pieces)
+    plain = " ".join(words)
+    assert strip_citations(marked) == plain
+    resolved = resolve_citations(marked, CONTEXT)
+    assert resolved.answer == plain and resolved.cited == [] and sorted(set(numbers)) == resolved.invalid
 
 
 _OPENERS = st.sampled_from(["U.S.", "U.K.", "E.U.", "Mr. Smith", "Dr. Lee", "No. 4", "The U.S.", "Net sales",
