@@ -1,7 +1,8 @@
 """What does the framework cost? `RAG.chain().invoke` vs a hand-written LCEL chain doing the same work.
 
 Both run three Chroma resources (fake embeddings, k=4, one with a metadata filter), aggregate and
-tag the documents, format the prompt and call a fake LLM, then add one extra: the framework does
+tag the documents, format the prompt, call a fake LLM and check the answer (`finalise`: citations,
+support with the NumPy MiniLM, flags), then add one extra: the framework does
 this work as `RAG(..., retrieval="plain")` (the seed's plain top-k), so the ratio is what the
 framework itself costs. Calls alternate between the two chains in the same run, so machine noise
 hits both alike. The default `RAG(...)` runs the recommended pipeline (100 candidates per resource,
@@ -38,6 +39,7 @@ from langchain_core.runnables import (  # noqa: E402
 )
 
 from rag import RAG, Resource, rag_chain_from_docs  # noqa: E402
+from rag.checks.postprocess import finalise  # noqa: E402
 from rag.compose.retrieval_settings import RetrievalSettings  # noqa: E402
 from rag.generation.prompts import DEFAULT_PROMPT, format_docs  # noqa: E402
 
@@ -77,8 +79,11 @@ def build(n_docs: int = 200):
     }) | RunnableLambda(aggregate)
     generation = (RunnablePassthrough.assign(context=lambda x: format_docs(x["context"]))
                   | DEFAULT_PROMPT | llm | StrOutputParser())
+    # the same answer checks the chain runs once for every door (citations, support, flags: issue 35)
+    checks = RunnableLambda(lambda x: finalise(x["answer"], x["question"], x["context"]))
     hand = (RunnablePassthrough.assign(context=(lambda x: x["question"]) | retrieval)
             | RunnablePassthrough.assign(answer=generation)
+            | RunnablePassthrough.assign(answer=checks)
             | RunnablePassthrough.assign(count_docs=lambda x: len(x["context"])))
     return framework, hand, pipeline
 

@@ -36,7 +36,7 @@ from rag.base.errors import ConfigError
 from rag.base.text import idf_weights, lexical_overlap, split_sentences, tokenize
 from rag.checks.relevance import answer_relevance
 from rag.checks.sentences import is_abstention, parse_answer
-from rag.models.embeddings import default_embeddings
+from rag.models.embeddings import scoring_embeddings
 
 __all__ = ["SUPPORT_LABELS", "SentenceSupport", "SupportScorer", "annotate_support", "support_summary"]
 
@@ -70,9 +70,8 @@ def _normalise(text: str) -> str:
 def _resolve_embedding(embedding: Embeddings | str | None) -> Embeddings | None:
     if embedding is None or isinstance(embedding, Embeddings):
         return embedding
-    if embedding == "default":
-
-        return default_embeddings()
+    if embedding == "default":   # the answer-time model: NumPy MiniLM for a few sentences, never torch
+        return scoring_embeddings()
     raise ConfigError(f"embedding must be an Embeddings object, 'default' or None; got {embedding!r}")
 
 
