@@ -256,7 +256,9 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     result.extras["token_counter"] = counter.name
     result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
     result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase", "sections",
-                                                             "token_counter"}, mode="json")
+                                                             "token_counter", "filter"}, mode="json")
+    # the filter as it is (canonical, read-only): a principal's holds one condition per group, not copied per request
+    result.extras["settings"]["filter"] = settings.filter
     result.extras["settings"]["token_counter"] = (settings.token_counter if isinstance(settings.token_counter, str)
                                                   else counter.name)
     return result
