@@ -4,7 +4,10 @@
 metadata (`rag.base.filters.matches_canonical`). Before that, the first top-level clause the index
 can answer narrows the chunks to check: an `$eq` / `$in`, or an `$or` whose every branch it can
 answer (the union; a principal's permission filter is one, `rag.base.acl`). The index is built per
-key on first use; the permission keys (`acl_*`, one per group) all in one pass. It is keyed by
+key on first use; the permission keys (`acl_*`, one per group) all in one pass. A principal's filter
+is one read-only object shared by its requests (`rag.base.filters.Canonical`): `exact` remembers its
+answer, so a principal of 1,000 groups costs one lookup per request, not 1,000. The arrays handed
+out are read-only. It is keyed by
 Python equality, so `1`, `1.0` and `True` share a bucket: the candidates are a superset of the
 matches, which the caller then narrows with `matches_canonical`.
 
@@ -38,9 +41,16 @@ def _kind(value: Any) -> str:
 
 
 _NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
 #: How many `$or` filters' answers an index remembers, by identity: a principal's filter is one object shared
 #: by its requests (`rag.base.acl`), answered once (each answer holds at most one position per chunk).
 _ANSWERS = 32
+
+
+def _frozen(positions: np.ndarray) -> np.ndarray:
+    """`positions`, read-only: the index hands out its own arrays (and remembered answers), never copies."""
+    positions.flags.writeable = False
+    return positions
 
 
 def _union(parts: list[np.ndarray]) -> np.ndarray:
@@ -90,7 +100,7 @@ class ValueIndex:
                         groups.setdefault(name, {}).setdefault(value, []).append(position)
                         kinds.setdefault(name, set()).add(_kind(value))
             for name, values in groups.items():
-                self._keys[name] = {v: np.sort(np.array(ix, dtype=np.int64)) for v, ix in values.items()}
+                self._keys[name] = {v: _frozen(np.sort(np.array(ix, dtype=np.int64))) for v, ix in values.items()}
                 self._kinds[name] = kinds[name]
         return self._keys[key]
 
@@ -115,6 +125,7 @@ class ValueIndex:
             if len(self._answers) >= _ANSWERS:
                 self._answers.clear()
             found = self._exact(flt)
+            found = found if found is None else _frozen(found)
             self._answers[id(flt)] = (flt, found)   # (the filter is held, so its id is not reused meanwhile)
             return found
         return self._exact(flt)
