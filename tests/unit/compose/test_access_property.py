@@ -280,3 +280,16 @@ def test_unlabeled_chunks_are_hidden_unless_public_by_default():
     loose = retrieve("revenue", _resource("bm25", "docs", chunks), principal=principal, public_by_default=True)
     assert sorted(d.metadata["doc_id"] for d in loose.context) == ["d0", "d1"]
     assert strip_permissions(loose.context[0].metadata).keys() <= loose.context[0].metadata.keys()
+
+
+def test_a_principal_of_a_thousand_groups_is_answered_by_chroma_and_the_memory_store():
+    """Chroma refused an `$or` of 1,002 clauses ("Expression tree is too large"): it is sent nested now."""
+    from rag.stores.memory import ExactVectorStore
+
+    chunks = [Document(page_content=f"zq{d}x0 revenue", metadata=Permissions(groups=frozenset({f"g{d}"})).stamp(
+        {"doc_id": f"d{d}", "chunk_index": 0, "source": f"{d}.md"})) for d in range(6)]
+    principal = Principal("ann", frozenset(f"g{i}" for i in range(3, 1003)))
+    memory = Resource.from_retriever("m", ExactVectorStore.from_documents(chunks, _EMBEDDING).as_retriever())
+    for resource in (_resource("chroma", "docs", chunks), memory):
+        found = retrieve("revenue", resource, principal=principal, k=6)
+        assert sorted(d.metadata["doc_id"] for d in found.context) == ["d3", "d4", "d5"]
