@@ -216,7 +216,7 @@ def _clause(key: str, op: str, value: bool) -> Canonical:
     return Canonical({key: Canonical({op: value})})
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=128)   # (a 1,000-group filter holds about 0.5 MB: at most 64 MB in all)
 def _shared_filter(principal: Principal, public_by_default: bool) -> dict[str, Any]:
     return permission_filter(principal, public_by_default=public_by_default)
 
