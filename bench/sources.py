@@ -4,7 +4,9 @@ For each source (a local folder, a git repository, a web site's sitemap and the 
 S3 bucket on moto's server, a LangChain DirectoryLoader), all made here on loopback / in a temporary
 folder, it prints one line: the first sync's seconds, a re-sync with nothing changed (seconds, its
 share of the first, chunks embedded), one item changed (chunks re-embedded, and the chunks that item
-has), and one item deleted (whether its chunks are gone). The embedding is
+has), and one item deleted (whether its chunks are gone). The site answers conditional GETs (ETag,
+Last-Modified, 304) over kept-alive connections; `--only crawl-no-etag` crawls one that sends no
+validator (every page fetched and hashed again). The embedding is
 `DeterministicFakeEmbedding(384)` by default (`--model minilm`: the real MiniLM, slower first syncs),
 so the first sync's time is loading, chunking, AutoContext and writing, and the share a re-sync takes
 of it is the conservative figure: a real model makes the first sync longer and the re-sync no longer.
@@ -120,11 +122,13 @@ class GitBench(FolderBench):
 class WebBench(Bench):
     name = "web-sitemap"
     crawl = False
+    validators = True   # the server sends ETag and Last-Modified and answers conditional GETs with 304, as a
+    #                     static file server (nginx, Apache, a CDN) does; HTTP/1.1 with kept-alive connections
 
     def make(self) -> None:
         from source_helpers import Site
 
-        self.site, self.lastmod = Site(), {}
+        self.site, self.lastmod = Site(validators=self.validators, keep_alive=True), {}
         for n in range(self.items):
             self._page(n, 0)
         self._sitemap()
@@ -163,6 +167,13 @@ class WebBench(Bench):
 class CrawlBench(WebBench):
     name = "web-crawl"
     crawl = True
+
+
+class PlainCrawlBench(CrawlBench):
+    """The crawl of a server that sends no validator: every page fetched and hashed again (kept-alive connections)."""
+
+    name = "crawl-no-etag"
+    validators = False
 
 
 class S3Bench(Bench):
@@ -216,6 +227,7 @@ class LoaderBench(FolderBench):
 
 
 BENCHES = {b.name: b for b in (FolderBench, GitBench, WebBench, CrawlBench, S3Bench, LoaderBench)}
+BENCHES[PlainCrawlBench.name] = PlainCrawlBench   # (not in the default run: --only crawl-no-etag)
 
 
 def run(bench_cls: type[Bench], items: int, model: str) -> dict:
@@ -261,7 +273,8 @@ def _timed(kb, source):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1000)
-    parser.add_argument("--only", default=",".join(BENCHES), help=f"comma-separated: {', '.join(BENCHES)}")
+    parser.add_argument("--only", default=",".join(b for b in BENCHES if b != PlainCrawlBench.name),
+                        help=f"comma-separated: {', '.join(BENCHES)}")
     parser.add_argument("--model", choices=("fake", "minilm"), default="fake")
     args = parser.parse_args()
     print(f"{'source':12} {'items':>6} {'first s':>8} {'chunks':>7} {'re-sync s':>9} {'share':>7} {'embedded':>8} "

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.errors import ConfigError, short_repr
+from rag.base.filters import Canonical, ReadOnlyList
 
 __all__ = ["ACL_PREFIX", "ADMIN_ROLE", "MAX_GROUPS", "PRINCIPAL_KEY", "PUBLIC_BY_DEFAULT_KEY", "PUBLIC_KEY",
            "SOURCE_KEYS", "Permissions", "Principal", "group_key", "permission_filter", "principal_of",
@@ -188,8 +190,13 @@ class Principal:
         return ADMIN_ROLE in self.roles
 
     def filter(self, *, public_by_default: bool = False) -> dict[str, Any]:
-        """The portable filter of the chunks this principal may read (see `permission_filter`)."""
-        return permission_filter(self, public_by_default=public_by_default)
+        """The portable filter of the chunks this principal may read (see `permission_filter`).
+
+        Built once per principal and mode and shared by equal principals (a server makes one per request),
+        so a store that remembers a filter it has answered (`rag.stores.value_index`) meets the same object
+        again; treat it as read-only.
+        """
+        return _shared_filter(self, public_by_default is True)
 
 
 def permission_filter(principal: Principal, *, public_by_default: bool = False) -> dict[str, Any]:
@@ -199,9 +206,19 @@ def permission_filter(principal: Principal, *, public_by_default: bool = False) 
         >>> permission_filter(Principal("ann", groups=["ops"]))["$or"][1:]
         [{'acl_u_ann': {'$eq': True}}, {'acl_g_ops': {'$eq': True}}]
     """
-    public = {PUBLIC_KEY: {"$ne": False}} if public_by_default else {PUBLIC_KEY: {"$eq": True}}
-    return {"$or": [public, {user_key(principal.id): {"$eq": True}},
-                    *({group_key(g): {"$eq": True}} for g in sorted(principal.groups))]}
+    # canonical by construction (keys from `_key`, values True) and read-only throughout: it may be shared
+    public = _clause(PUBLIC_KEY, "$ne", False) if public_by_default else _clause(PUBLIC_KEY, "$eq", True)
+    return Canonical({"$or": ReadOnlyList([public, _clause(user_key(principal.id), "$eq", True),
+                                           *(_clause(group_key(g), "$eq", True) for g in sorted(principal.groups))])})
+
+
+def _clause(key: str, op: str, value: bool) -> Canonical:
+    return Canonical({key: Canonical({op: value})})
+
+
+@functools.lru_cache(maxsize=128)   # (a 1,000-group filter holds about 0.5 MB: at most 64 MB in all)
+def _shared_filter(principal: Principal, public_by_default: bool) -> dict[str, Any]:
+    return permission_filter(principal, public_by_default=public_by_default)
 
 
 def principal_of(value: Any) -> Principal | None:

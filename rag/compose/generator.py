@@ -242,10 +242,15 @@ class RAG(BaseModel):
             sink.append(result)
         return result.context
 
-    def as_retriever(self, *, k: int | None = None, filter: dict[str, Any] | None = None) -> BaseRetriever:
-        """This RAG's aggregated retrieval as a LangChain retriever (see `RAGRetriever`)."""
+    def as_retriever(self, *, k: int | None = None, filter: dict[str, Any] | None = None, principal: Any = None,
+                     public_by_default: bool = False) -> BaseRetriever:
+        """This RAG's aggregated retrieval as a LangChain retriever (see `RAGRetriever`).
 
-        return RAGRetriever(rag=self, k=k, filter=filter)
+        `principal` (a `rag.base.acl.Principal` or `{id, groups, roles}`): every call searches only the
+        chunks it may read, as the chain does with `configurable["principal"]` (which a call's config may
+        also carry); `public_by_default`: chunks without permissions are visible to it too.
+        """
+        return RAGRetriever(rag=self, k=k, filter=filter, principal=principal, public_by_default=public_by_default)
 
     # ------------------------------------------------------------------ settings
     def validate_retrieval_settings(self, settings: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -210,8 +210,10 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     question, counter = result.question, token_counter(settings.token_counter)
     routed = [b for b in branches if b.route is not None]
     # one filter every branch's filter implies: what a stage after the search adds must match all of them
-    distinct = {repr(b.filter): b.filter for b in branches}
-    flt = and_filters(*distinct.values()) if branches else settings.filter
+    distinct = list({id(b.filter): b.filter for b in branches}.values())   # (the same object: no repr of a
+    if len(distinct) > 1:                                                   # principal's 1,000 groups)
+        distinct = list({repr(f): f for f in distinct}.values())
+    flt = and_filters(*distinct) if branches else settings.filter
     if routed:
         route = routed[0].route
         if _caller_filtered(routed[0]):   # report only documents the filtered search could return
@@ -256,7 +258,9 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
     result.extras["token_counter"] = counter.name
     result.extras["context_tokens"] = sum(d.metadata.get("tokens", 0) for d in result.context)
     result.extras["settings"] = settings.model_dump(exclude={"llm", "router", "reranker", "rephrase", "sections",
-                                                             "token_counter"}, mode="json")
+                                                             "token_counter", "filter"}, mode="json")
+    # the filter as it is (canonical, read-only): a principal's holds one condition per group, not copied per request
+    result.extras["settings"]["filter"] = settings.filter
     result.extras["settings"]["token_counter"] = (settings.token_counter if isinstance(settings.token_counter, str)
                                                   else counter.name)
     return result

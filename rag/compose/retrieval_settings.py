@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from rag.base.errors import ConfigError, short_repr
+from rag.base.filters import Canonical
 from rag.base.portable import MAX_K, check_k
 from rag.retrieval.budget import TOKEN_COUNTERS, TokenCount
 from rag.retrieval.rephrase import LLM_MODES, REPHRASE_MODES
@@ -160,6 +161,12 @@ class RetrievalSettings(BaseModel):
     @classmethod
     def _check_k(cls, value: Any, info: ValidationInfo) -> int:
         return check_k(value, name=info.field_name, default=cls.model_fields[info.field_name].default)
+
+    @field_validator("filter", mode="wrap")
+    @classmethod
+    def _keep_canonical(cls, value: Any, handler: Any) -> Any:
+        # a validated filter stays the same object, so later stages do not check it again (`Canonical`)
+        return value if type(value) is Canonical else handler(value)
 
     @field_validator("expand", "max_tokens", "section_at", mode="before")
     @classmethod

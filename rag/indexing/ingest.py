@@ -62,6 +62,7 @@ class Item:
     path: Path | None = None
     notes: list[str] = field(default_factory=list)   # what loading read more cheaply or left out
     data: bytes | None = field(default=None, repr=False)   # the file's bytes the plan read (and hashed), until loaded
+    source_state: str = ""   # what a source keeps with the record between syncs (`SourceItem.state`)
 
 
 @dataclass
@@ -252,7 +253,8 @@ def embed_texts(embedding: Any, texts: list[str]) -> tuple[list[list[float]], in
 def begin_items(records: RecordStore, items: Sequence[Item]) -> None:
     """Mark the items' records `pending` (new) or `updating` before any chunk of them is written."""
     records.put_many([DocumentRecord(source=i.key, doc_id=i.doc_id, content_hash=i.content_hash,
-                                        state="updating" if i.status == "updated" else "pending") for i in items])
+                                     state="updating" if i.status == "updated" else "pending",
+                                     source_state=i.source_state) for i in items])
 
 
 @dataclass
@@ -273,7 +275,8 @@ def finish_items(records: RecordStore, done: Sequence[Done], report: IndexReport
         item = d.item
         committed.append(DocumentRecord(source=item.key, doc_id=item.doc_id, content_hash=item.content_hash,
                                       size=item.size, mtime_ns=item.mtime_ns, chunk_ids=d.chunk_ids,
-                                      pages=d.pages, title=d.title, summary=d.summary))
+                                      pages=d.pages, title=d.title, summary=d.summary,
+                                      source_state=item.source_state))
         (report.added if item.status == "added" else report.updated).append(item.display)
         report.pages += d.pages
     records.put_many(committed)

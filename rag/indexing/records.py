@@ -48,11 +48,14 @@ CREATE TABLE IF NOT EXISTS documents (
     title TEXT NOT NULL DEFAULT '',
     summary TEXT NOT NULL DEFAULT '',
     state TEXT NOT NULL DEFAULT 'ok',
-    updated_at REAL NOT NULL DEFAULT 0
+    updated_at REAL NOT NULL DEFAULT 0,
+    source_state TEXT NOT NULL DEFAULT ''
 )
 """
 _FIELDS = ("source", "doc_id", "content_hash", "size", "mtime_ns", "chunk_ids", "pages", "title", "summary",
-           "state", "updated_at")
+           "state", "updated_at", "source_state")
+#: columns added after the first release: a records file without one gets it (empty) when opened
+_ADDED = {"source_state": "TEXT NOT NULL DEFAULT ''"}
 
 
 @dataclass
@@ -69,6 +72,8 @@ class DocumentRecord:
         pages: pages (or documents) loaded; title and summary as used by AutoContext.
         state: "ok", "pending" (being written for the first time), "updating" (being
             rewritten) or "deleting".
+        source_state: what a `rag.sources.Source` keeps for the item between syncs (`SourceItem.state`: a web
+            page's ETag, Last-Modified and links, for a conditional GET next time); "" for files.
     """
 
     source: str
@@ -82,6 +87,7 @@ class DocumentRecord:
     summary: str = ""
     state: str = "ok"
     updated_at: float = 0.0
+    source_state: str = ""
 
 
 class RecordStore:
@@ -104,6 +110,10 @@ class RecordStore:
                 self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(_SCHEMA)
             columns = {row[1] for row in self._conn.execute("PRAGMA table_info(documents)")}
+            for name, kind in _ADDED.items():
+                if name not in columns and columns:
+                    self._conn.execute(f"ALTER TABLE documents ADD COLUMN {name} {kind}")
+                    columns.add(name)
         except (sqlite3.Error, OSError) as exc:
             raise self._damaged(f"cannot open it: {exc}") if _is_damage(exc) else \
                 store_write_error(exc, self.path, f"cannot open the record file {self.path}") from exc
@@ -215,7 +225,7 @@ def _is_damage(exc: BaseException) -> bool:
 
 def _check_types(record: DocumentRecord) -> None:
     """Raise `TypeError` unless every field has its type (rows are read from a file that may be damaged)."""
-    for name in ("source", "doc_id", "content_hash", "title", "summary", "state"):
+    for name in ("source", "doc_id", "content_hash", "title", "summary", "state", "source_state"):
         if not isinstance(getattr(record, name), str):
             raise TypeError(f"{name} is {type(getattr(record, name)).__name__}, not text")
     for name in ("size", "mtime_ns", "pages"):

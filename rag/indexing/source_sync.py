@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,9 @@ class SourcePlan(Plan):
 
     def items(self, quiesce: Callable[[], None]) -> Iterator[Item | None]:
         """The changed items of the source, fetched and loaded; None for an item that needs nothing."""
+        prefix = self.source.prefix
+        self.source.previous({key: rec.source_state for key, rec in self.records.items()
+                              if rec.source_state and rec.state == "ok" and key.startswith(prefix)})
         for listed in self._listing():
             yield self._item(listed, quiesce)
 
@@ -97,6 +100,8 @@ class SourcePlan(Plan):
         rec = self.records.get(key)
         if not self.force and rec is not None and rec.state == "ok" and rec.content_hash == digest:
             report.unchanged.append(key)
+            if listed.state != rec.source_state:   # (new validators for the same content: kept for next time)
+                self.target.records.put(replace(rec, source_state=str(listed.state)))
             return None
         notes: list[str] = []
         try:
@@ -110,7 +115,8 @@ class SourcePlan(Plan):
                 for d in docs]
         status = "updated" if rec is not None and rec.state in ("ok", "updating") else "added"
         doc_id = rec.doc_id if rec else document_id(key)
-        return Item(key, key, doc_id, digest, -1, -1, docs, status, known=rec is not None, notes=notes)
+        return Item(key, key, doc_id, digest, -1, -1, docs, status, known=rec is not None, notes=notes,
+                    source_state=str(listed.state))
 
     def _fetch(self, listed: SourceItem, key: str, notes: list[str]) -> list[Document]:
         """The item's documents: fetched, and read by the loader of its suffix when it is a file."""

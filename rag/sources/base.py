@@ -6,7 +6,8 @@ are new or changed, and deletes the documents of items the source no longer list
 chunking and embedding go through the knowledge base's one write path (`rag.indexing.write_path`), so
 the writer lock, the per-file limits, OCR, tables and AutoContext apply to every source alike.
 
-A source implements two methods:
+A source implements two methods (and may implement `previous`, to read what it kept with each item's
+record at the last sync, its `SourceItem.state`):
 
 - `items()`: every item, each a `SourceItem` with an `id` that stays the same while the item exists
   (it is the record key and the chunks' `source`) and a `version` that changes when its content
@@ -128,6 +129,8 @@ class SourceItem:
         metadata: put on every chunk of the item (scalars), besides `source`.
         access: who may read it (None: the source does not know).
         error: why the item cannot be taken (it is reported as skipped, and never fetched).
+        state: text the knowledge base keeps with the item's record and gives back to the next sync
+            (`Source.previous`): a web page's ETag, Last-Modified and links. Not part of the version.
     """
 
     id: str
@@ -136,6 +139,7 @@ class SourceItem:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     access: Access | None = None
     error: str | None = None
+    state: str = ""
 
     def digest(self) -> str:
         """A 64-character hash of the version, the access and the metadata: what a record compares."""
@@ -179,6 +183,12 @@ class Source(ABC):
     @abstractmethod
     def fetch(self, item: SourceItem) -> Fetched:
         """The content of one item; `SourceError` when that item cannot be taken."""
+
+    def previous(self, states: Mapping[str, str]) -> None:  # noqa: B027 - an optional hook
+        """Before `items()`: the `SourceItem.state` each item had at the last sync, by id (indexed items only).
+
+        A source that can ask "changed since?" (a web page's conditional GET) keeps them; others ignore them.
+        """
 
     def access_of(self, item: SourceItem) -> Access | None:
         """The item's own access, else the first `access_map` glob matching its id, else None."""

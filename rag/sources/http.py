@@ -12,6 +12,11 @@
   there), a gzip body that decompresses to more than `max_bytes` (a gzip bomb), and a response not
   finished within `timeout` seconds.
 
+Connections are kept alive and reused for the next request to the same checked address (a sync's
+pages share a few connections; `close()` ends them); every request is checked as above all the same,
+redirects too. `get(url, headers=...)` adds request headers: a conditional GET's `If-None-Match` /
+`If-Modified-Since` (a 304 answer has no body).
+
 Example:
     >>> HttpGuard().get("http://127.0.0.1:1/")
     Traceback (most recent call last):
@@ -25,9 +30,10 @@ import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -40,6 +46,10 @@ __all__ = ["HttpGuard", "Response", "normalize_url"]
 _KINDS = (("loopback", "is_loopback"), ("private", "is_private"), ("link-local", "is_link_local"),
           ("multicast", "is_multicast"), ("reserved", "is_reserved"), ("unspecified", "is_unspecified"))
 _REDIRECTS = (301, 302, 303, 307, 308)
+#: request headers a caller may add (a conditional GET)
+_EXTRA_HEADERS = ("if-none-match", "if-modified-since")
+#: kept-alive connections per address (requests are sequential; a few threads may share a guard)
+_KEEP = 4
 USER_AGENT = "rag-runnables/0.1 (+https://github.com/; sources)"
 
 
@@ -86,13 +96,21 @@ class HttpGuard:
         self.allow_private = allowed_networks(allow_private)
         self.max_bytes, self.timeout = int(max_bytes), float(timeout)
         self.max_redirects, self.same_host = int(max_redirects), bool(same_host)
+        self._idle: dict[tuple[str, str, int, str], list[http.client.HTTPConnection]] = {}   # kept alive, by address
+        self._lock = threading.Lock()
+        self.connections = 0   # connections opened (a sync's pages share them)
 
-    def get(self, url: str, *, deadline: float | None = None) -> Response:
-        """The response to GET `url`, after checked redirects; `SourceError` when refused or over a bound."""
+    def get(self, url: str, *, deadline: float | None = None, headers: Mapping[str, str] | None = None) -> Response:
+        """The response to GET `url`, after checked redirects; `SourceError` when refused or over a bound.
+
+        `headers`: extra request headers (a conditional GET's `If-None-Match`, `If-Modified-Since`), sent on
+        every hop.
+        """
+        extra = {str(k): str(v) for k, v in (headers or {}).items() if str(k).lower() in _EXTRA_HEADERS}
         first = urlsplit(url).hostname
         current = url
         for _hop in range(self.max_redirects + 1):
-            response = self._get_once(current, deadline)
+            response = self._get_once(current, deadline, extra)
             if response.status not in _REDIRECTS:
                 return response
             location = response.headers.get("location", "")
@@ -123,25 +141,68 @@ class HttpGuard:
             raise SourceError(f"{_short(url)}: no host")
         return parts.hostname, port, self.checked_address(url, parts.hostname, port)
 
-    def _get_once(self, url: str, deadline: float | None) -> Response:
+    def _get_once(self, url: str, deadline: float | None, extra: Mapping[str, str]) -> Response:
         parts = urlsplit(url)
-        host, port, address = self._check(url)
+        host, port, address = self._check(url)   # (every request, a kept-alive connection's too)
         end = time.monotonic() + self.timeout
         if deadline is not None:
             end = min(end, deadline)
-        conn = _connection(parts.scheme, host, port, address, max(0.1, end - time.monotonic()))
+        key = (parts.scheme, host, port, address)
+        target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        request = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, identity",
+                   "Host": parts.netloc.rsplit("@", 1)[-1], **extra}
+        conn, reused = self._take(key, end)
+        keep = False
         try:
-            target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
-            conn.request("GET", target, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, identity",
-                                                 "Host": parts.netloc.rsplit("@", 1)[-1]})
-            raw = conn.getresponse()
+            try:
+                conn.request("GET", target, headers=request)
+                raw = conn.getresponse()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                if not reused:
+                    raise
+                conn.close()   # the server closed a kept-alive connection meanwhile: once more on a new one
+                conn, reused = self._take(key, end, fresh=True)
+                conn.request("GET", target, headers=request)
+                raw = conn.getresponse()
             headers = {k.lower(): v for k, v in raw.getheaders()}
             body = b"" if raw.status in _REDIRECTS else self._body(url, raw, headers, end)
+            keep = raw.status not in _REDIRECTS and not raw.will_close and raw.isclosed()
             return Response(url, raw.status, headers, body)
         except (OSError, http.client.HTTPException) as exc:
             raise SourceError(f"{_short(url)}: {type(exc).__name__}: {exc}") from exc
         finally:
-            conn.close()
+            self._give_back(key, conn, keep)
+
+    def _take(self, key: tuple[str, str, int, str], end: float, *,
+              fresh: bool = False) -> tuple[http.client.HTTPConnection, bool]:
+        """A kept-alive connection to the checked address of `key` (its timeout set to what is left), else a new one."""
+        timeout = max(0.1, end - time.monotonic())
+        with self._lock:
+            idle = None if fresh else (self._idle.get(key) or [None]).pop()
+        if idle is not None and idle.sock is not None:
+            idle.timeout = timeout
+            idle.sock.settimeout(timeout)
+            return idle, True
+        self.connections += 1
+        return _connection(key[0], key[1], key[2], key[3], timeout), False
+
+    def _give_back(self, key: tuple[str, str, int, str], conn: http.client.HTTPConnection, keep: bool) -> None:
+        """Keep `conn` for the next request to its address when its response was read to the end, else close it."""
+        if keep and conn.sock is not None:
+            with self._lock:
+                idle = self._idle.setdefault(key, [])
+                if len(idle) < _KEEP:
+                    idle.append(conn)
+                    return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the kept-alive connections (the next request opens new ones)."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
 
     def checked_address(self, url: str, host: str, port: int) -> str:
         """The first address `host` resolves to, after checking all of them (`SourceError` naming a refused one)."""
@@ -194,6 +255,8 @@ class HttpGuard:
             if len(body) > self.max_bytes:
                 what = "decompresses to" if inflate is not None else "sent"
                 raise SourceError(f"{_short(url)}: {what} more than max_bytes={self.max_bytes:,} bytes")
+        if raw.length == 0:
+            raw.read()   # (read1 leaves a response whose Content-Length is read open: done, the connection is free)
         return bytes(body)
 
 

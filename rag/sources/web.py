@@ -5,9 +5,14 @@
   `lastmod`, so a re-sync fetches only the pages whose `lastmod` changed. Pages without a `lastmod`
   are fetched while listing and versioned by a hash of their bytes.
 - Crawl (any other URL): the start page, then the links found on each HTML page, breadth first,
-  same host only, at most `max_pages` pages; a page's version is a hash of its bytes, so a re-sync
-  fetches every page again (and embeds only the changed ones); a page answering 404 or 410 is gone
-  (deleted), one that fails otherwise keeps its indexed copy.
+  same host only, at most `max_pages` pages; a page's version is a hash of its bytes; a page
+  answering 404 or 410 is gone (deleted), one that fails otherwise keeps its indexed copy.
+
+A page fetched while listing (a crawl, a sitemap page without `lastmod`) keeps its server's `ETag`
+and `Last-Modified` with its record (`SourceItem.state`, with its links); the next sync asks with
+`If-None-Match` / `If-Modified-Since`, and a 304 answer means unchanged: no body is read, the page
+keeps its version and its links are followed as they were. A server that sends neither is fetched
+and hashed again. One sync's requests share kept-alive connections (`HttpGuard`).
 
 Both honour robots.txt (a disallowed page is not fetched) and go through `HttpGuard`: loopback and
 private addresses refused unless `allow_private=True` (redirects checked too), at most `max_bytes`
@@ -24,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import tempfile
 import time
@@ -90,6 +96,19 @@ class WebSource(Source):
         self.access_map = access_map_from(access)
         self._cache: Path | None = None   # pages fetched while listing (crawl, pages without lastmod)
         self._robots: Robots | None = None
+        self._previous: dict[str, dict[str, Any]] = {}   # url -> what the last sync kept (validators, links)
+
+    def previous(self, states: Mapping[str, str]) -> None:
+        """What the last sync kept for each page fetched while listing (see the module docstring)."""
+        self._previous = {}
+        for url, text in states.items():
+            try:
+                state = json.loads(text)
+            except ValueError:
+                continue   # (not one of ours: fetched and hashed again)
+            if isinstance(state, dict) and isinstance(state.get("version"), str) and \
+                    isinstance(state.get("links", []), list) and (state.get("etag") or state.get("modified")):
+                self._previous[url] = state
 
     def __repr__(self) -> str:
         return f"WebSource({self.url!r}, mode={self.mode!r})"
@@ -98,8 +117,11 @@ class WebSource(Source):
     def items(self) -> Iterator[SourceItem]:
         """The site's pages (see the module docstring)."""
         deadline = time.monotonic() + self.max_seconds
-        self._robots = self._read_robots(deadline)
-        yield from (self._sitemap_items(deadline) if self.mode == "sitemap" else self._crawl(deadline))
+        try:
+            self._robots = self._read_robots(deadline)
+            yield from (self._sitemap_items(deadline) if self.mode == "sitemap" else self._crawl(deadline))
+        finally:
+            self.guard.close()   # (one sync's kept-alive connections)
 
     def _read_robots(self, deadline: float) -> Robots:
         try:
@@ -141,7 +163,7 @@ class WebSource(Source):
         if lastmod:
             return SourceItem(url, version=f"lastmod:{lastmod[:64]}", name=_page_name(url))
         try:
-            return self._fetched_item(url, self._ok(self.guard.get(url, deadline=deadline)))
+            return self._listed_page(url, deadline)[0]
         except SourceError as exc:
             return SourceItem(url, error=str(exc))
 
@@ -154,28 +176,53 @@ class WebSource(Source):
                 continue
             pages += 1
             try:
-                response = self.guard.get(url, deadline=deadline)
-                if response.status in _GONE:
-                    continue   # not on the site (any more): not listed, so an indexed copy is deleted
-                self._ok(response)
+                item, links = self._listed_page(url, deadline)
+            except _Gone:
+                continue   # not on the site (any more): not listed, so an indexed copy is deleted
             except SourceError as exc:
                 yield SourceItem(url, error=str(exc))   # (a failure: its indexed copy is kept)
                 continue
-            yield self._fetched_item(url, response)
-            if response.content_type in ("text/html", "application/xhtml+xml"):
-                for link in _links(response):
-                    if link not in queued and self._same_host(link) and len(queued) < 10 * self.max_pages:
-                        queued.add(link)
-                        queue.append(link)
+            yield item
+            for link in links:
+                if link not in queued and self._same_host(link) and len(queued) < 10 * self.max_pages:
+                    queued.add(link)
+                    queue.append(link)
 
-    def _fetched_item(self, url: str, response: Response) -> SourceItem:
+    def _listed_page(self, url: str, deadline: float) -> tuple[SourceItem, list[str]]:
+        """A page fetched while listing, and its same-host links: asked "changed since?" when the last sync kept
+        its validators (a 304: unchanged, no body read, its links as kept), else fetched and hashed.
+
+        Raises:
+            _Gone: it answered 404 or 410. SourceError: any other failure.
+        """
+        before = self._previous.get(url)
+        asked = {}
+        if before is not None:
+            asked = {"If-None-Match": before.get("etag") or "", "If-Modified-Since": before.get("modified") or ""}
+            asked = {k: v for k, v in asked.items() if v}
+        response = self.guard.get(url, deadline=deadline, headers=asked)
+        if response.status in _GONE:
+            raise _Gone(f"{url}: HTTP {response.status}")
+        if response.status == 304 and before is not None:
+            links = [str(link) for link in before.get("links", [])]
+            return SourceItem(url, version=before["version"], name=str(before.get("name") or _page_name(url)),
+                              state=_state(before["version"], before.get("name", ""), response.headers, links,
+                                           before)), links
+        self._ok(response)
+        links = []
+        if response.content_type in ("text/html", "application/xhtml+xml"):
+            links = [link for link in _links(response) if self._same_host(link)]
+        return self._fetched_item(url, response, links), links
+
+    def _fetched_item(self, url: str, response: Response, links: list[str]) -> SourceItem:
         """An item for a page fetched while listing: its bytes kept for `fetch`, versioned by their hash."""
         digest = hashlib.sha256(response.body).hexdigest()
         if self._cache is None:
             self._cache = Path(tempfile.mkdtemp(prefix="rag-web-"))
         name = _page_name(url, response.content_type)
         (self._cache / digest).write_bytes(response.body)
-        return SourceItem(url, version=f"sha256:{digest}", name=name)
+        version = f"sha256:{digest}"
+        return SourceItem(url, version=version, name=name, state=_state(version, name, response.headers, links))
 
     def _check_time(self, deadline: float) -> None:
         if time.monotonic() > deadline:
@@ -205,6 +252,24 @@ class WebSource(Source):
         if self._cache is not None:
             shutil.rmtree(self._cache, ignore_errors=True)
             self._cache = None
+
+
+class _Gone(SourceError):
+    """A page answered 404 or 410: it is not on the site (any more)."""
+
+
+def _state(version: str, name: str, headers: Mapping[str, str], links: list[str],
+           before: Mapping[str, Any] | None = None) -> str:
+    """What a page keeps with its record for the next sync's conditional GET ("" when its server sent no validator).
+
+    A 304 may repeat or update the validators; those it does not send are kept from `before`.
+    """
+    etag = headers.get("etag") or (before or {}).get("etag") or ""
+    modified = headers.get("last-modified") or (before or {}).get("modified") or ""
+    if not etag and not modified:
+        return ""
+    return json.dumps({"version": version, "name": name, "etag": etag[:256], "modified": modified[:64],
+                       "links": links}, separators=(",", ":"))
 
 
 def _page_name(url: str, content_type: str = "") -> str:

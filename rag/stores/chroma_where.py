@@ -42,7 +42,25 @@ def _to_chroma(node: dict[str, Any] | Comparison) -> dict[str, Any]:
     if isinstance(node, Comparison):
         return _chroma_compare(node.field, node.op, node.value)
     (op, parts), = node.items()
-    return {op: [_to_chroma(part) for part in parts]}
+    return _nested(op, [_to_chroma(part) for part in parts])
+
+
+#: Chroma joins an `$and` / `$or` list as a chain of binary SQL expressions, and SQLite refuses one more than
+#: 1,000 deep ("Expression tree is too large"): a longer list is nested in groups of this many.
+_FAN = 32
+
+
+def _nested(op: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """`{op: parts}`, a long list nested in groups of `_FAN` (a principal of 1,000 groups is one `$or`).
+
+    Example:
+        >>> where = _nested("$or", [{f"g{i}": {"$eq": True}} for i in range(1000)])
+        >>> len(where["$or"]), len(where["$or"][0]["$or"]), len(where["$or"][-1]["$or"]), where["$or"][0]["$or"][0]
+        (32, 32, 8, {'g0': {'$eq': True}})
+    """
+    while len(parts) > _FAN:
+        parts = [{op: parts[i:i + _FAN]} if len(parts) - i > 1 else parts[i] for i in range(0, len(parts), _FAN)]
+    return {op: parts}
 
 
 def _fractional(value: Any) -> bool:

@@ -178,9 +178,11 @@ class FaissStore(VectorStore):
         params = None
         allowed = len(self._rows)
         if flt is not None:
-            pool = self._values.candidates(flt)
-            rows = np.fromiter((row for row in (self._rows if pool is None else pool.tolist())
-                                if matches_canonical(self._rows[row][2], flt)), dtype=np.int64)
+            rows = self._values.exact(flt)   # the index decides the whole filter (a principal's): no per-row check
+            if rows is None:
+                pool = self._values.candidates(flt)
+                rows = np.fromiter((row for row in (self._rows if pool is None else pool.tolist())
+                                    if matches_canonical(self._rows[row][2], flt)), dtype=np.int64)
             if not len(rows):
                 return []
             params, allowed = faiss.SearchParameters(sel=faiss.IDSelectorBatch(rows)), len(rows)

@@ -70,7 +70,9 @@ class PGTables:
                 (f"CREATE TABLE IF NOT EXISTS {self.table('rag_records')} (source text PRIMARY KEY, doc_id text "
                  "NOT NULL, content_hash text NOT NULL, size bigint NOT NULL, mtime_ns bigint NOT NULL, chunk_ids text "
                  "NOT NULL, pages integer NOT NULL, title text NOT NULL, summary text NOT NULL, state text NOT NULL, "
-                 "updated_at double precision NOT NULL)", [{}]),
+                 "updated_at double precision NOT NULL, source_state text NOT NULL DEFAULT '')", [{}]),
+                (f"ALTER TABLE {self.table('rag_records')} ADD COLUMN IF NOT EXISTS source_state text NOT NULL "
+                 "DEFAULT ''", [{}]),
                 (f"CREATE INDEX IF NOT EXISTS {_ident(self.vs.table_name + '_rag_records_doc')} ON "
                  f"{self.table('rag_records')} (doc_id)", [{}])]))
             self._ready = True

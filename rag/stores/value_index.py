@@ -4,7 +4,10 @@
 metadata (`rag.base.filters.matches_canonical`). Before that, the first top-level clause the index
 can answer narrows the chunks to check: an `$eq` / `$in`, or an `$or` whose every branch it can
 answer (the union; a principal's permission filter is one, `rag.base.acl`). The index is built per
-key on first use; the permission keys (`acl_*`, one per group) all in one pass. It is keyed by
+key on first use; the permission keys (`acl_*`, one per group) all in one pass. A principal's filter
+is one read-only object shared by its requests (`rag.base.filters.Canonical`): `exact` remembers its
+answer, so a principal of 1,000 groups costs one lookup per request, not 1,000. The arrays handed
+out are read-only. It is keyed by
 Python equality, so `1`, `1.0` and `True` share a bucket: the candidates are a superset of the
 matches, which the caller then narrows with `matches_canonical`.
 
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rag.base.acl import ACL_PREFIX
+from rag.base.filters import Canonical
 
 __all__ = ["ValueIndex"]
 
@@ -34,6 +38,33 @@ _SCALARS = (str, int, float, bool)
 
 def _kind(value: Any) -> str:
     return "bool" if isinstance(value, bool) else "str" if isinstance(value, str) else "number"
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
+#: How many `$or` filters' answers an index remembers, by identity: a principal's filter is one object shared
+#: by its requests (`rag.base.acl`), answered once (each answer holds at most one position per chunk).
+_ANSWERS = 32
+
+
+def _frozen(positions: np.ndarray) -> np.ndarray:
+    """`positions`, read-only: the index hands out its own arrays (and remembered answers), never copies."""
+    positions.flags.writeable = False
+    return positions
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    """The positions in any of `parts` (each ascending, each once), ascending and each once.
+
+    One mark per position in a mask, not a sort: a principal's `$or` of 1,000 groups joins 1,000 lists.
+    """
+    parts = [part for part in parts if len(part)]
+    if len(parts) <= 1:
+        return parts[0] if parts else _NONE
+    joined = np.concatenate(parts)
+    mask = np.zeros(int(joined.max()) + 1, dtype=bool)
+    mask[joined] = True
+    return np.flatnonzero(mask)
 
 
 class ValueIndex:
@@ -47,11 +78,13 @@ class ValueIndex:
         self._rows = rows
         self._keys: dict[str, dict[Any, np.ndarray]] = {}
         self._kinds: dict[str, set[str]] = {}
+        self._answers: dict[int, tuple[Any, np.ndarray | None]] = {}   # id -> (Canonical filter, its `exact`)
 
     def clear(self) -> None:
-        """Forget every key's index (the next lookup builds it again)."""
+        """Forget every key's index and every remembered answer (the next lookup builds them again)."""
         self._keys.clear()
         self._kinds.clear()
+        self._answers.clear()
 
     def positions(self, key: str) -> dict[Any, np.ndarray]:
         """Value -> positions holding it (ascending) for `key`, built once per key (every `acl_*` key at once:
@@ -67,7 +100,7 @@ class ValueIndex:
                         groups.setdefault(name, {}).setdefault(value, []).append(position)
                         kinds.setdefault(name, set()).add(_kind(value))
             for name, values in groups.items():
-                self._keys[name] = {v: np.array(ix, dtype=np.int64) for v, ix in values.items()}
+                self._keys[name] = {v: _frozen(np.sort(np.array(ix, dtype=np.int64))) for v, ix in values.items()}
                 self._kinds[name] = kinds[name]
         return self._keys[key]
 
@@ -85,13 +118,26 @@ class ValueIndex:
         """
         if flt is None:
             return None
+        if type(flt) is Canonical and "$or" in flt:   # a principal's filter comes back request after request
+            known = self._answers.get(id(flt))
+            if known is not None and known[0] is flt:
+                return known[1]
+            if len(self._answers) >= _ANSWERS:
+                self._answers.clear()
+            found = self._exact(flt)
+            found = found if found is None else _frozen(found)
+            self._answers[id(flt)] = (flt, found)   # (the filter is held, so its id is not reused meanwhile)
+            return found
+        return self._exact(flt)
+
+    def _exact(self, flt: Mapping[str, Any]) -> np.ndarray | None:
         (key, cond), = flt.items()
         if key in ("$and", "$or"):
             parts = [self.exact(branch) for branch in cond]
             if any(p is None for p in parts):
                 return None
             if key == "$or":
-                return np.unique(np.concatenate(parts))
+                return _union(parts)
             out = parts[0]
             for part in parts[1:]:
                 out = np.intersect1d(out, part, assume_unique=True)
@@ -101,9 +147,8 @@ class ValueIndex:
         values = cond["$in"] if "$in" in cond else [cond["$eq"]]
         index = self.positions(key)
         if not self._kinds[key] <= {_kind(v) for v in values} or len({_kind(v) for v in values}) != 1:
-            return None if self._kinds[key] else np.zeros(0, dtype=np.int64)
-        parts = [index[v] for v in values if v in index]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            return None if self._kinds[key] else _NONE
+        return _union([index[v] for v in values if v in index])
 
     def candidates(self, flt: Mapping[str, Any] | None) -> np.ndarray | None:
         """Positions allowed by the first top-level clause of a canonical filter the index answers (an `$eq` /
@@ -123,10 +168,9 @@ class ValueIndex:
             parts = [self._clause(branch) for branch in cond]
             if any(p is None for p in parts):
                 return None
-            return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            return _union(parts)
         if key.startswith("$") or not set(cond) <= {"$eq", "$in"}:
             return None
         values = cond["$in"] if "$in" in cond else [cond["$eq"]]
         index = self.positions(key)
-        parts = [index[v] for v in values if isinstance(v, _SCALARS) and v in index]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        return _union([index[v] for v in values if isinstance(v, _SCALARS) and v in index])

@@ -93,3 +93,25 @@ def test_principals_are_validated_and_bounded():
     with pytest.raises(ConfigError, match="at most"):
         Principal("ann", [f"g{i}" for i in range(MAX_GROUPS + 1)])
     assert Principal("root", roles=["admin"]).is_admin and not Principal("ann").is_admin
+
+
+def test_a_principals_filter_is_built_once_shared_by_equal_principals_and_read_only():
+    """A server makes a Principal per request: equal ones get the same (read-only) filter, validated once."""
+    import copy
+    import json
+
+    from rag.base.filters import and_filters, validate_filter
+
+    groups = [f"g{i}" for i in range(1000)]
+    first, second = Principal("ann", groups), Principal("ann", list(reversed(groups)))
+    shared = first.filter()
+    assert second.filter() is shared and validate_filter(shared) is shared
+    assert first.filter(public_by_default=True) is not shared
+    assert len(shared["$or"]) == 1002 and json.loads(json.dumps(shared)) == shared
+    for change in (lambda f: f.update({"x": 1}), lambda f: f["$or"].append({"acl_g_x": {"$eq": True}}),
+                   lambda f: f["$or"][0]["acl_public"].update({"$eq": False}), lambda f: f.pop("$or")):
+        with pytest.raises(TypeError, match="read-only"):
+            change(shared)
+    assert copy.deepcopy(shared) == shared and dict(copy.copy(shared)) == shared
+    combined = and_filters({"year": 2024}, shared)
+    assert validate_filter(combined) is combined and combined["$and"][1] is shared

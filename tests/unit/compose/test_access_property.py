@@ -154,6 +154,62 @@ def test_a_chain_filters_every_resource_by_the_principal(data, corpus, principal
     assert_readable([d.page_content for d in out["context"]], truth, principal)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=_slow_ok)
+@given(data=st.data(), corpus=corpora(), principal=principals, other=principals, flt=request_filters,
+       default=st.booleans(), plain=st.booleans(), door=st.sampled_from(["argument", "config", "both", "chain", "async"]),
+       question=questions)
+def test_as_retriever_returns_only_chunks_the_principal_may_read(data, corpus, principal, other, flt, default, plain,
+                                                                  door, question):
+    """`RAG.as_retriever()`: the principal given to it, in a call's config, both (only what both may read), in a
+    chain the retriever runs in, and on the async path."""
+    import asyncio
+
+    from langchain_core.runnables import RunnableLambda
+
+    chunks, truth = corpus
+    options = data.draw(pipeline_settings(chunks))
+    options.pop("router", None), options.pop("routing", None)
+    resources = [_resource("bm25", "a", chunks), _resource("chroma", "b", chunks)]
+    rag = RAG(resources=resources, retrieval="plain") if plain else RAG(resources=resources, retrieval=options)
+    config = {"configurable": {"principal": principal, "public_by_default": default}}
+    readers = [principal]
+    if door == "argument":
+        docs = rag.as_retriever(principal=principal, public_by_default=default).invoke(question, filter=flt)
+    elif door == "config":
+        docs = rag.as_retriever(filter=flt).invoke(question, config=config)
+    elif door == "both":
+        docs = rag.as_retriever(principal=other, filter=flt).invoke(question, config=config)
+        readers.append(other)
+    elif door == "chain":
+        docs = (rag.as_retriever(filter=flt) | RunnableLambda(lambda found: found)).invoke(question, config=config)
+    else:
+        docs = asyncio.run(rag.as_retriever(filter=flt).ainvoke(question, config=config))
+    for reader in readers:
+        assert_readable([d.page_content for d in docs], truth, reader, default)
+
+
+def test_as_retriever_refuses_what_is_not_a_principal_and_hides_unlabeled_chunks():
+    from rag.base.errors import ConfigError
+
+    chunks = [Document(page_content="zq0x0 revenue", metadata={"doc_id": "d0", "chunk_index": 0, "source": "a.md"}),
+              Document(page_content="zq1x0 revenue", metadata=Permissions(groups=frozenset({"ops"})).stamp(
+                  {"doc_id": "d1", "chunk_index": 0, "source": "b.md"}))]
+    rag = RAG(resources=[_resource("bm25", "docs", chunks)])
+    with pytest.raises((ConfigError, ValueError), match="principal"):
+        rag.as_retriever(principal="ann")
+    with pytest.raises(ConfigError, match="principal"):
+        rag.as_retriever().invoke("revenue", config={"configurable": {"principal": "ann"}})
+    with pytest.raises(ConfigError, match="principal"):
+        rag.as_retriever().invoke("revenue", principal=["ann"])
+    assert len(rag.as_retriever().invoke("revenue")) == 2   # no principal: as the chain, unfiltered
+    assert rag.as_retriever(principal=Principal("carol")).invoke("revenue") == []
+    dave = rag.as_retriever(principal={"id": "dave", "groups": ["ops"]})
+    assert [d.metadata["doc_id"] for d in dave.invoke("revenue")] == ["d1"]
+    loose = rag.as_retriever(principal=Principal("carol"), public_by_default=True)
+    assert [d.metadata["doc_id"] for d in loose.invoke("revenue")] == ["d0"]
+    assert dave.invoke("revenue", config={"configurable": {"principal": Principal("carol")}}) == []   # both: neither
+
+
 def test_a_principal_that_is_not_one_is_refused_not_ignored():
     chunks = [Document(page_content="zq0x0 revenue", metadata={"doc_id": "d0", "chunk_index": 0})]
     chain = RAG(resources=[_resource("bm25", "docs", chunks)]).chain()
@@ -224,3 +280,16 @@ def test_unlabeled_chunks_are_hidden_unless_public_by_default():
     loose = retrieve("revenue", _resource("bm25", "docs", chunks), principal=principal, public_by_default=True)
     assert sorted(d.metadata["doc_id"] for d in loose.context) == ["d0", "d1"]
     assert strip_permissions(loose.context[0].metadata).keys() <= loose.context[0].metadata.keys()
+
+
+def test_a_principal_of_a_thousand_groups_is_answered_by_chroma_and_the_memory_store():
+    """Chroma refused an `$or` of 1,002 clauses ("Expression tree is too large"): it is sent nested now."""
+    from rag.stores.memory import ExactVectorStore
+
+    chunks = [Document(page_content=f"zq{d}x0 revenue", metadata=Permissions(groups=frozenset({f"g{d}"})).stamp(
+        {"doc_id": f"d{d}", "chunk_index": 0, "source": f"{d}.md"})) for d in range(6)]
+    principal = Principal("ann", frozenset(f"g{i}" for i in range(3, 1003)))
+    memory = Resource.from_retriever("m", ExactVectorStore.from_documents(chunks, _EMBEDDING).as_retriever())
+    for resource in (_resource("chroma", "docs", chunks), memory):
+        found = retrieve("revenue", resource, principal=principal, k=6)
+        assert sorted(d.metadata["doc_id"] for d in found.context) == ["d3", "d4", "d5"]

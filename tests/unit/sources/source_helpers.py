@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,14 +73,30 @@ Route = tuple[int, dict[str, str], bytes] | Callable[[BaseHTTPRequestHandler], N
 
 
 class Site:
-    """A local web site: routes by path, and the paths requested."""
+    """A local web site: routes by path, and the paths requested.
 
-    def __init__(self) -> None:
+    With `validators` (True, or "etag" / "modified" for one of them), every page of a route tuple is sent
+    with an `ETag` (a hash of its body) and a `Last-Modified`, and a request whose `If-None-Match` /
+    `If-Modified-Since` still holds gets a 304 without a body; `bodies` lists the paths whose bodies
+    were sent. With `keep_alive`, it speaks
+    HTTP/1.1 and keeps connections open; `connections` counts the connections it accepted.
+    """
+
+    def __init__(self, *, validators: bool | str = False, keep_alive: bool = False) -> None:
         self.routes: dict[str, Route] = {}
         self.requests: list[str] = []
+        self.bodies: list[str] = []
+        self.conditional: list[str] = []   # paths asked with a validator
+        self.connections = 0
+        self.modified = "Wed, 01 Jan 2025 00:00:00 GMT"
+        self.routes_modified: dict[str, str] = {}   # path -> its own Last-Modified (else `modified`)
         site = self
 
         class Handler(BaseHTTPRequestHandler):
+            def setup(self) -> None:
+                site.connections += 1
+                super().setup()
+
             def do_GET(self) -> None:  # noqa: N802 - the http.server API
                 site.requests.append(self.path)
                 route = site.routes.get(self.path)
@@ -92,16 +109,38 @@ class Site:
                     route(self)
                     return
                 status, headers, body = route
+                if validators and status == 200:
+                    etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+                    modified = site.routes_modified.get(self.path, site.modified)
+                    asked = self.headers.get("If-None-Match"), self.headers.get("If-Modified-Since")
+                    if any(asked):
+                        site.conditional.append(self.path)
+                    sent = {k: v for k, v in (("ETag", etag), ("Last-Modified", modified))
+                            if validators is True or k == {"etag": "ETag", "modified": "Last-Modified"}[validators]}
+                    if (asked[0] is not None and asked[0] == sent.get("ETag")) or \
+                            (asked[0] is None and asked[1] is not None and asked[1] == sent.get("Last-Modified")):
+                        self.send_response(304)
+                        for key, value in sent.items():
+                            self.send_header(key, value)
+                        self.end_headers()
+                        return
+                    headers = {**headers, **sent}
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+                site.bodies.append(self.path)
 
             def log_message(self, *args) -> None:
                 pass
 
+        if keep_alive:
+            Handler.protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes: without TCP_NODELAY a kept-alive connection waits for the
+            # client's delayed ACK (~40 ms) before the body, as real servers avoid with TCP_NODELAY
+            Handler.disable_nagle_algorithm = True
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -298,3 +298,25 @@ def test_a_sync_killed_with_sigkill_is_completed_by_the_next(tmp_path):
     report = kb.sync(DictSource(texts))
     assert 0 < before < len(texts) and len(report.added) == len(texts) - before
     assert chunk_sources(kb) == sorted(f"mem://box/{k}" for k in texts)   # every item once
+
+
+def test_a_records_file_written_before_source_state_opens_and_keeps_its_rows(tmp_path):
+    """Records gained `source_state` (what a source keeps per item between syncs): an older file gets the column."""
+    import sqlite3
+
+    from rag.indexing.records import DocumentRecord, RecordStore
+
+    path = tmp_path / "records.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE documents (source TEXT PRIMARY KEY, doc_id TEXT NOT NULL, content_hash TEXT NOT NULL, "
+                 "size INTEGER NOT NULL DEFAULT -1, mtime_ns INTEGER NOT NULL DEFAULT -1, chunk_ids TEXT NOT NULL "
+                 "DEFAULT '[]', pages INTEGER NOT NULL DEFAULT 0, title TEXT NOT NULL DEFAULT '', summary TEXT NOT "
+                 "NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'ok', updated_at REAL NOT NULL DEFAULT 0)")
+    conn.execute("INSERT INTO documents (source, doc_id, content_hash, chunk_ids) VALUES ('a.md', 'd1', 'h', '[\"c1\"]')")
+    conn.commit()
+    conn.close()
+    records = RecordStore(path)
+    assert records.get("a.md").chunk_ids == ["c1"] and records.get("a.md").source_state == ""
+    records.put(DocumentRecord(source="https://x/p", doc_id="d2", content_hash="h2", source_state='{"etag":"e"}'))
+    records.close()
+    assert RecordStore(path).get("https://x/p").source_state == '{"etag":"e"}'

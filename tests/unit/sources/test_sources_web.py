@@ -210,3 +210,85 @@ def test_any_sitemap_body_parses_or_is_one_source_error(body):
         assert str(exc)
     else:
         assert all(isinstance(loc, str) for loc, _ in found.pages)
+
+
+# ----------------------------------------------------------------------------- conditional GETs, kept-alive connections
+def _chain(site: Site, pages: int, version: str = "") -> None:
+    """A home page linking to /p0, each page linking to the next: a crawl finds /p{n} only through /p{n-1}."""
+    site.page("/", "Home", "The start page.", ["/p0"])
+    for n in range(pages):
+        site.page(f"/p{n}", f"Page {n}", f"Page {n} explains topic {n}{version}.",
+                  [f"/p{n + 1}"] if n + 1 < pages else [])
+
+
+@pytest.mark.parametrize("validators", [True, "etag", "modified"])
+def test_a_crawl_re_sync_asks_changed_since_and_reads_no_body(kb, counting, validators):
+    site = Site(validators=validators, keep_alive=True)
+    try:
+        _chain(site, 6)
+        source = WebSource(site.base + "/", allow_private=LOOPBACK)
+        first = kb.sync(source)
+        assert len(first.added) == 7 and sorted(site.bodies) == sorted(["/", *(f"/p{n}" for n in range(6))])
+        site.bodies.clear(), site.conditional.clear(), counting.texts.clear()
+        site.connections = 0
+        again = kb.sync(source)
+        # every page answered 304: no body sent, its links followed as kept (p5 is reached through five 304s)
+        assert site.bodies == [] and len(again.unchanged) == 7 and not again.changed and again.embedded == 0
+        assert sorted(site.conditional) == sorted(["/", *(f"/p{n}" for n in range(6))])
+        assert site.connections == 1   # robots.txt and seven pages on one kept-alive connection
+        site.page("/p3", "Page 3", "Page 3 now explains something else.", ["/p4"])
+        site.routes_modified["/p3"] = "Thu, 02 Jan 2025 00:00:00 GMT"
+        site.bodies.clear()
+        changed = kb.sync(source)
+        assert site.bodies == ["/p3"] and changed.updated == [f"{site.base}/p3"] and not changed.deleted
+        site.bodies.clear()
+        assert kb.sync(source).unchanged and site.bodies == []   # the new validators were kept
+    finally:
+        site.server.shutdown()
+
+
+def test_a_server_without_validators_is_fetched_and_hashed_again(kb, counting):
+    site = Site(keep_alive=True)
+    try:
+        _chain(site, 3)
+        source = WebSource(site.base + "/", allow_private=LOOPBACK)
+        kb.sync(source)
+        site.bodies.clear(), counting.texts.clear()
+        again = kb.sync(source)
+        assert sorted(site.bodies) == ["/", "/p0", "/p1", "/p2"] and site.conditional == []
+        assert len(again.unchanged) == 4 and again.embedded == 0
+    finally:
+        site.server.shutdown()
+
+
+@pytest.mark.parametrize("target", ["http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/"])
+def test_a_conditional_re_sync_still_checks_every_redirect(kb, target):
+    site = Site(validators=True, keep_alive=True)
+    try:
+        _site_with_pages(site)
+        site.page("/", "Home", "The start page.", ["/p0", "/p1", "/p2"])
+        source = WebSource(site.base + "/", allow_private=LOOPBACK)
+        kb.sync(source)
+        site.routes["/p1"] = _redirect(target)   # (p1 was indexed: now a redirect to a private address)
+        report = kb.sync(source)
+        assert [s.path for s in report.skipped] == [f"{site.base}/p1"] and "refused" in report.skipped[0].reason
+        assert f"{site.base}/p0" in report.unchanged and not report.deleted   # the rest asked and unchanged
+    finally:
+        site.server.shutdown()
+
+
+def test_a_kept_alive_connection_is_reused_but_every_request_is_checked_again():
+    from rag.sources.http import allowed_networks
+
+    site = Site(keep_alive=True)
+    try:
+        site.page("/a", "A", "a")
+        guard = HttpGuard(allow_private=LOOPBACK)
+        assert guard.get(site.base + "/a").status == 200 and guard.get(site.base + "/a").status == 200
+        assert guard.connections == 1 and site.connections == 1
+        guard.allow_private = allowed_networks(False)   # an idle connection to the address does not bypass the check
+        with pytest.raises(SourceError, match="127.0.0.1 is a loopback address"):
+            guard.get(site.base + "/a")
+        guard.close()
+    finally:
+        site.server.shutdown()
