@@ -17,13 +17,23 @@ Example:
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
+from langchain_core.runnables import Runnable
+from pydantic import SkipValidation
 
 from rag.base.portable import PortableRetriever, Scored
 
-__all__ = ["RAGRetriever"]
+__all__ = ["RAGRetriever", "SearchesResources"]
+
+
+@runtime_checkable
+class SearchesResources(Protocol):
+    """What `RAGRetriever` needs of a `RAG`: its aggregated retrieval over every resource."""
+
+    @property
+    def resources_retrieval_chain(self) -> Runnable[str, list[Document]]: ...
 
 
 class RAGRetriever(PortableRetriever):
@@ -35,7 +45,7 @@ class RAGRetriever(PortableRetriever):
         filter: a portable filter applied to every resource (ANDed with a call's and the RAG's own).
     """
 
-    rag: Any  # a RAG (typed loosely: the RAG module builds this retriever)
+    rag: Annotated[SearchesResources, SkipValidation]  # a RAG (which builds this retriever: `RAG.as_retriever`)
     k: int | None = None
 
     def _config(self, k: int | None, flt: dict[str, Any] | None, callbacks: Any) -> dict[str, Any]:

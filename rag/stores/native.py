@@ -21,13 +21,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from pydantic import SkipValidation
 
 from rag.base.portable import ChunkSource, PortableRetriever, Scored
-from rag.stores.chunk_store import scored, unsupported
+from rag.stores.chunk_store import ChunkStore, scored, unsupported
 from rag.stores.registry import chunks_of
 
 __all__ = ["NativeFilterRetriever", "scored", "unsupported"]
@@ -44,7 +45,7 @@ class NativeFilterRetriever(PortableRetriever):
         filter: a default portable filter, ANDed with a call's `filter=`.
     """
 
-    store: Any
+    store: Annotated[ChunkStore, SkipValidation]
     embedding: Embeddings
     vectorstore: Any = None
 

@@ -111,7 +111,7 @@ def serves(store: Any) -> Backend | None:
     return None
 
 
-def chunks_of(store: Any, **options: Any) -> Any:
+def chunks_of(store: Any, **options: Any) -> ChunkStore | None:
     """`store` as a `ChunkStore`: a chunk store as is, a vector store through its backend's `STORE.of`.
 
     `options` go to the backend (`all_ids`, `dimension`, `hex_ids` of `VectorStoreChunks`). Stores
@@ -132,7 +132,7 @@ def open_store(name: str, *args: Any, **kwargs: Any) -> Any:
     return backend(name).load().open_store(*args, **kwargs)
 
 
-def open_chunks(name: str, *args: Any, **kwargs: Any) -> Any:
+def open_chunks(name: str, *args: Any, **kwargs: Any) -> ChunkStore | None:
     """A `ChunkStore` of backend `name` over `open_store(name, *args, **kwargs)`."""
     return chunks_of(open_store(name, *args, **kwargs))
 
@@ -166,7 +166,7 @@ def open_local(directory: Any, collection: str, *, client: Any = None, where: st
     return backend(DEFAULT).load().open_local(directory, collection, client=client, where=where, marker=marker)
 
 
-def require_chunks(store: Any, **options: Any) -> Any:
+def require_chunks(store: Any, **options: Any) -> ChunkStore | None:
     """`chunks_of(store, **options)`, or `ConfigError` naming the stores a knowledge base can keep its chunks in."""
     if serves(store) is None and not _matches(store, tuple(_KB_LAYOUTS.values())):
         raise ConfigError(f"a knowledge base cannot keep its chunks in a {type(store).__name__}: use the default "
