@@ -28,7 +28,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import SkipValidation
 
 from rag.base.portable import ChunkSource, PortableRetriever, Scored
-from rag.stores.chunk_store import ChunkStore, scored, unsupported
+from rag.stores.chunk_store import Capability, ChunkStore, scored, unsupported
 from rag.stores.registry import chunks_of
 
 __all__ = ["NativeFilterRetriever", "scored", "unsupported"]
@@ -67,9 +67,8 @@ class NativeFilterRetriever(PortableRetriever):
 
     async def _asearch(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
         vector = await self.embedding.aembed_query(query)
-        asearch = getattr(self.store, "asearch", None)
-        if asearch is not None:
-            return await asearch(vector, k=k, filter=filter)
+        if Capability.ASYNC_SEARCH in self.store.capabilities:
+            return await self.store.asearch(vector, k=k, filter=filter)
         return await asyncio.to_thread(self.store.search, vector, k=k, filter=filter)
 
     def search(self, query: str, *, k: Any = None, filter: Any = None, **options: Any) -> list[Document]:

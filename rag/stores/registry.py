@@ -26,9 +26,9 @@ from types import ModuleType
 from typing import Any
 
 from rag.base.errors import ConfigError
-from rag.stores.chunk_store import ChunkStore
+from rag.stores.chunk_store import Capability, ChunkStore
 
-__all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "holds_store", "is_engine_error",
+__all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "having", "holds_store", "is_engine_error",
            "knowledge_base_stores",
            "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
            "require_chunks", "scratch_store", "server_client", "serves", "store_name"]
@@ -145,10 +145,15 @@ def open_connection(spec: dict[str, Any], embedding: Any) -> Any:
     """
     entry = backend(spec.get("backend"))
     store = entry.load().STORE
-    if not hasattr(store, "from_connection"):
-        valid = [b.name for b in _BACKENDS if hasattr(b.load().STORE, "from_connection")]
+    if Capability.WORKER_CONNECTION not in store.capabilities:
+        valid = having(Capability.WORKER_CONNECTION)
         raise ConfigError(f"no worker connection for a store of backend {entry.name!r}; valid: {', '.join(valid)}")
     return store.from_connection(spec, embedding)
+
+
+def having(capability: Capability) -> list[str]:
+    """The backends whose chunk store declares `capability` (each backend's module is imported)."""
+    return [b.name for b in _BACKENDS if capability in b.load().STORE.capabilities]
 
 
 def new_vectorstore(name: str, embedding: Any, *, persist_directory: Any = None, client: Any = None) -> Any:
