@@ -31,6 +31,7 @@ __all__ = [
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_SIZE",
     "Comparison",
+    "Filter",
     "and_filters",
     "matches",
     "matches_canonical",
@@ -49,6 +50,23 @@ MAX_FILTER_DEPTH = 32
 MAX_FILTER_SIZE = 4096
 _NEGATION = {"$eq": "$ne", "$ne": "$eq", "$gt": "$lte", "$gte": "$lt", "$lt": "$gte",
              "$lte": "$gt", "$in": "$nin", "$nin": "$in"}
+
+
+class Filter(dict):
+    """A filter `validate_filter` returned: canonical and within the limits, so every later stage takes it as is.
+
+    A request's filter is validated once, at its door; the stages after it (every resource's search,
+    the stores' translations, the refining reads) get this object back from `validate_filter` without a
+    second pass, and `and_filters` combines such filters without validating them again. It is a plain
+    dict to everything else (equal to, printed and serialised as the canonical dict); nested parts are
+    plain canonical dicts. `depth` and `size` are what the limits count, so a combination is held to them.
+    """
+
+    __slots__ = ("depth", "size")
+
+    def __init__(self, canonical: Mapping[str, Any], depth: int, size: int) -> None:
+        super().__init__(canonical)
+        self.depth, self.size = depth, size
 
 
 def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -74,13 +92,30 @@ def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
         >>> validate_filter({"type": "edito"})
         {'type': {'$eq': 'edito'}}
     """
-    if flt is None:
-        return None
+    if flt is None or type(flt) is Filter:   # a filter this function returned: trusted as it is
+        return flt
     if not isinstance(flt, Mapping):
         raise FilterError(f"a filter must be a dict, got {type(flt).__name__}: {short_repr(flt)}")
     if not flt:
         return None
-    return _Canon().canon(flt, "filter", 1)
+    canonical = _Canon().canon(flt, "filter", 1)
+    return Filter(canonical, *_measure(canonical, 1))
+
+
+def _measure(canonical: Mapping[str, Any], depth: int) -> tuple[int, int]:
+    """(depth, size) of a canonical filter as `_Canon` counts them: what validating it again would count."""
+    deepest, size = depth, 0
+    for key, value in canonical.items():
+        size += 1
+        if key in ("$and", "$or", "$not"):
+            items = [value] if key == "$not" else value
+            size += 0 if key == "$not" else len(items)
+            for item in items:
+                item_depth, item_size = _measure(item, depth + 1)
+                deepest, size = max(deepest, item_depth), size + item_size
+        else:
+            size += sum(len(operand) for op, operand in value.items() if op in ("$in", "$nin"))
+    return deepest, size
 
 
 class _Canon:
@@ -187,11 +222,20 @@ def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
         >>> and_filters({"tenant": "a"}, None)
         {'tenant': {'$eq': 'a'}}
     """
-    present = [validate_filter(f) for f in filters]
+    present = [validate_filter(f) for f in filters]   # a `Filter` is taken as it is
     present = [f for f in present if f]
     if not present:
         return None
-    return present[0] if len(present) == 1 else {"$and": present}
+    if len(present) == 1:
+        return present[0]
+    # what validating {"$and": present} would count: one operator, one item per part, the parts themselves
+    depth, size = 1 + max(f.depth for f in present), 1 + len(present) + sum(f.size for f in present)
+    if depth > MAX_FILTER_DEPTH:
+        raise FilterError(f"filter.$and: the filter nests more than {MAX_FILTER_DEPTH} levels of $and / $or / $not")
+    if size > MAX_FILTER_SIZE:
+        raise FilterError(f"filter.$and: the filter has more than {MAX_FILTER_SIZE} conditions and list values; "
+                          "split the query or filter on a coarser field")
+    return Filter({"$and": [dict(f) for f in present]}, depth, size)
 
 
 def matches(metadata: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:

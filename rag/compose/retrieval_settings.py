@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -160,6 +160,17 @@ class RetrievalSettings(BaseModel):
     @classmethod
     def _check_k(cls, value: Any, info: ValidationInfo) -> int:
         return check_k(value, name=info.field_name, default=cls.model_fields[info.field_name].default)
+
+    @field_validator("filter", mode="plain")
+    @classmethod
+    def _keep_filter(cls, value: Any) -> Any:
+        """Keep the filter object given: a request's validated `rag.base.filters.Filter` stays trusted (a copy
+        would be validated again by every stage after the door)."""
+        if value is None or isinstance(value, dict):
+            return value
+        if isinstance(value, Mapping):
+            return dict(value)
+        raise ValueError(f"must be a dict (a portable filter) or None, got {type(value).__name__}")
 
     @field_validator("expand", "max_tokens", "section_at", mode="before")
     @classmethod
