@@ -17,10 +17,42 @@ from typing import TYPE_CHECKING, Any
 
 from rag.base.errors import ConfigError, FilterError, InputError, RagError, StoreError
 
-if TYPE_CHECKING:  # for type checkers; at run time `__getattr__` imports them on first access
-    from rag.compose.generator import RAG, aggregate_documents  # noqa: F401
+if TYPE_CHECKING:  # every public name, for editors and type checkers; at run time `__getattr__` imports it
+    from rag.base.answer import Answer  # noqa: F401
+    from rag.base.result import Candidate, RAGResult, Segment  # noqa: F401
+    from rag.checks.citations import check_citations, resolve_citations  # noqa: F401
+    from rag.checks.postprocess import answer_checks, check_answer  # noqa: F401
+    from rag.checks.support import annotate_support  # noqa: F401
+    from rag.compose.airag import airag, generate  # noqa: F401
+    from rag.compose.build import build_index  # noqa: F401
+    from rag.compose.chat import ConversationalRAG, InMemoryMessageStore  # noqa: F401
+    from rag.compose.generator import aggregate_documents, RAG  # noqa: F401
+    from rag.compose.knowledge_base import KnowledgeBase  # noqa: F401
+    from rag.compose.pretty import pprint, to_html  # noqa: F401
     from rag.compose.resource import Resource  # noqa: F401
+    from rag.compose.retrieve import aretrieve, retrieve  # noqa: F401
+    from rag.compose.retriever import RAGRetriever  # noqa: F401
+    from rag.compose.streaming import stream_events  # noqa: F401
+    from rag.config.rag_config import load_config  # noqa: F401
+    from rag.evaluation.qa_evals import build_qa_evals, load_qa_evals, run_qa_evals, save_qa_evals  # noqa: F401
+    from rag.generation.answerer import Answerer  # noqa: F401
+    from rag.generation.factory import default_answerer, ExtractiveAnswerer  # noqa: F401
+    from rag.generation.llm_answerer import LLMAnswerer  # noqa: F401
     from rag.generation.rag_with_source import rag_chain_from_docs  # noqa: F401
+    from rag.indexing.autocontext import AutoContext  # noqa: F401
+    from rag.indexing.chunking import split_documents, TokenChunker  # noqa: F401
+    from rag.indexing.embedding_cache import CachedEmbeddings  # noqa: F401
+    from rag.indexing.loaders import load_directory, load_file  # noqa: F401
+    from rag.indexing.tags import KeywordTagger, tag_filter  # noqa: F401
+    from rag.models.pricing import register_price  # noqa: F401
+    from rag.retrieval.budget import apply_budget  # noqa: F401
+    from rag.retrieval.expansion import expand_neighbours  # noqa: F401
+    from rag.retrieval.hybrid import HybridRetriever  # noqa: F401
+    from rag.retrieval.lexical import BM25Retriever  # noqa: F401
+    from rag.retrieval.rerank import CrossEncoderReranker, EmbeddingReranker, LLMFilterReranker  # noqa: F401
+    from rag.retrieval.routing import DocumentRouter  # noqa: F401
+    from rag.retrieval.rse import relevant_segments  # noqa: F401
+    from rag.stores import PartitionedChroma  # noqa: F401
 
 #: public name -> module that defines it (imported on first access)
 _LAZY = {

@@ -23,24 +23,49 @@ def test_layers_contract_is_kept():
     assert "the offline fallback is imported by the answerer factory only KEPT" in run.stdout
 
 
-#: The one declared upward import (pyproject.toml `ignore_imports`): `RAG.from_config`, the seed's method,
-#: builds through the configuration floor and imports it when called.
-ALLOWED_UPWARD = {("rag.compose.generator", "rag.config.rag_config")}
-#: Circles through `if TYPE_CHECKING:` imports still being taken apart (issue 23 items 1 and 2): emptied as they go.
-KNOWN_CYCLES: set[tuple[str, str]] = set()
+def _layers() -> list[list[str]]:
+    """The floors, top first, as pyproject.toml's import-linter contract declares them."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    contract = next(c for c in config["contracts"] if c["type"] == "layers")
+    return [[name.strip() for name in re.split(r"[|:]", layer)] for layer in contract["layers"]]
+
+
+def _floor_of(module: str, floors: dict[str, int]) -> int | None:
+    while module:
+        if module in floors:
+            return floors[module]
+        module = module.rpartition(".")[0]
+    return None
+
+
+#: the whole import graph, counting the imports made only for type checkers, with nothing removed
+GRAPH = grimp.build_graph("rag", exclude_type_checking_imports=False, cache_dir=None)
 
 
 def test_no_import_cycles_between_modules():
-    """No circle at all, counting the imports made only for type checkers."""
-    graph = grimp.build_graph("rag", exclude_type_checking_imports=False, cache_dir=None)
-    for importer, imported in ALLOWED_UPWARD:
-        graph.remove_import(importer=importer, imported=imported)
+    """No circle at all, counting the imports made only for type checkers; nothing ignored."""
     cycles = set()
-    for module in graph.modules:
-        for imported in graph.find_modules_directly_imported_by(module):
-            if graph.chain_exists(importer=imported, imported=module):
+    for module in GRAPH.modules:
+        for imported in GRAPH.find_modules_directly_imported_by(module):
+            if GRAPH.chain_exists(importer=imported, imported=module):
                 cycles.add(tuple(sorted((module, imported))))
-    assert not cycles - KNOWN_CYCLES, f"import cycles: {sorted(cycles - KNOWN_CYCLES)}"
+    assert not cycles, f"import cycles: {sorted(cycles)}"
+
+
+def test_no_import_points_up_a_floor():
+    """Every import (type-checking ones too) stays on its floor or goes down; nothing ignored."""
+    floors = {module: depth for depth, layer in enumerate(_layers()) for module in layer}
+    upward = []
+    for importer in GRAPH.modules:
+        below = _floor_of(importer, floors)
+        for imported in GRAPH.find_modules_directly_imported_by(importer):
+            above = _floor_of(imported, floors)
+            if below is not None and above is not None and above < below:
+                upward.append(f"{importer} -> {imported}")
+    assert not upward, f"imports up a floor: {sorted(upward)}"
+    assert floors["rag.config"] > floors["rag.compose.generator"] and floors["rag.config"] < floors["rag.compose.resource"]
 
 
 def _sizes() -> tuple[list[str], list[str]]:

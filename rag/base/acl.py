@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.errors import ConfigError, short_repr
-from rag.base.filters import Canonical, ReadOnlyList
+from rag.base.filters import Filter, ReadOnlyList
 
 __all__ = ["ACL_PREFIX", "ADMIN_ROLE", "MAX_GROUPS", "PRINCIPAL_KEY", "PUBLIC_BY_DEFAULT_KEY", "PUBLIC_KEY",
            "SOURCE_KEYS", "Permissions", "Principal", "group_key", "permission_filter", "principal_of",
@@ -208,12 +208,12 @@ def permission_filter(principal: Principal, *, public_by_default: bool = False) 
     """
     # canonical by construction (keys from `_key`, values True) and read-only throughout: it may be shared
     public = _clause(PUBLIC_KEY, "$ne", False) if public_by_default else _clause(PUBLIC_KEY, "$eq", True)
-    return Canonical({"$or": ReadOnlyList([public, _clause(user_key(principal.id), "$eq", True),
+    return Filter({"$or": ReadOnlyList([public, _clause(user_key(principal.id), "$eq", True),
                                            *(_clause(group_key(g), "$eq", True) for g in sorted(principal.groups))])})
 
 
-def _clause(key: str, op: str, value: bool) -> Canonical:
-    return Canonical({key: Canonical({op: value})})
+def _clause(key: str, op: str, value: bool) -> Filter:
+    return Filter({key: Filter({op: value})})
 
 
 @functools.lru_cache(maxsize=128)   # (a 1,000-group filter holds about 0.5 MB: at most 64 MB in all)

@@ -60,7 +60,7 @@ from pydantic import ConfigDict, field_validator
 from rag.base.errors import ConfigError, short_repr
 from rag.base.filters import and_filters, validate_filter
 
-__all__ = ["MAX_K", "PORTABLE_OPTIONS", "ChunkSource", "PortableRetriever", "Scored", "check_k", "find_chunk_source"]
+__all__ = ["MAX_K", "PORTABLE_OPTIONS", "ChunkRanges", "ChunkSource", "PortableRetriever", "Scored", "check_k", "find_chunk_source"]
 
 #: The search options besides `k` and `filter` that every portable retriever takes (`fetch_k` only sizes
 #: a candidate pool, so a retriever without one ignores it; `score_threshold` the base class applies).
@@ -102,6 +102,15 @@ class ChunkSource(Protocol):
 
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Chunks matching `filter` (all when None), in no particular order."""
+        ...
+
+
+@runtime_checkable
+class ChunkRanges(Protocol):
+    """A chunk source that reads one document's chunks by position directly (a lexical index: `BM25Index`, `FTSIndex`)."""
+
+    def chunks_of(self, doc_id: Any, start: int, end: int) -> list[Document]:
+        """The chunks of `doc_id` with `start <= chunk_index < end`."""
         ...
 
 

@@ -189,8 +189,8 @@ class RAG(BaseModel):
     def from_config(cls, source: Any, *, embedding: Any = None, llm: Any = None) -> RAG:
         """Build a RAG (or subclass) from a YAML path, a dict or a `RagConfig` (see `rag.config.rag_config`).
 
-        Configuration is the floor above composition; this seed method is the one call upward, imported
-        when called (declared in pyproject.toml's `ignore_imports`, so `from rag import RAG` loads no config).
+        The chain sits above configuration (pyproject.toml's layers), so this is a downward import; it is
+        made when called so that `from rag import RAG` loads no configuration models or stores.
         """
         from rag.config.rag_config import from_config
 

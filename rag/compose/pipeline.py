@@ -41,7 +41,7 @@ from rag.base.portable import ChunkSource, find_chunk_source
 from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
 from rag.compose.resource import Resource
-from rag.compose.retrieval_settings import RetrievalSettings
+from rag.compose.retrieval_settings import Reranking, RetrievalSettings, Routing
 from rag.retrieval.aggregation import aggregate_evidence
 from rag.retrieval.comparisons import comparison_sides, side_question
 from rag.retrieval.budget import apply_budget, token_counter
@@ -68,7 +68,7 @@ class Branch:
     route: Any = None
     timings: dict[str, float] = field(default_factory=dict)
     k: int | None = None    # the k the user gave this resource: at most this many of its chunks in the context
-    router: Any = None      # the router that chose `route`
+    router: Routing | None = None      # the router that chose `route`
 
 
 @contextmanager
@@ -285,7 +285,7 @@ def _caller_filtered(branch: Branch) -> bool:
     return branch.filter is not None and not route_only
 
 
-def _rerank(reranker: Any, question: str, fused: list[tuple[Document, float]],
+def _rerank(reranker: Reranking, question: str, fused: list[tuple[Document, float]],
             settings: RetrievalSettings) -> list[tuple[Document, float]]:
     """Rerank the top `rerank_depth` candidates (blended with the first stage below weight 1); the rest follow."""
     head, tail = (fused, []) if settings.rerank_depth is None else (fused[: settings.rerank_depth],

@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, from_validation
 from rag.base.filters import and_filters, validate_filter
@@ -36,6 +36,7 @@ from rag.base.portable import check_k
 from rag.base.text import terminal_safe
 from rag.base.tracing import set_run_attributes
 from rag.compose.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
+from rag.compose.retrieval_settings import Routing, SectionPromotion
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.paging import apage_filtered, page_filtered
 from rag.stores.chunk_store import content_id
@@ -132,8 +133,9 @@ class Resource(BaseModel):
     retriever: BaseRetriever
     description: str = ""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
-    router: Any = None
-    sections: Any = None
+    # the stages' protocols (checked by `_check_stage`, which names the method that is missing)
+    router: Annotated[Routing | None, SkipValidation] = None
+    sections: Annotated[SectionPromotion | None, SkipValidation] = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -178,8 +180,8 @@ class Resource(BaseModel):
 
     @classmethod
     def from_retriever(cls, name: str, retriever: BaseRetriever, *, description: str = "",
-                       search_kwargs: dict[str, Any] | None = None, router: Any = None,
-                       sections: Any = None) -> Resource:
+                       search_kwargs: dict[str, Any] | None = None, router: Routing | None = None,
+                       sections: SectionPromotion | None = None) -> Resource:
         """Wrap any retriever; filters it cannot apply are applied in Python.
 
         `router` (a `DocumentRouter`) and `sections` (a `SectionRouter`) give the pipeline's routing

@@ -24,13 +24,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from rag.base.errors import ConfigError, short_repr
-from rag.base.filters import Canonical
 from rag.base.portable import MAX_K, check_k
 from rag.retrieval.budget import TOKEN_COUNTERS, TokenCount
 from rag.retrieval.rephrase import LLM_MODES, REPHRASE_MODES
@@ -162,11 +161,16 @@ class RetrievalSettings(BaseModel):
     def _check_k(cls, value: Any, info: ValidationInfo) -> int:
         return check_k(value, name=info.field_name, default=cls.model_fields[info.field_name].default)
 
-    @field_validator("filter", mode="wrap")
+    @field_validator("filter", mode="plain")
     @classmethod
-    def _keep_canonical(cls, value: Any, handler: Any) -> Any:
-        # a validated filter stays the same object, so later stages do not check it again (`Canonical`)
-        return value if type(value) is Canonical else handler(value)
+    def _keep_filter(cls, value: Any) -> Any:
+        """Keep the filter object given: a request's validated `rag.base.filters.Filter` stays trusted (a copy
+        would be validated again by every stage after the door)."""
+        if value is None or isinstance(value, dict):
+            return value
+        if isinstance(value, Mapping):
+            return dict(value)
+        raise ValueError(f"must be a dict (a portable filter) or None, got {type(value).__name__}")
 
     @field_validator("expand", "max_tokens", "section_at", mode="before")
     @classmethod

@@ -33,17 +33,25 @@ Example:
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
-from langchain_core.runnables import RunnableConfig, ensure_config
-from pydantic import field_validator
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from pydantic import SkipValidation, field_validator
 
 from rag.base.acl import PRINCIPAL_KEY, PUBLIC_BY_DEFAULT_KEY, Principal, principal_of
 from rag.base.filters import and_filters
 from rag.base.portable import PortableRetriever, Scored
 
-__all__ = ["RAGRetriever"]
+__all__ = ["RAGRetriever", "SearchesResources"]
+
+
+@runtime_checkable
+class SearchesResources(Protocol):
+    """What `RAGRetriever` needs of a `RAG`: its aggregated retrieval over every resource."""
+
+    @property
+    def resources_retrieval_chain(self) -> Runnable[str, list[Document]]: ...
 
 
 class RAGRetriever(PortableRetriever):
@@ -59,7 +67,7 @@ class RAGRetriever(PortableRetriever):
             value, when it gives one, wins).
     """
 
-    rag: Any  # a RAG (typed loosely: the RAG module builds this retriever)
+    rag: Annotated[SearchesResources, SkipValidation]  # a RAG (which builds this retriever: `RAG.as_retriever`)
     k: int | None = None
     principal: Principal | None = None
     public_by_default: bool = False

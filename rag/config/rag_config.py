@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -74,7 +74,6 @@ from rag.generation.rag_with_source import rag_chain_from_docs
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from rag.compose.generator import RAG
 
 __all__ = [
     "EXTRAS",
@@ -239,12 +238,17 @@ def load_config(path: str | Path) -> RagConfig:
 
 
 # ------------------------------------------------------------------------------ building
-def from_config(cls: type[RAG], source: str | Path | Mapping[str, Any] | RagConfig, *,
-                embedding: Embeddings | None = None, llm: Any = None) -> RAG:
+#: what `from_config` builds: `RAG` or a subclass (configuration sits below the chain and needs no name of it)
+Built = TypeVar("Built")
+
+
+def from_config(cls: Callable[..., Built], source: str | Path | Mapping[str, Any] | RagConfig, *,
+                embedding: Embeddings | None = None, llm: Any = None) -> Built:
     """`RAG.from_config(path)`: load a YAML file (or take a mapping / `RagConfig`) and build `cls`.
 
     Args:
-        cls: the class to build (`RAG` or a subclass).
+        cls: the class to build (`RAG` or a subclass), called with `resources`, `generation_chain`,
+            `extras` and `retrieval`.
         source: a YAML path, a mapping, or a validated `RagConfig`.
         embedding: use this embedding model instead of the configured one (tests, notebooks).
         llm: use this answer model instead of the configured one.

@@ -37,7 +37,7 @@ from rag.base.text import neutralise_citation_markers
 from rag.base.tracing import index_span
 from rag.indexing.access import AccessRules, stamp_metadatas
 from rag.indexing.autocontext import SUMMARY_SOURCE_CHARS
-from rag.indexing.formats import chunk_documents, chunker_for
+from rag.indexing.formats import Chunker, chunk_documents, chunker_for
 from rag.indexing.loaders import LoadLimits, clean_text, load_file
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.report import IndexReport
@@ -82,7 +82,7 @@ class Components:
     """What turns files into chunks and embedded texts: the knowledge base's chunker, tagger, AutoContext, the
     run's `LoadLimits` (what reading one file may cost) and the run's `AccessRules` (who may read each document)."""
 
-    chunker: Any
+    chunker: Chunker
     tagger: Any
     autocontext: Any
     limits: LoadLimits = field(default_factory=LoadLimits)

@@ -13,9 +13,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.embeddings import Embeddings
+from pydantic import SkipValidation
 
 from rag.base.portable import ChunkSource, PortableRetriever, Scored
 from rag.stores.chunk_store import ChunkStore
@@ -37,7 +38,7 @@ class KnowledgeBaseRetriever(PortableRetriever):
 
     search_options = ("score_threshold",)
 
-    chunks: Any
+    chunks: Annotated[ChunkStore, SkipValidation]
     embedding: Embeddings
     score_threshold: float | None = None
 

@@ -25,6 +25,7 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters, matches_canonical, validate_filter
+from rag.base.portable import ChunkRanges, ChunkSource
 from rag.stores.registry import chunks_of
 
 __all__ = ["chunk_range", "in_document_order", "neighbours"]
@@ -68,9 +69,9 @@ def chunk_range(source: Any, doc_id: str, start: int, end: int, *,
     # Chroma answers a short `$in` list far faster than a range (about 20 ms vs 700 ms at 100k chunks)
     span = {"$in": list(range(start, end))} if end - start <= 256 else {"$gte": start, "$lt": end}
     flt = and_filters({"doc_id": doc_id, "chunk_index": span}, canon)
-    if hasattr(source, "chunks_of"):  # BM25Index: in memory, indexed by doc_id
+    if isinstance(source, ChunkRanges):  # BM25Index, FTSIndex: indexed by doc_id
         chunks = source.chunks_of(doc_id, start, end)
-    elif hasattr(source, "get_documents"):  # a chunk store, PartitionedChroma
+    elif isinstance(source, ChunkSource):  # a chunk store, PartitionedChroma
         chunks = source.get_documents(flt)
     elif (store := chunks_of(source)) is not None:   # a vector store of the registry
         chunks = store.get_documents(flt)

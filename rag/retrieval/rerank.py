@@ -46,7 +46,8 @@ from rag.base.errors import ConfigError, MissingDependencyError, removed_names
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.fusion import doc_key, minmax, with_scores
 from rag.retrieval.rephrase import sub_queries
-from rag.stores.registry import chunks_of
+from rag.stores.chunk_store import Capability
+from rag.stores.registry import chunks_of, having
 
 __all__ = [
     "CompressorReranker",
@@ -106,8 +107,8 @@ class EmbeddingReranker(Reranker):
     Args:
         embedding: the model (default: `rag.models.embeddings.default_embeddings()`, loaded lazily).
         metadata_prefix: metadata keys whose values are prefixed to the chunk text before embedding.
-        store: a vector store holding the chunks' vectors (same model; its chunk store has
-            `get_vectors`: Chroma): chunks with an id found
+        store: a vector store holding the chunks' vectors (same model; its chunk store declares
+            `Capability.STORED_VECTORS`, see `rag.stores.registry.having`): chunks with an id found
             there are scored from their stored vector instead of being embedded again, which
             makes reranking a few milliseconds instead of one model pass per chunk. Not used
             with `metadata_prefix` (stored vectors were made without the prefix).
@@ -122,9 +123,11 @@ class EmbeddingReranker(Reranker):
         if isinstance(metadata_prefix, str):
             raise ConfigError("metadata_prefix must be a list of keys, not a single string")
         chunks = chunks_of(store) if store is not None else None
-        if store is not None and not hasattr(chunks, "get_vectors"):
-            raise ConfigError(f"store must be a vector store whose chunk store reads stored vectors by id "
-                              f"(a langchain_chroma.Chroma), got {type(store).__name__}")
+        if store is not None and (chunks is None or Capability.STORED_VECTORS not in chunks.capabilities):
+            raise ConfigError(f"store must be a vector store whose chunk store declares the "
+                              f"{Capability.STORED_VECTORS.value!r} capability (reads stored vectors by id; "
+                              f"of the shipped backends: {', '.join(having(Capability.STORED_VECTORS))}), "
+                              f"got {type(store).__name__}")
         self._embedding = embedding
         self.metadata_prefix = tuple(metadata_prefix)
         self.store, self._chunks = store, chunks

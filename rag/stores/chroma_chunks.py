@@ -30,6 +30,7 @@ from rag.base.errors import StoreError
 from rag.base.filters import validate_filter
 from rag.stores import chroma
 from rag.stores.chroma_where import to_chroma_where
+from rag.stores.chunk_store import Capability
 from rag.stores.files import refuse_symlinks
 
 __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name"]
@@ -50,6 +51,7 @@ class ChromaChunkStore:
 
     backend = "chroma"
     can_update = True
+    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.STORED_VECTORS, Capability.WORKER_CONNECTION})
 
     def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
                  marker: Path | None = None) -> None:

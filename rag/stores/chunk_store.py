@@ -36,6 +36,7 @@ import json
 import math
 import uuid
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
@@ -46,7 +47,7 @@ from rag.base.errors import ConfigError, FilterError, StoreError
 from rag.base.filters import matches, validate_filter
 from rag.base.portable import ChunkSource, PortableRetriever, Scored
 
-__all__ = ["DAMAGED_MARKER", "ChunkStore", "DamagedStoreError", "LayoutRetriever", "VectorStoreChunks", "content_id", "scored",
+__all__ = ["DAMAGED_MARKER", "Capability", "ChunkStore", "DamagedStoreError", "LayoutRetriever", "VectorStoreChunks", "content_id", "scored",
            "unsupported"]
 
 #: ids per read or delete call (bounded statements and requests)
@@ -57,6 +58,22 @@ DAMAGED_MARKER = "chroma-damaged"
 
 class DamagedStoreError(StoreError):
     """A store cannot read or write its data: a damaged segment, or state an interrupted write left."""
+
+
+class Capability(StrEnum):
+    """An operation a backend may have beyond the contract: declared in its `capabilities`, read, never probed.
+
+    - `ASYNC_SEARCH`: `asearch(vector, *, k, filter)`, the engine's own async search (else `search` runs in a
+      worker thread);
+    - `STORED_VECTORS`: `get_vectors(ids) -> {id: vector}`, the stored vectors by id (`EmbeddingReranker(store=...)`
+      scores chunks from them instead of embedding them again);
+    - `WORKER_CONNECTION`: the class's `from_connection(spec, embedding)` opens, in another process, the store an
+      instance's `connection_spec()` names (`rag.stores.registry.open_connection`, Ray workers).
+    """
+
+    ASYNC_SEARCH = "async_search"
+    STORED_VECTORS = "stored_vectors"
+    WORKER_CONNECTION = "worker_connection"
 
 
 @runtime_checkable
@@ -70,6 +87,8 @@ class ChunkStore(Protocol):
     backend: str
     #: whether `update_metadatas` works (else a moved file is indexed again)
     can_update: bool
+    #: the optional operations this backend has (`Capability`): what the pipeline reads instead of probing
+    capabilities: frozenset[Capability]
 
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
@@ -174,6 +193,8 @@ class VectorStoreChunks:
     can_update: bool = True
     #: whether the engine keeps ids as UUIDs (a 32-hex id comes back hyphenated unless `hex_ids`)
     uuid_ids: ClassVar[bool] = False
+    #: every such store has `asearch` (`_anative_search`, a worker thread unless the backend overrides it)
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.ASYNC_SEARCH})
 
     def __init__(self, store: VectorStore, *, all_ids: Callable[[], list[str]] | None = None,
                  dimension: Callable[[], int | None] | None = None, hex_ids: bool = True) -> None:

@@ -21,13 +21,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from pydantic import SkipValidation
 
 from rag.base.portable import ChunkSource, PortableRetriever, Scored
-from rag.stores.chunk_store import scored, unsupported
+from rag.stores.chunk_store import Capability, ChunkStore, scored, unsupported
 from rag.stores.registry import chunks_of
 
 __all__ = ["NativeFilterRetriever", "scored", "unsupported"]
@@ -44,7 +45,7 @@ class NativeFilterRetriever(PortableRetriever):
         filter: a default portable filter, ANDed with a call's `filter=`.
     """
 
-    store: Any
+    store: Annotated[ChunkStore, SkipValidation]
     embedding: Embeddings
     vectorstore: Any = None
 
@@ -66,9 +67,8 @@ class NativeFilterRetriever(PortableRetriever):
 
     async def _asearch(self, query: str, *, k: int, filter: dict[str, Any] | None, run_manager: Any) -> Scored:
         vector = await self.embedding.aembed_query(query)
-        asearch = getattr(self.store, "asearch", None)
-        if asearch is not None:
-            return await asearch(vector, k=k, filter=filter)
+        if Capability.ASYNC_SEARCH in self.store.capabilities:
+            return await self.store.asearch(vector, k=k, filter=filter)
         return await asyncio.to_thread(self.store.search, vector, k=k, filter=filter)
 
     def search(self, query: str, *, k: Any = None, filter: Any = None, **options: Any) -> list[Document]:

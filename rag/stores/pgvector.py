@@ -38,7 +38,7 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError, short_repr
 from rag.base.filters import Comparison, normal_form
-from rag.stores.chunk_store import VectorStoreChunks, unsupported
+from rag.stores.chunk_store import Capability, VectorStoreChunks, unsupported
 
 __all__ = ["scratch_store", "STORE", "PGVectorChunks", "can_update_metadata", "connection_of", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
 
@@ -149,6 +149,7 @@ class PGVectorChunks(VectorStoreChunks):
 
     backend = BACKEND
     uuid_ids = True
+    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.WORKER_CONNECTION})
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:

@@ -26,9 +26,9 @@ from types import ModuleType
 from typing import Any
 
 from rag.base.errors import ConfigError
-from rag.stores.chunk_store import ChunkStore
+from rag.stores.chunk_store import Capability, ChunkStore
 
-__all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "holds_store", "is_engine_error",
+__all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "having", "holds_store", "is_engine_error",
            "knowledge_base_stores",
            "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
            "require_chunks", "scratch_store", "server_client", "serves", "store_name"]
@@ -111,7 +111,7 @@ def serves(store: Any) -> Backend | None:
     return None
 
 
-def chunks_of(store: Any, **options: Any) -> Any:
+def chunks_of(store: Any, **options: Any) -> ChunkStore | None:
     """`store` as a `ChunkStore`: a chunk store as is, a vector store through its backend's `STORE.of`.
 
     `options` go to the backend (`all_ids`, `dimension`, `hex_ids` of `VectorStoreChunks`). Stores
@@ -132,7 +132,7 @@ def open_store(name: str, *args: Any, **kwargs: Any) -> Any:
     return backend(name).load().open_store(*args, **kwargs)
 
 
-def open_chunks(name: str, *args: Any, **kwargs: Any) -> Any:
+def open_chunks(name: str, *args: Any, **kwargs: Any) -> ChunkStore | None:
     """A `ChunkStore` of backend `name` over `open_store(name, *args, **kwargs)`."""
     return chunks_of(open_store(name, *args, **kwargs))
 
@@ -145,10 +145,15 @@ def open_connection(spec: dict[str, Any], embedding: Any) -> Any:
     """
     entry = backend(spec.get("backend"))
     store = entry.load().STORE
-    if not hasattr(store, "from_connection"):
-        valid = [b.name for b in _BACKENDS if hasattr(b.load().STORE, "from_connection")]
+    if Capability.WORKER_CONNECTION not in store.capabilities:
+        valid = having(Capability.WORKER_CONNECTION)
         raise ConfigError(f"no worker connection for a store of backend {entry.name!r}; valid: {', '.join(valid)}")
     return store.from_connection(spec, embedding)
+
+
+def having(capability: Capability) -> list[str]:
+    """The backends whose chunk store declares `capability` (each backend's module is imported)."""
+    return [b.name for b in _BACKENDS if capability in b.load().STORE.capabilities]
 
 
 def new_vectorstore(name: str, embedding: Any, *, persist_directory: Any = None, client: Any = None) -> Any:
@@ -166,7 +171,7 @@ def open_local(directory: Any, collection: str, *, client: Any = None, where: st
     return backend(DEFAULT).load().open_local(directory, collection, client=client, where=where, marker=marker)
 
 
-def require_chunks(store: Any, **options: Any) -> Any:
+def require_chunks(store: Any, **options: Any) -> ChunkStore | None:
     """`chunks_of(store, **options)`, or `ConfigError` naming the stores a knowledge base can keep its chunks in."""
     if serves(store) is None and not _matches(store, tuple(_KB_LAYOUTS.values())):
         raise ConfigError(f"a knowledge base cannot keep its chunks in a {type(store).__name__}: use the default "

@@ -5,7 +5,7 @@ metadata (`rag.base.filters.matches_canonical`). Before that, the first top-leve
 can answer narrows the chunks to check: an `$eq` / `$in`, or an `$or` whose every branch it can
 answer (the union; a principal's permission filter is one, `rag.base.acl`). The index is built per
 key on first use; the permission keys (`acl_*`, one per group) all in one pass. A principal's filter
-is one read-only object shared by its requests (`rag.base.filters.Canonical`): `exact` remembers its
+is one read-only object shared by its requests (`rag.base.filters.Filter`): `exact` remembers its
 answer, so a principal of 1,000 groups costs one lookup per request, not 1,000. The arrays handed
 out are read-only. It is keyed by
 Python equality, so `1`, `1.0` and `True` share a bucket: the candidates are a superset of the
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from rag.base.acl import ACL_PREFIX
-from rag.base.filters import Canonical
+from rag.base.filters import Filter
 
 __all__ = ["ValueIndex"]
 
@@ -78,7 +78,7 @@ class ValueIndex:
         self._rows = rows
         self._keys: dict[str, dict[Any, np.ndarray]] = {}
         self._kinds: dict[str, set[str]] = {}
-        self._answers: dict[int, tuple[Any, np.ndarray | None]] = {}   # id -> (Canonical filter, its `exact`)
+        self._answers: dict[int, tuple[Any, np.ndarray | None]] = {}   # id -> (Filter, its `exact`)
 
     def clear(self) -> None:
         """Forget every key's index and every remembered answer (the next lookup builds them again)."""
@@ -118,7 +118,7 @@ class ValueIndex:
         """
         if flt is None:
             return None
-        if type(flt) is Canonical and "$or" in flt:   # a principal's filter comes back request after request
+        if type(flt) is Filter and "$or" in flt:   # a principal's filter comes back request after request
             known = self._answers.get(id(flt))
             if known is not None and known[0] is flt:
                 return known[1]

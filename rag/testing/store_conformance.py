@@ -106,6 +106,17 @@ class StoreTests(ABC):
         store.add([d.id for d in docs], vectors, [d.page_content for d in docs], [d.metadata for d in docs])
         return store, docs, vectors
 
+    # ------------------------------------------------------------------ the contract and the declared capabilities
+    def test_the_store_keeps_the_contract_and_has_what_it_declares(self, store: Any) -> None:
+        from rag.stores.chunk_store import Capability, ChunkStore
+
+        assert isinstance(store, ChunkStore)
+        assert store.capabilities <= set(Capability), store.capabilities
+        operations = {Capability.ASYNC_SEARCH: "asearch", Capability.STORED_VECTORS: "get_vectors",
+                      Capability.WORKER_CONNECTION: "from_connection"}
+        for capability, method in operations.items():   # declared, then there; there, then declared
+            assert (capability in store.capabilities) == callable(getattr(store, method, None)), capability
+
     # ------------------------------------------------------------------ writing and counting
     def test_an_empty_store_counts_zero_and_finds_nothing(self, store: Any) -> None:
         assert store.count() == 0

@@ -176,3 +176,41 @@ def test_fractional_values_compare_exactly_with_integer_and_float_fields(chroma,
         assert sorted(collection.get(where=to_chroma_where(flt))["ids"]) == expected
     finally:
         chroma.delete_collection(collection.name)
+
+
+def _plain(flt):
+    return json.loads(json.dumps(flt))   # the same filter as plain dicts: what a door receives
+
+
+@settings(max_examples=200, deadline=None)
+@given(valid_filters, valid_filters)
+def test_a_validated_filter_is_taken_as_is_and_combines_as_validating_again_would(first, second):
+    """A `Filter` (what validation returned) is trusted by later stages: nothing they would have
+    rejected or changed by validating it again gets through or changes (values, depth, size, errors)."""
+    from rag.base.filters import Filter, and_filters
+
+    canon = validate_filter(first)
+    if canon is None:
+        return
+    assert type(canon) is Filter and validate_filter(canon) is canon
+    again = validate_filter(_plain(canon))
+    assert again == canon and (again.depth, again.size) == (canon.depth, canon.size)
+    other = validate_filter(second)
+    try:
+        combined = and_filters(canon, other, canon)
+    except FilterError:
+        with pytest.raises(FilterError):   # validating the combination as plain dicts says the same
+            validate_filter({"$and": [_plain(part) for part in (canon, other, canon) if part]})
+        return
+    fresh = validate_filter(_plain(combined))
+    assert combined == fresh and (combined.depth, combined.size) == (fresh.depth, fresh.size)
+
+
+@pytest.mark.parametrize("op", ["$and", "$or", "$not"])
+def test_combining_validated_filters_keeps_the_depth_limit(op):
+    from rag.base.filters import and_filters
+
+    deepest = nested(MAX_FILTER_DEPTH - 1, op)   # at the limit: accepted alone
+    assert validate_filter(deepest) is not None
+    with pytest.raises(FilterError, match="nests more than"):
+        and_filters(validate_filter(deepest), {"tenant": "acme"})   # one level more, as validating it would say

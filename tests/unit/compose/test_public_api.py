@@ -92,3 +92,18 @@ def test_from_rag_import_rag_loads_no_configuration_command_line_or_server():
                                                       "rag.indexing.kb_parts", "rag.compose.knowledge_base",
                                                       "rag.stores.chroma", "rag.stores.pgvector"))]
     assert not write_path, write_path
+
+
+def test_type_checking_imports_cover_every_public_name():
+    """Editors and type checkers see every name of `rag.__all__` (`if TYPE_CHECKING:` imports it from its home)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(rag.__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    typed = {alias.asname or alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom)
+             for alias in node.names}
+    eager = {alias.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module.startswith("rag.")
+             for alias in node.names}   # the errors, imported at once
+    assert set(rag.__all__) == set(typed) | eager
+    assert typed == {name: rag._LAZY[name] for name in typed}   # from the module `__getattr__` imports it from

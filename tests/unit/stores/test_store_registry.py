@@ -116,3 +116,20 @@ def test_config_store_kinds_are_registered_backends():
     assert registry.DEFAULT in RESOURCE_KINDS   # the default backend's kind (a directory of its own)
     other = {"chroma_server", "knowledge_base", "bm25", "hybrid"}   # a server of the default backend; not stores
     assert set(RESOURCE_KINDS) - other == set(STORE_KINDS) | {registry.DEFAULT}
+
+
+def test_the_pipeline_reads_declared_capabilities_and_probes_none():
+    """`asearch`, `get_vectors` and `from_connection` are declared (`Capability`), never looked for with hasattr."""
+    import re
+    from pathlib import Path
+
+    from rag.stores.chunk_store import Capability
+
+    root = Path(registry.__file__).resolve().parents[1]
+    probe = re.compile(r"(hasattr|getattr)\([^)]*[\"'](asearch|get_vectors|from_connection|chunks_of)[\"']")
+    probes = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py"))
+              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
+    assert probes == []
+    assert registry.having(Capability.WORKER_CONNECTION) == ["chroma", "pgvector"]
+    assert registry.having(Capability.STORED_VECTORS) == ["chroma"]
+    assert set(registry.having(Capability.ASYNC_SEARCH)) == set(registry.names())
