@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.base.errors import ConfigError, short_repr
-from rag.base.filters import Filter, ReadOnlyList
+from rag.base.filters import Filter, ReadOnlyDict, ReadOnlyList
 
 __all__ = ["ACL_PREFIX", "ADMIN_ROLE", "MAX_GROUPS", "PRINCIPAL_KEY", "PUBLIC_BY_DEFAULT_KEY", "PUBLIC_KEY",
            "SOURCE_KEYS", "Permissions", "Principal", "group_key", "permission_filter", "principal_of",
@@ -213,7 +213,7 @@ def permission_filter(principal: Principal, *, public_by_default: bool = False) 
 
 
 def _clause(key: str, op: str, value: bool) -> Filter:
-    return Filter({key: Filter({op: value})})
+    return Filter({key: ReadOnlyDict({op: value})})
 
 
 @functools.lru_cache(maxsize=128)   # (a 1,000-group filter holds about 0.5 MB: at most 64 MB in all)

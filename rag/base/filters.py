@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from rag.base.errors import FilterError, short_repr
+from rag.base.validated_filter import Filter, ReadOnlyDict, ReadOnlyList, measure
 
 __all__ = [
     "COMPARISON_OPERATORS",
@@ -32,6 +33,7 @@ __all__ = [
     "MAX_FILTER_SIZE",
     "Comparison",
     "Filter",
+    "ReadOnlyDict",
     "ReadOnlyList",
     "and_filters",
     "matches",
@@ -51,66 +53,6 @@ MAX_FILTER_DEPTH = 32
 MAX_FILTER_SIZE = 4096
 _NEGATION = {"$eq": "$ne", "$ne": "$eq", "$gt": "$lte", "$gte": "$lt", "$lt": "$gte",
              "$lte": "$gt", "$in": "$nin", "$nin": "$in"}
-
-
-class Filter(dict):
-    """A filter `validate_filter` returned: canonical and within the limits, so every later stage takes it as is.
-
-    A request's filter is validated once, at its door; the stages after it (every resource's search,
-    the stores' translations, the refining reads) get this object back from `validate_filter` without a
-    second pass, and `and_filters` combines such filters without validating them again. It is a dict to
-    everything else (equal to, printed and serialised as the canonical dict). `depth` and `size` are what
-    the limits count, so a combination is held to them.
-
-    It is read-only: one object may be shared by many requests (a principal's permission filter of
-    1,000 groups serves all its requests, and a store's value index remembers its answer for it); build
-    a new one instead, e.g. with `and_filters`. Only `validate_filter`, `and_filters` and builders whose
-    output is canonical by construction (`rag.base.acl`) make one.
-    """
-
-    __slots__ = ("depth", "size")
-
-    def __init__(self, canonical: Mapping[str, Any], depth: int | None = None, size: int | None = None) -> None:
-        super().__init__(canonical)
-        if depth is None or size is None:
-            depth, size = _measure(canonical, 1)
-        self.depth, self.size = depth, size
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("a validated filter is read-only (it may be shared by requests); build a new one, e.g. "
-                        "rag.base.filters.and_filters(flt, {...})")
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (dict(self), self.depth, self.size))
-
-    def __copy__(self) -> Filter:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Filter:
-        return self
-
-
-class ReadOnlyList(list):
-    """A list inside a shared `Filter` (a principal's `$or`, whose items are `Filter`s): read-only."""
-
-    __slots__ = ()
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("a validated filter is read-only (it may be shared by requests)")
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = append = clear = extend = insert = pop = remove = \
-        reverse = sort = _read_only  # type: ignore
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (list(self),))
-
-    def __copy__(self) -> ReadOnlyList:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> ReadOnlyList:
-        return self
 
 
 def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -143,23 +85,7 @@ def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not flt:
         return None
     canonical = _Canon().canon(flt, "filter", 1)
-    return Filter(canonical, *_measure(canonical, 1))
-
-
-def _measure(canonical: Mapping[str, Any], depth: int) -> tuple[int, int]:
-    """(depth, size) of a canonical filter as `_Canon` counts them: what validating it again would count."""
-    deepest, size = depth, 0
-    for key, value in canonical.items():
-        size += 1
-        if key in ("$and", "$or", "$not"):
-            items = [value] if key == "$not" else value
-            size += 0 if key == "$not" else len(items)
-            for item in items:
-                item_depth, item_size = _measure(item, depth + 1)
-                deepest, size = max(deepest, item_depth), size + item_size
-        else:
-            size += sum(len(operand) for op, operand in value.items() if op in ("$in", "$nin"))
-    return deepest, size
+    return Filter(canonical, *measure(canonical, 1))
 
 
 class _Canon:
