@@ -236,6 +236,17 @@ def collections(client: Any) -> list[str]:
     return [c if isinstance(c, str) else c.name for c in client.list_collections()]
 
 
+def store_stamp(directory: str | Path) -> str | None:
+    """The identity of the Chroma database file in `directory` (device and inode; None when there is none): a
+    store moved aside and recreated, or restored from a copy, is another file (`rag.indexing.reconcile`).
+    Its size and time are not part of it: Chroma writes the file on every open, reads included."""
+    try:
+        info = (Path(directory) / "chroma.sqlite3").lstat()
+    except OSError:
+        return None
+    return f"{info.st_dev}:{info.st_ino}"
+
+
 def holds_store(directory: str | Path) -> bool:
     """Whether `directory` holds a store of this backend (Chroma's database file)."""
     return (Path(directory) / "chroma.sqlite3").is_file()

@@ -31,7 +31,7 @@ from rag.stores.chunk_store import ChunkStore
 __all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "holds_store", "is_engine_error",
            "knowledge_base_stores",
            "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
-           "require_chunks", "scratch_store", "server_client", "serves", "store_name"]
+           "require_chunks", "scratch_store", "server_client", "serves", "store_name", "store_stamp"]
 
 
 @dataclass(frozen=True)
@@ -210,3 +210,9 @@ def collections(client: Any) -> list[str]:
 def holds_store(directory: Any) -> bool:
     """Whether `directory` holds a store of the default backend."""
     return _default().holds_store(directory)
+
+
+def store_stamp(directory: Any) -> str | None:
+    """The identity of the default backend's store files in `directory` (None: no store there), which changes
+    when the store is replaced (moved aside, restored from a copy) but not when it is written."""
+    return _default().store_stamp(directory)
