@@ -141,6 +141,7 @@ class Syncer:
     def recover(self, report: IndexReport | None = None) -> None:
         """Repair a damaged Chroma collection; finish deletions a killed writer left half done; index again the
         documents whose chunks the store lacks (`rag.indexing.reconcile`; noted in `report`)."""
+        self.target.separate()   # from a collection an older rag let it share with another knowledge base
         self._repair_damaged()
         self._reconcile(report)
         interrupted = [r for r in self.target.records.all().values() if r.state == "deleting"]

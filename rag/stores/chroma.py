@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid
@@ -46,6 +47,7 @@ __all__ = [
     "check_collection",
     "readable",
     "collection_name",
+    "knowledge_base_collection",
     "collection_of",
     "content_id",
     "documents_from_get",
@@ -81,6 +83,33 @@ def collection_name(name: str) -> str:
     """
     cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("._-")
     return (cleaned or "rag") if len(cleaned) >= 3 else f"rag-{cleaned}".strip("-")
+
+
+#: the form of a derived name (`knowledge_base_collection`): a readable prefix, "--", 12 hex digits of a hash
+_DERIVED = re.compile(r".*--[0-9a-f]{12}")
+
+
+def knowledge_base_collection(name: str) -> str:
+    """The Chroma collection of the knowledge base called `name`: distinct names never share one.
+
+    A name Chroma accepts as it is, and which does not have the form of a derived name, is its own
+    collection (as every such name always was); any other name gets its cleaned form (`collection_name`,
+    cut to 48 characters) followed by ``--`` and 12 hex digits of the SHA-256 of the exact name. Names kept
+    as they are never have that form, so two names share a collection only if their hashes' first 48
+    bits are equal. A knowledge base created before this rule keeps the collection its manifest records
+    (`rag.indexing.kb_collections`).
+
+    Example:
+        >>> knowledge_base_collection("acme"), knowledge_base_collection("acme_") != knowledge_base_collection("acme")
+        ('acme', True)
+        >>> knowledge_base_collection("x")
+        'rag-x--2d711642b726'
+    """
+    cleaned = collection_name(name)
+    if cleaned == name and ".." not in name and not _DERIVED.fullmatch(name):
+        return name
+    prefix = re.sub(r"\.{2,}", ".", cleaned)[:48].rstrip("._-") or "rag"
+    return f"{prefix}--{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
 
 _SEGMENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -32,7 +32,8 @@ from rag.stores import chroma
 from rag.stores.chroma_where import to_chroma_where
 from rag.stores.files import refuse_symlinks
 
-__all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name"]
+__all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name",
+           "knowledge_base_store"]
 
 _BATCH = 1000
 
@@ -200,8 +201,13 @@ def open_store(name: str, embedding: Embeddings, *, path: str | Path | None = No
 
 
 def store_name(name: str) -> str:
-    """A valid Chroma collection name for `name`."""
+    """A valid Chroma collection name for `name` (cleaned: names differing by what cleaning changes get one)."""
     return chroma.collection_name(name)
+
+
+def knowledge_base_store(name: str) -> str:
+    """The collection of the knowledge base called `name`: distinct names get distinct ones."""
+    return chroma.knowledge_base_collection(name)
 
 
 def open_local(directory: str | Path, collection: str, *, client: Any = None, where: str,

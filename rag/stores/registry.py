@@ -29,7 +29,7 @@ from rag.base.errors import ConfigError
 from rag.stores.chunk_store import ChunkStore
 
 __all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "holds_store", "is_engine_error",
-           "knowledge_base_stores",
+           "knowledge_base_store", "knowledge_base_stores",
            "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
            "require_chunks", "scratch_store", "server_client", "serves", "store_name", "store_stamp"]
 
@@ -157,8 +157,16 @@ def new_vectorstore(name: str, embedding: Any, *, persist_directory: Any = None,
 
 
 def store_name(name: str) -> str:
-    """The collection a knowledge base called `name` gets in the default backend."""
+    """`name` cleaned into a valid name of the default backend (a collection, a knowledge base name); names
+    that differ only by what cleaning changes get the same one: a knowledge base's own collection is
+    `knowledge_base_store`."""
     return backend(DEFAULT).load().store_name(name)
+
+
+def knowledge_base_store(name: str) -> str:
+    """The collection a knowledge base called `name` gets in the default backend (distinct names, distinct
+    collections)."""
+    return backend(DEFAULT).load().knowledge_base_store(name)
 
 
 def open_local(directory: Any, collection: str, *, client: Any = None, where: str, marker: Any) -> Any:
