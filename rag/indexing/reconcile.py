@@ -18,7 +18,8 @@ The check is cheap and bounded: it reads chunk ids only (no texts, no vectors), 
   the records list (one count per run, as before).
 
 A backup copied over the database file in place (same inode) while the records are kept is not
-noticed by the stamp; `rag index --force` re-reads every document (docs/security.md).
+noticed by the stamp: delete the knowledge base's `STAMP_FILE` and the next sync checks every
+document's chunks (docs/security.md).
 
 Example:
     >>> from rag.indexing.records import DocumentRecord

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -38,6 +39,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError, content_id  # noqa: F401 (kept importable here)
+from rag.stores.files import store_condition, store_write_error
 
 __all__ = [
     "COSINE",
@@ -133,9 +135,12 @@ def store_files(directory: str | Path) -> list[Path]:
 
 
 @contextmanager
-def readable(collection: Any, where: str, marker: Path | None = None) -> Iterator[None]:
+def readable(collection: Any, where: str, marker: Path | None = None, directory: Path | None = None) -> Iterator[None]:
     """Turn a Chroma error on `collection` into a `DamagedStoreError` that says which store and what to do;
-    create `marker` (never through a link) so that the next indexing run checks and repairs the store."""
+    create `marker` (never through a link) so that the next indexing run checks and repairs the store.
+
+    A full disk, a locked database or a read-only store is not damage: it is the `StoreError` of
+    `rag.stores.files.store_write_error` (the one line every door prints), and no marker is created."""
     try:
         yield
     except Exception as exc:
@@ -143,6 +148,9 @@ def readable(collection: Any, where: str, marker: Path | None = None) -> Iterato
 
         if not isinstance(exc, ChromaError):
             raise
+        if store_condition(exc) is not None:
+            raise store_write_error(exc, directory or Path("."), f"{where}: cannot read the Chroma collection "
+                                    f"{getattr(collection, 'name', '?')!r}") from None
         if marker is not None:
             with suppress(OSError):
                 os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
@@ -164,13 +172,45 @@ def check_collection(collection: Any, where: str) -> None:
                 collection.query(query_embeddings=np.asarray(vectors[:1], dtype=np.float32), n_results=1)
 
 
-def open_client(path: str | Path | None = None) -> Any:
-    """A persistent chromadb client on `path`, or an in-process ephemeral one when `path` is None."""
+#: seconds a client waits for a database another process holds locked, then says so (Chroma waits forever)
+LOCK_WAIT = 10.0
+
+
+def open_client(path: str | Path | None = None, *, where: str = "the Chroma store") -> Any:
+    """A persistent chromadb client on `path`, or an in-process ephemeral one when `path` is None.
+
+    Raises:
+        StoreError: the store's disk is full, its database is locked by another process (after
+            `LOCK_WAIT` seconds) or it is read-only: the one line of `rag.stores.files.store_write_error`.
+    """
     import chromadb
 
+    if path is None:
+        return chromadb.EphemeralClient()
     # Chroma caches one client per path string: an absolute path keeps a relative one from reaching
     # another directory's store after a chdir
-    return chromadb.EphemeralClient() if path is None else chromadb.PersistentClient(path=str(Path(path).resolve()))
+    path = Path(path).resolve()
+    try:
+        _wait_for_lock(path / "chroma.sqlite3")
+        return chromadb.PersistentClient(path=str(path))
+    except Exception as exc:
+        if store_condition(exc) is None:
+            raise
+        raise store_write_error(exc, path, f"cannot open {where}") from None
+
+
+def _wait_for_lock(database: Path) -> None:
+    """Take and release the database's write lock (what Chroma takes on open), waiting at most `LOCK_WAIT`
+    seconds: a database another process holds locked is an error here, where Chroma's open would wait
+    without end. Nothing is written."""
+    if not database.is_file() or database.is_symlink():
+        return
+    db = sqlite3.connect(f"{database.as_uri()}?mode=rw", uri=True, timeout=LOCK_WAIT, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
 
 
 def http_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:

@@ -30,7 +30,7 @@ from rag.base.errors import StoreError
 from rag.base.filters import validate_filter
 from rag.stores import chroma
 from rag.stores.chroma_where import to_chroma_where
-from rag.stores.files import refuse_symlinks
+from rag.stores.files import refuse_symlinks, store_condition, store_write_error
 
 __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name",
            "knowledge_base_store"]
@@ -53,8 +53,9 @@ class ChromaChunkStore:
     can_update = True
 
     def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
-                 marker: Path | None = None) -> None:
+                 marker: Path | None = None, directory: Path | None = None) -> None:
         self.collection, self.client, self.where, self.marker = collection, client, where, marker
+        self.directory = directory   # (where a full disk, a lock or a read-only store is reported)
 
     @classmethod
     def of(cls, store: VectorStore, **options: Any) -> ChromaChunkStore:
@@ -69,7 +70,7 @@ class ChromaChunkStore:
         return cls(chroma.open_collection(client, spec["collection"], create=False), client=client)
 
     def _reading(self) -> Any:
-        return chroma.readable(self.collection, self.where, self.marker)
+        return chroma.readable(self.collection, self.where, self.marker, self.directory)
 
     @property
     def name(self) -> str:
@@ -218,8 +219,14 @@ def open_local(directory: str | Path, collection: str, *, client: Any = None, wh
         StoreError: Chroma's database or a segment folder in `directory` is a symlink.
     """
     refuse_symlinks(chroma.store_files(directory))   # database and segment folders
-    client = client if client is not None else chroma.open_client(directory)
-    return ChromaChunkStore(chroma.open_collection(client, collection), client=client, where=where, marker=marker)
+    client = client if client is not None else chroma.open_client(directory, where=where)
+    try:
+        opened = chroma.open_collection(client, collection)
+    except Exception as exc:   # (Chroma writes on open: a full disk, a lock, a read-only store)
+        if store_condition(exc) is None:
+            raise
+        raise store_write_error(exc, directory, f"cannot open {where}") from None
+    return ChromaChunkStore(opened, client=client, where=where, marker=marker, directory=Path(directory))
 
 
 def scratch_store(embedding: Embeddings, workdir: Any, name: str, *, url: str | None = None) -> VectorStore:
