@@ -164,3 +164,18 @@ def test_each_engine_error_at_the_store_open_is_the_line_rag_index_prints(tmp_pa
     same = str(store_write_error(error, store.resolve(), "cannot open knowledge base 'docs'"))   # rag index's formatter
     free = re.compile(r" \([\d,]+ bytes free\)")
     assert free.sub("", err.getvalue().strip()) == free.sub("", f"rag ask: error: {same}")
+
+
+@settings(max_examples=10, deadline=None)
+@given(words=st.lists(st.from_regex(r"\Aqz[a-z]{3,8}\Z"), min_size=1, max_size=4))
+def test_bm25_without_a_matching_word_says_so_not_that_the_collection_is_empty(tmp_path_factory, words):
+    store = _kb_store(tmp_path_factory.mktemp("kb"))
+    from contextlib import redirect_stderr, redirect_stdout
+    from io import StringIO
+
+    out, err = StringIO(), StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        assert cli.main(["ask", " ".join(words), "--store", str(store), "--search", "bm25"]) == 0
+    said = err.getvalue()
+    assert "no chunk of the 1 in collection 'docs' contains any of the question's words" in said, said
+    assert "has no chunks" not in said + out.getvalue()
