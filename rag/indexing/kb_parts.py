@@ -290,8 +290,12 @@ class IndexTarget:
         """Release file handles (the store stays on disk)."""
         if self._records is not None:
             self._records.close()
+            self._records = None   # (reopened on next use)
         if isinstance(self._chunks, LexicalChunks):
             self._chunks.lexical.close()
+            if not self._given_store:   # the Chroma client it opened (reopened on next use)
+                self._chunks.inner.close()
+                self._chunks = None
         if isinstance(self.embedding, CachedEmbeddings):
             self.embedding.close()
 

@@ -53,9 +53,17 @@ class ChromaChunkStore:
     can_update = True
 
     def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
-                 marker: Path | None = None, directory: Path | None = None) -> None:
+                 marker: Path | None = None, directory: Path | None = None, owns_client: bool = False) -> None:
         self.collection, self.client, self.where, self.marker = collection, client, where, marker
         self.directory = directory   # (where a full disk, a lock or a read-only store is reported)
+        self.owns_client = owns_client   # (opened for this store: `close` releases it)
+
+    def close(self) -> None:
+        """Release the client this store opened (Chroma keeps one system per directory, with its database
+        connections, index files and threads, until every client of it is closed); a client given is left open."""
+        if self.owns_client and self.client is not None and hasattr(self.client, "close"):
+            self.client.close()
+            self.owns_client = False
 
     @classmethod
     def of(cls, store: VectorStore, **options: Any) -> ChromaChunkStore:
@@ -219,14 +227,18 @@ def open_local(directory: str | Path, collection: str, *, client: Any = None, wh
         StoreError: Chroma's database or a segment folder in `directory` is a symlink.
     """
     refuse_symlinks(chroma.store_files(directory))   # database and segment folders
+    owns = client is None
     client = client if client is not None else chroma.open_client(directory, where=where)
     try:
         opened = chroma.open_collection(client, collection)
     except Exception as exc:   # (Chroma writes on open: a full disk, a lock, a read-only store)
+        if owns:
+            client.close()
         if store_condition(exc) is None:
             raise
         raise store_write_error(exc, directory, f"cannot open {where}") from None
-    return ChromaChunkStore(opened, client=client, where=where, marker=marker, directory=Path(directory))
+    return ChromaChunkStore(opened, client=client, where=where, marker=marker, directory=Path(directory),
+                            owns_client=owns)
 
 
 def scratch_store(embedding: Embeddings, workdir: Any, name: str, *, url: str | None = None) -> VectorStore:
