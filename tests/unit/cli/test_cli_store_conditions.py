@@ -99,8 +99,7 @@ def _kb_store(tmp_path: Path) -> Path:
     store = tmp_path / "store"
     kb = KnowledgeBase("docs", store, embedding=DeterministicFakeEmbedding(size=384))
     kb.add_documents([str(_write(tmp_path / "corpus" / "Paris.md", "# Paris\n\nParis is a capital.\n"))])
-    kb.close()
-    chromadb.api.client.SharedSystemClient.clear_system_cache()   # as a new process finds it
+    kb.close()   # (its Chroma client too: as a new process finds it)
     return store
 
 

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chromadb.api.client import SharedSystemClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -76,9 +75,8 @@ def _kb(store: Path) -> KnowledgeBase:
 
 
 def _release(kb: KnowledgeBase) -> None:
-    """Close it and drop Chroma's per-path client, as a process that ends does (files are swapped next)."""
+    """Close it: its Chroma client too, as a process that ends does (files are swapped next)."""
     kb.close()
-    SharedSystemClient.clear_system_cache()
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
