@@ -119,9 +119,15 @@ def separate(directory: Path, name: str, manifest: Manifest, save: Any, *, clien
     where = f"the Chroma collection {collection!r} in {directory}"
     source = open_local(directory, collection, client=client, where=where, marker=None)
     moved = {mover: _chunk_ids(directory, mover) for mover in movers}
-    for mover, ids in moved.items():   # copy every one first, then delete: a chunk two of them list stays for both
-        _copy(source, open_local(directory, knowledge_base_store(mover), client=client, where=where, marker=None), ids)
-    source.delete(sorted({i for ids in moved.values() for i in ids} - kept))
+    opened = [source]
+    try:
+        for mover, ids in moved.items():   # copy every one first, then delete: a chunk two of them list stays for both
+            opened.append(open_local(directory, knowledge_base_store(mover), client=client, where=where, marker=None))
+            _copy(source, opened[-1], ids)
+        source.delete(sorted({i for ids in moved.values() for i in ids} - kept))
+    finally:
+        for store in opened:   # (the clients opened here)
+            store.close()
     for mover, ids in moved.items():   # (last: a run that stops before this repeats the steps above, harmlessly)
         own = knowledge_base_store(mover)
         if mover == name:

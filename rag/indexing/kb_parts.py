@@ -249,6 +249,8 @@ class IndexTarget:
         (`rag.indexing.kb_collections`; a write runs this first, under the writer lock)."""
         if not self._given_store and separate(
                 self.directory, self.name, self.manifest, lambda _: self._save(), client=self._client):
+            if isinstance(self._chunks, LexicalChunks):
+                self._chunks.inner.close()
             self._chunks = None   # (reopened on its own collection)
 
     def _stored_ids(self) -> list[str]:
