@@ -12,14 +12,16 @@ The check is cheap and bounded: it reads chunk ids only (no texts, no vectors), 
 
 - an embedded store (Chroma's files in the knowledge base's directory): when its database file is
   not the one this knowledge base last wrote (`rag.stores.registry.store_stamp`: the file's device
-  and inode, saved in `STAMP_FILE` after every sync), or the stamp was never saved (a knowledge base
-  written before this check) -- a no-op run stats one file and never opens Chroma;
+  and inode and the sequence number of the last write logged in it, saved in `STAMP_FILE` after every
+  sync), or the stamp was never saved (a knowledge base written before this check) -- a no-op run
+  reads one number with SQLite and never opens Chroma. Another knowledge base writing into the same
+  directory changes the number too: its next write then checks its ids once;
 - a store apart from the records (a Chroma server, another backend): when it holds fewer chunks than
   the records list (one count per run, as before).
 
-A backup copied over the database file in place (same inode) while the records are kept is not
-noticed by the stamp: delete the knowledge base's `STAMP_FILE` and the next sync checks every
-document's chunks (docs/security.md).
+A copy restored in place (same inode) is noticed by its older write sequence number; one whose number
+happens to equal the last one written is not: delete the knowledge base's `STAMP_FILE` and the next
+sync checks every document's chunks (docs/security.md).
 
 Example:
     >>> from rag.indexing.records import DocumentRecord

@@ -199,6 +199,21 @@ def open_client(path: str | Path | None = None, *, where: str = "the Chroma stor
         raise store_write_error(exc, path, f"cannot open {where}") from None
 
 
+def last_write(database: Path) -> int | None:
+    """The sequence number of the last write Chroma logged in `database` (its `embeddings_queue`), read with
+    SQLite in read-only mode, without opening Chroma (about a millisecond); None when it cannot be read.
+    A copy restored from before later writes has a smaller one."""
+    try:
+        db = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+        try:
+            row = db.execute("SELECT max(seq_id) FROM embeddings_queue").fetchone()
+        finally:
+            db.close()
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    return row[0] if row and isinstance(row[0], int) else None
+
+
 def _wait_for_lock(database: Path) -> None:
     """Take and release the database's write lock (what Chroma takes on open), waiting at most `LOCK_WAIT`
     seconds: a database another process holds locked is an error here, where Chroma's open would wait

@@ -262,14 +262,17 @@ def collections(client: Any) -> list[str]:
 
 
 def store_stamp(directory: str | Path) -> str | None:
-    """The identity of the Chroma database file in `directory` (device and inode; None when there is none): a
-    store moved aside and recreated, or restored from a copy, is another file (`rag.indexing.reconcile`).
-    Its size and time are not part of it: Chroma writes the file on every open, reads included."""
+    """The identity of the Chroma database file in `directory` (None when there is none): its device and
+    inode, and the sequence number of the last write Chroma logged in it (`chroma.last_write`). A store moved
+    aside and recreated, or restored from an older copy, differs (also when the new file reuses the inode of
+    a deleted one); reads leave it as it is (`rag.indexing.reconcile`). The file's size and time are not part
+    of it: Chroma writes the file on every open, reads included."""
+    path = Path(directory) / "chroma.sqlite3"
     try:
-        info = (Path(directory) / "chroma.sqlite3").lstat()
+        info = path.lstat()
     except OSError:
         return None
-    return f"{info.st_dev}:{info.st_ino}"
+    return f"{info.st_dev}:{info.st_ino}:{chroma.last_write(path) if not path.is_symlink() else None}"
 
 
 def holds_store(directory: str | Path) -> bool:

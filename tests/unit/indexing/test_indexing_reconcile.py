@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
@@ -79,9 +79,10 @@ def _release(kb: KnowledgeBase) -> None:
     kb.close()
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(first=st.integers(1, 5), later=st.integers(0, 4), changed=st.sets(st.integers(0, 4), max_size=3),
-       restore=st.sampled_from(["older copy", "moved aside"]))
+       restore=st.sampled_from(["older copy", "older copy in place", "moved aside"]))
+@example(first=2, later=2, changed={0}, restore="older copy in place")   # the same inode: only the write log differs
 def test_a_store_restored_or_moved_aside_is_indexed_again_in_full(tmp_path_factory, first, later, changed, restore):
     base = tmp_path_factory.mktemp("kb")
     names = [f"Town{n}" for n in range(first + later)]
@@ -100,8 +101,20 @@ def test_a_store_restored_or_moved_aside_is_indexed_again_in_full(tmp_path_facto
     kb = _kb(store)
     kb.add_documents(corpus)
     _release(kb)
+    database = store / "chroma.sqlite3"
+    inode = database.stat().st_ino
     for path in _store_files(store):
+        if restore == "older copy in place" and path == database:   # written over: the file keeps its inode
+            with open(path, "r+b") as out:
+                out.truncate(0)
+                out.write((backup / path.name).read_bytes())
+            continue
         shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if restore == "older copy in place":
+        assert database.stat().st_ino == inode
+        for path in backup.iterdir():
+            if path != backup / database.name:
+                (shutil.copytree if path.is_dir() else shutil.copy2)(path, store / path.name)
     if restore == "older copy":
         for path in backup.iterdir():
             (shutil.copytree if path.is_dir() else shutil.copy2)(path, store / path.name)
@@ -115,6 +128,8 @@ def test_a_store_restored_or_moved_aside_is_indexed_again_in_full(tmp_path_facto
     assert found == {r.source for r in records}
     missing = {note.path for note in report.notes if "missing from the store" in note.note}
     assert missing == set(report.updated)   # said so, for each one indexed again
+    if later or changed:   # the copy lacks what was written after it
+        assert missing
     _release(kb)
 
 
