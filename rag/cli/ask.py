@@ -65,7 +65,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     rag = store_rag(args)
     out = rag.chain().invoke(args.question, config={"configurable": overrides})
     answer = as_answer(out["answer"])
-    empty = _nothing_found(args) if not out["context"] else None
+    empty = _nothing_found(args, rag) if not out["context"] else None
     if empty:
         print(f"rag ask: {terminal_safe(empty)}", file=sys.stderr)
     # file names and document text may hold escape codes and newlines: nothing reaches the terminal raw
@@ -98,9 +98,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nothing_found(args: argparse.Namespace) -> str:
-    """Why `rag ask` found no chunk: the filter matched none, or the collection is empty."""
+def _nothing_found(args: argparse.Namespace, rag: Any) -> str:
+    """Why `rag ask` found no chunk: the filter matched none, no chunk holds the question's words (BM25), or the
+    collection is empty."""
     if args.filter:
         return (f"no chunk in collection {args.collection!r} matches --filter {short_repr(args.filter)}; "
                 "check the metadata keys and values (rag ask --json shows a chunk's metadata)")
+    held = _chunks_held(rag)
+    if held and getattr(args, "search", None) == "bm25":
+        return (f"no chunk of the {held:,} in collection {args.collection!r} contains any of the question's words "
+                "(--search bm25 matches words, not meanings); rephrase, or use --search hybrid")
+    if held:
+        return f"no chunk of the {held:,} in collection {args.collection!r} was found for the question"
     return f"collection {args.collection!r} in {args.store} has no chunks; add some with: rag index PATH"
+
+
+def _chunks_held(rag: Any) -> int:
+    """How many chunks the resources hold (their chunk sources' counts; 0 when none can say)."""
+    from rag.compose.pipeline import chunk_source
+
+    counts = [getattr(chunk_source(resource), "count", None) for resource in rag.resources]
+    return sum(count() for count in counts if callable(count))

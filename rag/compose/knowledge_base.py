@@ -77,7 +77,8 @@ class KnowledgeBase:
     """A persistent knowledge base: add, update, delete, search documents, and use it as a `Resource`.
 
     Args:
-        name: 1-63 characters of letters, digits, `.`, `_`, `-` (also the Chroma collection).
+        name: 1-63 characters of letters, digits, `.`, `_`, `-` (its Chroma collection: the name, or a name
+            derived from it when Chroma would change it: `rag.stores.chroma.knowledge_base_collection`).
         directory: where it is stored (created by the first write); None keeps it in a private temporary
             directory removed when the process exits (`Resource.from_directory`, `build_index`).
         embedding: the embedding model; defaults to the one recorded in the manifest, or to

@@ -33,7 +33,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from rag.base.errors import ConfigError, StoreError
-from rag.indexing.store_files import refuse_symlinks, store_write_error
+from rag.indexing.store_files import refuse_symlinks, store_condition, store_write_error
 from rag.models.embeddings import embedding_id
 
 __all__ = ["CachedEmbeddings"]
@@ -115,6 +115,8 @@ class CachedEmbeddings(Embeddings):
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(_SCHEMA)
             except sqlite3.DatabaseError as exc:
+                if store_condition(exc):   # a full disk, a lock, a read-only store: not a damaged file
+                    raise store_write_error(exc, self.path or target, "cannot open the embedding cache") from exc
                 raise StoreError(f"cannot open the embedding cache {target}: {exc}; delete the file to rebuild it") from exc
             self._conn = conn
         return self._conn

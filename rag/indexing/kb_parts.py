@@ -39,6 +39,7 @@ from rag.base.errors import ConfigError, StoreError
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.formats import Chunker
+from rag.indexing.kb_collections import recorded_collection, separate, shared_error, sharers
 from rag.indexing.kb_server import ServerWriterLock, migrate_to_server, server_manifest
 from rag.indexing.kb_settings import check_name, resolve_parts
 from rag.indexing.locking import WriterLock
@@ -51,7 +52,7 @@ from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
 from rag.stores.fts_index import FTSIndex
 from rag.stores.lexical_chunks import LexicalChunks, with_engine_lexical
 from rag.stores.pg_tables import server_tables
-from rag.stores.registry import DEFAULT, open_local, require_chunks, store_name
+from rag.stores.registry import DEFAULT, knowledge_base_store, open_local, require_chunks
 
 __all__ = ["LEXICAL_FILE", "IndexTarget", "KnowledgeBaseView"]
 
@@ -89,7 +90,8 @@ class IndexTarget:
     """A knowledge base's storage: manifest, writer lock, records, chunk store, embedding and components.
 
     Args:
-        name: 1-63 characters of letters, digits, `.`, `_`, `-` (also the Chroma collection).
+        name: 1-63 characters of letters, digits, `.`, `_`, `-` (its Chroma collection: the name, or a name
+            derived from it when Chroma would change it: `rag.stores.chroma.knowledge_base_collection`).
         directory: where it is stored (created by the first write); None keeps it in a private temporary
             directory removed when the process exits.
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
@@ -118,6 +120,7 @@ class IndexTarget:
             raise ConfigError("give a Chroma client or another vector store (store=...), not both")
         self.name = check_name(name)
         self._chunks: ChunkStore | None = None
+        self._given_store = store is not None   # (else its chunks are in the default backend's collection)
         #: the server tables holding its manifest and records beside its chunks (pgvector), or None
         self.tables = None
         if store is not None:
@@ -140,7 +143,9 @@ class IndexTarget:
         if existing is None and self.manifest_path.exists():
             existing = Manifest.load(self.manifest_path)
         if existing is not None:
-            existing.check_owner(self.name, self.backend, self._store_name, self.manifest_path, self.home)
+            own = self._store_name if self._chunks is not None else \
+                recorded_collection(self.name, existing.store.collection)   # (an older rag's name is kept)
+            existing.check_owner(self.name, self.backend, own, self.manifest_path, self.home)
         parts = resolve_parts(name, self.directory, existing, embedding=embedding, chunker=chunker,
                               autocontext=autocontext, tagger=tagger, description=description,
                               backend=self.backend, store_name=self._store_name)
@@ -191,7 +196,7 @@ class IndexTarget:
     @property
     def _store_name(self) -> str:
         """The store the manifest records: the Chroma collection, or the backend's table or collection."""
-        return getattr(self._chunks, "name", None) or store_name(self.name)
+        return getattr(self._chunks, "name", None) or knowledge_base_store(self.name)
 
     def _check_store_is_new(self) -> None:
         """A new knowledge base must not search chunks it did not write (another one's, or lost records')."""
@@ -230,11 +235,23 @@ class IndexTarget:
         if not self.exists:
             raise missing_knowledge_base(self.name, self.directory)
         if self._chunks is None:
+            collection = self.manifest.store.collection
+            if others := sharers(self.directory, self.name, collection):
+                raise shared_error(self.name, self.directory, collection, others)
             store = open_local(self.directory, self.manifest.store.collection, client=self._client,
                                where=f"knowledge base {self.name!r}",
                                marker=self.home / DAMAGED_MARKER)   # rag index repairs it
             self._chunks = LexicalChunks(store, FTSIndex(self.home / LEXICAL_FILE))
         return self._chunks
+
+    def separate(self) -> None:
+        """Move it, and every knowledge base sharing its Chroma collection, into collections of their own
+        (`rag.indexing.kb_collections`; a write runs this first, under the writer lock)."""
+        if not self._given_store and separate(
+                self.directory, self.name, self.manifest, lambda _: self._save(), client=self._client):
+            if isinstance(self._chunks, LexicalChunks):
+                self._chunks.inner.close()
+            self._chunks = None   # (reopened on its own collection)
 
     def _stored_ids(self) -> list[str]:
         """The chunk ids the records list (every chunk a finished write stored)."""
@@ -276,8 +293,12 @@ class IndexTarget:
         """Release file handles (the store stays on disk)."""
         if self._records is not None:
             self._records.close()
+            self._records = None   # (reopened on next use)
         if isinstance(self._chunks, LexicalChunks):
             self._chunks.lexical.close()
+            if not self._given_store:   # the Chroma client it opened (reopened on next use)
+                self._chunks.inner.close()
+                self._chunks = None
         if isinstance(self.embedding, CachedEmbeddings):
             self.embedding.close()
 

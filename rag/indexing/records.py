@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.base.errors import StoreError
-from rag.indexing.store_files import refuse_symlinks, store_write_error
+from rag.indexing.store_files import refuse_symlinks, store_condition, store_write_error
 
 __all__ = ["STATES", "WRITING", "DocumentRecord", "RecordStore"]
 
@@ -129,8 +129,9 @@ class RecordStore:
         with self._lock:
             try:
                 yield self._conn
-            except sqlite3.Error as exc:
-                raise self._damaged(str(exc)) from exc
+            except sqlite3.Error as exc:   # (a lock, a full disk, a read-only store are not damage)
+                raise store_write_error(exc, self.path, f"cannot read the record file {self.path}") \
+                    if store_condition(exc) else self._damaged(str(exc)) from exc
 
     def close(self) -> None:
         """Close the connection."""

@@ -5,8 +5,9 @@ from rag.stores.files import (  # noqa: F401
     open_nofollow,
     refuse_symlinks,
     store_child,
+    store_condition,
     store_write_error,
     write_atomic,
 )
 
-__all__ = ["DISK_FULL_ERRNOS", "open_nofollow", "refuse_symlinks", "store_child", "store_write_error", "write_atomic"]
+__all__ = ["DISK_FULL_ERRNOS", "open_nofollow", "refuse_symlinks", "store_child", "store_condition", "store_write_error", "write_atomic"]

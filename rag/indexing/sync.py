@@ -53,15 +53,17 @@ from rag.indexing.executors import LocalExecutor
 from rag.indexing.folder_source import FolderSource
 from rag.indexing.ingest import docs_hash
 from rag.indexing.kb_parts import IndexTarget
-from rag.indexing.loaders import clean_text, iter_files, path_text
+from rag.indexing.loaders import Note, clean_text, iter_files, path_text
 from rag.indexing.moves import moved_candidates
 from rag.indexing.plan import Plan
+from rag.indexing.reconcile import lacking, read_stamp, save_stamp
 from rag.indexing.records import DocumentRecord
 from rag.indexing.report import IndexReport
 from rag.indexing.source_sync import SourcePlan, check_source, stale_under
 from rag.indexing.access import refresh_permissions
 from rag.models.devices import embedding_device
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError
+from rag.stores.registry import store_stamp
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +95,7 @@ class Syncer:
         start, target = time.perf_counter(), self.target
         emit = progress or (lambda event, amount: None)
         report = IndexReport()
-        self.recover()
+        self.recover(report)
         records = target.records.all()
         files, roots, grouped = _collect(sources, include=include, exclude=exclude, follow_symlinks=follow_symlinks,
                                          report=report)
@@ -106,6 +108,7 @@ class Syncer:
         if stale := _stale(records, plan.seen, roots, cleanup):
             report.chunks_deleted += target.delete_records(stale)
             report.deleted += [r.source for r in stale]
+        self._stamp()
         report.seconds = time.perf_counter() - start
         if not report.device and report.embedded:
             report.device = embedding_device(target.embedding_model)
@@ -124,36 +127,57 @@ class Syncer:
         start, target = time.perf_counter(), self.target
         emit = progress or (lambda event, amount: None)
         report = IndexReport()
-        self.recover()
+        self.recover(report)
         records = target.records.all()
         plan = SourcePlan(target, [], {}, records, force, report, source=source)
         (executor or LocalExecutor()).run(target, plan, report, emit)
         if plan.complete and (stale := stale_under(records, plan.seen, source.prefix)):
             report.chunks_deleted += target.delete_records(stale)
             report.deleted += [r.source for r in stale]
+        self._stamp()
         report.seconds = time.perf_counter() - start
         return report
 
-    def recover(self) -> None:
-        """Repair a damaged Chroma collection; finish deletions a killed writer left half done; forget what a
-        remote collection lost."""
+    def recover(self, report: IndexReport | None = None) -> None:
+        """Repair a damaged Chroma collection; finish deletions a killed writer left half done; index again the
+        documents whose chunks the store lacks (`rag.indexing.reconcile`; noted in `report`)."""
+        self.target.separate()   # from a collection an older rag let it share with another knowledge base
         self._repair_damaged()
-        self._forget_lost_store()
+        self._reconcile(report)
         interrupted = [r for r in self.target.records.all().values() if r.state == "deleting"]
         if interrupted:
             self.target.delete_records(interrupted)
 
-    def _forget_lost_store(self) -> None:
-        """Records of chunks a remote collection no longer holds (an empty collection on the server: another
-        server, or one whose data was removed) are dropped, so their documents are indexed again."""
+    def _reconcile(self, report: IndexReport | None) -> None:
+        """Records whose chunks the store no longer holds all of are marked `updating`: this run reads their
+        documents again (as updated), later runs until it has. Checked only when the store may have changed
+        under the records (`rag.indexing.reconcile`); nothing is deleted, nothing is forgotten."""
         target = self.target
-        if not target.remote:
+        records = [r for r in target.records.all().values() if r.state == "ok" and r.chunk_ids]
+        if not records:
             return
-        records = target.records.all()
-        if any(r.chunk_ids for r in records.values()) and target.chunks.count() == 0:
-            logger.warning("knowledge base %r: its records list %d document(s) but its %s store is empty: indexing "
-                           "them again", target.name, len(records), target.backend)
-            target.records.delete(*records)
+        if target.remote:
+            if target.chunks.count() >= sum(len(r.chunk_ids) for r in records):
+                return
+        elif read_stamp(target.home) == store_stamp(target.directory) is not None:
+            return
+        missing = lacking(target.chunks, records)
+        if not missing:
+            return
+        logger.warning("knowledge base %r: its store lacks chunks of %d of the %d document(s) its records list "
+                       "(store files moved aside or restored from an older copy?): indexing them again",
+                       target.name, len(missing), len(records))
+        for rec in missing:
+            rec.state = "updating"
+        target.records.put_many(missing)
+        if report is not None:
+            report.notes += [Note(r.source, "its chunks were missing from the store (moved aside, restored from "
+                                  "an older copy?): indexed again") for r in missing]
+
+    def _stamp(self) -> None:
+        """Save the identity of the store file this run wrote (an embedded store), for the next `_reconcile`."""
+        if not self.target.remote:
+            save_stamp(self.target.home, store_stamp(self.target.directory))
 
     def _repair_damaged(self) -> None:
         """After a read found the Chroma collection damaged (its marker file), check it as a search would; if

@@ -12,12 +12,15 @@ everywhere (only the body's shape differs: ours, or OpenAI's on `/v1`):
 | `AccessError` | 401 / 403 | `unauthorized` / `forbidden` |
 | `MissingDependencyError` | 500 | `missing_dependency` |
 | `ModelError` (the answer model failed) | 502 | `model_error` ("the answer model failed; see the server log") |
-| another `RagError` (`StoreError`, ...) | 500 | `rag_error` |
+| `StoreError` (a damaged store, a full disk, a lock, a read-only store) | 503 | `store_error` |
+| another `RagError` | 500 | `rag_error` |
 | any other error | 500 | `internal_error` |
 
 A 4xx message says what was wrong, with any absolute server path in it shown as the source
-paths are (`SourcePaths.scrub`); a 5xx message is only `internal error; see the server log`, and
-the log gets one bounded record (`rag.server.guard.log_failure`, at most 4,000 characters).
+paths are (`SourcePaths.scrub`); so does a `store_error` (its first line: the one line `rag index` and
+`rag ask` print for the store, which says what to do; MCP's tools give the same line), also logged;
+any other 5xx message is only `internal error; see the server log`, and the log gets one bounded
+record (`rag.server.guard.log_failure`, at most 4,000 characters).
 
 Example:
     >>> from rag.base.errors import FilterError
@@ -32,11 +35,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag.base.errors import AccessError, ConfigError, FilterError, InputError, MissingDependencyError, ModelError, RagError
+from rag.base.errors import (
+    AccessError,
+    ConfigError,
+    FilterError,
+    InputError,
+    MissingDependencyError,
+    ModelError,
+    RagError,
+    StoreError,
+)
 from rag.server.guard import INTERNAL_ERROR_MESSAGE, log_failure
 from rag.server.paths import SourcePaths
 
-__all__ = ["MODEL_ERROR_MESSAGE", "Failure", "classify"]
+__all__ = ["MODEL_ERROR_MESSAGE", "Failure", "classify", "store_message"]
 
 #: What a client is told when the answer model failed (its own message may hold secrets: the log has it).
 MODEL_ERROR_MESSAGE = "the answer model failed; see the server log"
@@ -62,6 +74,10 @@ def classify(exc: BaseException, *, where: str = "request failed", paths: Source
         for cls, kind in _CLIENT_ERRORS:
             if isinstance(exc, cls):
                 return Failure(422, kind, (paths or SourcePaths()).scrub(str(exc)))
+    if isinstance(exc, StoreError):   # the store's one line: what is wrong with it and what to do
+        if log:
+            log_failure(where, exc)
+        return Failure(503, "store_error", store_message(exc, paths))
     if isinstance(exc, ModelError):   # what the model said may hold secrets: it goes to the log only
         if log:
             log_failure(where, exc)
@@ -71,3 +87,9 @@ def classify(exc: BaseException, *, where: str = "request failed", paths: Source
     if log:
         log_failure(where, exc)
     return Failure(500, kind, INTERNAL_ERROR_MESSAGE)
+
+
+def store_message(exc: BaseException, paths: SourcePaths | None = None) -> str:
+    """The one line a client is told of a `StoreError`: its first line, paths shown as sources are, bounded."""
+    first = (str(exc).strip().splitlines() or ["the store cannot be read"])[0]
+    return (paths or SourcePaths()).scrub(first)[:2000]

@@ -50,7 +50,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from rag.base.acl import PRINCIPAL_KEY, Principal
-from rag.base.errors import MissingDependencyError, RagError
+from rag.base.errors import MissingDependencyError, RagError, StoreError
 from rag.base.filters import and_filters
 from rag.base.version import __version__
 from rag.compose.pipeline import chunk_source
@@ -58,6 +58,7 @@ from rag.compose.request import access_filter
 from rag.config.models import ServerConfig
 from rag.checks.postprocess import suspicious_chunks
 from rag.server.events import error_body, invoke_body, sources_with_content
+from rag.server.errors import store_message
 from rag.server.audit import audit, audit_sources
 from rag.server.routes import Served, access_configurable
 from rag.server.schemas import QueryRequest
@@ -186,7 +187,7 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
     async def search(question: Question, k: K = None, filter: Filter = None,  # noqa: A002
                      ctx: Context | None = None) -> SearchResult:
         body, config = request(question, k, filter, ctx, "mcp:search")
-        docs = await _run(server.rag.resources_retrieval_chain.ainvoke(body.question, config))
+        docs = await _run(server.rag.resources_retrieval_chain.ainvoke(body.question, config), server)
         audit(_principal(ctx), "mcp:search", docs, config)
         chunks = [{"n": s["n"], "text": s["content"], "source": _text(s["source"]), "page": _page(s["page"]),
                    "label": s["label"], "score": s["metadata"].get("score"), "resource": s["resource"],
@@ -198,7 +199,7 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
     async def ask(question: Question, k: K = None, filter: Filter = None,  # noqa: A002
                   ctx: Context | None = None) -> Answer:
         body, config = request(question, k, filter, ctx, "mcp:ask")
-        out = invoke_body(await _run(server.chain.ainvoke({"question": body.question}, config=config)))
+        out = invoke_body(await _run(server.chain.ainvoke({"question": body.question}, config=config), server))
         audit_sources(_principal(ctx), "mcp:ask", out["sources"], config)
         server.paths.rewrite(out["sources"])
         fields = {key: out[key] for key in ("answer", "cited", "refused", "confidence", "passage", "flags", "answerer")}
@@ -285,12 +286,18 @@ def _page(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-async def _run(awaitable: Any) -> Any:
+async def _run(awaitable: Any, server: Served) -> Any:
     """A `RagError` raised while running (a filter the store refuses, ...) is the agent's to fix: a tool error."""
     try:
         return await awaitable
     except RagError as exc:
-        raise ToolError(str(exc)) from None
+        raise _tool_error(exc, server) from None
+
+
+def _tool_error(exc: RagError, server: Served) -> ToolError:
+    """The tool error for `exc`: its message; a `StoreError`'s one line as `/invoke` gives it (`store_message`:
+    a damaged store, a full disk, a lock, a read-only store; paths shown as sources are)."""
+    return ToolError(store_message(exc, server.paths) if isinstance(exc, StoreError) else str(exc))
 
 
 def _principal(ctx: Context | None) -> Principal | None:
@@ -318,7 +325,7 @@ def _documents(server: Served, access: dict[str, Any] | None = None) -> dict[str
         try:
             chunks = source.get_documents(tenant)
         except RagError as exc:
-            raise ToolError(str(exc)) from None
+            raise _tool_error(exc, server) from None
         for chunk in chunks:
             md = chunk.metadata
             key = (resource.name, str(md.get("doc_id") or md.get("source") or ""))

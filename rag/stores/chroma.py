@@ -23,8 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -37,6 +39,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError, content_id  # noqa: F401 (kept importable here)
+from rag.stores.files import store_condition, store_write_error
 
 __all__ = [
     "COSINE",
@@ -46,6 +49,7 @@ __all__ = [
     "check_collection",
     "readable",
     "collection_name",
+    "knowledge_base_collection",
     "collection_of",
     "content_id",
     "documents_from_get",
@@ -83,6 +87,33 @@ def collection_name(name: str) -> str:
     return (cleaned or "rag") if len(cleaned) >= 3 else f"rag-{cleaned}".strip("-")
 
 
+#: the form of a derived name (`knowledge_base_collection`): a readable prefix, "--", 12 hex digits of a hash
+_DERIVED = re.compile(r".*--[0-9a-f]{12}")
+
+
+def knowledge_base_collection(name: str) -> str:
+    """The Chroma collection of the knowledge base called `name`: distinct names never share one.
+
+    A name Chroma accepts as it is, and which does not have the form of a derived name, is its own
+    collection (as every such name always was); any other name gets its cleaned form (`collection_name`,
+    cut to 48 characters) followed by ``--`` and 12 hex digits of the SHA-256 of the exact name. Names kept
+    as they are never have that form, so two names share a collection only if their hashes' first 48
+    bits are equal. A knowledge base created before this rule keeps the collection its manifest records
+    (`rag.indexing.kb_collections`).
+
+    Example:
+        >>> knowledge_base_collection("acme"), knowledge_base_collection("acme_") != knowledge_base_collection("acme")
+        ('acme', True)
+        >>> knowledge_base_collection("x")
+        'rag-x--2d711642b726'
+    """
+    cleaned = collection_name(name)
+    if cleaned == name and ".." not in name and not _DERIVED.fullmatch(name):
+        return name
+    prefix = re.sub(r"\.{2,}", ".", cleaned)[:48].rstrip("._-") or "rag"
+    return f"{prefix}--{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
 _SEGMENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -104,9 +135,12 @@ def store_files(directory: str | Path) -> list[Path]:
 
 
 @contextmanager
-def readable(collection: Any, where: str, marker: Path | None = None) -> Iterator[None]:
+def readable(collection: Any, where: str, marker: Path | None = None, directory: Path | None = None) -> Iterator[None]:
     """Turn a Chroma error on `collection` into a `DamagedStoreError` that says which store and what to do;
-    create `marker` (never through a link) so that the next indexing run checks and repairs the store."""
+    create `marker` (never through a link) so that the next indexing run checks and repairs the store.
+
+    A full disk, a locked database or a read-only store is not damage: it is the `StoreError` of
+    `rag.stores.files.store_write_error` (the one line every door prints), and no marker is created."""
     try:
         yield
     except Exception as exc:
@@ -114,6 +148,9 @@ def readable(collection: Any, where: str, marker: Path | None = None) -> Iterato
 
         if not isinstance(exc, ChromaError):
             raise
+        if store_condition(exc) is not None:
+            raise store_write_error(exc, directory or Path("."), f"{where}: cannot read the Chroma collection "
+                                    f"{getattr(collection, 'name', '?')!r}") from None
         if marker is not None:
             with suppress(OSError):
                 os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
@@ -135,13 +172,60 @@ def check_collection(collection: Any, where: str) -> None:
                 collection.query(query_embeddings=np.asarray(vectors[:1], dtype=np.float32), n_results=1)
 
 
-def open_client(path: str | Path | None = None) -> Any:
-    """A persistent chromadb client on `path`, or an in-process ephemeral one when `path` is None."""
+#: seconds a client waits for a database another process holds locked, then says so (Chroma waits forever)
+LOCK_WAIT = 10.0
+
+
+def open_client(path: str | Path | None = None, *, where: str = "the Chroma store") -> Any:
+    """A persistent chromadb client on `path`, or an in-process ephemeral one when `path` is None.
+
+    Raises:
+        StoreError: the store's disk is full, its database is locked by another process (after
+            `LOCK_WAIT` seconds) or it is read-only: the one line of `rag.stores.files.store_write_error`.
+    """
     import chromadb
 
+    if path is None:
+        return chromadb.EphemeralClient()
     # Chroma caches one client per path string: an absolute path keeps a relative one from reaching
     # another directory's store after a chdir
-    return chromadb.EphemeralClient() if path is None else chromadb.PersistentClient(path=str(Path(path).resolve()))
+    path = Path(path).resolve()
+    try:
+        _wait_for_lock(path / "chroma.sqlite3")
+        return chromadb.PersistentClient(path=str(path))
+    except Exception as exc:
+        if store_condition(exc) is None:
+            raise
+        raise store_write_error(exc, path, f"cannot open {where}") from None
+
+
+def last_write(database: Path) -> int | None:
+    """The sequence number of the last write Chroma logged in `database` (its `embeddings_queue`), read with
+    SQLite in read-only mode, without opening Chroma (about a millisecond); None when it cannot be read.
+    A copy restored from before later writes has a smaller one."""
+    try:
+        db = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+        try:
+            row = db.execute("SELECT max(seq_id) FROM embeddings_queue").fetchone()
+        finally:
+            db.close()
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    return row[0] if row and isinstance(row[0], int) else None
+
+
+def _wait_for_lock(database: Path) -> None:
+    """Take and release the database's write lock (what Chroma takes on open), waiting at most `LOCK_WAIT`
+    seconds: a database another process holds locked is an error here, where Chroma's open would wait
+    without end. Nothing is written."""
+    if not database.is_file() or database.is_symlink():
+        return
+    db = sqlite3.connect(f"{database.as_uri()}?mode=rw", uri=True, timeout=LOCK_WAIT, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
 
 
 def http_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:

@@ -31,9 +31,10 @@ from rag.base.filters import validate_filter
 from rag.stores import chroma
 from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chunk_store import Capability
-from rag.stores.files import refuse_symlinks
+from rag.stores.files import refuse_symlinks, store_condition, store_write_error
 
-__all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name"]
+__all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name",
+           "knowledge_base_store"]
 
 _BATCH = 1000
 
@@ -54,8 +55,17 @@ class ChromaChunkStore:
     capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.STORED_VECTORS, Capability.WORKER_CONNECTION})
 
     def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
-                 marker: Path | None = None) -> None:
+                 marker: Path | None = None, directory: Path | None = None, owns_client: bool = False) -> None:
         self.collection, self.client, self.where, self.marker = collection, client, where, marker
+        self.directory = directory   # (where a full disk, a lock or a read-only store is reported)
+        self.owns_client = owns_client   # (opened for this store: `close` releases it)
+
+    def close(self) -> None:
+        """Release the client this store opened (Chroma keeps one system per directory, with its database
+        connections, index files and threads, until every client of it is closed); a client given is left open."""
+        if self.owns_client and self.client is not None and hasattr(self.client, "close"):
+            self.client.close()
+            self.owns_client = False
 
     @classmethod
     def of(cls, store: VectorStore, **options: Any) -> ChromaChunkStore:
@@ -70,7 +80,7 @@ class ChromaChunkStore:
         return cls(chroma.open_collection(client, spec["collection"], create=False), client=client)
 
     def _reading(self) -> Any:
-        return chroma.readable(self.collection, self.where, self.marker)
+        return chroma.readable(self.collection, self.where, self.marker, self.directory)
 
     @property
     def name(self) -> str:
@@ -202,8 +212,13 @@ def open_store(name: str, embedding: Embeddings, *, path: str | Path | None = No
 
 
 def store_name(name: str) -> str:
-    """A valid Chroma collection name for `name`."""
+    """A valid Chroma collection name for `name` (cleaned: names differing by what cleaning changes get one)."""
     return chroma.collection_name(name)
+
+
+def knowledge_base_store(name: str) -> str:
+    """The collection of the knowledge base called `name`: distinct names get distinct ones."""
+    return chroma.knowledge_base_collection(name)
 
 
 def open_local(directory: str | Path, collection: str, *, client: Any = None, where: str,
@@ -214,8 +229,18 @@ def open_local(directory: str | Path, collection: str, *, client: Any = None, wh
         StoreError: Chroma's database or a segment folder in `directory` is a symlink.
     """
     refuse_symlinks(chroma.store_files(directory))   # database and segment folders
-    client = client if client is not None else chroma.open_client(directory)
-    return ChromaChunkStore(chroma.open_collection(client, collection), client=client, where=where, marker=marker)
+    owns = client is None
+    client = client if client is not None else chroma.open_client(directory, where=where)
+    try:
+        opened = chroma.open_collection(client, collection)
+    except Exception as exc:   # (Chroma writes on open: a full disk, a lock, a read-only store)
+        if owns:
+            client.close()
+        if store_condition(exc) is None:
+            raise
+        raise store_write_error(exc, directory, f"cannot open {where}") from None
+    return ChromaChunkStore(opened, client=client, where=where, marker=marker, directory=Path(directory),
+                            owns_client=owns)
 
 
 def scratch_store(embedding: Embeddings, workdir: Any, name: str, *, url: str | None = None) -> VectorStore:
@@ -236,6 +261,20 @@ def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str,
 def collections(client: Any) -> list[str]:
     """The names of the collections `client` holds."""
     return [c if isinstance(c, str) else c.name for c in client.list_collections()]
+
+
+def store_stamp(directory: str | Path) -> str | None:
+    """The identity of the Chroma database file in `directory` (None when there is none): its device and
+    inode, and the sequence number of the last write Chroma logged in it (`chroma.last_write`). A store moved
+    aside and recreated, or restored from an older copy, differs (also when the new file reuses the inode of
+    a deleted one); reads leave it as it is (`rag.indexing.reconcile`). The file's size and time are not part
+    of it: Chroma writes the file on every open, reads included."""
+    path = Path(directory) / "chroma.sqlite3"
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    return f"{info.st_dev}:{info.st_ino}:{chroma.last_write(path) if not path.is_symlink() else None}"
 
 
 def holds_store(directory: str | Path) -> bool:

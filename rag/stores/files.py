@@ -37,10 +37,33 @@ from pathlib import Path
 
 from rag.base.errors import StoreError
 
-__all__ = ["DISK_FULL_ERRNOS", "open_nofollow", "refuse_symlinks", "store_child", "store_write_error", "write_atomic"]
+__all__ = ["DISK_FULL_ERRNOS", "open_nofollow", "refuse_symlinks", "store_child", "store_condition", "store_write_error",
+           "write_atomic"]
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _SQLITE_FULL = ("database or disk is full", "disk i/o error", "no space left")
+_LOCKED = ("database is locked", "database table is locked", "locked by another process")
+_READ_ONLY = ("readonly database", "read-only file system", "read-only database")
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def store_condition(exc: BaseException) -> str | None:
+    """What a store engine's error says about the store's disk rather than its data: "full", "locked",
+    "read-only", or None (anything else: maybe damage). The three are what every door reports as one line
+    (`store_write_error`); none of them is damage, and none is repaired by rebuilding the store.
+
+    Example:
+        >>> store_condition(sqlite3.OperationalError("database is locked")), store_condition(ValueError("x"))
+        ('locked', None)
+    """
+    text = str(exc).lower()
+    if (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS) or any(s in text for s in _SQLITE_FULL):
+        return "full"
+    if any(s in text for s in _LOCKED):
+        return "locked"
+    if (isinstance(exc, OSError) and exc.errno in READ_ONLY_ERRNOS) or any(s in text for s in _READ_ONLY):
+        return "read-only"
+    return None
 
 
 def refuse_symlinks(paths: Iterable[str | Path]) -> None:
@@ -156,17 +179,23 @@ def store_write_error(exc: BaseException, path: str | Path, action: str) -> Stor
         action: what was being done, e.g. "cannot write the records of 'docs'".
     """
     path = Path(path)
-    text = str(exc).lower()
+    condition = store_condition(exc)
     free = _free_bytes(path)
-    full = (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS) or any(s in text for s in _SQLITE_FULL) \
-        or (free is not None and free < 1 << 20)
-    if full:
+    detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    if condition == "locked":
+        return StoreError(f"{action}: {path} is locked by another process ({detail}). Wait for it to finish, or "
+                          "stop it, and run the same command again")
+    if condition == "read-only":
+        return StoreError(f"{action}: {path} is read-only ({detail}). rag's stores are opened for writing even to "
+                          "read them (Chroma updates its database on open): make the store directory writable, "
+                          "or copy it to a writable disk, and run the same command again")
+    if condition == "full" or (free is not None and free < 1 << 20):
         room = f" ({free:,} bytes free)" if free is not None else ""
-        return StoreError(f"{action}: the disk holding {path} is full{room} ({type(exc).__name__}: {exc}). Free some "
+        return StoreError(f"{action}: the disk holding {path} is full{room} ({detail}). Free some "
                           "space and run the same command again: documents that were being written are indexed "
                           "again, nothing else is lost")
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
         return StoreError(f"{action}: {path} is damaged ({exc}). Delete the store directory's damaged file or the "
                           "whole store and index again")
-    return StoreError(f"{action} ({type(exc).__name__}: {exc}). Check that {path} is writable and not damaged, "
+    return StoreError(f"{action} ({detail}). Check that {path} is writable and not damaged, "
                       "then run the same command again")

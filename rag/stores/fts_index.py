@@ -49,7 +49,7 @@ from rag.base.errors import ConfigError, StoreError
 from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.chunk_store import DamagedStoreError
-from rag.stores.files import refuse_symlinks
+from rag.stores.files import refuse_symlinks, store_write_error
 from rag.stores.sqlite_where import where_sql
 
 __all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
@@ -111,7 +111,7 @@ class FTSIndex:
                 self._check_settings(db)
             except sqlite3.OperationalError as exc:   # cannot open or write it (a read-only folder, a full disk)
                 db.close()
-                raise StoreError(f"cannot open the lexical index {self.path} ({exc})") from None
+                raise store_write_error(exc, self.path, f"cannot open the lexical index {self.path}") from None
             except sqlite3.DatabaseError as exc:
                 db.close()
                 raise DamagedStoreError(f"{self.path} is not a lexical index ({type(exc).__name__}: {exc}); delete it "

@@ -29,9 +29,9 @@ from rag.base.errors import ConfigError
 from rag.stores.chunk_store import Capability, ChunkStore
 
 __all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "having", "holds_store", "is_engine_error",
-           "knowledge_base_stores",
+           "knowledge_base_store", "knowledge_base_stores",
            "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
-           "require_chunks", "scratch_store", "server_client", "serves", "store_name"]
+           "require_chunks", "scratch_store", "server_client", "serves", "store_name", "store_stamp"]
 
 
 @dataclass(frozen=True)
@@ -162,8 +162,16 @@ def new_vectorstore(name: str, embedding: Any, *, persist_directory: Any = None,
 
 
 def store_name(name: str) -> str:
-    """The collection a knowledge base called `name` gets in the default backend."""
+    """`name` cleaned into a valid name of the default backend (a collection, a knowledge base name); names
+    that differ only by what cleaning changes get the same one: a knowledge base's own collection is
+    `knowledge_base_store`."""
     return backend(DEFAULT).load().store_name(name)
+
+
+def knowledge_base_store(name: str) -> str:
+    """The collection a knowledge base called `name` gets in the default backend (distinct names, distinct
+    collections)."""
+    return backend(DEFAULT).load().knowledge_base_store(name)
 
 
 def open_local(directory: Any, collection: str, *, client: Any = None, where: str, marker: Any) -> Any:
@@ -215,3 +223,9 @@ def collections(client: Any) -> list[str]:
 def holds_store(directory: Any) -> bool:
     """Whether `directory` holds a store of the default backend."""
     return _default().holds_store(directory)
+
+
+def store_stamp(directory: Any) -> str | None:
+    """The identity of the default backend's store files in `directory` (None: no store there), which changes
+    when the store is replaced (moved aside, restored from a copy) but not when it is written."""
+    return _default().store_stamp(directory)

@@ -26,8 +26,8 @@ def test_an_empty_collection_on_another_server_is_indexed_again(tmp_path, caplog
     other = _kb(tmp_path / "records", tmp_path / "server-b")          # the records, but a server without the chunks
     with caplog.at_level(logging.WARNING, logger="rag.indexing.sync"):
         report = other.add_documents(DOCS)
-    assert len(report.added) == 3 and other.count() == 3
-    assert "is empty: indexing them again" in caplog.text
+    assert len(report.updated) == 3 and other.count() == 3   # (issue 37: indexed again, and noted)
+    assert "lacks chunks of 3 of the 3 document(s)" in caplog.text and len(report.notes) == 3
     assert [d.page_content for d in other.as_resource(search="bm25").retriever.invoke("Lisbon", k=1)] == \
         ["Note 2 about Lisbon."]
 

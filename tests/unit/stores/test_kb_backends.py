@@ -142,7 +142,8 @@ def test_reopening_needs_the_same_backend_and_a_lost_store_is_refilled(backend: 
     kb.chunks.delete(kb.chunks.get_ids({"chunk_index": {"$gte": 0}}))
     assert kb.count() == 0
     report = kb.add_documents([folder])
-    assert len(report.added) == 3 and kb.count() == sum(len(r.chunk_ids) for r in kb.list_documents()) > 0
+    assert len(report.updated) == 3 and kb.count() == sum(len(r.chunk_ids) for r in kb.list_documents()) > 0
+    assert len(report.notes) == 3   # indexed again, and said so (issue 37)
 
 
 def test_a_new_knowledge_base_refuses_a_store_that_holds_chunks(backend, store_factory, tmp_path: Path) -> None:
