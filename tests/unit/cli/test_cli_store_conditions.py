@@ -28,6 +28,7 @@ from rag import cli
 from rag.compose.knowledge_base import KnowledgeBase
 from rag.stores import chroma
 from rag.stores.files import store_write_error
+from tests.unit.disks import private_tmpfs_available
 
 ROOT = Path(__file__).resolve().parents[3]
 #: what each condition's line says, and the advice `rag index` gives for it
@@ -69,13 +70,7 @@ _DOORS = textwrap.dedent("""
 """)
 
 
-def _unshare() -> bool:
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
-                           capture_output=True, check=False) if shutil.which("unshare") else None
-    return probe is not None and probe.returncode == 0
-
-
-@pytest.mark.skipif(not _unshare(), reason="needs unshare -rm to mount a private tmpfs")
+@pytest.mark.skipif(not private_tmpfs_available(), reason="needs unshare -rm to mount a private tmpfs")
 @pytest.mark.parametrize("condition", ["full", "read-only"])
 def test_every_read_door_on_a_full_or_read_only_disk_prints_the_line_rag_index_prints(tmp_path, condition):
     import json

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.compose.knowledge_base import KnowledgeBase
+from tests.unit.disks import private_tmpfs_available
 
 ROOT = Path(__file__).resolve().parents[3]
 _ENV = {**os.environ, "PYTHONPATH": str(ROOT), "ANONYMIZED_TELEMETRY": "False"}
@@ -162,13 +163,7 @@ _FILL_AND_INDEX = textwrap.dedent("""
 """)
 
 
-def _tmpfs_available() -> bool:
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
-                           capture_output=True, check=False) if shutil.which("unshare") else None
-    return probe is not None and probe.returncode == 0
-
-
-@pytest.mark.skipif(not _tmpfs_available(), reason="needs unshare -rm to mount a private tmpfs")
+@pytest.mark.skipif(not private_tmpfs_available(), reason="needs unshare -rm to mount a private tmpfs")
 @pytest.mark.parametrize("cache", ["cache", "nocache"])
 def test_full_disk_is_a_store_error_naming_the_cause_and_the_rerun_completes(tmp_path, cache):
     _corpus(tmp_path / "corpus", 12, words=1500)
