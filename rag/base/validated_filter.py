@@ -65,7 +65,7 @@ class ReadOnlyList(_Shared, list):
         return (type(self), (list(self),))
 
 
-class Filter(_Shared, dict):
+class Filter(ReadOnlyDict):
     """A filter `validate_filter` returned: canonical and within the limits, so every later stage takes it as is.
 
     The stages after the door (every resource's search, the stores' translations, the refining reads)
@@ -77,7 +77,6 @@ class Filter(_Shared, dict):
     """
 
     __slots__ = ("depth", "size")
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore
 
     def __init__(self, canonical: Mapping[str, Any], depth: int | None = None, size: int | None = None) -> None:
         super().__init__(canonical)
