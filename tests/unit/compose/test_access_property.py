@@ -32,8 +32,7 @@ from rag.compose.resource import Resource
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
-from rag.retrieval.routing import DocumentRouter
-from rag.retrieval.sections import SectionRouter
+from tests.unit.retrieval.test_retrieval_filter_isolation import pipeline_settings
 
 MARKER = re.compile(r"zq(\d+)x(\d+)")
 WORDS = ["revenue", "costs", "growth", "risk", "margin", "cash"]
@@ -70,26 +69,6 @@ def corpora(draw: st.DrawFn) -> tuple[list[Document], dict[str, Permissions | No
 request_filters = st.one_of(st.none(), st.builds(lambda v: {"page": {"$lte": v}}, st.integers(0, 2)),
                             st.builds(lambda v: {"section": {"$in": v}},
                                       st.lists(st.sampled_from(SECTIONS), min_size=1, max_size=2)))
-
-
-@st.composite
-def pipeline_settings(draw: st.DrawFn, chunks: list[Document]) -> dict[str, Any]:
-    chosen: dict[str, Any] = {"k": draw(st.integers(1, 6)), "fetch_k": draw(st.integers(1, 20)),
-                              "max_tokens": None, "token_counter": "approx"}
-    select = draw(st.sampled_from(["top_k", "expand", "rse"]))
-    if select == "expand":
-        chosen["expand"] = draw(st.integers(1, 3))
-    elif select == "rse":
-        chosen["rse"] = draw(st.sampled_from(["balanced", "precision", "find_all"]))
-    if draw(st.booleans()):
-        chosen["sections"] = SectionRouter(chunks, min_score=0.1)
-        chosen["section_at"] = draw(st.integers(0, 2))
-    if draw(st.booleans()):
-        chosen["router"] = DocumentRouter.from_documents(chunks, key="source", fields=["source", "title"])
-        chosen["routing"] = draw(st.sampled_from(["filter", "boost", "both"]))
-    if draw(st.booleans()):
-        chosen["page_diversity"] = 0.3
-    return chosen
 
 
 def _resource(kind: str, name: str, chunks: list[Document]) -> Resource:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from langchain_core.documents import Document
@@ -62,6 +63,18 @@ class DictSource(Source):
         if text.startswith("FILE:"):
             return write_temporary(item.name, text.removeprefix("FILE:").encode())
         return Fetched(documents=[Document(page_content=text, metadata={"kind": "note"})])
+
+
+class CountsReads:
+    """Mixed into a `Source` class (first): records the item ids (without the source's prefix) it fetches."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: list[str] = []
+
+    def fetch(self, item: Any) -> Any:
+        self.read.append(item.id.removeprefix(self.prefix))
+        return super().fetch(item)
 
 
 def chunk_sources(kb: KnowledgeBase) -> list[str]:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from source_helpers import chunk_sources
+from source_helpers import CountsReads, chunk_sources
 
 from rag.base.errors import ConfigError
 from rag.sources.git import GitSource
@@ -51,14 +51,8 @@ def repo(tmp_path) -> Path:
     return repo
 
 
-class _Counting(GitSource):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.read: list[str] = []
-
-    def fetch(self, item):
-        self.read.append(item.id.removeprefix(self.prefix))
-        return super().fetch(item)
+class _Counting(CountsReads, GitSource):
+    pass
 
 
 def test_a_repository_is_indexed_at_a_revision_and_a_re_sync_reads_nothing(kb, repo, counting):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from source_helpers import chunk_sources
+from source_helpers import CountsReads, chunk_sources
 
 from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.text_safety import clean_text
@@ -51,14 +51,8 @@ def bucket(s3_endpoint, monkeypatch, request) -> Iterator[tuple[object, str]]:
     client.delete_bucket(Bucket=name)
 
 
-class _Counting(ObjectStoreSource):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.read: list[str] = []
-
-    def fetch(self, item):
-        self.read.append(item.id.removeprefix(self.prefix))
-        return super().fetch(item)
+class _Counting(CountsReads, ObjectStoreSource):
+    pass
 
 
 def _source(s3_endpoint: str, name: str, **kwargs) -> _Counting:
