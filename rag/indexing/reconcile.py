@@ -40,15 +40,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rag.base.errors import LoaderError
+from rag.indexing.file_read import read_file
 from rag.indexing.records import DocumentRecord
 from rag.stores.files import write_atomic
 
-__all__ = ["BATCH", "STAMP_FILE", "lacking", "read_stamp", "save_stamp"]
+__all__ = ["BATCH", "MAX_STAMP_BYTES", "STAMP_FILE", "lacking", "read_stamp", "save_stamp"]
 
 #: documents whose chunk ids are read in one query
 BATCH = 500
 #: where a knowledge base keeps the identity of the store file it last wrote (in its own folder)
 STAMP_FILE = "store-stamp.json"
+#: the stamp is one short string in JSON
+MAX_STAMP_BYTES = 4096
 
 
 def lacking(chunks: Any, records: Sequence[DocumentRecord], *, batch: int = BATCH) -> list[DocumentRecord]:
@@ -64,10 +68,14 @@ def lacking(chunks: Any, records: Sequence[DocumentRecord], *, batch: int = BATC
 
 
 def read_stamp(home: Path) -> str | None:
-    """The store stamp saved in `home` (None: none saved, or unreadable)."""
+    """The store stamp saved in `home` (None: none saved, or unreadable: then the store is checked in full).
+
+    Read as every file a store writes is read back: one descriptor, no link followed, a regular file of
+    at most `MAX_STAMP_BYTES` (a link to /dev/zero or a FIFO put in its place cannot stall the run)."""
     try:
-        value = json.loads((home / STAMP_FILE).read_text(encoding="utf-8")).get("store")
-    except (OSError, ValueError, AttributeError):
+        data = read_file(home / STAMP_FILE, max_bytes=MAX_STAMP_BYTES).data
+        value = json.loads(data.decode("utf-8")).get("store")
+    except (LoaderError, ValueError, AttributeError, RecursionError):
         return None
     return value if isinstance(value, str) else None
 

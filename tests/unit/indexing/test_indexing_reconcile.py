@@ -161,3 +161,27 @@ def test_the_check_reads_ids_in_batches_never_texts():
     store = Store()
     assert [r.doc_id for r in lacking(store, records, batch=500)] == [f"d{n}" for n in range(1200) if n % 2]
     assert store.asked == [500, 500, 200]
+
+
+def test_a_stamp_replaced_by_a_link_a_fifo_or_a_huge_file_reads_as_none_without_stalling(tmp_path):
+    # `read_stamp` reads back a file the knowledge base wrote: whatever stands in its place, the answer is
+    # "no stamp" (the store is then checked in full), never a read that does not end.
+    from rag.indexing.reconcile import MAX_STAMP_BYTES, read_stamp, save_stamp
+
+    save_stamp(tmp_path, "dev:ino:42")
+    assert read_stamp(tmp_path) == "dev:ino:42"
+    stamp = tmp_path / STAMP_FILE
+    cases = {
+        "link to /dev/zero": lambda: stamp.symlink_to("/dev/zero"),
+        "link to a valid stamp": lambda: (tmp_path / "elsewhere.json").write_text('{"store": "dev:ino:42"}')
+        or stamp.symlink_to(tmp_path / "elsewhere.json"),
+        "fifo": lambda: os.mkfifo(stamp),
+        "huge": lambda: stamp.write_text('{"store": "' + "x" * MAX_STAMP_BYTES + '"}'),
+        "deeply nested": lambda: stamp.write_text("[" * 3000),
+        "not json": lambda: stamp.write_bytes(b"\xff\xfe"),
+        "not an object": lambda: stamp.write_text('["dev:ino:42"]'),
+    }
+    for name, make in cases.items():
+        stamp.unlink(missing_ok=True)
+        make()
+        assert read_stamp(tmp_path) is None, name
