@@ -104,7 +104,7 @@ class WebSource(Source):
         for url, text in states.items():
             try:
                 state = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):   # (RecursionError: nested too deep to parse)
                 continue   # (not one of ours: fetched and hashed again)
             if isinstance(state, dict) and isinstance(state.get("version"), str) and \
                     isinstance(state.get("links", []), list) and (state.get("etag") or state.get("modified")):

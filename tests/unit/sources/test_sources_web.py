@@ -292,3 +292,15 @@ def test_a_kept_alive_connection_is_reused_but_every_request_is_checked_again():
         guard.close()
     finally:
         site.server.shutdown()
+
+
+@given(st.one_of(st.text(max_size=200), st.builds(lambda n, c: c * n, st.integers(1, 50_000), st.sampled_from("[{"))))
+@settings(max_examples=60, deadline=None)
+def test_any_kept_state_is_taken_or_ignored_never_an_error(text):
+    # What a record keeps for a page (`source_state`) is read back from the records file: anything there,
+    # a damaged value or one nested too deep to parse, is ignored (the page is fetched and hashed again).
+    source = WebSource("http://127.0.0.1:9/", allow_private=LOOPBACK)
+    source.previous({"http://127.0.0.1:9/a": text,
+                     "http://127.0.0.1:9/b": '{"version": "v1", "etag": "\\"e\\"", "links": []}'})
+    assert set(source._previous) <= {"http://127.0.0.1:9/a", "http://127.0.0.1:9/b"}
+    assert "http://127.0.0.1:9/b" in source._previous
