@@ -8,6 +8,11 @@ Two methods:
   [0, 1] (a single hit gets 1), then ``sum_i w_i * norm_i`` with weights summing to 1; a document
   missing from a list gets 0 there.
 
+Ties are settled the same way whichever engine ranked the lists: hits with equal scores in one list
+share the best rank among them (an engine's order between them is arbitrary, and another backend breaks
+the tie otherwise), and documents with equal fused scores are ordered by their rank in the first list,
+then the next, then by `doc_key`.
+
 Documents are identified by `doc_key` (``Document.id``, else ``doc_id``/``chunk_index`` metadata,
 else the text), so the same chunk found twice is merged. The returned documents are copies whose
 ``metadata["score"]`` is the fused score and ``metadata["scores"]`` holds the score each list gave
@@ -30,7 +35,7 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
 
-__all__ = ["FUSION_METHODS", "doc_key", "documents_to_scored", "fuse", "with_scores"]
+__all__ = ["FUSION_METHODS", "doc_key", "documents_to_scored", "fuse", "shared_ranks", "with_scores"]
 
 FUSION_METHODS = ("rrf", "convex")
 FusionMethod = Literal["rrf", "convex"]
@@ -93,24 +98,36 @@ def fuse(results: Mapping[str, Scored], *, method: FusionMethod = "rrf", k: int 
     fused: dict[str, float] = {}
     docs: dict[str, Document] = {}
     raw: dict[str, dict[str, float]] = {}
-    for name in names:
+    ranks: dict[str, list[float]] = {}
+    for position, name in enumerate(names):
         hits = list(results[name])
-        contributions = _rrf(hits, k) if method == "rrf" else minmax([s for _, s in hits])
-        for (doc, score), value in zip(hits, contributions, strict=True):
+        shared = shared_ranks([s for _, s in hits])
+        contributions = [1.0 / (k + rank) for rank in shared] if method == "rrf" else minmax([s for _, s in hits])
+        for (doc, score), value, rank in zip(hits, contributions, shared, strict=True):
             key = doc_key(doc)
             if key in raw and name in raw[key]:
                 continue  # a list that repeats a chunk counts its best rank only
             docs.setdefault(key, doc)
             raw.setdefault(key, {})[name] = float(score)
+            ranks.setdefault(key, [float("inf")] * len(names))[position] = rank
             fused[key] = fused.get(key, 0.0) + w[name] * value
-    order = sorted(fused, key=lambda key: -fused[key])
+    order = sorted(fused, key=lambda key: (-fused[key], ranks[key], key))
     if top_k is not None:
         order = order[:top_k]
     return [(with_scores(docs[key], fused[key], {**raw[key], method: fused[key]}), fused[key]) for key in order]
 
 
-def _rrf(hits: list[tuple[Document, float]], k: int) -> list[float]:
-    return [1.0 / (k + rank) for rank in range(1, len(hits) + 1)]
+def shared_ranks(scores: Sequence[float]) -> list[int]:
+    """Ranks from 1 for a list sorted best first, equal scores sharing the best rank among them.
+
+    Example:
+        >>> shared_ranks([0.9, 0.5, 0.5, 0.1])
+        [1, 2, 2, 4]
+    """
+    out: list[int] = []
+    for i, score in enumerate(scores):
+        out.append(out[-1] if i and score == scores[i - 1] else i + 1)
+    return out
 
 
 def minmax(scores: Sequence[float]) -> list[float]:

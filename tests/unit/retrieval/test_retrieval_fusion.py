@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
@@ -50,3 +52,41 @@ def test_bad_method_and_weights_list_valid_choices():
         fuse({"a": []}, method="max")
     with pytest.raises(ConfigError, match="valid: a"):
         fuse({"a": []}, weights={"b": 1.0})
+
+
+def test_equal_scores_share_a_rank_so_the_engines_order_between_them_does_not_matter():
+    # the case two backends disagreed on: b and c tie in bm25, one engine listing b first, the other c
+    dense = [(_d("a"), 0.9), (_d("b"), 0.8), (_d("c"), 0.1)]
+    one = fuse({"dense": dense, "bm25": [(_d("b"), 5.0), (_d("a"), 2.0), (_d("c"), 2.0)]})
+    other = fuse({"dense": dense, "bm25": [(_d("b"), 5.0), (_d("c"), 2.0), (_d("a"), 2.0)]})
+    assert [(d.id, s) for d, s in one] == [(d.id, s) for d, s in other]
+    # a and b tie on fused score (ranks 1+2 and 2+1); the first list's rank orders them
+    assert [d.id for d, _ in one] == ["a", "b", "c"]
+
+
+_scores = st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dense=_scores, lexical=_scores, method=st.sampled_from(["rrf", "convex"]), seed=st.randoms())
+def test_the_fused_order_does_not_depend_on_the_order_of_tied_hits(dense, lexical, method, seed):
+    def scored(scores, prefix):
+        hits = [(_d(f"{prefix}{i % 5}"), s) for i, s in enumerate(sorted(scores, reverse=True))]
+        seen: set[str] = set()
+        return [h for h in hits if not (h[0].id in seen or seen.add(h[0].id))]
+
+    def shuffled_ties(hits):
+        groups: dict[float, list] = {}
+        for hit in hits:
+            groups.setdefault(hit[1], []).append(hit)
+        out = []
+        for score in sorted(groups, reverse=True):
+            group = groups[score][:]
+            seed.shuffle(group)
+            out.extend(group)
+        return out
+
+    lists = {"dense": scored(dense, "x"), "bm25": scored(lexical, "x")}
+    expected = [(d.id, s) for d, s in fuse(lists, method=method)]
+    again = fuse({name: shuffled_ties(hits) for name, hits in lists.items()}, method=method)
+    assert [(d.id, s) for d, s in again] == expected
