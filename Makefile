@@ -13,6 +13,9 @@ export ANONYMIZED_TELEMETRY := False
 DEMO_STORE ?= .rag-demo
 DEMO_QUESTION ?= Which embedding model is used by default?
 PYTEST_ARGS ?=
+# The suite runs in two processes (pytest-xdist; a file's tests stay together in one, in order, so a docs page's
+# blocks share their namespace and a module's fixtures are built once). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 
 .PHONY: install install-dev demo demo-next test fuzz docs notebooks bench clean
 
@@ -55,7 +58,7 @@ demo-next:
 # The property tests draw the same examples on every `make test` (HYPOTHESIS_PROFILE=ci, reproducible);
 # `make fuzz` runs them with fresh random examples (run it now and then; a failure prints its seed).
 test: install-dev
-	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 fuzz: install-dev
 	HYPOTHESIS_PROFILE=default $(PY) -m pytest -q $(PYTEST_ARGS) $(shell grep -rl 'from hypothesis' tests --include='test_*.py')

@@ -236,11 +236,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Count the docs' code blocks by outcome (skip directives are not blocks)."""
-    kind = getattr(report, "docs_block", None)
+    """Count the docs' code blocks by outcome (skip directives are not blocks), and their CPU seconds. Read from
+    the report's user properties, which pytest-xdist carries from its workers to the process that prints."""
+    props = dict(report.user_properties)
+    kind = props.get("docs_block")
     if kind and (report.when == "call" or report.skipped):
         key = f"{kind} {report.outcome}"
         _TALLY[key] = _TALLY.get(key, 0) + 1
+    if "docs_cpu" in props and report.when == "call":
+        _CPU[report.nodeid] = float(props["docs_cpu"])
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -250,13 +254,16 @@ def pytest_runtest_call(item: pytest.Item):
     yield
     if _block_kind(item):
         after = os.times()
-        _CPU[item.nodeid] = sum(after[i] - before[i] for i in range(4))
+        item.user_properties.append(("docs_cpu", sum(after[i] - before[i] for i in range(4))))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     outcome = yield
-    outcome.get_result().docs_block = _block_kind(item)
+    kind = _block_kind(item)
+    if kind and ("docs_block", kind) not in item.user_properties:
+        item.user_properties.append(("docs_block", kind))
+        outcome.get_result().user_properties.append(("docs_block", kind))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
