@@ -8,10 +8,12 @@ Two methods:
   [0, 1] (a single hit gets 1), then ``sum_i w_i * norm_i`` with weights summing to 1; a document
   missing from a list gets 0 there.
 
-Ties are settled the same way whichever engine ranked the lists: hits with equal scores in one list
-share the best rank among them (an engine's order between them is arbitrary, and another backend breaks
-the tie otherwise), and documents with equal fused scores are ordered by their rank in the first list,
-then the next, then by `doc_key`.
+Documents with equal fused scores are ordered by their rank in the first list, then the next, then by
+`doc_key`. With ``shared_ties=True`` (what `HybridRetriever` passes for its engines' lists) hits with
+equal scores in one list share the best rank among them: an engine's order between equal scores is
+arbitrary (PostgreSQL and SQLite order two equal BM25 scores differently), so the fused order is then
+the same whichever backend ranked the lists. Without it a list's order is its ranking, as a
+retriever returned it.
 
 Documents are identified by `doc_key` (``Document.id``, else ``doc_id``/``chunk_index`` metadata,
 else the text), so the same chunk found twice is merged. The returned documents are copies whose
@@ -73,7 +75,8 @@ def _check_weights(names: Sequence[str], weights: Mapping[str, float] | None) ->
 
 
 def fuse(results: Mapping[str, Scored], *, method: FusionMethod = "rrf", k: int = 60,
-         weights: Mapping[str, float] | None = None, top_k: int | None = None) -> list[tuple[Document, float]]:
+         weights: Mapping[str, float] | None = None, top_k: int | None = None,
+         shared_ties: bool = False) -> list[tuple[Document, float]]:
     """Fuse named result lists (each best first) into one list of (document, fused score), best first.
 
     Args:
@@ -83,6 +86,8 @@ def fuse(results: Mapping[str, Scored], *, method: FusionMethod = "rrf", k: int 
         weights: per-list weights (default 1 each for RRF, equal shares for convex; convex weights
             are rescaled to sum to 1). A list left out of `weights` gets weight 0.
         top_k: keep only the best `top_k`.
+        shared_ties: hits of equal score in one list share a rank (for lists whose order between equal
+            scores is the engine's accident, not a ranking).
     """
     if method not in FUSION_METHODS:
         raise ConfigError(f"unknown fusion method {method!r}; valid: {', '.join(FUSION_METHODS)}")
@@ -101,7 +106,7 @@ def fuse(results: Mapping[str, Scored], *, method: FusionMethod = "rrf", k: int 
     ranks: dict[str, list[float]] = {}
     for position, name in enumerate(names):
         hits = list(results[name])
-        shared = shared_ranks([s for _, s in hits])
+        shared = shared_ranks([s for _, s in hits]) if shared_ties else list(range(1, len(hits) + 1))
         contributions = [1.0 / (k + rank) for rank in shared] if method == "rrf" else minmax([s for _, s in hits])
         for (doc, score), value, rank in zip(hits, contributions, shared, strict=True):
             key = doc_key(doc)

@@ -215,7 +215,7 @@ class HybridRetriever(PortableRetriever):
     def fuse(self, candidates: Mapping[str, Scored], *, k: int | None = None) -> Scored:
         """Fuse candidate lists with this retriever's method and weights, keeping the best k."""
         top = self.k if k is None else check_k(k)
-        return fuse(candidates, method=self.fusion, k=self.rrf_k, weights=self.weights, top_k=top)
+        return fuse(candidates, method=self.fusion, k=self.rrf_k, weights=self.weights, top_k=top, shared_ties=True)
 
     def search_with_scores(self, query: str, *, k: int | None = None, filter: Mapping[str, Any] | None = None,
                            fetch_k: int | None = None) -> Scored:

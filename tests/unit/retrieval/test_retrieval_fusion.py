@@ -57,8 +57,8 @@ def test_bad_method_and_weights_list_valid_choices():
 def test_equal_scores_share_a_rank_so_the_engines_order_between_them_does_not_matter():
     # the case two backends disagreed on: b and c tie in bm25, one engine listing b first, the other c
     dense = [(_d("a"), 0.9), (_d("b"), 0.8), (_d("c"), 0.1)]
-    one = fuse({"dense": dense, "bm25": [(_d("b"), 5.0), (_d("a"), 2.0), (_d("c"), 2.0)]})
-    other = fuse({"dense": dense, "bm25": [(_d("b"), 5.0), (_d("c"), 2.0), (_d("a"), 2.0)]})
+    one = fuse({"dense": dense, "bm25": [(_d("b"), 5.0), (_d("a"), 2.0), (_d("c"), 2.0)]}, shared_ties=True)
+    other = fuse({"dense": dense, "bm25": [(_d("b"), 5.0), (_d("c"), 2.0), (_d("a"), 2.0)]}, shared_ties=True)
     assert [(d.id, s) for d, s in one] == [(d.id, s) for d, s in other]
     # a and b tie on fused score (ranks 1+2 and 2+1); the first list's rank orders them
     assert [d.id for d, _ in one] == ["a", "b", "c"]
@@ -87,6 +87,14 @@ def test_the_fused_order_does_not_depend_on_the_order_of_tied_hits(dense, lexica
         return out
 
     lists = {"dense": scored(dense, "x"), "bm25": scored(lexical, "x")}
-    expected = [(d.id, s) for d, s in fuse(lists, method=method)]
-    again = fuse({name: shuffled_ties(hits) for name, hits in lists.items()}, method=method)
+    expected = [(d.id, s) for d, s in fuse(lists, method=method, shared_ties=True)]
+    again = fuse({name: shuffled_ties(hits) for name, hits in lists.items()}, method=method, shared_ties=True)
     assert [(d.id, s) for d, s in again] == expected
+
+
+def test_without_shared_ties_a_lists_order_is_its_ranking():
+    # a retriever's order between equal scores is its ranking: the plain interleave keeps it
+    a = [(_d("a0"), 1.0), (_d("a1"), 1.0)]
+    b = [(_d("b0"), 1.0), (_d("b1"), 1.0)]
+    assert [d.id for d, _ in fuse({"a": a, "b": b})] == ["a0", "b0", "a1", "b1"]
+    assert [d.id for d, _ in fuse({"a": a, "b": b}, shared_ties=True)] == ["a0", "a1", "b0", "b1"]
