@@ -131,10 +131,11 @@ def _teardown(namespace: dict[str, Any]) -> None:
     """Stop what the page's shell blocks left running, leave and delete its sandbox, restore the environment."""
     state = namespace["_docs"]
     for group in state["groups"]:
-        try:
-            os.killpg(group, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        for pid in _page_processes(group, state["sandbox"]):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
     os.chdir(state["cwd"])
     for name, value in state["env"].items():
         if value is None:
@@ -142,6 +143,27 @@ def _teardown(namespace: dict[str, Any]) -> None:
         else:
             os.environ[name] = value
     shutil.rmtree(state["sandbox"], ignore_errors=True)
+
+
+def _page_processes(group: int, sandbox: Path) -> list[int]:
+    """The processes of `group` that this page started (they carry its sandbox in their environment).
+
+    A group whose processes have all ended frees its number, and the system gives it to another process:
+    by the page's end it may name a server another test started (a PostgreSQL postmaster leads a group of
+    its own), which a kill of the whole group stopped under `make test`'s two workers.
+    """
+    marker = f"RAG_DOCS_SANDBOX={sandbox}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                found.append(int(entry))
+        except (OSError, ValueError, IndexError):   # ended meanwhile, or not ours to read
+            continue
+    return found
 
 
 def _run_shell(script: str, state: dict[str, Any]) -> subprocess.CompletedProcess[str]:
