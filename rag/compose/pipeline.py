@@ -42,6 +42,7 @@ from rag.base.result import Candidate, RAGResult
 from rag.base.tracing import stage
 from rag.compose.resource import Resource
 from rag.compose.retrieval_settings import Reranking, RetrievalSettings, Routing
+from rag.compose.search_kwargs import max_chunks
 from rag.retrieval.aggregation import aggregate_evidence
 from rag.retrieval.comparisons import comparison_sides, side_question
 from rag.retrieval.budget import apply_budget, token_counter
@@ -67,7 +68,7 @@ class Branch:
     filter: dict[str, Any] | None = None
     route: Any = None
     timings: dict[str, float] = field(default_factory=dict)
-    k: int | None = None    # the k the user gave this resource: at most this many of its chunks in the context
+    max_chunks: int | None = None   # the cap the user gave this resource: at most this many of its chunks in the context
     router: Routing | None = None      # the router that chose `route`
 
 
@@ -87,9 +88,10 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
                   search_kwargs: Mapping[str, Any] | None = None, config: RunnableConfig | None = None) -> Branch:
     """Rephrase, route and search one resource (the per-resource half of the pipeline).
 
-    `search_kwargs` (a request's settings for this resource) are applied on top of the pipeline's:
-    their `filter` is combined with `$and`; their `k` (`max_chunks`), else the resource's own,
-    caps the context at that many chunks of this resource (candidates are still `fetch_k` deep).
+    `search_kwargs` (a request's settings for this resource, validated: the `RagRequest`'s, trusted
+    here) are applied on top of the pipeline's: their `filter` is combined with `$and`; their
+    `max_chunks` (the seed's `k`), else the resource's own, caps the context at that many chunks of
+    this resource (candidates are still `fetch_k` deep).
     Routing uses `settings.router`, else the resource's own `router`; when the route and the
     caller's filter share no document, the caller's filter wins (the search runs without the route).
     """
@@ -116,8 +118,9 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
     side_queries = [side_question(question, sides, which) for which in (0, 1)] if sides else []
     # a k the user gave the resource (its search_kwargs or this request's) caps what it puts in the
     # context (see `combine`); candidates are still searched `fetch_k` deep
-    wanted = request.pop("k", resource.search_kwargs.get("k"))
-    k = max(settings.fetch_k, wanted or 0)
+    wanted = max_chunks(request) or max_chunks(resource.search_kwargs)
+    request.pop("k", None)
+    k = max(settings.fetch_k, wanted or 0)   # the candidates searched (the retriever call's own k)
     with _timed(timings, "search", config, run_name=f"search/{resource.name}", resource=resource.name, k=k,
                 filter=routed is not None, queries=len(queries)) as current:
         lists = _search(resource, queries, {**request, "k": k}, routed, current.config)
@@ -134,12 +137,14 @@ def search_branch(question: str, resource: Resource, settings: RetrievalSettings
 
 def _search(resource: Resource, queries: list[str], kwargs: dict[str, Any], flt: dict[str, Any] | None,
             config: RunnableConfig | None) -> dict[int, list[Document]]:
-    """Every query's results from `resource`, tagged with its name (queries searched concurrently)."""
-    kwargs = {**kwargs, **({"filter": flt} if flt else {})}
+    """Every query's results from `resource`, tagged with its name (queries searched concurrently).
+
+    The settings are the request's, validated at its door: searched as they are (`Resource.search`)."""
+    kwargs = {**resource.search_kwargs, **kwargs, **({"filter": flt} if flt else {})}
     if len(queries) == 1:
-        return {0: tag_resource(resource.retrieve(queries[0], search_kwargs=kwargs, config=config), resource.name)}
+        return {0: tag_resource(resource.search(queries[0], kwargs, config=config), resource.name)}
     with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
-        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs, config=config), queries))
+        found = list(pool.map(lambda q: resource.search(q, kwargs, config=config), queries))
     return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
 
 
@@ -164,7 +169,7 @@ def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings:
         fused = _fuse(lists, settings, _query_weights(branches, settings))
         current.attributes["documents"] = len(fused)
     result.add_stage("fused", _candidates([d for d, _ in fused]))
-    limits = [b.k for b in branches]
+    limits = [b.max_chunks for b in branches]
     if settings is not None and limits and all(limits):
         settings = settings.model_copy(update={"k": min(settings.k, sum(limits))})
     if settings is None:
@@ -247,7 +252,7 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
         [r.sections for r in resources if r.sections is not None]
     if section_routers:
         scored = _sections(result, scored, settings, flt, section_routers)
-    caps = {b.resource: b.k for b in branches if b.k}
+    caps = {b.resource: b.max_chunks for b in branches if b.max_chunks}
     if caps:   # a resource's own k: at most that many of its chunks, its best ones
         scored = _capped(scored, caps)
     with _timed(result.timings, "select"):
