@@ -60,6 +60,7 @@ from rag.compose.request import (
     configurable,
     open_request,
     request_of,
+    request_settings,
 )
 from rag.compose.resource import Resource, validate_search_kwargs
 from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
@@ -215,7 +216,8 @@ class RAG(BaseModel):
 
     def settings_for(self, config: RunnableConfig | None) -> RetrievalSettings | None:
         """The pipeline settings a run with `config` uses (`rag.compose.request`); None for a plain RAG."""
-        return self.request_for("", config).settings
+        found = request_of(config)
+        return found.settings if found is not None else request_settings(self.retrieval, config)
 
     def open_request(self, value: Any, config: RunnableConfig | None, *,
                      defaults: Mapping[str, Any] | None = None) -> RagRequest:
@@ -239,7 +241,7 @@ class RAG(BaseModel):
         """The run's `RagRequest` (the one the chain's input step resolved), else one resolved now (a stage
         called directly, e.g. `resources_retrieval_chain.invoke`)."""
         found = request_of(config)
-        return found if found is not None else self.open_request(question or "?", config)
+        return found if found is not None else self.open_request(question, config)
 
     def _branch(self, resource: Resource) -> Runnable[str, Branch]:
         """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
