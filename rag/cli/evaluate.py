@@ -19,7 +19,9 @@ def _add_eval_qa(sub: Any) -> None:
                    help="JSONL of QA items; read if it exists, else generated and written there "
                         "(default: OUT/evals.jsonl)")
     p.add_argument("--n", type=int, default=20, help="items to generate when there is no evals file (default: %(default)s)")
-    p.add_argument("--k", type=int, default=5, help="chunks to retrieve and metric cut-off (default: %(default)s)")
+    p.add_argument("--k", type=int, default=5,
+                   help="at most this many chunks in each answer's context, as rag ask --k, and the metric cut-off "
+                        "(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the chunk sample (default: %(default)s)")
     p.add_argument("--lexical-support", action="store_true",
                    help="score support lexically only (no embedding model)")

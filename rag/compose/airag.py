@@ -39,7 +39,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from rag.base.errors import ConfigError, InputError
 from rag.base.result import RAGResult
 from rag.compose.generator import RAG
-from rag.compose.resource import Resource, validate_search_kwargs
+from rag.compose.resource import Resource
 from rag.compose.retrieve import RetrievalSettings, run_retrieval
 from rag.base.answer import Answer
 from rag.checks.citations import source_map
@@ -250,8 +250,6 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
     Raises:
         ConfigError: for an unknown option (listing the valid ones) or bad search settings.
     """
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("the question must be a non-empty string")
     retrieval_names = tuple(RetrievalSettings.model_fields)
     unknown = sorted(set(kwargs) - set(retrieval_names) - set(_GENERATE_OPTIONS))
     if unknown:
@@ -259,9 +257,8 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
                           f"{', '.join((*_GENERATE_OPTIONS, *retrieval_names))}")
     options = {key: kwargs.pop(key) for key in list(kwargs) if key in retrieval_names}
     rag = as_rag(rag_or_index, llm=llm)
-    search = validate_search_kwargs(search_kwargs, where="search_kwargs") if search_kwargs else {}
-    settings = rag.validate_retrieval_settings({name: {"search_kwargs": search} for name in rag.resource_names}) \
-        if search else {}
+    # every resource's request settings: checked with the rest of the request by the chain's input step
+    settings = {name: {"search_kwargs": search_kwargs} for name in rag.resource_names} if search_kwargs else {}
     result = _retrieve(rag, question, config=config, settings=settings, options=options)
     generate(result, rag=rag, config=config, **kwargs)
     return result if return_all else (result.final_answer or "")

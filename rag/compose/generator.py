@@ -39,10 +39,6 @@ from langchain_core.runnables import (
     RunnablePassthrough,
     RunnableSequence,
 )
-from langchain_core.runnables.utils import (
-    ConfigurableFieldSpec,
-    get_unique_config_specs,
-)
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -52,18 +48,21 @@ from pydantic import (
     model_validator,
 )
 
-from rag.base.errors import ConfigError, InputError, from_validation
+from rag.base.errors import ConfigError, from_validation
 from rag.base.tracing import set_run_attributes
+from rag.compose.input_step import input_step, normalise_input
 from rag.compose.pipeline import Branch, combine, search_branch, tag_resource
 from rag.compose.request import (
     BUILD_KEY,
-    CONFIG_SPECS,
     REQUEST_KEY,
     SINK_KEY,
+    RagRequest,
     configurable,
+    open_request,
+    request_of,
     request_settings,
 )
-from rag.compose.resource import Resource, configured_search_kwargs, validate_search_kwargs
+from rag.compose.resource import Resource, validate_search_kwargs
 from rag.compose.retrieval_settings import RetrievalSettings, retrieval_settings
 from rag.compose.retriever import RAGRetriever
 from rag.generation.answerer import Answerer
@@ -75,7 +74,6 @@ OUTPUT_KEYS = ("question", "answer", "context")
 RETRIEVAL_KEYS = ("search_kwargs",)
 #: `RAG(retrieval=PLAIN)`: the seed's plain top-k (each resource's search_kwargs, fused, nothing cut).
 PLAIN = "plain"
-_SETTINGS_KEY = "rag_retrieval_settings"   # the run's resolved RetrievalSettings (internal)
 
 
 def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
@@ -218,17 +216,42 @@ class RAG(BaseModel):
 
     def settings_for(self, config: RunnableConfig | None) -> RetrievalSettings | None:
         """The pipeline settings a run with `config` uses (`rag.compose.request`); None for a plain RAG."""
-        resolved = configurable(config).get(_SETTINGS_KEY)
-        return resolved if resolved is not None else request_settings(self.retrieval, config)
+        found = request_of(config)
+        return found.settings if found is not None else request_settings(self.retrieval, config)
+
+    def open_request(self, value: Any, config: RunnableConfig | None, *,
+                     defaults: Mapping[str, Any] | None = None) -> RagRequest:
+        """Resolve and validate one request (`RagRequest`): what the chain's input step does once per request.
+
+        `value` is the chain's input (a question or `{"question": ...}`); `defaults` the build-time
+        per-resource settings (`chain(retrieval_chain=...)`, validated), else those in the config.
+
+        Raises:
+            InputError: no question. ConfigError: a bad setting (the message lists the valid ones).
+        """
+        question = normalise_input(value)["question"]
+        values = configurable(config)
+        build = defaults if defaults is not None else values.get(BUILD_KEY) or {}
+        given = self.validate_retrieval_settings(values.get(REQUEST_KEY))
+        per_resource = {name: {**((build.get(name) or {}).get("search_kwargs") or {}),
+                               **((given.get(name) or {}).get("search_kwargs") or {})} for name in self.resource_names}
+        return open_request(question, self.retrieval, config, per_resource)
+
+    def request_for(self, question: str, config: RunnableConfig | None) -> RagRequest:
+        """The run's `RagRequest` (the one the chain's input step resolved), else one resolved now (a stage
+        called directly, e.g. `resources_retrieval_chain.invoke`)."""
+        found = request_of(config)
+        return found if found is not None else self.open_request(question, config)
 
     def _branch(self, resource: Resource) -> Runnable[str, Branch]:
         """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
 
         def run(question: str, config: RunnableConfig) -> Branch:
-            settings = self.settings_for(config)
-            branch = search_branch(question, resource, settings,
-                                   search_kwargs=configured_search_kwargs(config, resource.name), config=config)
-            set_run_attributes(config, resource=resource.name, k=branch.k or settings.k, filter=branch.filter is not None,
+            request = self.request_for(question, config)
+            settings = request.settings
+            branch = search_branch(question, resource, settings, search_kwargs=request.for_resource(resource.name),
+                                   config=config)
+            set_run_attributes(config, resource=resource.name, k=branch.max_chunks or settings.k, filter=branch.filter is not None,
                                documents=sum(len(docs) for docs in branch.lists.values()))
             return branch
 
@@ -236,7 +259,8 @@ class RAG(BaseModel):
 
     def _aggregate(self, branches: Mapping[str, Branch], config: RunnableConfig) -> list[Document]:
         """The cross-resource half: fuse, rerank, sections, diversify, expand / RSE, budget (`combine`)."""
-        result = combine(list(branches.values()), self.resources, self.settings_for(config))
+        question = next(iter(branches.values())).question if branches else ""
+        result = combine(list(branches.values()), self.resources, self.request_for(question, config).settings)
         sink = configurable(config).get(SINK_KEY)
         if isinstance(sink, list):
             sink.append(result)
@@ -301,67 +325,27 @@ class RAG(BaseModel):
                 {...}}}`; its search settings win.
             generation_chain: generation settings (`temperature`, `max_tokens`, `prompt`, `llm`).
         """
-        defaults = self.validate_retrieval_settings(retrieval_chain)
         generation = as_generation_chain(self._generation_with(generation_chain))
-        retrieval = self.resources_retrieval_chain
-
-        def resolved(config: RunnableConfig) -> RunnableConfig:
-            """Check the request's settings before any search, and resolve them once for every branch."""
-            self.validate_retrieval_settings(configurable(config).get(REQUEST_KEY))
-            settings = request_settings(self.retrieval, config)
-            if settings is None or settings is self.retrieval:
-                return config
-            return {**config, "configurable": {**configurable(config), _SETTINGS_KEY: settings}}
-
-        # One step normalises the input and retrieves: no extra run or thread hop per call.
-        def retrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
-            inputs = _normalise_input(value)
-            return {**inputs, "context": retrieval.invoke(inputs["question"], resolved(config))}
-
-        async def aretrieve(value: Any, config: RunnableConfig) -> dict[str, Any]:
-            inputs = _normalise_input(value)
-            return {**inputs, "context": await retrieval.ainvoke(inputs["question"], resolved(config))}
-
-        first: Runnable = _RetrieveStep(retrieve, aretrieve)
-        if defaults:
-            # Build-time settings ride on the retrieval step's config: every runnable inside it sees
-            # them, also retrievers nested in other retrievers (which pass on only the context's config).
-            first = first.with_config(configurable={BUILD_KEY: defaults})
+        first = self.retrieval_step(retrieval_chain)
         steps: list[Runnable] = [first, RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")]
         if self.extras:
             extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}
             steps.append(RunnablePassthrough.assign(**extras).with_config(run_name="extras"))
         return RunnableSequence(*steps, name=type(self).__name__)
 
+    def retrieval_step(self, retrieval_chain: dict[str, Any] | None = None) -> Runnable[Any, dict[str, Any]]:
+        """The chain's input step: `question -> {"question", "context", <other input keys>}`.
+
+        It checks the input and resolves the request once (`open_request`: a `RagRequest` every stage
+        reads from the config, trusting it), then runs `resources_retrieval_chain`. Every door enters
+        here: `chain()` is this step, then generation; `retrieve`, `airag` and MCP `search` run it alone.
+
+        Args:
+            retrieval_chain: build-time per-resource settings, as for `chain`.
+        """
+        return input_step(self, self.validate_retrieval_settings(retrieval_chain))
+
     def get_chain(self, retrieval_chain: dict[str, Any] | None = None,
                   generation_chain: dict[str, Any] | None = None) -> RunnableSequence:
         """Same as `chain` (the seed uses both names)."""
         return self.chain(retrieval_chain=retrieval_chain, generation_chain=generation_chain)
-
-
-class _RetrieveStep(RunnableLambda):
-    """The chain's first step (input check, retrieval); declares the per-request settings it reads."""
-
-    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Any]) -> None:
-        super().__init__(func, afunc=afunc, name="retrieve")
-
-    @property
-    def config_specs(self) -> list[ConfigurableFieldSpec]:
-        return get_unique_config_specs([*CONFIG_SPECS, *super().config_specs])
-
-
-def _normalise_input(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        question = value
-        value = {"question": value}
-    elif isinstance(value, Mapping):
-        if "question" not in value:
-            raise InputError(f"the input dict has no 'question' key (got keys {sorted(map(str, value))}); "
-                             "pass a question string or {'question': ...}")
-        question = value.get("question")
-        value = dict(value)
-    else:
-        raise InputError(f"a RAG chain takes a question string or a dict with 'question', got {type(value).__name__}")
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("the question must be a non-empty string")
-    return value

@@ -1,4 +1,5 @@
-"""The one retrieval pipeline, in two halves: per-resource `search_branch` and cross-resource `combine`.
+"""The one retrieval pipeline, in two halves: per-resource `search_branch` (`rag.compose.branch`) and
+cross-resource `combine` (here).
 
 ```
 per resource (a RAG's parallel branches)     once (a RAG's aggregate step)
@@ -24,123 +25,29 @@ Example:
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.runnables import RunnableConfig
 from langchain_core.vectorstores import VectorStoreRetriever
 
 from rag.base.errors import ConfigError
 from rag.base.filters import and_filters
 from rag.base.portable import ChunkSource, find_chunk_source
 from rag.base.result import Candidate, RAGResult
-from rag.base.tracing import stage
+from rag.compose.branch import Branch, search_branch, tag_resource, timed
 from rag.compose.resource import Resource
-from rag.compose.retrieval_settings import Reranking, RetrievalSettings, Routing
+from rag.compose.retrieval_settings import Reranking, RetrievalSettings
 from rag.retrieval.aggregation import aggregate_evidence
-from rag.retrieval.comparisons import comparison_sides, side_question
 from rag.retrieval.budget import apply_budget, token_counter
 from rag.retrieval.expansion import expand_neighbours
 from rag.retrieval.fusion import doc_key, documents_to_scored, fuse, minmax
 from rag.retrieval.packing import diversify
-from rag.retrieval.rephrase import Rephraser
 from rag.retrieval.rerank import EmbeddingReranker, blend_rerank
 from rag.retrieval.rse import relevant_segments, segment_documents
 from rag.stores.registry import chunks_of
 
 __all__ = ["Branch", "chunk_source", "combine", "search_branch", "tag_resource"]
-
-
-@dataclass
-class Branch:
-    """What one resource's branch found: its queries, route, and one result list per query."""
-
-    question: str
-    resource: str
-    queries: list[str]
-    lists: dict[int, list[Document]]
-    filter: dict[str, Any] | None = None
-    route: Any = None
-    timings: dict[str, float] = field(default_factory=dict)
-    k: int | None = None    # the k the user gave this resource: at most this many of its chunks in the context
-    router: Routing | None = None      # the router that chose `route`
-
-
-@contextmanager
-def _timed(timings: dict[str, float], step: str, config: RunnableConfig | None = None, *,
-           run_name: str | None = None, **attributes: Any) -> Iterator[Any]:
-    """Time a step and run it as a child run (`rag.base.tracing.stage`, named `run_name` or the step)."""
-    start = time.perf_counter()
-    try:
-        with stage(run_name or step, config, **attributes) as current:
-            yield current
-    finally:
-        timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
-
-
-def search_branch(question: str, resource: Resource, settings: RetrievalSettings, *,
-                  search_kwargs: Mapping[str, Any] | None = None, config: RunnableConfig | None = None) -> Branch:
-    """Rephrase, route and search one resource (the per-resource half of the pipeline).
-
-    `search_kwargs` (a request's settings for this resource) are applied on top of the pipeline's:
-    their `filter` is combined with `$and`; their `k` (`max_chunks`), else the resource's own,
-    caps the context at that many chunks of this resource (candidates are still `fetch_k` deep).
-    Routing uses `settings.router`, else the resource's own `router`; when the route and the
-    caller's filter share no document, the caller's filter wins (the search runs without the route).
-    """
-    timings: dict[str, float] = {}
-    request = dict(search_kwargs or {})
-    flt = and_filters(settings.filter, request.pop("filter", None))
-    router = None if settings.routing == "off" else (settings.router or resource.router)
-    route, routed = None, flt
-    if router is not None:
-        with _timed(timings, "route"):
-            route = router.route(question)
-        if settings.routing != "boost" and route.values:   # "filter" or "both"
-            routed = and_filters(flt, {router.key: {"$in": route.values}})
-    queries = [question]
-    if settings.rephrase is not None:
-        with _timed(timings, "rephrase"):
-            rephraser = _rephraser(settings, resource)
-            # feedback's first search reads only what the search may return (the caller's filter and the route)
-            queries = (rephraser.rephrase(question, search_kwargs={"filter": routed} if routed else None)
-                       if isinstance(rephraser, Rephraser) else rephraser.rephrase(question))
-    # side searches (opt-in): "X vs Y" searches each side too, without the route the question's names
-    # chose: a route to one side's pages ("diff3") would hide the other's ("diff")
-    sides = comparison_sides(question) if settings.side_searches and len(queries) == 1 else None
-    side_queries = [side_question(question, sides, which) for which in (0, 1)] if sides else []
-    # a k the user gave the resource (its search_kwargs or this request's) caps what it puts in the
-    # context (see `combine`); candidates are still searched `fetch_k` deep
-    wanted = request.pop("k", resource.search_kwargs.get("k"))
-    k = max(settings.fetch_k, wanted or 0)
-    with _timed(timings, "search", config, run_name=f"search/{resource.name}", resource=resource.name, k=k,
-                filter=routed is not None, queries=len(queries)) as current:
-        lists = _search(resource, queries, {**request, "k": k}, routed, current.config)
-        if routed is not flt and flt is not None and not any(lists.values()):
-            routed = flt    # the route and the caller's filter share no document: the caller chose others
-            lists = _search(resource, queries, {**request, "k": k}, routed, current.config)
-        if side_queries:
-            sided = _search(resource, side_queries, {**request, "k": k}, flt, current.config)
-            lists.update({len(queries) + i: docs for i, docs in sided.items()})
-            queries = [*queries, *side_queries]
-        current.attributes["documents"] = sum(len(docs) for docs in lists.values())
-    return Branch(question, resource.name, queries, lists, routed, route, timings, wanted, router)
-
-
-def _search(resource: Resource, queries: list[str], kwargs: dict[str, Any], flt: dict[str, Any] | None,
-            config: RunnableConfig | None) -> dict[int, list[Document]]:
-    """Every query's results from `resource`, tagged with its name (queries searched concurrently)."""
-    kwargs = {**kwargs, **({"filter": flt} if flt else {})}
-    if len(queries) == 1:
-        return {0: tag_resource(resource.retrieve(queries[0], search_kwargs=kwargs, config=config), resource.name)}
-    with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
-        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs, config=config), queries))
-    return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
 
 
 def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings: RetrievalSettings | None) -> RAGResult:
@@ -160,11 +67,11 @@ def combine(branches: Sequence[Branch], resources: Sequence[Resource], settings:
     if branches and branches[0].queries[1:]:
         result.rephrased_questions = branches[0].queries[1:]
     lists = {f"{b.resource}|{qi}": documents_to_scored(docs) for b in branches for qi, docs in b.lists.items()}
-    with _timed(result.timings, "fuse", lists=len(lists)) as current:
+    with timed(result.timings, "fuse", lists=len(lists)) as current:
         fused = _fuse(lists, settings, _query_weights(branches, settings))
         current.attributes["documents"] = len(fused)
     result.add_stage("fused", _candidates([d for d, _ in fused]))
-    limits = [b.k for b in branches]
+    limits = [b.max_chunks for b in branches]
     if settings is not None and limits and all(limits):
         settings = settings.model_copy(update={"k": min(settings.k, sum(limits))})
     if settings is None:
@@ -221,7 +128,7 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
         result.extras["route"] = {"values": route.values, "confident": route.confident,
                                   "scores": dict(list(route.scores.items())[:10])}
         if settings.routing in ("boost", "both"):   # on min-max normalised fused scores
-            with _timed(result.timings, "route"):
+            with timed(result.timings, "route"):
                 for router in {id(b.router): b.router for b in routed}.values():
                     normalised = minmax([score for _, score in fused])
                     fused = router.boost(question, [(d, s) for (d, _), s in zip(fused, normalised, strict=True)],
@@ -229,30 +136,30 @@ def _refine(result: RAGResult, fused: list[tuple[Document, float]], branches: Se
             result.add_stage("filtered", _candidates([d for d, _ in fused]))
     scored = fused
     if settings.page_evidence or settings.document_evidence:
-        with _timed(result.timings, "evidence"):
+        with timed(result.timings, "evidence"):
             scored = aggregate_evidence(scored, page_weight=settings.page_evidence,
                                         document_weight=settings.document_evidence, top=settings.evidence_top,
                                         depth=settings.fetch_k)
         result.add_stage("evidence", _candidates([d for d, _ in scored]))
     reranker = _reranker(settings.reranker)
     if reranker is not None:
-        with _timed(result.timings, "rerank"):
+        with timed(result.timings, "rerank"):
             scored = _rerank(reranker, question, scored, settings)
         result.add_stage("reranked", _candidates([d for d, _ in scored]))
     if settings.page_diversity:
-        with _timed(result.timings, "diversify"):
+        with timed(result.timings, "diversify"):
             scored = diversify(scored, discount=settings.page_diversity)
         result.add_stage("diversified", _candidates([d for d, _ in scored]))
     section_routers = [settings.sections] if settings.sections is not None else \
         [r.sections for r in resources if r.sections is not None]
     if section_routers:
         scored = _sections(result, scored, settings, flt, section_routers)
-    caps = {b.resource: b.k for b in branches if b.k}
+    caps = {b.resource: b.max_chunks for b in branches if b.max_chunks}
     if caps:   # a resource's own k: at most that many of its chunks, its best ones
         scored = _capped(scored, caps)
-    with _timed(result.timings, "select"):
+    with timed(result.timings, "select"):
         context = _select(result, resources, scored, settings, {b.resource: b.filter for b in branches})
-    with _timed(result.timings, "budget", max_tokens=settings.max_tokens) as current:
+    with timed(result.timings, "budget", max_tokens=settings.max_tokens) as current:
         result.context = apply_budget(context, settings.max_tokens, counter=counter)
         current.attributes["documents"] = len(result.context)
     result.extras["token_counter"] = counter.name
@@ -303,7 +210,7 @@ def _sections(result: RAGResult, scored: list[tuple[Document, float]], settings:
               flt: dict[str, Any] | None, routers: list[Any]) -> list[tuple[Document, float]]:
     """Promote the opening chunks of the sections the question names (each resource's router in turn)."""
     named: list[Any] = []
-    with _timed(result.timings, "sections"):
+    with timed(result.timings, "sections"):
         top_k = settings.k if settings.rse is None and not settings.expand else None  # a top-k context
         for router in routers:
             if not callable(getattr(router, "promote", None)):
@@ -328,11 +235,6 @@ def chunk_source(resource: Resource) -> ChunkSource | None:
     return found
 
 
-def tag_resource(docs: list[Document], name: str) -> list[Document]:
-    """Copies of `docs` with `metadata["resource"] = name`."""
-    return [Document(page_content=d.page_content, metadata={**d.metadata, "resource": name}, id=d.id) for d in docs]
-
-
 def _candidates(docs: Sequence[Document], resource: str | None = None) -> list[Candidate]:
     return [Candidate(document=d, score=d.metadata.get("score"), resource=resource or d.metadata.get("resource"),
                       scores=dict(d.metadata.get("scores") or {})) for d in docs]
@@ -344,13 +246,6 @@ def _reranker(value: Any) -> Any:
     if value is not None and not hasattr(value, "rerank"):
         raise ConfigError(f"reranker must be a Reranker, 'embedding' or None; got {value!r}")
     return value
-
-
-def _rephraser(settings: RetrievalSettings, resource: Resource) -> Any:
-    if hasattr(settings.rephrase, "rephrase"):
-        return settings.rephrase
-    modes = [settings.rephrase] if isinstance(settings.rephrase, str) else list(settings.rephrase)
-    return Rephraser(modes=modes, llm=settings.llm, retriever=resource.retriever if "feedback" in modes else None)
 
 
 def _select(result: RAGResult, resources: list[Resource], scored: list[tuple[Document, float]],

@@ -31,82 +31,20 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, from_validation
-from rag.base.filters import and_filters, validate_filter
-from rag.base.portable import check_k
 from rag.base.text import terminal_safe
 from rag.base.tracing import set_run_attributes
-from rag.compose.request import BUILD_KEY, REQUEST_KEY, plain_search_kwargs
+from rag.compose.request import request_of
 from rag.compose.retrieval_settings import Routing, SectionPromotion
+from rag.compose.search_kwargs import DEFAULT_K, SEARCH_KWARGS, configured_search_kwargs, validate_search_kwargs
 from rag.models.embeddings import default_embeddings
 from rag.retrieval.paging import apage_filtered, page_filtered
 from rag.stores.chunk_store import content_id
 from rag.stores.native import NativeFilterRetriever
 from rag.stores.registry import new_vectorstore
 
-__all__ = ["SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_search_kwargs"]
+__all__ = ["DEFAULT_K", "SEARCH_KWARGS", "Resource", "configured_search_kwargs", "validate_search_kwargs"]
 
 logger = logging.getLogger(__name__)
-
-#: The search settings every resource understands, whatever its backend. `max_chunks` caps the
-#: resource's chunks in the context; `k` is the seed's spelling of the same (stored as `k`).
-SEARCH_KWARGS = ("max_chunks", "k", "filter", "fetch_k", "lambda_mult", "score_threshold")
-DEFAULT_K = 4
-
-
-def validate_search_kwargs(search_kwargs: Mapping[str, Any] | None, *, where: str = "search_kwargs") -> dict[str, Any]:
-    """Check search settings and return a copy with the filter in canonical form.
-
-    `max_chunks` is stored as `k` (the seed's spelling; both mean "at most this many of the
-    resource's chunks in the context").
-
-    Example:
-        >>> validate_search_kwargs({"max_chunks": 2, "filter": {"year": 2024}})
-        {'k': 2, 'filter': {'year': {'$eq': 2024}}}
-    """
-    if search_kwargs is None:
-        return {}
-    if not isinstance(search_kwargs, Mapping):
-        raise ConfigError(f"{where} must be a dict, got {type(search_kwargs).__name__}")
-    out = dict(search_kwargs)
-    unknown = sorted(set(out) - set(SEARCH_KWARGS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {', '.join(SEARCH_KWARGS)}")
-    for key in ("max_chunks", "k", "fetch_k"):
-        if key in out:
-            out[key] = check_k(out[key], name=f"{where}.{key}")
-    if "max_chunks" in out:
-        cap = out.pop("max_chunks")
-        if out.get("k", cap) != cap:
-            raise ConfigError(f"{where}: max_chunks={cap} and k={out['k']} disagree; k is the seed's spelling of "
-                              "max_chunks: give one")
-        out = {"k": cap, **out}
-    if "filter" in out:
-        out["filter"] = validate_filter(out["filter"])
-        if out["filter"] is None:
-            del out["filter"]
-    return out
-
-
-def configured_search_kwargs(config: RunnableConfig | None, name: str, *, request: bool = False) -> dict[str, Any]:
-    """Resource `name`'s search settings in a run's config: build-time ones, then the request's on top.
-
-    `RAG.chain(retrieval_chain=...)` puts build-time settings under
-    `configurable["rag_retrieval_defaults"]`; a request's `configurable["retrieval_chain"]` wins
-    over them key by key. With `request`, the request's `k` and `filter` for every resource
-    (`configurable["k"]`, `configurable["filter"]`) come first (the filter is ANDed): what a
-    resource searched on its own (`as_runnable`) takes from a request.
-    """
-    configurable = (config or {}).get("configurable") or {}
-    build, given = (((configurable.get(key) or {}).get(name) or {}).get("search_kwargs") or {}
-                    for key in (BUILD_KEY, REQUEST_KEY))
-    merged = {**build, **given}
-    if not request:
-        return merged
-    shared = plain_search_kwargs(config)
-    if shared.get("filter") and merged.get("filter"):
-        merged["filter"] = and_filters(shared["filter"], merged["filter"])
-    return {**shared, **merged}
-
 
 class Resource(BaseModel):
     """A named retriever the `RAG` can search, with default search settings.
@@ -309,12 +247,17 @@ class Resource(BaseModel):
 
     def retrieve(self, query: str, *, search_kwargs: Mapping[str, Any] | None = None,
                  config: RunnableConfig | None = None) -> list[Document]:
-        """Search this resource with the defaults plus `search_kwargs`.
+        """Search this resource with the defaults plus `search_kwargs` (validated here).
 
         Plain similarity search on a store of the registry goes straight to its chunk store (no
         retriever run) and records the relevance score (cosine similarity) in `metadata["score"]`.
         """
-        settings = self.effective_search_kwargs(search_kwargs)
+        return self.search(query, self.effective_search_kwargs(search_kwargs), config=config)
+
+    def search(self, query: str, settings: Mapping[str, Any], *, config: RunnableConfig | None = None) -> list[Document]:
+        """Search with settings already validated (`effective_search_kwargs`, or a `RagRequest`'s on top of
+        this resource's defaults): what the pipeline's stages call, trusting the request."""
+        settings = {"k": DEFAULT_K, **settings}
         retriever, kwargs, flt = self._plan(settings)
         if isinstance(retriever, NativeFilterRetriever):   # straight to the store (no retriever run)
             return retriever.search(query, **kwargs)
@@ -326,7 +269,12 @@ class Resource(BaseModel):
     async def aretrieve(self, query: str, *, search_kwargs: Mapping[str, Any] | None = None,
                         config: RunnableConfig | None = None) -> list[Document]:
         """Async `retrieve`."""
-        settings = self.effective_search_kwargs(search_kwargs)
+        return await self.asearch(query, self.effective_search_kwargs(search_kwargs), config=config)
+
+    async def asearch(self, query: str, settings: Mapping[str, Any], *,
+                      config: RunnableConfig | None = None) -> list[Document]:
+        """Async `search`."""
+        settings = {"k": DEFAULT_K, **settings}
         retriever, kwargs, flt = self._plan(settings)
         if isinstance(retriever, NativeFilterRetriever):   # straight to the store (no retriever run)
             return await retriever.asearch(query, **kwargs)
@@ -341,23 +289,28 @@ class Resource(BaseModel):
     def as_runnable(self) -> Runnable[str, list[Document]]:
         """A runnable that searches with the settings found in its config.
 
-        `RAG.chain(retrieval_chain=...)` puts build-time settings under
-        `configurable["rag_retrieval_defaults"]`; a request's `configurable["retrieval_chain"]`
-        wins over them key by key; a request's `k` and `filter` apply too
-        (`configured_search_kwargs(..., request=True)`).
+        In a chain, the request the chain's input step resolved (`rag.compose.request.RagRequest`)
+        gives this resource's settings, trusted as they are. Called on its own,
+        `RAG.chain(retrieval_chain=...)`'s build-time settings (`configurable["rag_retrieval_defaults"]`),
+        a request's `configurable["retrieval_chain"]` over them key by key, and a request's `k` and
+        `filter` apply (`configured_search_kwargs(..., request=True)`), validated here.
         """
 
         def _traced(config: RunnableConfig) -> dict[str, Any]:
-            settings = configured_search_kwargs(config, self.name, request=True)
-            set_run_attributes(config, resource=self.name, k=settings.get("k", self.search_kwargs.get("k", DEFAULT_K)),
-                               filter=bool(settings.get("filter", self.search_kwargs.get("filter"))))
+            request = request_of(config)
+            if request is not None:
+                settings = {**self.search_kwargs, **request.for_resource(self.name)}
+            else:
+                settings = self.effective_search_kwargs(configured_search_kwargs(config, self.name, request=True))
+            set_run_attributes(config, resource=self.name, k=settings.get("k", DEFAULT_K),
+                               filter=bool(settings.get("filter")))
             return settings
 
         def _run(query: str, config: RunnableConfig) -> list[Document]:
-            return self.retrieve(query, search_kwargs=_traced(config), config=config)
+            return self.search(query, _traced(config), config=config)
 
         async def _arun(query: str, config: RunnableConfig) -> list[Document]:
-            return await self.aretrieve(query, search_kwargs=_traced(config), config=config)
+            return await self.asearch(query, _traced(config), config=config)
 
         return RunnableLambda(_run, afunc=_arun, name=self.name)
 

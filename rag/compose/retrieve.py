@@ -47,10 +47,11 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from rag.base.acl import PRINCIPAL_KEY, PUBLIC_BY_DEFAULT_KEY
-from rag.base.errors import ConfigError, InputError
+from rag.base.errors import ConfigError
 from rag.base.result import Candidate, RAGResult
 from rag.base.text import lexical_overlap, tokenize
 from rag.compose.generator import RAG
+from rag.compose.input_step import enter
 from rag.compose.pipeline import chunk_source
 from rag.compose.request import OVERRIDES_KEY, SINK_KEY, configurable
 from rag.compose.resource import Resource
@@ -82,9 +83,11 @@ def as_retrieval_rag(resources_or_rag: Any) -> RAG:
 
 def run_retrieval(rag: RAG, question: str, *, options: dict[str, Any] | None = None,
                   config: RunnableConfig | None = None) -> RAGResult:
-    """Run the retrieval step of `rag.chain()` (its `resources_retrieval_chain`) and record what it did.
+    """Run the retrieval step of `rag.chain()` (its input step, `rag.compose.input_step.enter`, then its
+    `resources_retrieval_chain`) and record what it did.
 
-    `options` are `RetrievalSettings` fields applied on top of the RAG's settings and the request's.
+    `options` are `RetrievalSettings` fields applied on top of the RAG's settings and the request's; the
+    input step checks them with the question and the rest of the request, before any search.
     The pipeline's aggregate hands back its `RAGResult` (every stage, timings, extras); a RAG whose
     `resources_retrieval_chain` is its own records the documents it returned as stage ``"retrieved"``.
     """
@@ -93,7 +96,8 @@ def run_retrieval(rag: RAG, question: str, *, options: dict[str, Any] | None = N
     if options:
         values[OVERRIDES_KEY] = {**(values.get(OVERRIDES_KEY) or {}), **options}
     start = time.perf_counter()
-    context = rag.resources_retrieval_chain.invoke(question, {**(config or {}), "configurable": values})
+    inputs, config = enter(rag, question, {**(config or {}), "configurable": values})   # the chain's input step
+    context = rag.resources_retrieval_chain.invoke(inputs["question"], config)
     result = sink[-1] if sink else _recorded(question, context)
     result.context = list(context)
     result.timings["total"] = result.timings["retrieve"] = time.perf_counter() - start
@@ -135,12 +139,9 @@ def retrieve(question: str, resources_or_rag: Any, *, principal: Any = None, pub
         **kwargs: `RetrievalSettings` fields.
 
     Raises:
-        InputError: an empty question. ConfigError: a bad option (the message lists the valid ones).
+        InputError: an empty question. ConfigError: a bad option (the message lists the valid ones); both
+        from the chain's input step, before any search.
     """
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("the question must be a non-empty string")
-    if kwargs:
-        retrieval_settings(**kwargs)   # unknown or bad options are reported before any search
     config = None if principal is None else {"configurable": {PRINCIPAL_KEY: principal,
                                                               PUBLIC_BY_DEFAULT_KEY: public_by_default}}
     return run_retrieval(as_retrieval_rag(resources_or_rag), question, options=kwargs, config=config)

@@ -36,22 +36,21 @@ from numbers import Real
 from typing import Annotated, Any, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import SkipValidation, field_validator
 
 from rag.base.acl import PRINCIPAL_KEY, PUBLIC_BY_DEFAULT_KEY, Principal, principal_of
 from rag.base.filters import and_filters
 from rag.base.portable import PortableRetriever, Scored
+from rag.compose.input_step import OpensRequests, enter
 
 __all__ = ["RAGRetriever", "SearchesResources"]
 
 
 @runtime_checkable
-class SearchesResources(Protocol):
-    """What `RAGRetriever` needs of a `RAG`: its aggregated retrieval over every resource."""
-
-    @property
-    def resources_retrieval_chain(self) -> Runnable[str, list[Document]]: ...
+class SearchesResources(OpensRequests, Protocol):
+    """What `RAGRetriever` needs of a `RAG`: its aggregated retrieval over every resource, and the chain's
+    input step (`open_request`), which resolves each call's request once."""
 
 
 class RAGRetriever(PortableRetriever):
@@ -109,14 +108,22 @@ class RAGRetriever(PortableRetriever):
     def _search(self, query: str, *, k: int | None, filter: dict[str, Any] | None, run_manager: Any,
                 principal: Any = None, public_by_default: Any = None) -> Scored:
         config = self._config(k, filter, run_manager.get_child(), principal, public_by_default)
+        query, config = _entered(self.rag, query, config)
         docs = self.rag.resources_retrieval_chain.invoke(query, config)
         return _with_scores(docs[:k] if k else docs)
 
     async def _asearch(self, query: str, *, k: int | None, filter: dict[str, Any] | None, run_manager: Any,
                        principal: Any = None, public_by_default: Any = None) -> Scored:
         config = self._config(k, filter, run_manager.get_child(), principal, public_by_default)
+        query, config = _entered(self.rag, query, config)
         docs = await self.rag.resources_retrieval_chain.ainvoke(query, config)
         return _with_scores(docs[:k] if k else docs)
+
+
+def _entered(rag: SearchesResources, query: str, config: Any) -> tuple[str, Any]:
+    """The call through the chain's input step (`enter`): its request resolved once for every stage."""
+    inputs, config = enter(rag, query, config)
+    return inputs["question"], config
 
 
 def _identity(config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:

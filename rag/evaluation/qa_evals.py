@@ -218,7 +218,8 @@ def run_qa_evals(rag: Any, evals: Sequence[QAEval] | str | Path, *, k: int = 5, 
     Args:
         rag: a `RAG`, `Resource`, list of resources or index (anything `airag` takes).
         evals: the items, or the path of a JSONL file of them.
-        k: retrieval depth (passed as `search_kwargs={"k": k}`) and the cut-off of hit rate / nDCG.
+        k: the chunks each answer's context holds (the request's `k`, as `rag ask --k`: at most this many
+            chunks from the pipeline) and the cut-off of hit rate / nDCG.
         judge: optional chat model grading answers against the references (answer correctness).
         embedding: embedding model of the support scores (None: lexical only).
         threshold: support score at which a sentence counts as supported.
@@ -230,7 +231,7 @@ def run_qa_evals(rag: Any, evals: Sequence[QAEval] | str | Path, *, k: int = 5, 
     rows = []
     for item in items:
         start = time.perf_counter()
-        result = airag(rag, item.question, return_all=True, search_kwargs={"k": k}, embedding=embedding,
+        result = airag(rag, item.question, return_all=True, config={"configurable": {"k": k}}, embedding=embedding,
                        threshold=threshold)
         seconds = time.perf_counter() - start
         ranked = [c.document for c in list(result.stages.values())[-1]] if result.stages else result.context

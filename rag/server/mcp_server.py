@@ -9,8 +9,8 @@ ask(question, k?, filter?)     -> {"answer", "sources": [...], "cited": [n...], 
 list_documents()               -> {"documents": [{title, source, chunks, pages}], "resources": [...]}
 ```
 
-They are views of the same `RAG` the HTTP routes serve: `search` runs the RAG's retrieval
-(`resources_retrieval_chain`, what its chain's first step runs), `ask` runs its chain, and a
+They are views of the same `RAG` the HTTP routes serve: `search` runs the RAG's retrieval step
+(its chain's input step, `rag.compose.input_step.enter`, then its retrieval), `ask` runs its chain, and a
 call's `k` and `filter` become the same per-request settings as a `POST /invoke` body
 (`Served.config_for`): the server's `max_k`, question limit and tenant filter apply to every tool,
 `list_documents` included. A bad filter or `k` is a tool error carrying the dialect's message
@@ -53,6 +53,7 @@ from rag.base.acl import PRINCIPAL_KEY, Principal
 from rag.base.errors import MissingDependencyError, RagError, StoreError
 from rag.base.filters import and_filters
 from rag.base.version import __version__
+from rag.compose.input_step import enter
 from rag.compose.pipeline import chunk_source
 from rag.compose.request import access_filter
 from rag.config.models import ServerConfig
@@ -187,7 +188,11 @@ def mcp_server(server: Served, *, name: str = "rag") -> MCPServer:
     async def search(question: Question, k: K = None, filter: Filter = None,  # noqa: A002
                      ctx: Context | None = None) -> SearchResult:
         body, config = request(question, k, filter, ctx, "mcp:search")
-        docs = await _run(server.rag.resources_retrieval_chain.ainvoke(body.question, config), server)
+        try:   # the chain's input step: the request resolved once, as `ask`'s chain does first
+            inputs, config = enter(server.rag, body.question, config)
+        except RagError as exc:
+            raise _tool_error(exc, server) from None
+        docs = await _run(server.rag.resources_retrieval_chain.ainvoke(inputs["question"], config), server)
         audit(_principal(ctx), "mcp:search", docs, config)
         chunks = [{"n": s["n"], "text": s["content"], "source": _text(s["source"]), "page": _page(s["page"]),
                    "label": s["label"], "score": s["metadata"].get("score"), "resource": s["resource"],

@@ -49,7 +49,7 @@ class RagOptions(BaseModel):
     """The `rag` extension of a request: retrieval settings for this request only.
 
     Attributes:
-        k: chunks per resource (capped by the server's `max_k`).
+        k: chunks in the context (the request's `k`, as `POST /invoke`'s; capped by the server's `max_k`).
         filter: a portable metadata filter for every resource (ANDed with the tenant filter).
         retrieval_chain: per-resource `{"search_kwargs": {"k", "filter"}}`; wins over `k` / `filter`.
     """

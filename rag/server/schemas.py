@@ -30,8 +30,9 @@ from rag.config.models import ServerConfig
 __all__ = ["REQUEST_SEARCH_KEYS", "BatchRequest", "QueryRequest", "ResourceSettings", "request_configurable",
            "retrieval_settings"]
 
-#: The only search settings a request may change; the rest stay as the server configured them.
-REQUEST_SEARCH_KEYS = ("k", "filter")
+#: The only search settings a request may change; the rest stay as the server configured them (`k` in a
+#: resource's `search_kwargs` is the seed's spelling of its cap, `max_chunks`).
+REQUEST_SEARCH_KEYS = ("k", "filter", "max_chunks")
 
 
 class _Body(BaseModel):
@@ -39,7 +40,7 @@ class _Body(BaseModel):
 
 
 class ResourceSettings(_Body):
-    """Per-resource settings: `{"search_kwargs": {"k": 4, "filter": {...}}}`."""
+    """Per-resource settings: `{"search_kwargs": {"max_chunks": 4, "filter": {...}}}` (`k`: the seed's `max_chunks`)."""
 
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
 
