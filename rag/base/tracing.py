@@ -67,6 +67,7 @@ __all__ = [
     "disable_tracing",
     "enable_tracing",
     "index_span",
+    "note_stage",
     "set_run_attributes",
     "stage",
     "tracing_callbacks",
@@ -318,10 +319,16 @@ def set_run_attributes(config: RunnableConfig | None, **attributes: Any) -> None
 
 @dataclass
 class Stage:
-    """A stage in progress: `config` for the work inside it, `attributes` reported when it ends."""
+    """A stage in progress: `config` for the work inside it, `attributes` reported when it ends, and `timings`
+    (seconds per step) that code inside it reported with `note_stage` (the pipeline adds them to its own)."""
 
     config: RunnableConfig
     attributes: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+# the innermost `stage` of this context (what `note_stage` reports to)
+_CURRENT_STAGE: ContextVar[Stage | None] = ContextVar("rag_current_stage", default=None)
 
 
 @contextlib.contextmanager
@@ -338,11 +345,17 @@ def stage(name: str, config: RunnableConfig | None = None, **attributes: Any) ->
     config = ensure_config(config)
     manager = get_callback_manager_for_config(config)
     if not manager.handlers:
-        yield Stage(config, dict(attributes))
+        current = Stage(config, dict(attributes))
+        marker = _CURRENT_STAGE.set(current)
+        try:
+            yield current
+        finally:
+            _CURRENT_STAGE.reset(marker)
         return
     run = manager.on_chain_start(None, {}, name=name)
     current = Stage(patch_config(config, callbacks=run.get_child()), dict(attributes))
     token = var_child_runnable_config.set(current.config)
+    marker = _CURRENT_STAGE.set(current)
     try:
         yield current
     except BaseException as exc:
@@ -351,7 +364,37 @@ def stage(name: str, config: RunnableConfig | None = None, **attributes: Any) ->
     else:
         run.on_chain_end({"rag_attributes": _clean(current.attributes)})
     finally:
+        _CURRENT_STAGE.reset(marker)
         var_child_runnable_config.reset(token)
+
+
+def note_stage(*, seconds: Mapping[str, float] | None = None, **attributes: Any) -> None:
+    """Report to the innermost open `stage` of this context (nothing when none is open): `attributes` for its span
+    (a text value joins the values reported before it, "a,b"; a number adds up) and `seconds` for its timings.
+
+    Code below the pipeline (a store's search) says what it did this way, without a config in hand.
+
+    Example:
+        >>> with stage("search") as s:
+        ...     note_stage(plan="post-filter", seconds={"plan": 0.5})
+        ...     note_stage(plan="native", seconds={"plan": 0.25})
+        >>> s.attributes, s.timings
+        ({'plan': 'post-filter,native'}, {'plan': 0.75})
+    """
+    current = _CURRENT_STAGE.get()
+    if current is None:
+        return
+    for key, value in attributes.items():
+        before = current.attributes.get(key)
+        if isinstance(value, str) and isinstance(before, str) and value not in before.split(","):
+            value = f"{before},{value}"
+        elif isinstance(value, int | float) and isinstance(before, int | float) and not isinstance(value, bool):
+            value = before + value
+        elif before is not None and isinstance(value, str):
+            value = before
+        current.attributes[key] = value
+    for key, value in (seconds or {}).items():
+        current.timings[key] = current.timings.get(key, 0.0) + value
 
 
 class _NoSpan:

@@ -76,11 +76,14 @@ def _timed(timings: dict[str, float], step: str, config: RunnableConfig | None =
            run_name: str | None = None, **attributes: Any) -> Iterator[Any]:
     """Time a step and run it as a child run (`rag.base.tracing.stage`, named `run_name` or the step)."""
     start = time.perf_counter()
+    current = None
     try:
         with stage(run_name or step, config, **attributes) as current:
             yield current
     finally:
         timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
+        for inner, seconds in (current.timings if current is not None else {}).items():   # (a store's plan)
+            timings[inner] = timings.get(inner, 0.0) + seconds
 
 
 def search_branch(question: str, resource: Resource, settings: RetrievalSettings, *,
