@@ -63,6 +63,10 @@ FIRST_EXTRA = 8
 ROW_BRANCHES_PER_CANDIDATE = 60
 #: How much deeper than the observed share of permitted hits says (a share from a short list is noisy).
 DEEPEN_SLACK = 1.25
+#: At most this many deeper lists before the native filter (each at least twice as deep, and each cheaper than it).
+DEEPEN_ROUNDS = 4
+#: Off: every store answers the whole filter natively (what the tests compare the plan's answers with).
+ENABLED = True
 _PLANS: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 _PLANS_LOCK = threading.Lock()
 _PLANS_KEPT = 64
@@ -73,21 +77,26 @@ def first_depth(k: int) -> int:
     return k + max(FIRST_EXTRA, k // 8)
 
 
-def deepen_to(k: int, seen: int, kept: int, *, stored: int, branches: int) -> int | None:
-    """The depth of a second, deeper candidate list, or None when the native filter costs less.
+def deepen_to(k: int, seen: int, kept: int, *, stored: int, branches: int,
+              candidate_cost: float | None = None, slack: float = DEEPEN_SLACK) -> int | None:
+    """The depth of the next, deeper candidate list, or None when reading it costs more than the native filter.
 
-    `seen` candidates gave `kept` permitted ones; `stored` chunks are in the store and the permission
-    conditions have `branches` comparisons (what the native filter's cost grows with).
+    `seen` candidates gave `kept` permitted ones; the share read from them is taken optimistically ((kept + 2) /
+    seen: a short list says little) and the list at least doubles. `stored` chunks are in the store and the
+    permission conditions have `branches` comparisons (what the native filter's cost grows with); one more
+    candidate costs as much as `candidate_cost` of those comparisons on one chunk (the store's;
+    `ROW_BRANCHES_PER_CANDIDATE` on Chroma); the depth is `slack` times what the share says.
 
     Example:
-        >>> deepen_to(100, 112, 20, stored=100_000, branches=7)    # 20 of 112 permitted: ~640 more
-        680
-        >>> deepen_to(100, 112, 0, stored=100_000, branches=2) is None    # nothing permitted in 112
+        >>> deepen_to(100, 112, 20, stored=100_000, branches=7)    # 20 of 112 permitted: ~550 more
+        663
+        >>> deepen_to(100, 112, 0, stored=100_000, branches=2) is None    # none of 112: the native filter is cheaper
         True
     """
-    share = max(kept, 1) / max(seen, 1)
-    depth = seen + math.ceil((k - kept) / share * DEEPEN_SLACK) + FIRST_EXTRA
-    if depth * ROW_BRANCHES_PER_CANDIDATE > stored * branches:
+    candidate_cost = ROW_BRANCHES_PER_CANDIDATE if candidate_cost is None else candidate_cost
+    share = (kept + 2) / max(seen, 1)
+    depth = max(2 * seen, seen + math.ceil((k - kept) / share * slack) + FIRST_EXTRA)
+    if depth * candidate_cost > stored * branches:
         return None
     return depth
 
@@ -121,7 +130,7 @@ class PermissionPlan:
     def of(cls, flt: Mapping[str, Any] | None) -> PermissionPlan | None:
         """The plan of a filter, or None when it has no condition on a permission key (`acl_*`)."""
         canon = validate_filter(flt)
-        if canon is None:
+        if canon is None or not ENABLED:
             return None
         parts = [(part, _part(part)) for part in _conjuncts(canon)]
         permission = [(part, info) for part, info in parts if info is not None]
@@ -197,13 +206,16 @@ Hits = list[tuple[Document, float]]
 
 def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tuple[Hits, int]],
                    ranked: Callable[[int], list[tuple[str, float]]], read: Callable[[Sequence[str]], list[Document]],
-                   native: Callable[[], Hits], stored: Callable[[], int]) -> tuple[Hits, str]:
+                   native: Callable[[], Hits], stored: Callable[[], int],
+                   candidate_cost: float | None = None, slack: float = DEEPEN_SLACK) -> tuple[Hits, str]:
     """The top `k` hits the whole filter allows, and which path found them ("post-filter", "deepened", "native").
 
     The store's callables, each with the request's own conditions (`plan.rest`) as its native filter:
     `search(n)`: the `n` closest hits (document, score) and how many the engine returned (phantoms included);
     `ranked(n)`: the `n` closest as (id, score) only; `read(ids)`: those chunks' documents; `native()`: the search
-    with the whole filter; `stored()`: how many chunks the store holds.
+    with the whole filter; `stored()`: how many chunks the store holds; `candidate_cost`, `slack`: see `deepen_to`
+    (a deeper list is read in its order, in batches, only as far as `k` permitted hits: a store whose ranked list
+    costs little beyond its first search asks a deeper one, `slack`, to need fewer rounds).
     """
     start = time.perf_counter()
     depth = first_depth(k)
@@ -211,17 +223,39 @@ def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tupl
     kept = [hit for hit in hits if plan.allows(hit[0].metadata)]
     if len(kept) >= k or returned < depth:
         return _done(kept[:k], "post-filter", depth, start)
-    deeper = deepen_to(k, len(hits), len(kept), stored=stored(), branches=plan.branches)
-    if deeper is not None:
+    known, total = {doc.id: doc for doc, _ in hits}, None
+    for _ in range(DEEPEN_ROUNDS):
+        total = stored() if total is None else total
+        deeper = deepen_to(k, len(hits), len(kept), stored=total, branches=plan.branches,
+                           candidate_cost=candidate_cost, slack=slack)
+        if deeper is None:
+            break
         order = ranked(deeper)
-        if len(order) > depth:   # (else the deeper list holds nothing new)
-            known = {doc.id: doc for doc, _ in hits}
-            new = [id_ for id_, _ in order if id_ not in known]
-            known.update((doc.id, doc) for doc in read(new))
-            kept = [(known[id_], score) for id_, score in order if id_ in known and plan.allows(known[id_].metadata)]
-            if len(kept) >= k or len(order) < deeper:
-                return _done(kept[:k], "deepened", deeper, start)
+        hits, kept = _walk(order, k, known, read, plan.allows)
+        if len(kept) >= k or len(order) < deeper:
+            return _done(kept[:k], "deepened", deeper, start)
     return _done(native(), "native", k, start)
+
+
+def _walk(order: list[tuple[str, float]], k: int, known: dict[str, Document],
+          read: Callable[[Sequence[str]], list[Document]], allows: Callable[[Mapping[str, Any]], bool]) -> tuple[Hits, Hits]:
+    """The candidates of `order` read in its order (those not `known` in batches sized by the share permitted so
+    far) until `k` permitted ones: (the candidates read, the permitted ones), both in `order`'s order."""
+    hits: Hits = []
+    kept: Hits = []
+    at = 0
+    while at < len(order) and len(kept) < k:
+        share = (len(kept) + 2) / max(len(hits), 1) if hits else 1.0
+        batch = order[at:at + max(FIRST_EXTRA * 8, math.ceil((k - len(kept)) / min(share, 1.0) * DEEPEN_SLACK))]
+        at += len(batch)
+        known.update((doc.id, doc) for doc in read([id_ for id_, _ in batch if id_ not in known]))
+        for id_, score in batch:
+            doc = known.get(id_)
+            if doc is not None:
+                hits.append((doc, score))
+                if allows(doc.metadata):
+                    kept.append((doc, score))
+    return hits, kept
 
 
 def _done(hits: Hits, path: str, depth: int, start: float) -> tuple[Hits, str]:
