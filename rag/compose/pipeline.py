@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -142,7 +143,8 @@ def _search(resource: Resource, queries: list[str], kwargs: dict[str, Any], flt:
     if len(queries) == 1:
         return {0: tag_resource(resource.retrieve(queries[0], search_kwargs=kwargs, config=config), resource.name)}
     with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
-        found = list(pool.map(lambda q: resource.retrieve(q, search_kwargs=kwargs, config=config), queries))
+        found = list(pool.map(lambda q, context: context.run(resource.retrieve, q, search_kwargs=kwargs, config=config),
+                              queries, [contextvars.copy_context() for _ in queries]))   # (a store's notes reach the stage)
     return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
 
 
