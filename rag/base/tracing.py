@@ -25,7 +25,8 @@ operator sets `RAG_TRACING_CONTENT=1` (or `enable_tracing(capture_content=True)`
 `rag.question` and `rag.answer` are added.
 
 Code that is not a runnable reports stages with `stage()` (a child run of the current run, so
-the handler and any other tracer see it) and `index_span()` (indexing, a plain span).
+the handler and any other tracer see it; `rag.base.stages`) and `index_span()` (indexing, a plain
+span); code below a stage reports to it with `note_stage()`.
 
 Example:
     >>> from langchain_core.runnables import RunnableLambda
@@ -40,7 +41,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -48,16 +49,11 @@ from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.documents import Document
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import (
-    ensure_config,
-    get_callback_manager_for_config,
-    patch_config,
-    var_child_runnable_config,
-)
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.env import env_var_is_set
 
 from rag.base.llm_calls import call_usage, requested_model
+from rag.base.stages import Stage, note_stage, stage  # noqa: F401  (part of this module's interface)
 
 __all__ = [
     "TRACING_CONTENT_ENV",
@@ -315,86 +311,6 @@ def set_run_attributes(config: RunnableConfig | None, **attributes: Any) -> None
     for handler in callbacks.handlers:
         if isinstance(handler, OpenTelemetryCallbackHandler):
             handler.set_attributes(callbacks.parent_run_id, {f"rag.{k}": v for k, v in attributes.items()})
-
-
-@dataclass
-class Stage:
-    """A stage in progress: `config` for the work inside it, `attributes` reported when it ends, and `timings`
-    (seconds per step) that code inside it reported with `note_stage` (the pipeline adds them to its own)."""
-
-    config: RunnableConfig
-    attributes: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-# the innermost `stage` of this context (what `note_stage` reports to)
-_CURRENT_STAGE: ContextVar[Stage | None] = ContextVar("rag_current_stage", default=None)
-
-
-@contextlib.contextmanager
-def stage(name: str, config: RunnableConfig | None = None, **attributes: Any) -> Iterator[Stage]:
-    """Run a block as a child run named `name` of the current run (or of `config`'s).
-
-    Callback handlers (this module's, LangSmith, ...) see it as a chain run; its outputs are
-    `{"rag_attributes": {...}}`, scalars only. Without any handler it only yields the config.
-
-    Example:
-        >>> with stage("fuse", k=4) as s:
-        ...     s.attributes["documents"] = 3
-    """
-    config = ensure_config(config)
-    manager = get_callback_manager_for_config(config)
-    if not manager.handlers:
-        current = Stage(config, dict(attributes))
-        marker = _CURRENT_STAGE.set(current)
-        try:
-            yield current
-        finally:
-            _CURRENT_STAGE.reset(marker)
-        return
-    run = manager.on_chain_start(None, {}, name=name)
-    current = Stage(patch_config(config, callbacks=run.get_child()), dict(attributes))
-    token = var_child_runnable_config.set(current.config)
-    marker = _CURRENT_STAGE.set(current)
-    try:
-        yield current
-    except BaseException as exc:
-        run.on_chain_error(exc)
-        raise
-    else:
-        run.on_chain_end({"rag_attributes": _clean(current.attributes)})
-    finally:
-        _CURRENT_STAGE.reset(marker)
-        var_child_runnable_config.reset(token)
-
-
-def note_stage(*, seconds: Mapping[str, float] | None = None, **attributes: Any) -> None:
-    """Report to the innermost open `stage` of this context (nothing when none is open): `attributes` for its span
-    (a text value joins the values reported before it, "a,b"; a number adds up) and `seconds` for its timings.
-
-    Code below the pipeline (a store's search) says what it did this way, without a config in hand.
-
-    Example:
-        >>> with stage("search") as s:
-        ...     note_stage(plan="post-filter", seconds={"plan": 0.5})
-        ...     note_stage(plan="native", seconds={"plan": 0.25})
-        >>> s.attributes, s.timings
-        ({'plan': 'post-filter,native'}, {'plan': 0.75})
-    """
-    current = _CURRENT_STAGE.get()
-    if current is None:
-        return
-    for key, value in attributes.items():
-        before = current.attributes.get(key)
-        if isinstance(value, str) and isinstance(before, str) and value not in before.split(","):
-            value = f"{before},{value}"
-        elif isinstance(value, int | float) and isinstance(before, int | float) and not isinstance(value, bool):
-            value = before + value
-        elif before is not None and isinstance(value, str):
-            value = before
-        current.attributes[key] = value
-    for key, value in (seconds or {}).items():
-        current.timings[key] = current.timings.get(key, 0.0) + value
 
 
 class _NoSpan:

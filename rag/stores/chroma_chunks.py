@@ -164,7 +164,7 @@ class ChromaChunkStore:
         rest = _where(plan.rest)
         return planned_search(
             plan, k, search=lambda n: chroma.query_counted(self.collection, vector, k=n, where=rest),
-            ranked=lambda n: chroma.query_ids(self.collection, vector, k=n, where=rest),
+            ranked=lambda n: chroma.query_counted(self.collection, vector, k=n, where=rest, ids_only=True)[0],
             read=lambda ids: chroma.get_documents(self.collection, ids=list(ids)),
             native=lambda: chroma.query_collection(self.collection, vector, k=k, where=_where(flt)),
             stored=lambda: chroma.count(self.collection))

@@ -88,8 +88,8 @@ def deepen_to(k: int, seen: int, kept: int, *, stored: int, branches: int,
     `ROW_BRANCHES_PER_CANDIDATE` on Chroma); the depth is `slack` times what the share says.
 
     Example:
-        >>> deepen_to(100, 112, 20, stored=100_000, branches=7)    # 20 of 112 permitted: ~550 more
-        663
+        >>> deepen_to(100, 112, 20, stored=100_000, branches=7)    # 20 of 112 permitted: ~520 more
+        630
         >>> deepen_to(100, 112, 0, stored=100_000, branches=2) is None    # none of 112: the native filter is cheaper
         True
     """

@@ -20,7 +20,6 @@ import chromadb
 import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag import retrieve
