@@ -57,10 +57,12 @@ __all__ = ["FIRST_EXTRA", "PermissionPlan", "deepen_to", "first_depth", "planned
 #: even for a principal who reads everything; a few more absorb the few chunks such a principal may not read, and a
 #: principal who reads less gets a deeper list (`deepen_to`) instead.
 FIRST_EXTRA = 8
-#: Rows x branches of the native filter that cost as much as reading one more candidate (measured on Chroma at
-#: 100,000 chunks: a 2-branch `$or` costs ~120 ms idle, one candidate's text and metadata ~0.035 ms, so one
-#: candidate ~ 60 row-branches); a deeper list is read only when it costs less than the native filter would.
-ROW_BRANCHES_PER_CANDIDATE = 60
+#: Rows x branches of the native filter that cost as much as reading one more candidate on Chroma: a deeper list is
+#: read only when it costs less than the native filter would. Measured at 100,000 chunks (bench/acl.py, the CPU time
+#: of the process): a principal of 5 groups (7 branches) cost +356 ms deepened to ~4,000 candidates and +294 ms
+#: natively, so a candidate costs ~200 row-branches (idle, one candidate's text and metadata ~0.035 ms, a 2-branch
+#: `$or` ~120 ms: ~60); 50 groups (52 branches) cost +104 ms deepened and +1,990 ms natively.
+ROW_BRANCHES_PER_CANDIDATE = 200
 #: How much deeper than the observed share of permitted hits says (a share from a short list is noisy).
 DEEPEN_SLACK = 1.25
 #: At most this many deeper lists before the native filter (each at least twice as deep, and each cheaper than it).
@@ -78,14 +80,16 @@ def first_depth(k: int) -> int:
 
 
 def deepen_to(k: int, seen: int, kept: int, *, stored: int, branches: int,
-              candidate_cost: float | None = None, slack: float = DEEPEN_SLACK) -> int | None:
+              candidate_cost: float | None = None, slack: float = DEEPEN_SLACK, round_cost: float = 0.0) -> int | None:
     """The depth of the next, deeper candidate list, or None when reading it costs more than the native filter.
 
     `seen` candidates gave `kept` permitted ones; the share read from them is taken optimistically ((kept + 2) /
     seen: a short list says little) and the list at least doubles. `stored` chunks are in the store and the
     permission conditions have `branches` comparisons (what the native filter's cost grows with); one more
     candidate costs as much as `candidate_cost` of those comparisons on one chunk (the store's;
-    `ROW_BRANCHES_PER_CANDIDATE` on Chroma); the depth is `slack` times what the share says.
+    `ROW_BRANCHES_PER_CANDIDATE` on Chroma); the depth is `slack` times what the share says. A store whose deeper
+    list costs a pass over every chunk (FTS5 ranks every match again) says what it costs per chunk stored, in
+    branches: `round_cost`.
 
     Example:
         >>> deepen_to(100, 112, 20, stored=100_000, branches=7)    # 20 of 112 permitted: ~520 more
@@ -96,7 +100,7 @@ def deepen_to(k: int, seen: int, kept: int, *, stored: int, branches: int,
     candidate_cost = ROW_BRANCHES_PER_CANDIDATE if candidate_cost is None else candidate_cost
     share = (kept + 2) / max(seen, 1)
     depth = max(2 * seen, seen + math.ceil((k - kept) / share * slack) + FIRST_EXTRA)
-    if depth * candidate_cost > stored * branches:
+    if depth * candidate_cost + stored * round_cost > stored * branches:
         return None
     return depth
 
@@ -207,13 +211,15 @@ Hits = list[tuple[Document, float]]
 def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tuple[Hits, int]],
                    ranked: Callable[[int], list[tuple[str, float]]], read: Callable[[Sequence[str]], list[Document]],
                    native: Callable[[], Hits], stored: Callable[[], int],
-                   candidate_cost: float | None = None, slack: float = DEEPEN_SLACK) -> tuple[Hits, str]:
+                   candidate_cost: float | None = None, slack: float = DEEPEN_SLACK,
+                   round_cost: float = 0.0) -> tuple[Hits, str]:
     """The top `k` hits the whole filter allows, and which path found them ("post-filter", "deepened", "native").
 
     The store's callables, each with the request's own conditions (`plan.rest`) as its native filter:
     `search(n)`: the `n` closest hits (document, score) and how many the engine returned (phantoms included);
     `ranked(n)`: the `n` closest as (id, score) only; `read(ids)`: those chunks' documents; `native()`: the search
-    with the whole filter; `stored()`: how many chunks the store holds; `candidate_cost`, `slack`: see `deepen_to`
+    with the whole filter; `stored()`: how many chunks the store holds; `candidate_cost`, `slack`, `round_cost`: see
+    `deepen_to`
     (a deeper list is read in its order, in batches, only as far as `k` permitted hits: a store whose ranked list
     costs little beyond its first search asks a deeper one, `slack`, to need fewer rounds).
     """
@@ -227,7 +233,7 @@ def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tupl
     for _ in range(DEEPEN_ROUNDS):
         total = stored() if total is None else total
         deeper = deepen_to(k, len(hits), len(kept), stored=total, branches=plan.branches,
-                           candidate_cost=candidate_cost, slack=slack)
+                           candidate_cost=candidate_cost, slack=slack, round_cost=round_cost)
         if deeper is None:
             break
         order = ranked(deeper)

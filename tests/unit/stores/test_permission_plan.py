@@ -45,18 +45,18 @@ def plan_mode(mode: str) -> Iterator[None]:
     """"off": the store's native filter only; "deepen": a short first list and deeper lists whatever they cost;
     "native": a short first list, never deeper (too few permitted: the native filter); "default": as shipped."""
     saved = (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
-             fts_index.FTS_CANDIDATE_COST)
+             fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST)
     if mode == "off":
         permission_plan.ENABLED = False
     elif mode in ("deepen", "native"):
         permission_plan.FIRST_EXTRA = 1
         cost = 0 if mode == "deepen" else math.inf
-        permission_plan.ROW_BRANCHES_PER_CANDIDATE = fts_index.FTS_CANDIDATE_COST = cost
+        permission_plan.ROW_BRANCHES_PER_CANDIDATE = fts_index.FTS_CANDIDATE_COST = fts_index.FTS_ROUND_COST = cost
     try:
         yield
     finally:
         (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
-         fts_index.FTS_CANDIDATE_COST) = saved
+         fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST) = saved
 
 
 permissions = st.sampled_from([None, Permissions(public=True), Permissions(users=frozenset({"ann"})),
