@@ -15,13 +15,14 @@ alone. Chroma and FTS5 answer a principal with the permission plan (`rag.stores.
 each row counts which path its requests took (post-filter, deepened, native).
 
     python bench/acl.py [--chunks 100000] [--groups 1000] [--requests 25] [--stores memory chroma fts]
-                        [--principal-groups 0 5 50 1000] [--case-seconds 60]
+                        [--principal-groups 0 5 50 1000] [--case-seconds 60] [--compare-native 50]
 
 Prints, per store and principal size, the median time per request with and without the principal,
 the median of the paired differences (the added time; the target is < 1 ms) in wall-clock and in CPU
 time of the process (every thread; robust on a shared machine: time spent waiting for a core is not
 counted), what building the permission filter and resolving the request's settings cost alone, and
-the machine's load average. A case stops after `--case-seconds` (at least one pair after one warm-up
+the machine's load average. `--compare-native N` also times, in the same run, the store's own filter
+without the plan for principals of at most N groups (rows marked "native filter"). A case stops after `--case-seconds` (at least one pair after one warm-up
 pair): the row says how many pairs it measured.
 """
 
@@ -47,6 +48,7 @@ from rag import Resource, retrieve  # noqa: E402
 from rag.base.acl import Permissions, Principal  # noqa: E402
 from rag.compose.request import request_settings  # noqa: E402
 from rag.compose.retrieval_settings import RetrievalSettings  # noqa: E402
+from rag.stores import permission_plan  # noqa: E402
 
 
 def corpus(chunks: int, groups: int, seed: int = 7) -> tuple[list[str], list[dict]]:
@@ -160,6 +162,9 @@ def main() -> None:
     parser.add_argument("--stores", choices=["memory", "chroma", "fts"], nargs="+", default=["memory", "chroma", "fts"])
     parser.add_argument("--principal-groups", type=int, nargs="+", default=[0, 5, 50, 1000])
     parser.add_argument("--case-seconds", type=float, default=60.0)
+    parser.add_argument("--compare-native", type=int, default=0, metavar="GROUPS",
+                        help="also time Chroma's / FTS5's own filter without the plan, for principals of at most "
+                             "GROUPS groups (1,000 groups take minutes per request natively)")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
     texts, metas = corpus(args.chunks, args.groups)
@@ -176,6 +181,15 @@ def main() -> None:
             row = {"store": store, **run(resource, principal, args.requests, args.case_seconds)}
             rows.append(row)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+            if args.compare_native and store != "memory" and len(principal.groups) <= args.compare_native:
+                permission_plan.ENABLED = False   # the store's own filter alone (as before the plan), same load
+                try:
+                    native = {"store": f"{store} (native filter)",
+                              **run(resource, principal, args.requests, args.case_seconds)}
+                finally:
+                    permission_plan.ENABLED = True
+                print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in native.items()}),
+                      flush=True)
         del resource
     for store in args.stores:
         mine = [r for r in rows if r["store"] == store]

@@ -52,17 +52,17 @@ from rag.base.tracing import note_stage
 
 __all__ = ["FIRST_EXTRA", "PermissionPlan", "deepen_to", "first_depth", "planned_search"]
 
-#: Candidates beyond `k` the first search asks for: max(FIRST_EXTRA, k // 8). Chroma reads each hit's text and
-#: metadata (about 0.035 ms per hit at 100,000 chunks, measured): 4 * k more would add about 10 ms to every request
-#: even for a principal who reads everything; a few more absorb the few chunks such a principal may not read, and a
-#: principal who reads less gets a deeper list (`deepen_to`) instead.
-FIRST_EXTRA = 8
+#: Candidates beyond `k` the first search asks for: max(FIRST_EXTRA, k // 32). Chroma reads each hit's text and
+#: metadata (~0.035 ms per hit at 100,000 chunks idle, ~0.15 ms under load): 4 * k more would add 10-45 ms to every
+#: request even for a principal who reads everything; a few more absorb the few chunks such a principal may not
+#: read, and a principal who reads less gets a deeper list (`deepen_to`) instead.
+FIRST_EXTRA = 4
 #: Rows x branches of the native filter that cost as much as reading one more candidate on Chroma: a deeper list is
-#: read only when it costs less than the native filter would. Measured at 100,000 chunks (bench/acl.py, the CPU time
-#: of the process): a principal of 5 groups (7 branches) cost +356 ms deepened to ~4,000 candidates and +294 ms
-#: natively, so a candidate costs ~200 row-branches (idle, one candidate's text and metadata ~0.035 ms, a 2-branch
-#: `$or` ~120 ms: ~60); 50 groups (52 branches) cost +104 ms deepened and +1,990 ms natively.
-ROW_BRANCHES_PER_CANDIDATE = 200
+#: read only when it costs less than the native filter would. Measured at 100,000 chunks: idle, one candidate's text
+#: and metadata ~0.035 ms and a 2-branch `$or` ~120 ms (~60); under a load of 9-11 on 2 cores (bench/acl.py, CPU time
+#: of the process), a 5-group principal (7 branches) cost +356 ms deepened to ~4,000 candidates against +294 to
+#: +434 ms natively (~100-250), and 50 groups (52 branches) +104 ms deepened against +1,990 ms natively.
+ROW_BRANCHES_PER_CANDIDATE = 100
 #: How much deeper than the observed share of permitted hits says (a share from a short list is noisy).
 DEEPEN_SLACK = 1.25
 #: At most this many deeper lists before the native filter (each at least twice as deep, and each cheaper than it).
@@ -72,11 +72,13 @@ ENABLED = True
 _PLANS: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 _PLANS_LOCK = threading.Lock()
 _PLANS_KEPT = 64
+#: the fewest candidates one read of a deeper list asks for (one Chroma `get` costs milliseconds however few)
+_MIN_BATCH = 64
 
 
 def first_depth(k: int) -> int:
     """How many candidates the first search asks for (see `FIRST_EXTRA`)."""
-    return k + max(FIRST_EXTRA, k // 8)
+    return k + max(FIRST_EXTRA, k // 32)
 
 
 def deepen_to(k: int, seen: int, kept: int, *, stored: int, branches: int,
@@ -92,8 +94,8 @@ def deepen_to(k: int, seen: int, kept: int, *, stored: int, branches: int,
     branches: `round_cost`.
 
     Example:
-        >>> deepen_to(100, 112, 20, stored=100_000, branches=7)    # 20 of 112 permitted: ~520 more
-        630
+        >>> deepen_to(100, 112, 20, stored=100_000, branches=7)    # 20 of 112 permitted: ~510 more
+        626
         >>> deepen_to(100, 112, 0, stored=100_000, branches=2) is None    # none of 112: the native filter is cheaper
         True
     """
@@ -252,7 +254,7 @@ def _walk(order: list[tuple[str, float]], k: int, known: dict[str, Document],
     at = 0
     while at < len(order) and len(kept) < k:
         share = (len(kept) + 2) / max(len(hits), 1) if hits else 1.0
-        batch = order[at:at + max(FIRST_EXTRA * 8, math.ceil((k - len(kept)) / min(share, 1.0) * DEEPEN_SLACK))]
+        batch = order[at:at + max(_MIN_BATCH, math.ceil((k - len(kept)) / min(share, 1.0) * DEEPEN_SLACK))]
         at += len(batch)
         known.update((doc.id, doc) for doc in read([id_ for id_, _ in batch if id_ not in known]))
         for id_, score in batch:
