@@ -167,7 +167,7 @@ class ChromaChunkStore:
             ranked=lambda n: chroma.query_counted(self.collection, vector, k=n, where=rest, ids_only=True)[0],
             read=lambda ids: chroma.get_documents(self.collection, ids=list(ids)),
             native=lambda: chroma.query_collection(self.collection, vector, k=k, where=_where(flt)),
-            stored=lambda: chroma.count(self.collection))
+            stored=lambda: chroma.count(self.collection), memo=self)
 
     async def asearch(self, vector: Sequence[float], *, k: int,
                       filter: dict[str, Any] | None) -> list[tuple[Document, float]]:

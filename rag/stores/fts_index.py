@@ -243,7 +243,7 @@ class FTSIndex:
             plan, k, search=lambda n: (found := self._ranked(match, plan.rest, n), len(found)),
             ranked=lambda n: self._ranked(match, plan.rest, n, ids_only=True), read=self.get_by_ids,
             native=lambda: self._ranked(match, canon, k), stored=self.count, candidate_cost=FTS_CANDIDATE_COST,
-            slack=FTS_SLACK, round_cost=FTS_ROUND_COST)
+            slack=FTS_SLACK, round_cost=FTS_ROUND_COST, memo=self)
         return [(_scored(doc, score), score) for doc, score in hits]
 
     def _ranked(self, match: str, canon: dict[str, Any] | None, k: int, *, ids_only: bool = False) -> list[Any]:

@@ -58,11 +58,12 @@ __all__ = ["FIRST_EXTRA", "PermissionPlan", "deepen_to", "first_depth", "planned
 #: read, and a principal who reads less gets a deeper list (`deepen_to`) instead.
 FIRST_EXTRA = 4
 #: Rows x branches of the native filter that cost as much as reading one more candidate on Chroma: a deeper list is
-#: read only when it costs less than the native filter would. Measured at 100,000 chunks: idle, one candidate's text
-#: and metadata ~0.035 ms and a 2-branch `$or` ~120 ms (~60); under a load of 9-11 on 2 cores (bench/acl.py, CPU time
-#: of the process), a 5-group principal (7 branches) cost +356 ms deepened to ~4,000 candidates against +294 to
-#: +434 ms natively (~100-250), and 50 groups (52 branches) +104 ms deepened against +1,990 ms natively.
-ROW_BRANCHES_PER_CANDIDATE = 100
+#: read only when it costs less than the native filter would. Measured at 100,000 chunks under a load of 9-11 on 2
+#: cores (bench/acl.py --compare-native, CPU time of the process): a 5-group principal (7 branches) cost +511 ms
+#: deepened to ~4,000 candidates against +321 ms natively (a candidate ~280 row-branches: it goes native), 50 groups
+#: (52 branches) +190 ms deepened against +2,684 ms natively (idle: a candidate's text and metadata ~0.035 ms, a
+#: 2-branch `$or` ~120 ms, ~60).
+ROW_BRANCHES_PER_CANDIDATE = 300
 #: How much deeper than the observed share of permitted hits says (a share from a short list is noisy).
 DEEPEN_SLACK = 1.25
 #: At most this many deeper lists before the native filter (each at least twice as deep, and each cheaper than it).
@@ -72,6 +73,10 @@ ENABLED = True
 _PLANS: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 _PLANS_LOCK = threading.Lock()
 _PLANS_KEPT = 64
+#: How many searches in a row a principal whose search went native goes straight to the native filter on that store
+#: (its first list would cost a search for nothing: on FTS5 one more ranking of every match) before trying the lists.
+NATIVE_AGAIN = 16
+_NATIVE: OrderedDict[tuple[int, int], tuple[Any, int]] = OrderedDict()
 #: the fewest candidates one read of a deeper list asks for (one Chroma `get` costs milliseconds however few)
 _MIN_BATCH = 64
 
@@ -214,18 +219,21 @@ def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tupl
                    ranked: Callable[[int], list[tuple[str, float]]], read: Callable[[Sequence[str]], list[Document]],
                    native: Callable[[], Hits], stored: Callable[[], int],
                    candidate_cost: float | None = None, slack: float = DEEPEN_SLACK,
-                   round_cost: float = 0.0) -> tuple[Hits, str]:
+                   round_cost: float = 0.0, memo: Any = None) -> tuple[Hits, str]:
     """The top `k` hits the whole filter allows, and which path found them ("post-filter", "deepened", "native").
 
     The store's callables, each with the request's own conditions (`plan.rest`) as its native filter:
     `search(n)`: the `n` closest hits (document, score) and how many the engine returned (phantoms included);
     `ranked(n)`: the `n` closest as (id, score) only; `read(ids)`: those chunks' documents; `native()`: the search
     with the whole filter; `stored()`: how many chunks the store holds; `candidate_cost`, `slack`, `round_cost`: see
-    `deepen_to`
+    `deepen_to`; `memo`: the store (a principal whose last search there went native goes native again, up to
+    `NATIVE_AGAIN` times, without the lists first)
     (a deeper list is read in its order, in batches, only as far as `k` permitted hits: a store whose ranked list
     costs little beyond its first search asks a deeper one, `slack`, to need fewer rounds).
     """
     start = time.perf_counter()
+    if _went_native(memo, plan):   # (this principal's last search here found too few in the lists: skip them)
+        return _done(native(), "native", k, start)
     depth = first_depth(k)
     hits, returned = search(depth)
     kept = [hit for hit in hits if plan.allows(hit[0].metadata)]
@@ -242,7 +250,31 @@ def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tupl
         hits, kept = _walk(order, k, known, read, plan.allows)
         if len(kept) >= k or len(order) < deeper:
             return _done(kept[:k], "deepened", deeper, start)
+    _went_native(memo, plan, now=True)
     return _done(native(), "native", k, start)
+
+
+def _went_native(memo: Any, plan: PermissionPlan, *, now: bool = False) -> bool:
+    """Whether to go straight to the native filter: `memo`'s (a store's) last search with this same permission
+    filter (a principal's, one shared object) went native, fewer than `NATIVE_AGAIN` searches ago. With `now`,
+    remember that it went native. Only the speed depends on it: every path gives the same answer."""
+    if memo is None or type(plan.permission) is not Filter:
+        return False
+    key = (id(memo), id(plan.permission))
+    with _PLANS_LOCK:
+        if now:
+            _NATIVE[key] = (plan.permission, 0)
+            while len(_NATIVE) > _PLANS_KEPT:
+                _NATIVE.popitem(last=False)
+            return True
+        found = _NATIVE.get(key)
+        if found is None or found[0] is not plan.permission:
+            return False
+        if found[1] + 1 >= NATIVE_AGAIN:   # (look again: the permissions or the questions may have changed)
+            del _NATIVE[key]
+            return False
+        _NATIVE[key] = (found[0], found[1] + 1)
+        return True
 
 
 def _walk(order: list[tuple[str, float]], k: int, known: dict[str, Document],

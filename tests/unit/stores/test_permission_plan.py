@@ -52,9 +52,11 @@ def plan_mode(mode: str) -> Iterator[None]:
         permission_plan.FIRST_EXTRA = 1
         cost = 0 if mode == "deepen" else math.inf
         permission_plan.ROW_BRANCHES_PER_CANDIDATE = fts_index.FTS_CANDIDATE_COST = fts_index.FTS_ROUND_COST = cost
+    permission_plan._NATIVE.clear()   # (what earlier searches remembered: each test starts from the lists)
     try:
         yield
     finally:
+        permission_plan._NATIVE.clear()
         (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
          fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST) = saved
 
@@ -206,3 +208,26 @@ def test_a_principal_of_a_thousand_groups_is_checked_without_reading_its_groups_
     hits = [{"acl_public": False, f"acl_g_g{rng.integers(0, 2000)}": True} for _ in range(500)]
     assert [plan.allows(md) for md in hits] == [matches_canonical(md, principal.filter()) for md in hits]
     assert PermissionPlan.of(and_filters({"n": 1}, principal.filter())).allows is plan.allows   # remembered
+
+
+def test_a_principal_that_went_native_goes_native_again_then_looks_again():
+    """After a native search, the same principal on the same store skips the lists (`NATIVE_AGAIN` times); the
+    answer is the native filter's all the same, also after its permissions changed; then the lists run again."""
+    corpus = _labelled(60, {7})
+    chunks, ann = _chroma(corpus), Principal("ann", frozenset({"team-a"}))
+    vector = _EMBEDDING.embed_query("revenue")
+    search = lambda: chunks.search(vector, k=5, filter=ann.filter())   # noqa: E731
+    with plan_mode("default"):
+        with stage("search") as first:
+            search()
+        assert first.attributes["permission_plan"] == "native"
+        ids, _, metas = zip(*corpus, strict=True)
+        chunks.update_metadatas(ids, [Permissions(groups=frozenset({"team-a"})).stamp(md) for md in metas])
+        paths, answers = [], []
+        for _ in range(permission_plan.NATIVE_AGAIN + 1):
+            with stage("search") as current:
+                answers.append([doc.id for doc, _ in search()])
+            paths.append(current.attributes["permission_plan"])
+    assert paths == ["native"] * (permission_plan.NATIVE_AGAIN - 1) + ["post-filter"] * 2
+    with plan_mode("off"):
+        assert answers == [[doc.id for doc, _ in search()]] * len(answers) and len(answers[0]) == 5
