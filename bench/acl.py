@@ -8,18 +8,21 @@ default pipeline (100 candidates, fusion, packing, budget); calls alternate betw
 alike. Fake embeddings (64 dimensions, drawn at random; `DeterministicFakeEmbedding` for the
 questions): the store's filtered search, not the model, is what the permissions change.
 
-Two stores in one run (`--stores`): the in-memory exact store, and Chroma (a knowledge base's
-default store) searched through its chunk store as a knowledge base searches it (the filter
-translated to Chroma's `where`), its vectors written directly.
+Three stores in one run (`--stores`): the in-memory exact store; Chroma (a knowledge base's default
+store) searched through its chunk store as a knowledge base searches it, its vectors written
+directly; and the knowledge base's lexical index (SQLite FTS5, `rag.stores.fts_index`) searched
+alone. Chroma and FTS5 answer a principal with the permission plan (`rag.stores.permission_plan`):
+each row counts which path its requests took (post-filter, deepened, native).
 
-    python bench/acl.py [--chunks 100000] [--groups 1000] [--requests 25] [--stores memory chroma]
-                        [--principal-groups 0 5 50 1000] [--case-seconds 60]
+    python bench/acl.py [--chunks 100000] [--groups 1000] [--requests 25] [--stores memory chroma fts]
+                        [--principal-groups 0 5 50 1000] [--case-seconds 60] [--compare-native 50]
 
 Prints, per store and principal size, the median time per request with and without the principal,
 the median of the paired differences (the added time; the target is < 1 ms) in wall-clock and in CPU
 time of the process (every thread; robust on a shared machine: time spent waiting for a core is not
 counted), what building the permission filter and resolving the request's settings cost alone, and
-the machine's load average. A case stops after `--case-seconds` (at least one pair after one warm-up
+the machine's load average. `--compare-native N` also times, in the same run, the store's own filter
+without the plan for principals of at most N groups (rows marked "native filter"). A case stops after `--case-seconds` (at least one pair after one warm-up
 pair): the row says how many pairs it measured.
 """
 
@@ -31,7 +34,9 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -43,6 +48,7 @@ from rag import Resource, retrieve  # noqa: E402
 from rag.base.acl import Permissions, Principal  # noqa: E402
 from rag.compose.request import request_settings  # noqa: E402
 from rag.compose.retrieval_settings import RetrievalSettings  # noqa: E402
+from rag.stores import permission_plan  # noqa: E402
 
 
 def corpus(chunks: int, groups: int, seed: int = 7) -> tuple[list[str], list[dict]]:
@@ -79,6 +85,15 @@ def build(store: str, texts: list[str], metas: list[dict]) -> Resource:
         vectorstore = ExactVectorStore(embedding)
         vectorstore.add_texts(texts, metadatas=metas)
         return Resource.from_retriever("kb", vectorstore.as_retriever())
+    if store == "fts":
+        from rag.retrieval.lexical import BM25Retriever
+        from rag.stores.fts_index import FTSIndex
+
+        index = FTSIndex(Path(tempfile.mkdtemp(prefix="acl-bench-")) / "lexical.sqlite")
+        for start in range(0, len(texts), 5000):
+            index.add([f"{i:032x}" for i in range(start, min(start + 5000, len(texts)))], texts[start:start + 5000],
+                      metas[start:start + 5000])
+        return Resource.from_retriever("kb", BM25Retriever(index=index))
     from rag.stores.chroma import new_chroma
     from rag.stores.chroma_chunks import ChromaChunkStore
 
@@ -103,17 +118,21 @@ def timed(fn) -> tuple[float, float]:
 
 def run(resource: Resource, principal: Principal, requests: int, budget: float, seed: int = 11) -> dict:
     rng = random.Random(seed)
-    with_p, without, diffs, cpu_diffs = [], [], [], []
+    with_p, without, diffs, cpu_diffs, paths = [], [], [], [], Counter()
     start = time.perf_counter()
     for n in range(requests + 1):
         question = f"topic {rng.randrange(97)} part {rng.randrange(10)}"
         first = n % 2 == 0   # alternate which call goes first
-        calls = [lambda: retrieve(question, resource, k=8, principal=principal), lambda: retrieve(question, resource, k=8)]
+        answers = []
+        calls = [lambda: answers.append(retrieve(question, resource, k=8, principal=principal)),
+                 lambda: retrieve(question, resource, k=8)]
         times = {}
         for which in ((0, 1) if first else (1, 0)):
             times[which] = timed(calls[which])
         if n < 1:
             continue   # warm-up (the first request of a principal builds its index entries)
+        paths.update(key.removeprefix("permission_plan.") for key in answers[0].timings
+                     if key.startswith("permission_plan."))
         with_p.append(times[0][0])
         without.append(times[1][0])
         diffs.append(times[0][0] - times[1][0])
@@ -132,7 +151,7 @@ def run(resource: Resource, principal: Principal, requests: int, budget: float, 
             "cpu_ms_added_median_paired": 1000 * statistics.median(cpu_diffs),
             "ms_resolve_settings_with_principal": 1000 * resolve,
             "ms_resolve_settings_equal_new_principal": 1000 * resolve_new, "ms_resolve_settings_without": 1000 * plain,
-            "context_chunks_with_principal": found}
+            "context_chunks_with_principal": found, "plan_paths": dict(paths)}
 
 
 def main() -> None:
@@ -140,9 +159,12 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=25)
-    parser.add_argument("--stores", choices=["memory", "chroma"], nargs="+", default=["memory", "chroma"])
+    parser.add_argument("--stores", choices=["memory", "chroma", "fts"], nargs="+", default=["memory", "chroma", "fts"])
     parser.add_argument("--principal-groups", type=int, nargs="+", default=[0, 5, 50, 1000])
     parser.add_argument("--case-seconds", type=float, default=60.0)
+    parser.add_argument("--compare-native", type=int, default=0, metavar="GROUPS",
+                        help="also time Chroma's / FTS5's own filter without the plan, for principals of at most "
+                             "GROUPS groups (1,000 groups take minutes per request natively)")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
     texts, metas = corpus(args.chunks, args.groups)
@@ -159,6 +181,15 @@ def main() -> None:
             row = {"store": store, **run(resource, principal, args.requests, args.case_seconds)}
             rows.append(row)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+            if args.compare_native and store != "memory" and len(principal.groups) <= args.compare_native:
+                permission_plan.ENABLED = False   # the store's own filter alone (as before the plan), same load
+                try:
+                    native = {"store": f"{store} (native filter)",
+                              **run(resource, principal, args.requests, args.case_seconds)}
+                finally:
+                    permission_plan.ENABLED = True
+                print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in native.items()}),
+                      flush=True)
         del resource
     for store in args.stores:
         mine = [r for r in rows if r["store"] == store]

@@ -25,7 +25,8 @@ operator sets `RAG_TRACING_CONTENT=1` (or `enable_tracing(capture_content=True)`
 `rag.question` and `rag.answer` are added.
 
 Code that is not a runnable reports stages with `stage()` (a child run of the current run, so
-the handler and any other tracer see it) and `index_span()` (indexing, a plain span).
+the handler and any other tracer see it; `rag.base.stages`) and `index_span()` (indexing, a plain
+span); code below a stage reports to it with `note_stage()`.
 
 Example:
     >>> from langchain_core.runnables import RunnableLambda
@@ -40,7 +41,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -48,16 +49,11 @@ from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.documents import Document
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import (
-    ensure_config,
-    get_callback_manager_for_config,
-    patch_config,
-    var_child_runnable_config,
-)
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.env import env_var_is_set
 
 from rag.base.llm_calls import call_usage, requested_model
+from rag.base.stages import Stage, note_stage, stage  # noqa: F401  (part of this module's interface)
 
 __all__ = [
     "TRACING_CONTENT_ENV",
@@ -67,6 +63,7 @@ __all__ = [
     "disable_tracing",
     "enable_tracing",
     "index_span",
+    "note_stage",
     "set_run_attributes",
     "stage",
     "tracing_callbacks",
@@ -314,44 +311,6 @@ def set_run_attributes(config: RunnableConfig | None, **attributes: Any) -> None
     for handler in callbacks.handlers:
         if isinstance(handler, OpenTelemetryCallbackHandler):
             handler.set_attributes(callbacks.parent_run_id, {f"rag.{k}": v for k, v in attributes.items()})
-
-
-@dataclass
-class Stage:
-    """A stage in progress: `config` for the work inside it, `attributes` reported when it ends."""
-
-    config: RunnableConfig
-    attributes: dict[str, Any] = field(default_factory=dict)
-
-
-@contextlib.contextmanager
-def stage(name: str, config: RunnableConfig | None = None, **attributes: Any) -> Iterator[Stage]:
-    """Run a block as a child run named `name` of the current run (or of `config`'s).
-
-    Callback handlers (this module's, LangSmith, ...) see it as a chain run; its outputs are
-    `{"rag_attributes": {...}}`, scalars only. Without any handler it only yields the config.
-
-    Example:
-        >>> with stage("fuse", k=4) as s:
-        ...     s.attributes["documents"] = 3
-    """
-    config = ensure_config(config)
-    manager = get_callback_manager_for_config(config)
-    if not manager.handlers:
-        yield Stage(config, dict(attributes))
-        return
-    run = manager.on_chain_start(None, {}, name=name)
-    current = Stage(patch_config(config, callbacks=run.get_child()), dict(attributes))
-    token = var_child_runnable_config.set(current.config)
-    try:
-        yield current
-    except BaseException as exc:
-        run.on_chain_error(exc)
-        raise
-    else:
-        run.on_chain_end({"rag_attributes": _clean(current.attributes)})
-    finally:
-        var_child_runnable_config.reset(token)
 
 
 class _NoSpan:

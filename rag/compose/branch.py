@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -61,11 +62,14 @@ def timed(timings: dict[str, float], step: str, config: RunnableConfig | None = 
           run_name: str | None = None, **attributes: Any) -> Iterator[Any]:
     """Time a step and run it as a child run (`rag.base.tracing.stage`, named `run_name` or the step)."""
     start = time.perf_counter()
+    current = None
     try:
         with stage(run_name or step, config, **attributes) as current:
             yield current
     finally:
         timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
+        for inner, seconds in (current.timings if current is not None else {}).items():   # (a store's plan)
+            timings[inner] = timings.get(inner, 0.0) + seconds
 
 
 def search_branch(question: str, resource: Resource, settings: RetrievalSettings, *,
@@ -128,7 +132,8 @@ def _search(resource: Resource, queries: list[str], kwargs: dict[str, Any], flt:
     if len(queries) == 1:
         return {0: tag_resource(resource.search(queries[0], kwargs, config=config), resource.name)}
     with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="rag-search") as pool:
-        found = list(pool.map(lambda q: resource.search(q, kwargs, config=config), queries))
+        found = list(pool.map(lambda q, context: context.run(resource.search, q, kwargs, config=config),
+                              queries, [contextvars.copy_context() for _ in queries]))   # (a store's notes reach the stage)
     return {qi: tag_resource(docs, resource.name) for qi, docs in enumerate(found)}
 
 

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -191,8 +192,9 @@ class HybridRetriever(PortableRetriever):
     def _gather(self, query: str, fetch: int, flt: dict[str, Any] | None) -> dict[str, Scored]:
         if self._pool is None:  # created on first use, reused: starting threads costs milliseconds
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-hybrid")
-        dense = self._pool.submit(self._dense, query, fetch, flt)
-        lexical = self._pool.submit(self._lexical, query, fetch, flt)
+        # (each in this context: what a store reports to the open stage, `rag.base.tracing.note_stage`, reaches it)
+        dense = self._pool.submit(contextvars.copy_context().run, self._dense, query, fetch, flt)
+        lexical = self._pool.submit(contextvars.copy_context().run, self._lexical, query, fetch, flt)
         return {"dense": dense.result(), "bm25": lexical.result()}
 
     async def _agather(self, query: str, fetch: int, flt: dict[str, Any] | None) -> dict[str, Scored]:

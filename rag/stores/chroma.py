@@ -362,11 +362,21 @@ def query_collection(collection: Any, vector: Sequence[float] | np.ndarray, *, k
     A record deleted by another process can still be in this process's vector index, and comes
     back without text or metadata: such a phantom is dropped (a source of nothing is no source).
     """
+    return query_counted(collection, vector, k=k, where=where)[0]
+
+
+def query_counted(collection: Any, vector: Sequence[float] | np.ndarray, *, k: int, where: dict[str, Any] | None = None,
+                  ids_only: bool = False) -> tuple[list[Any], int]:
+    """`query_collection`, and how many records Chroma returned (phantoms included: fewer than `k`, it holds no
+    more that `where` allows); with `ids_only`, (id, distance) pairs, no text or metadata read (far cheaper)."""
     res = collection.query(query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1), n_results=k,
-                           where=where, include=["documents", "metadatas", "distances"])
-    return [(Document(page_content=text or "", metadata=dict(md or {}), id=id_), float(dist))
-            for id_, text, md, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
-                                           res["distances"][0], strict=True) if not _phantom(text, md)]
+                           where=where, include=["distances"] if ids_only else ["documents", "metadatas", "distances"])
+    if ids_only:
+        return list(zip(res["ids"][0], map(float, res["distances"][0]), strict=True)), len(res["ids"][0])
+    return ([(Document(page_content=text or "", metadata=dict(md or {}), id=id_), float(dist))
+             for id_, text, md, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
+                                            res["distances"][0], strict=True) if not _phantom(text, md)],
+            len(res["ids"][0]))
 
 
 def _phantom(text: Any, metadata: Any) -> bool:

@@ -50,6 +50,7 @@ from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.files import refuse_symlinks, store_write_error
+from rag.stores.permission_plan import PermissionPlan, planned_search
 from rag.stores.sqlite_where import where_sql
 
 __all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
@@ -59,6 +60,16 @@ FORMAT = "rag-fts5/1"
 #: the metadata fields indexed with each chunk's text by default (as knowledge bases' BM25 does)
 DEFAULT_FIELDS = ("title", "section")
 _BATCH = 500
+#: `rag.stores.permission_plan.planned_search`'s candidate_cost here: reading one more ranked chunk (its text and
+#: metadata) costs about as much as FTS5 checking N permission comparisons on one matching chunk inside the
+#: statement (a `json_each` each). Measured at 100,000 chunks: see docs/benchmarks.md "Document permissions".
+FTS_CANDIDATE_COST = 20
+#: a deeper ranked list costs FTS5 one more ranking of every match (about what the plain search costs) and little per
+#: row beyond it, and only the rows needed are read: ask for 3x what the share of permitted hits says (fewer rounds)
+FTS_SLACK = 3.0
+#: and each deeper list ranks every match again: about what checking 2 permission comparisons per chunk costs
+#: (the plain search of bench/acl.py, ~175 ms at 100,000 chunks, and a principal of no group's native filter, +175 ms)
+FTS_ROUND_COST = 2.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc_id TEXT,
@@ -214,20 +225,39 @@ class FTSIndex:
     def search(self, query: str, *, k: int = 4,
                filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
         """The top-`k` chunks for `query` among those the portable `filter` allows, as (document, score), best
-        first; ``metadata["scores"] == {"bm25": score}``."""
+        first; ``metadata["scores"] == {"bm25": score}``.
+
+        A principal's permission conditions are checked in Python on the best-ranked matches of the request's
+        own conditions (`rag.stores.permission_plan`): inside the statement they cost a `json_each` per
+        matching chunk and group (+0.2 s for a principal of no group, +0.8 s of 5, at 100,000 chunks)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         canon = validate_filter(filter)
         match = self._match(query)
         if match is None:
             return []
+        plan = PermissionPlan.of(canon)
+        if plan is None:
+            return self._ranked(match, canon, k)
+        hits, _ = planned_search(
+            plan, k, search=lambda n: (found := self._ranked(match, plan.rest, n), len(found)),
+            ranked=lambda n: self._ranked(match, plan.rest, n, ids_only=True), read=self.get_by_ids,
+            native=lambda: self._ranked(match, canon, k), stored=self.count, candidate_cost=FTS_CANDIDATE_COST,
+            slack=FTS_SLACK, round_cost=FTS_ROUND_COST, memo=self)
+        return [(_scored(doc, score), score) for doc, score in hits]
+
+    def _ranked(self, match: str, canon: dict[str, Any] | None, k: int, *, ids_only: bool = False) -> list[Any]:
+        """The top `k` matches the filter allows: (document, score), or (id, score) with `ids_only`."""
         # ranked first on row numbers alone, the text read for the top k only (sorting every match with its text
         # costs 50x more); the filter, when there is one, joins the metadata inside the ranking
         where, params = ("", []) if canon is None else where_sql(canon, "f.metadata")
         joined = f"JOIN chunks AS f ON f.n = terms.rowid WHERE terms MATCH ? AND {where}" if where else "WHERE terms MATCH ?"
-        sql = (f"SELECT c.id, c.text, c.metadata, r.rank FROM (SELECT terms.rowid AS n, bm25(terms) AS rank FROM terms "
+        columns = "c.id, r.rank" if ids_only else "c.id, c.text, c.metadata, r.rank"
+        sql = (f"SELECT {columns} FROM (SELECT terms.rowid AS n, bm25(terms) AS rank FROM terms "
                f"{joined} ORDER BY rank, terms.rowid LIMIT ?) AS r JOIN chunks AS c ON c.n = r.n ORDER BY r.rank, r.n")
         rows = self._db().execute(sql, [match, *params, k]).fetchall()
+        if ids_only:
+            return [(id_, -rank) for id_, rank in rows]
         return [(_document(id_, text, metadata, -rank), -rank) for id_, text, metadata, rank in rows]
 
     def search_documents(self, query: str, *, k: int = 4,
@@ -290,6 +320,12 @@ def _document(id_: str, text: str, metadata: str, score: float | None = None) ->
         md["score"] = score
         md["scores"] = {"bm25": score}
     return Document(page_content=text, metadata=md, id=id_)
+
+
+def _scored(doc: Document, score: float) -> Document:
+    if doc.metadata.get("scores") != {"bm25": score}:   # (a chunk read back by id for a deeper list)
+        doc.metadata["score"], doc.metadata["scores"] = score, {"bm25": score}
+    return doc
 
 
 def _text_or_none(value: Any) -> str | None:

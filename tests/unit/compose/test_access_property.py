@@ -7,6 +7,10 @@ read), generated principals, request filters and every retrieval setting, throug
 `/v1/chat/completions`) with API keys. The oracle decides visibility from the permissions as
 generated, not through the filter. Every chunk's text holds a marker (``zq<doc>x<index>``), so
 text merged from neighbours or segments is traced back to the chunks it came from.
+
+Chroma answers a principal's permissions with a plan (`rag.stores.permission_plan`: checked on the hits
+of a search with the request's own filter, or a deeper list, or Chroma's filter): the tests draw which
+path runs (`plan_mode`) and compare the answer with the one of Chroma's filter alone, chunk for chunk.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 
 import chromadb
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
@@ -33,6 +37,7 @@ from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.retrieval.hybrid import HybridRetriever
 from rag.retrieval.lexical import BM25Index, BM25Retriever
 from tests.unit.retrieval.test_retrieval_filter_isolation import pipeline_settings
+from tests.unit.stores.test_permission_plan import plan_mode
 
 MARKER = re.compile(r"zq(\d+)x(\d+)")
 WORDS = ["revenue", "costs", "growth", "risk", "margin", "cash"]
@@ -43,9 +48,23 @@ _CLIENT = chromadb.EphemeralClient()
 _EMBEDDING = DeterministicFakeEmbedding(size=16)
 
 permissions = st.one_of(st.none(), st.builds(Permissions, st.frozensets(st.sampled_from(USERS), max_size=2),
-                                             st.frozensets(st.sampled_from(GROUPS), max_size=2), st.booleans()))
-principals = st.builds(Principal, st.sampled_from([*USERS, "dave"]), st.frozensets(st.sampled_from(GROUPS),
-                                                                                   max_size=2))
+                                             st.frozensets(st.sampled_from(GROUPS), max_size=2),
+                                             st.sampled_from([False, False, False, True])))   # (some read few)
+principals = st.one_of(
+    st.builds(Principal, st.sampled_from([*USERS, "dave"]), st.frozensets(st.sampled_from(GROUPS), max_size=2)),
+    st.builds(Principal, st.sampled_from(USERS), st.just(frozenset(GROUPS))))   # reads most chunks: post-filter
+#: which path the permission plan takes when the first list is short: "deepen" (deeper lists), "native" (Chroma's
+#: filter), "default" (as shipped: small corpora mostly end in the first list or Chroma's filter)
+plan_modes = st.sampled_from(["default", "deepen", "native"])
+
+
+def _contexts(run: Any, mode: str) -> tuple[list[str], list[str]]:
+    """The texts `run()` returns under the plan's `mode`, and with Chroma's filter alone (the plan off)."""
+    with plan_mode(mode):
+        planned = [d.page_content for d in run()]
+    with plan_mode("off"):
+        native = [d.page_content for d in run()]
+    return planned, native
 
 
 @st.composite
@@ -104,18 +123,51 @@ questions = st.lists(st.sampled_from(WORDS + SECTIONS), min_size=1, max_size=4).
 
 @settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
 @given(data=st.data(), corpus=corpora(), principal=principals, flt=request_filters, default=st.booleans(),
-       kind=st.sampled_from(["bm25", "chroma", "hybrid"]), question=questions)
-def test_retrieve_returns_only_chunks_the_principal_may_read(data, corpus, principal, flt, default, kind, question):
+       kind=st.sampled_from(["bm25", "chroma", "hybrid"]), question=questions, mode=plan_modes)
+def test_retrieve_returns_only_chunks_the_principal_may_read(data, corpus, principal, flt, default, kind, question,
+                                                             mode):
     chunks, truth = corpus
     options = data.draw(pipeline_settings(chunks))
-    result = retrieve(question, _resource(kind, "docs", chunks), filter=flt, principal=principal,
-                      public_by_default=default, **options)
+    if mode != "default":   # a first list shorter than the corpus, so that it may hold too few readable chunks
+        options["fetch_k"] = data.draw(st.integers(1, 4))
+    resource = _resource(kind, "docs", chunks)
+    with plan_mode(mode):
+        result = retrieve(question, resource, filter=flt, principal=principal, public_by_default=default, **options)
     assert_readable([d.page_content for d in result.context], truth, principal, default)
+    for path in sorted(key for key in result.timings if key.startswith("permission_plan.")):
+        event(path)   # (which paths the examples took: pytest --hypothesis-show-statistics)
+    with plan_mode("off"):   # the plan's answer is Chroma's filter's, chunk for chunk
+        native = retrieve(question, resource, filter=flt, principal=principal, public_by_default=default, **options)
+    assert [d.page_content for d in result.context] == [d.page_content for d in native.context]
     route = result.extras.get("route")
     if route is not None:   # a route names only documents the principal could be given
         readable = {c.metadata["source"] for c in chunks
                     if visible(principal, truth[MARKER.search(c.page_content).group(0)], default)}
         assert set(route["values"]) <= readable and set(route["scores"]) <= readable, (route, readable)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
+@given(corpus=corpora(), principal=principals, flt=request_filters, default=st.booleans(), question=questions,
+       mode=plan_modes, k=st.integers(1, 3), kind=st.sampled_from(["chroma", "hybrid"]))
+def test_every_path_of_the_plan_gives_what_chromas_filter_gives(corpus, principal, flt, default, question, mode, k,
+                                                                kind):
+    """Short candidate lists (`fetch_k` = `k` of 1-3), so the first list often holds too few readable chunks:
+    each path of the plan (post-filter, deepened, native) returns Chroma's own filter's context, chunk for chunk."""
+    chunks, truth = corpus
+    resource = _resource(kind, "docs", chunks)
+    paths: list[str] = []
+
+    def run() -> list[Document]:
+        result = retrieve(question, resource, filter=flt, principal=principal, public_by_default=default, k=k,
+                          fetch_k=k)
+        paths.extend(key for key in result.timings if key.startswith("permission_plan."))
+        return result.context
+
+    planned, native = _contexts(run, mode)
+    for path in sorted(set(paths)):
+        event(path)
+    assert_readable(planned, truth, principal, default)
+    assert planned == native
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=_slow_ok)
@@ -136,9 +188,9 @@ def test_a_chain_filters_every_resource_by_the_principal(data, corpus, principal
 @settings(max_examples=30, deadline=None, suppress_health_check=_slow_ok)
 @given(data=st.data(), corpus=corpora(), principal=principals, other=principals, flt=request_filters,
        default=st.booleans(), plain=st.booleans(), door=st.sampled_from(["argument", "config", "both", "chain", "async"]),
-       question=questions)
+       question=questions, mode=plan_modes)
 def test_as_retriever_returns_only_chunks_the_principal_may_read(data, corpus, principal, other, flt, default, plain,
-                                                                  door, question):
+                                                                  door, question, mode):
     """`RAG.as_retriever()`: the principal given to it, in a call's config, both (only what both may read), in a
     chain the retriever runs in, and on the async path."""
     import asyncio
@@ -148,23 +200,28 @@ def test_as_retriever_returns_only_chunks_the_principal_may_read(data, corpus, p
     chunks, truth = corpus
     options = data.draw(pipeline_settings(chunks))
     options.pop("router", None), options.pop("routing", None)
+    if mode != "default":   # a first list shorter than the corpus, so that it may hold too few readable chunks
+        options["fetch_k"] = data.draw(st.integers(1, 4))
     resources = [_resource("bm25", "a", chunks), _resource("chroma", "b", chunks)]
     rag = RAG(resources=resources, retrieval="plain") if plain else RAG(resources=resources, retrieval=options)
     config = {"configurable": {"principal": principal, "public_by_default": default}}
     readers = [principal]
     if door == "argument":
-        docs = rag.as_retriever(principal=principal, public_by_default=default).invoke(question, filter=flt)
+        run = lambda: rag.as_retriever(principal=principal, public_by_default=default).invoke(question, filter=flt)  # noqa: E731
     elif door == "config":
-        docs = rag.as_retriever(filter=flt).invoke(question, config=config)
+        run = lambda: rag.as_retriever(filter=flt).invoke(question, config=config)  # noqa: E731
     elif door == "both":
-        docs = rag.as_retriever(principal=other, filter=flt).invoke(question, config=config)
+        run = lambda: rag.as_retriever(principal=other, filter=flt).invoke(question, config=config)  # noqa: E731
         readers.append(other)
     elif door == "chain":
-        docs = (rag.as_retriever(filter=flt) | RunnableLambda(lambda found: found)).invoke(question, config=config)
+        run = lambda: (rag.as_retriever(filter=flt) | RunnableLambda(lambda found: found)).invoke(  # noqa: E731
+            question, config=config)
     else:
-        docs = asyncio.run(rag.as_retriever(filter=flt).ainvoke(question, config=config))
+        run = lambda: asyncio.run(rag.as_retriever(filter=flt).ainvoke(question, config=config))  # noqa: E731
+    texts, native = _contexts(run, mode)
     for reader in readers:
-        assert_readable([d.page_content for d in docs], truth, reader, default)
+        assert_readable(texts, truth, reader, default)
+    assert texts == native   # exactly what Chroma's own filter gives, whichever path the plan took
 
 
 def test_as_retriever_refuses_what_is_not_a_principal_and_hides_unlabeled_chunks():
