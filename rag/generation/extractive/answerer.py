@@ -176,7 +176,7 @@ class ExtractiveAnswerer(Answerer):
         best = closest[0]
         if not ranked or best.score < self.min_confidence:   # not asserted: the closest passage, with its source, beside it
             doc = docs[best.unit.source - 1]
-            shown = passage(best.unit.source, surrounding(best.unit.text, doc.page_content, self.passage_lines),
+            shown = passage(best.unit.source, surrounding(best.unit.anchor or best.unit.text, doc.page_content, self.passage_lines),
                             source_label(doc))
             return Answer(NOT_SURE, refused=True, confidence=best.score, passage=shown, answerer=self.describe())
         chosen = [s for s in ranked[:self.max_sentences] if s.score >= best.score * self.relative_cutoff]
