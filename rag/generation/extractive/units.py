@@ -38,7 +38,7 @@ from rag.base.text import split_sentences
 from rag.indexing.definitions import definitions
 from rag.indexing.table_structure import table_rows
 
-__all__ = ["MAX_WORDS", "MIN_WORDS", "Unit", "context_units", "surrounding"]
+__all__ = ["MAX_WORDS", "MIN_WORDS", "Unit", "context_units", "shown_passage", "surrounding"]
 
 MIN_WORDS = 3
 MAX_WORDS = 80
@@ -179,3 +179,11 @@ def surrounding(text: str, chunk: str, lines: int = 1) -> str:
         return text
     last = next((i for i in range(first, len(flat)) if tail in flat[i]), first)
     return "\n".join(rows[max(0, first - lines):last + lines + 1]).strip()
+
+
+def shown_passage(unit: Unit, chunk: str, lines: int = 1) -> str:
+    """The passage shown for `unit` beside "not sure": `surrounding` it in `chunk`; for a definition, its term
+    first when those lines do not hold it (a chunk that starts inside the term's line or below it)."""
+    shown = surrounding(unit.anchor or unit.text, chunk, lines)
+    term = unit.text[:-len(unit.anchor) - 2] if unit.kind == "definition" and unit.anchor else ""
+    return f"{term}\n{shown}" if term and term not in " ".join(shown.split()) else shown

@@ -76,3 +76,16 @@ def test_every_asserted_definition_quotes_a_term_and_its_description_from_the_ci
             pairs = {(d["term"], d["description"]) for d in definitions(docs[n - 1].metadata)}
             term, _, said = quote.partition(": ")
             assert any(t == term and said in d for t, d in pairs), (quote, pairs)
+
+
+def test_a_passage_from_a_chunk_below_its_term_still_shows_the_term():
+    sentences = [f"Sentence {i} of the description talks about topic{i} and nothing else here." for i in range(40)]
+    text, _ = html_to_text(f"<dl><dt>--long-option</dt><dd>{' '.join(sentences)}</dd></dl>")
+    chunks = split_documents([Document(page_content=text, metadata={"source": "a.html"})], chunk_size=60,
+                             chunk_overlap=10)
+    last = chunks[-1]
+    assert "--long-option" not in last.page_content and definitions(last.metadata)[0]["term"] == "--long-option"
+    answer = ExtractiveAnswerer(embedding=None, min_confidence=0.99).answer("What does topic39 mean for laptops?",
+                                                                          [last])
+    assert answer.refused and answer.passage["text"].startswith("--long-option\n")
+    assert "topic39" in answer.passage["text"]
