@@ -103,11 +103,12 @@ def windows(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray, body: np.n
 
 
 def cut(text: str, spans: Sequence[tuple[int, int]], *, size: int, overlap: int, max_chars: int,
-        headings: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, int]]:
+        headings: Sequence[tuple[int, int]] = (), joins: Sequence[int] = ()) -> list[tuple[int, int, int]]:
     """`(start, end, tokens)` character spans of the chunks of `text`, given its token `spans`.
 
     `headings` are character spans of heading lines: a chunk ends on them alone only when a run of
-    headings is longer than a chunk.
+    headings is longer than a chunk. `joins` are character offsets a chunk ends at only when no other cut
+    fits its window (a definition's description line, tied to its term on the line above).
     """
     starts, ends = split_long_tokens(spans, max(1, max_chars // 8))
     if not len(starts):
@@ -118,6 +119,9 @@ def cut(text: str, spans: Sequence[tuple[int, int]], *, size: int, overlap: int,
     is_heading = np.zeros(len(starts), dtype=bool)
     for first, last in headings:
         is_heading |= (starts >= first) & (starts < last)
-    ranges = windows(boundary_scores(text, starts, ends), starts, ends, np.flatnonzero(~is_heading),
+    scores = boundary_scores(text, starts, ends)
+    if len(joins):
+        scores[np.flatnonzero(np.isin(starts, np.asarray(joins, dtype=np.int64)))] = 0
+    ranges = windows(scores, starts, ends, np.flatnonzero(~is_heading),
                      size=size, overlap=overlap, max_chars=max_chars)
     return [(int(starts[a]), int(ends[b - 1]), b - a) for a, b in ranges]

@@ -22,7 +22,9 @@ it fits, else cut between rows with its header lines repeated. Every chunk carri
   heading-like line in effect, `rag.indexing.headings`);
 - `token_count`: its length in word pieces; `start_index`: its offset in the page or file text;
 - `table_rows` (only a chunk holding table rows): the rows as structure, header and cells, a JSON
-  string (`rag.indexing.table_structure`), so an answerer reads rows without parsing `a | b` text.
+  string (`rag.indexing.table_structure`), so an answerer reads rows without parsing `a | b` text;
+- `definitions` (only a chunk holding part of a definition list): each term with its description
+  (`rag.indexing.definitions`); no chunk ends between a term and its description when it can end elsewhere.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -53,6 +55,7 @@ from rag.indexing.headings import (
     heading_spans,
     section_at,
 )
+from rag.indexing.definitions import DEFINITIONS_KEY, chunk_definitions, piece_definitions
 from rag.indexing.loaders import clean_text
 from rag.indexing.table_structure import TABLE_ROWS_KEY, chunk_tables, piece_tables
 from rag.indexing.tables import split_table
@@ -261,12 +264,12 @@ class TokenChunker:
                                              [(s - first, e - first) for s, e in headings if first <= s < last]))
         return pieces
 
-    def _cuts(self, piece: _Piece, spans: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
-        """`(text, start, tokens)` of the chunks of one piece."""
+    def _cuts(self, piece: _Piece, spans: list[tuple[int, int]], joins: Sequence[int] = ()) -> list[tuple[str, int, int]]:
+        """`(text, start, tokens)` of the chunks of one piece (`joins`: offsets a chunk should not end at)."""
         if not piece.table:
             return [(piece.text[a:b], a, n) for a, b, n in cut(
                 piece.text, spans, size=self.chunk_size, overlap=self.chunk_overlap, max_chars=self.max_chars,
-                headings=piece.headings)]
+                headings=piece.headings, joins=joins)]
         lines = piece.text.splitlines(keepends=True)
         offsets = [0, *accumulate(len(line) for line in lines)]
         out = []
@@ -304,13 +307,16 @@ class TokenChunker:
             if piece.section is not None:
                 base["section"] = piece.section
             tables = piece_tables(piece.text, piece.header_lines if piece.table else None)
-            for body, start, count in self._cuts(piece, spans):
+            terms = [] if piece.table else piece_definitions(piece.text)
+            for body, start, count in self._cuts(piece, spans, [d.start for d in terms]):
                 index = counters.get(doc_id, 0)
                 counters[doc_id] = index + 1
                 chunk_meta = {**base, "chunk_index": index, "token_count": count, "start_index": piece.start + start}
                 rows = chunk_tables(tables, start, start + len(body) + 2, body) if tables else None
                 if rows:
                     chunk_meta[TABLE_ROWS_KEY] = rows
+                if terms and (described := chunk_definitions(terms, piece.text, start, start + len(body))):
+                    chunk_meta[DEFINITIONS_KEY] = described
                 if piece.number in pdf_sections and not base.get("section"):
                     spans_, position = pdf_sections[piece.number]
                     at = -1 if piece.table else piece.start + start

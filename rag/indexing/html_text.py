@@ -25,7 +25,10 @@ What is kept, and how:
 - `<pre>` blocks whole, as fenced code with their line breaks and indentation (a `#` comment in
   code is never a heading for the chunker);
 - tables as tables: one line per row, cells joined with " | "; a row of one cell (a reference table's
-  entry: "gcd ( numeric_type, numeric_type ) → numeric_type Greatest common divisor ...") is a block of its own.
+  entry: "gcd ( numeric_type, numeric_type ) → numeric_type Greatest common divisor ...") is a block of its own;
+- definition lists (`<dl>`) in the Markdown definition-list form, each term tied to its description:
+  the term on a line of its own (several `<dt>` of one `<dd>` joined with ", "), the description directly
+  under it after ": ", then a blank line (`rag.indexing.definitions` reads them into chunk metadata).
 
 Example:
     >>> page = ('<title>Guide</title><nav>Home | Next</nav><h2>Install<a class="headerlink">¶</a></h2>'
@@ -91,6 +94,9 @@ class _TextTarget:
         self._row: list[str] | None = None
         self._cell: list[str] | None = None
         self._pre: list[str] | None = None
+        self._term: list[str] | None = None          # the text of the open <dt>
+        self._terms: list[str] = []                  # terms waiting for their <dd>
+        self._lead = False                           # right after a description's ": ": blanks are layout
         self.outside = 0         # characters of text outside the main regions
         self.outside_prose = False   # a run of `_PROSE_CHARS` or more of them, without a block break
         self._run = 0
@@ -133,6 +139,12 @@ class _TextTarget:
             self._cell = []
         elif tag in _HEADINGS and self._heading is None and self._cell is None and self._pre is None:
             self._heading = (_HEADINGS[tag], [])
+        elif tag == "dt" and self._cell is None and self._heading is None and self._pre is None:
+            self._term = self._term if self._term is not None else []
+        elif tag == "dd" and self._terms and self._cell is None and self._heading is None and self._pre is None:
+            terms, self._terms, self._lead = ", ".join(self._terms), [], False
+            self._emit("\n\n" + terms + "\n: ")
+            self._lead = True
         elif tag == "br":
             self._text("\n")
 
@@ -169,6 +181,16 @@ class _TextTarget:
             row, self._row = self._row, None
             if row:   # a row of one cell is a block of its own (a reference table's entry), not a line of prose
                 self._emit(" | ".join(row) + ("\n\n" if len(row) == 1 else "\n"))
+        elif tag == "dt" and self._term is not None:
+            term, self._term = " ".join("".join(self._term).split()).rstrip(":").rstrip(), None
+            if term:
+                self._terms.append(term)
+        elif tag == "dd" and self._cell is None and self._heading is None and self._pre is None:
+            self._flush_terms()
+            self._emit("\n\n")
+        elif tag == "dl":
+            self._flush_terms()
+            self._text("\n")
         elif tag in _HEADINGS and self._heading is not None and _HEADINGS[tag] == self._heading[0]:
             level, words = self._heading
             self._heading = None
@@ -192,13 +214,27 @@ class _TextTarget:
             self._cell.append(" " if text == "\n" else text)
         elif self._heading is not None:
             self._heading[1].append(text)
+        elif self._term is not None:
+            self._term.append(text)
         elif self._row is None and not (self._count["table"] and text.isspace()):
             self._emit(text)  # (blanks between a table's rows are layout, not text)
 
     def _emit(self, text: str) -> None:
+        if self._lead:   # the description's text starts on its ": " line
+            if text.isspace():
+                return
+            self._lead, text = False, text.lstrip()
         self._add(False, text)
 
+    def _flush_terms(self) -> None:
+        """Terms without a description (a `<dt>` with no `<dd>`) are a paragraph of their own."""
+        self._lead = False
+        if self._terms:
+            terms, self._terms = ", ".join(self._terms), []
+            self._emit("\n\n" + terms + "\n\n")
+
     def _add(self, pre: bool, text: str) -> None:
+        self._lead = self._lead and not pre   # a description opening with code: its ": " line stays empty
         self.parts.append((pre, text))
         if self._count["main"]:
             self.main.append((pre, text))
@@ -217,6 +253,10 @@ class _TextTarget:
         if self._heading is not None:  # a heading never closed: keep its text as text
             words, self._heading = self._heading[1], None
             self._emit("".join(words))
+        if self._term is not None:
+            self._terms.append(" ".join("".join(self._term).split()))
+            self._term = None
+        self._flush_terms()
         if self._pre is not None:
             code, self._pre = "".join(self._pre), None
             self._add(True, code)

@@ -1,9 +1,13 @@
-"""reStructuredText read as text, with its section titles turned into markdown `#` headings.
+"""reStructuredText read as text, with its section titles turned into markdown `#` headings and its
+definition lists in the Markdown definition-list form.
 
 An rst title is a line underlined (and optionally overlined) with one repeated punctuation
 character; the order in which adornment styles first appear gives the levels, as in docutils.
 Turning titles into `#` lines lets the chunker split rst files into sections and name them,
-as it does for markdown. Everything else is kept as written.
+as it does for markdown. A definition list item (a term line after a blank line, its definition
+indented directly under it) becomes the term line with the definition's first paragraph under it after
+": ", dedented, as the HTML loader prints `<dl>` (`rag.indexing.definitions` reads it into the chunk's
+metadata). Everything else is kept as written.
 
 Example:
     >>> text, title = rst_to_markdown("=====\\nGuide\\n=====\\n\\nIntro.\\n\\nInstall\\n-------\\n\\nRun it.\\n")
@@ -27,6 +31,20 @@ import re
 __all__ = ["rst_to_markdown"]
 
 _ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}\s*$")  # 3+ of one punctuation character
+
+
+_NOT_A_TERM = re.compile(r"^(?:\.\.|[-*+•|:]\s|:|>>>|\d+[.)]\s|#\.\s|\(?[A-Za-z0-9]{1,3}[.)]\s)|::\s*$")
+
+
+def _definition(lines: list[str], i: int, previous_blank: bool) -> int:
+    """How many indented lines directly under line `i` form the first paragraph of its definition (0: not a term)."""
+    line = lines[i].rstrip("\r\n")
+    if not (previous_blank and line.strip() and not line[0].isspace() and not _NOT_A_TERM.search(line)):
+        return 0
+    count = 0
+    while i + 1 + count < len(lines) and lines[i + 1 + count][:1].isspace() and lines[i + 1 + count].strip():
+        count += 1
+    return count
 
 
 def _is_adornment(line: str) -> bool:
@@ -57,5 +75,9 @@ def rst_to_markdown(text: str) -> tuple[str, str | None]:
             i += 3 if over else 2
             continue
         out.append(lines[i])
+        if count := _definition(lines, i, previous_blank):
+            body = [line.strip() for line in lines[i + 1:i + 1 + count]]
+            out += [f": {body[0]}\n", *(f"{line}\n" for line in body[1:])]
+            i += count
         i += 1
     return "".join(out), title

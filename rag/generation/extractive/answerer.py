@@ -34,7 +34,7 @@ from rag.base.answer import NO_ANSWER, NOT_SURE, Answer, passage
 from rag.base.errors import ConfigError
 from rag.base.text import idf_weights, tokenize
 from rag.generation.answerer import Answerer
-from rag.generation.extractive.units import Unit, context_units, surrounding
+from rag.generation.extractive.units import Unit, context_units, shown_passage
 from rag.generation.prompts import source_label
 from rag.models.embeddings import scoring_embeddings
 
@@ -176,7 +176,7 @@ class ExtractiveAnswerer(Answerer):
         best = closest[0]
         if not ranked or best.score < self.min_confidence:   # not asserted: the closest passage, with its source, beside it
             doc = docs[best.unit.source - 1]
-            shown = passage(best.unit.source, surrounding(best.unit.text, doc.page_content, self.passage_lines),
+            shown = passage(best.unit.source, shown_passage(best.unit, doc.page_content, self.passage_lines),
                             source_label(doc))
             return Answer(NOT_SURE, refused=True, confidence=best.score, passage=shown, answerer=self.describe())
         chosen = [s for s in ranked[:self.max_sentences] if s.score >= best.score * self.relative_cutoff]

@@ -1,9 +1,12 @@
-"""The quotable units of a context: its sentences, and its table rows as indexing kept them.
+"""The quotable units of a context: its sentences, its table rows and its definitions as indexing kept them.
 
 A chunk's sentences come from `rag.base.text.split_sentences` (headings, table rules and fenced
 code left out); the lines of its table rows are taken out of the prose first, and its rows come
 from its metadata (`rag.indexing.table_structure.table_rows`: header and cells, never re-parsed
-from the text). Left out as well, since they are not statements a reader can take alone:
+from the text). A chunk's definitions (a term and its description, `rag.indexing.definitions.definitions`)
+are units of their own, quoted "term: description": a description's sentences (up to `MAX_WORDS` words a
+unit) after the term they describe, which is what a "which option does X?" question asks for; their lines
+are taken out of the prose as rows are. Left out as well, since they are not statements a reader can take alone:
 
 - a sentence cut by the chunk's edges: the first one when the chunk starts mid-sentence (a
   lower-case or punctuation start), the last one when the chunk ends without a sentence end;
@@ -32,9 +35,10 @@ from typing import Any
 from langchain_core.documents import Document
 
 from rag.base.text import split_sentences
+from rag.indexing.definitions import definitions
 from rag.indexing.table_structure import table_rows
 
-__all__ = ["MAX_WORDS", "MIN_WORDS", "Unit", "context_units", "surrounding"]
+__all__ = ["MAX_WORDS", "MIN_WORDS", "Unit", "context_units", "shown_passage", "surrounding"]
 
 MIN_WORDS = 3
 MAX_WORDS = 80
@@ -50,10 +54,12 @@ class Unit:
     Attributes:
         text: what an answer quotes (context text, whitespace normalised).
         sources: the 1-based numbers of the context documents holding it (cited as `[n]`).
-        kind: "sentence" or "row".
+        kind: "sentence", "row" or "definition".
         terms: text matched against the question but not quoted (a row's column header).
         position: order within its first document.
         metadata: its first document's metadata (title, section, source).
+        anchor: the context text the unit is found by in its chunk, when its text is not (a definition's
+            description, quoted after its term).
     """
 
     text: str
@@ -62,6 +68,7 @@ class Unit:
     terms: str = ""
     position: int = 0
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    anchor: str = field(default="", compare=False, repr=False)
 
     @property
     def source(self) -> int:
@@ -119,6 +126,18 @@ def _chunk_units(n: int, doc: Document) -> list[Unit]:
             flat = " ".join(str(line).split())
             if len(_LETTER.findall(flat)) >= 2:
                 units.append(Unit(flat, (n,), "row", header, len(units), metadata))
+    for item in definitions(metadata):
+        row_lines.update(item["lines"])
+        group: list[str] = []
+        flat = " ".join(item["description"].split())
+        whole = [flat] if flat[:1].isupper() and len(flat.split()) <= MAX_WORDS else []   # "Be quiet." alone
+        for sentence in [*(_sentences(flat) or whole), ""]:
+            if group and (not sentence or len(" ".join([*group, sentence]).split()) > MAX_WORDS):
+                said = " ".join(group)
+                units.append(Unit(f"{item['term']}: {said}", (n,), "definition", "", len(units), metadata, said))
+                group = []
+            if sentence:
+                group.append(sentence)
     if row_lines:
         text = "\n".join(line for line in text.splitlines() if line.strip() not in row_lines)
     units += [Unit(s, (n,), "sentence", "", len(units), metadata) for s in _sentences(text)]
@@ -136,7 +155,7 @@ def context_units(docs: Sequence[Document]) -> list[Unit]:
                 first = out[seen[key]]
                 if n not in first.sources:
                     out[seen[key]] = Unit(first.text, (*first.sources, n), first.kind, first.terms, first.position,
-                                          first.metadata)
+                                          first.metadata, first.anchor)
                 continue
             seen[key] = len(out)
             out.append(unit)
@@ -160,3 +179,11 @@ def surrounding(text: str, chunk: str, lines: int = 1) -> str:
         return text
     last = next((i for i in range(first, len(flat)) if tail in flat[i]), first)
     return "\n".join(rows[max(0, first - lines):last + lines + 1]).strip()
+
+
+def shown_passage(unit: Unit, chunk: str, lines: int = 1) -> str:
+    """The passage shown for `unit` beside "not sure": `surrounding` it in `chunk`; for a definition, its term
+    first when those lines do not hold it (a chunk that starts inside the term's line or below it)."""
+    shown = surrounding(unit.anchor or unit.text, chunk, lines)
+    term = unit.text[:-len(unit.anchor) - 2] if unit.kind == "definition" and unit.anchor else ""
+    return f"{term}\n{shown}" if term and term not in " ".join(shown.split()) else shown
