@@ -54,14 +54,21 @@ def minilm():
 
 
 @pytest.fixture(scope="session")
-def pg_url(tmp_path_factory: pytest.TempPathFactory):
+def pg_url():
     """The SQLAlchemy URL of a running PostgreSQL with pgvector (one server for the session, started only
-    if a test needs it); the test FAILS if it cannot start."""
+    if a test needs it); the test FAILS if it cannot start.
+
+    Its data lies in a folder of its own under the system's temporary directory, not under pytest's: run as
+    root, the server runs as another user, which needs to pass through every folder above its data, and each
+    pytest session that starts (a second worker of `make test`) makes /tmp/pytest-of-<user> private again; the
+    server then stopped at its next checkpoint ("could not open file .../global/pg_control: Permission denied").
+    """
     from rag.base.errors import MissingDependencyError, StoreError
     from rag.testing.pg_server import pg_server
 
-    try:
-        with pg_server(tmp_path_factory.mktemp("pgdata")) as url:
-            yield url
-    except (MissingDependencyError, StoreError) as exc:
-        pytest.fail(f"the pgvector backend cannot run here: {exc}")
+    with tempfile.TemporaryDirectory(prefix="rag-tests-pg-") as data:
+        try:
+            with pg_server(data) as url:
+                yield url
+        except (MissingDependencyError, StoreError) as exc:
+            pytest.fail(f"the pgvector backend cannot run here: {exc}")
