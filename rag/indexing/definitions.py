@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rag.indexing.json_meta import json_list
+
 __all__ = ["DEFINITIONS_KEY", "MAX_DEFINITIONS", "MAX_DESCRIPTION_CHARS", "MAX_TERM_CHARS", "Definition",
            "chunk_definitions", "definitions", "piece_definitions"]
 
@@ -123,16 +125,8 @@ def chunk_definitions(found: list[Definition], text: str, start: int, end: int) 
 
 def definitions(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The definitions of a chunk's metadata (`[]` when it has none, or the value is not what indexing writes)."""
-    raw = metadata.get(DEFINITIONS_KEY)
-    if not isinstance(raw, str) or not raw:
-        return []
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return []
-    if not isinstance(data, list):
-        return []
-    return [d for d in data[:MAX_DEFINITIONS] if isinstance(d, dict) and isinstance(d.get("term"), str)
+    return [d for d in json_list(metadata, DEFINITIONS_KEY)[:MAX_DEFINITIONS]
+            if isinstance(d, dict) and isinstance(d.get("term"), str)
             and isinstance(d.get("description"), str) and isinstance(d.get("lines"), list)
             and all(isinstance(line, str) for line in d["lines"])]
 

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag.indexing.json_meta import json_list
+
 __all__ = ["TABLE_ROWS_KEY", "PieceTable", "chunk_tables", "piece_tables", "table_rows"]
 
 TABLE_ROWS_KEY = "table_rows"
@@ -107,14 +109,5 @@ def chunk_tables(tables: list[PieceTable], start: int, end: int, body: str | Non
 
 def table_rows(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The tables of a chunk's metadata (`[]` when it has none, or the value is not what indexing writes)."""
-    raw = metadata.get(TABLE_ROWS_KEY)
-    if not isinstance(raw, str) or not raw:
-        return []
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return []
-    if not isinstance(data, list):
-        return []
-    return [t for t in data if isinstance(t, dict) and isinstance(t.get("rows"), list)
+    return [t for t in json_list(metadata, TABLE_ROWS_KEY) if isinstance(t, dict) and isinstance(t.get("rows"), list)
             and isinstance(t.get("lines"), list) and len(t["rows"]) == len(t["lines"])]
