@@ -50,7 +50,7 @@ from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks
 from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
 from rag.stores.fts_index import FTSIndex
-from rag.stores.lexical_chunks import LexicalChunks, with_engine_lexical
+from rag.stores.lexical_chunks import LexicalChunks, lexical_beside, with_engine_lexical
 from rag.stores.pg_tables import server_tables
 from rag.stores.registry import DEFAULT, knowledge_base_store, open_local, require_chunks
 
@@ -135,6 +135,8 @@ class IndexTarget:
         self.home = self.directory / "kb" / name
         self.manifest_path = self.home / "manifest.json"
         refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
+        if self._chunks is not None:   # (Qdrant, Milvus, LanceDB: an FTS5 index beside the records)
+            self._chunks = lexical_beside(self._chunks, self.home / LEXICAL_FILE)
         existing = server_manifest(self.tables) if self.tables is not None else None
         if existing is not None and existing.name != self.name:
             raise StoreError(f"{self.tables.where} holds the knowledge base {existing.name!r}, not {self.name!r}: "

@@ -1,7 +1,8 @@
 """`LexicalChunks`: a chunk store whose every write also goes to its engine's lexical index.
 
 A knowledge base on the embedded default keeps its lexical index in SQLite FTS5
-(`rag.stores.fts_index.FTSIndex`) beside the Chroma collection. Every write of the library's one
+(`rag.stores.fts_index.FTSIndex`) beside the Chroma collection, and so does one on Qdrant, Milvus or
+LanceDB, beside its records (`lexical_beside`). Every write of the library's one
 write path reaches the chunks through the knowledge base's `ChunkStore`; this wrapper is that
 store: it writes the vectors first, then the same chunks' rows of the lexical index (add, upsert,
 delete, metadata update, rebuild), and answers everything else from the store it wraps. So the
@@ -31,10 +32,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rag.stores.fts_index import FTSIndex
 from rag.stores.pg_lexical import PGLexical
 from rag.stores.pgvector import PGVectorChunks, can_update_metadata
 
-__all__ = ["LexicalChunks", "with_engine_lexical"]
+__all__ = ["BESIDE", "LexicalChunks", "lexical_beside", "with_engine_lexical"]
+
+#: backends whose knowledge bases keep their lexical index in SQLite FTS5 beside their records (their native
+#: lexical search is not wired in yet); FAISS and the in-memory stores keep the in-process index of one process
+BESIDE = frozenset({"qdrant", "milvus", "lancedb"})
 
 
 def with_engine_lexical(chunks: Any) -> Any:
@@ -43,6 +49,14 @@ def with_engine_lexical(chunks: Any) -> Any:
     if isinstance(chunks, PGVectorChunks) and can_update_metadata(chunks.store):
         return LexicalChunks(chunks, PGLexical(chunks))
     return chunks
+
+
+def lexical_beside(chunks: Any, path: Any) -> Any:
+    """`chunks` writing an SQLite FTS5 index in `path` too, when its backend is one of `BESIDE` and it has no
+    engine lexical index of its own; else `chunks` as it is."""
+    if isinstance(chunks, LexicalChunks) or getattr(chunks, "backend", None) not in BESIDE:
+        return chunks
+    return LexicalChunks(chunks, FTSIndex(path))
 
 
 class LexicalChunks:
