@@ -35,6 +35,8 @@ from typing import Any
 from rag.stores.fts_index import FTSIndex
 from rag.stores.pg_lexical import PGLexical
 from rag.stores.pgvector import PGVectorChunks, can_update_metadata
+from rag.stores.qdrant import QdrantChunks
+from rag.stores.qdrant_lexical import QdrantLexical, has_lexical_vector
 
 __all__ = ["BESIDE", "LexicalChunks", "lexical_beside", "with_engine_lexical"]
 
@@ -45,9 +47,12 @@ BESIDE = frozenset({"qdrant", "milvus", "lancedb"})
 
 def with_engine_lexical(chunks: Any) -> Any:
     """`chunks` writing its engine's lexical index too, when its backend has one a knowledge base can use
-    (pgvector with all metadata in its JSON column: `rag.stores.pg_lexical`); else `chunks` as it is."""
+    (pgvector with all metadata in its JSON column: `rag.stores.pg_lexical`; a Qdrant collection rag created, with
+    its sparse BM25 vector: `rag.stores.qdrant_lexical`); else `chunks` as it is."""
     if isinstance(chunks, PGVectorChunks) and can_update_metadata(chunks.store):
         return LexicalChunks(chunks, PGLexical(chunks))
+    if isinstance(chunks, QdrantChunks) and has_lexical_vector(chunks.store):
+        return LexicalChunks(chunks, QdrantLexical(chunks))
     return chunks
 
 

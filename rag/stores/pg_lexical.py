@@ -33,6 +33,7 @@ from rag.base.errors import ConfigError, StoreError
 from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.fts_index import DEFAULT_FIELDS
+from rag.stores.in_store_lexical import InStoreLexical
 from rag.stores.pgvector import _execute, _ident, _inner, _rows, where_clause
 
 __all__ = ["PGLexical", "tsvector_literal"]
@@ -59,7 +60,7 @@ def tsvector_literal(tokens: Sequence[str]) -> str:
     return " ".join(f"{_lexeme(t)}:{','.join(map(str, p[:256]))}" for t, p in positions.items())
 
 
-class PGLexical:
+class PGLexical(InStoreLexical):
     """The lexical index in a `PGVectorStore`'s table (see the module docstring).
 
     Args:
@@ -68,7 +69,7 @@ class PGLexical:
     """
 
     def __init__(self, chunks: Any, *, metadata_fields: Sequence[str] = DEFAULT_FIELDS) -> None:
-        self.chunks, self.metadata_fields = chunks, tuple(metadata_fields)
+        super().__init__(chunks, metadata_fields=metadata_fields)
         self.stem = self.stop_words = True
         self.vs = _inner(chunks.store)
         if not self.vs.metadata_json_column or self.vs.metadata_columns:
@@ -155,11 +156,6 @@ END $body$"""
         return uuid.UUID(text).hex if self._id() == "uuid" and self.chunks.hex_ids else text
 
     # ------------------------------------------------------------------ writing
-    def tokens(self, text: str, metadata: dict[str, Any] | None = None) -> list[str]:
-        metadata = metadata or {}
-        extra = " ".join(str(metadata[f]) for f in self.metadata_fields if metadata.get(f) is not None)
-        return tokenize(f"{extra} {text}" if extra else text)
-
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
         """Write the tokens of rows already written (by id)."""
         rows = []
@@ -171,24 +167,9 @@ END $body$"""
         for start in range(0, len(rows), _BATCH):
             self._write(sql, rows[start:start + _BATCH])
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Nothing to do: a deleted row takes its tokens with it (the trigger counts it out)."""
-
-    def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
-        """The tokens follow the metadata (the title is indexed with the text)."""
-        new = dict(zip(map(str, ids), metadatas, strict=True))
-        found = self.chunks.get_by_ids(list(new))
-        self.add([d.id for d in found], [d.page_content for d in found], [new[d.id] for d in found])
-
-    def clear(self) -> None:
-        """Nothing to do: a rebuilt table is a new one (`ensure` runs again on first use)."""
-
     # ------------------------------------------------------------------ reading
     def count(self) -> int:
         return int(self._run(f"SELECT count(*) AS n FROM {self.table} WHERE rag_tokens IS NOT NULL")[0]["n"])
-
-    def __len__(self) -> int:
-        return self.count()
 
     def ids(self) -> list[str]:
         rows = self._run(f"SELECT {_ident(self.vs.id_column)} AS id FROM {self.table} WHERE rag_tokens IS NOT NULL")
@@ -231,10 +212,6 @@ END $body$"""
             out.append((doc, score))
         return out
 
-    def search_documents(self, query: str, *, k: int = 4,
-                         filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
-        return self.search(query, k=k, filter=filter)
-
     def mentions(self, word: str) -> Counter:
         """``doc_id`` -> how many chunks hold a token of `word`."""
         terms = self._terms(word)
@@ -245,12 +222,3 @@ END $body$"""
                          "WHERE rag_tokens @@ CAST(:query AS tsquery) GROUP BY 1",
                          {"query": " | ".join(map(_lexeme, terms))})
         return Counter({r["doc_id"]: int(r["n"]) for r in rows})
-
-    def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
-        return self.chunks.get_documents(filter)
-
-    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
-        return self.chunks.get_by_ids(ids)
-
-    def close(self) -> None:
-        """Nothing to close: the store's engine holds the connections."""

@@ -40,6 +40,8 @@ from rag.stores.chunk_store import VectorStoreChunks, unsupported
 __all__ = ["scratch_store", "STORE", "QdrantChunks", "add_points", "get_by_ids", "open_store", "translate", "update_metadatas"]
 
 BACKEND = "qdrant"
+#: the sparse vector of BM25 weights a new collection gets, for its lexical search (`rag.stores.qdrant_lexical`)
+LEXICAL_VECTOR = "rag-bm25"
 _EXACT = 2**53
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_]+")
 
@@ -186,7 +188,8 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
                api_key: str | None = None, create: bool = False) -> Any:
     """A `QdrantVectorStore` on `collection`: local mode in `path` (":memory:": in memory), or the server at `url`.
 
-    With `create`, a missing collection is created (cosine distance, the embedding's size).
+    With `create`, a missing collection is created (cosine distance, the embedding's size), with the sparse vector
+    its knowledge base's lexical search writes (`LEXICAL_VECTOR`).
 
     Raises:
         StoreError: the collection is missing and not `create` (the message lists the existing ones).
@@ -209,7 +212,9 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
                              f"{', '.join(existing) or '(none)'}; create: true makes an empty one")
         size = len(embedding.embed_query("dimension"))
         client.create_collection(collection, vectors_config=models.VectorParams(size=size,
-                                                                                distance=models.Distance.COSINE))
+                                                                                distance=models.Distance.COSINE),
+                                 sparse_vectors_config={LEXICAL_VECTOR: models.SparseVectorParams(
+                                     modifier=models.Modifier.IDF)})   # (`rag.stores.qdrant_lexical`)
     return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding)
 
 
