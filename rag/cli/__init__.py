@@ -1,8 +1,11 @@
 """The `rag` command line: `rag index PATH...`, `rag ask "question"`, `rag eval qa`, `rag serve`, `rag mcp`.
 
-Each subcommand is a pair of functions, `add_<name>(subparsers)` and `cmd_<name>(args)`, in a
-module of this package (`ask`: index and ask; `evaluate`; `serve`: serve and mcp; `store`: how a
-command finds its knowledge base), registered in `COMMANDS`. User mistakes (missing store, bad JSON filter, empty directory)
+Each subcommand is a pair of functions, `add_<name>(parser)` (its arguments) and `cmd_<name>(args)`,
+in a module of this package (`ask`: index and ask; `evaluate`; `serve`: serve and mcp; `store`: how a
+command finds its knowledge base), registered in `COMMANDS` with the line `rag --help` shows for it.
+A run builds the arguments of its own subcommand only (`rag ask` never builds `rag index`'s options);
+`rag --help` lists every subcommand and `rag <name> --help` is that subcommand's whole help, as when
+every parser is built. User mistakes (missing store, bad JSON filter, empty directory)
 print one line to stderr and exit 2; no traceback.
 
 The subcommands import what they run inside their `_cmd_` function: the command line is the top
@@ -23,7 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import NamedTuple
 
 from rag.base.errors import RagError
 from rag.base.text import terminal_safe
@@ -34,27 +37,53 @@ from rag.cli.store import DEFAULT_COLLECTION, DEFAULT_STORE, open_store_resource
 
 __all__ = ["DEFAULT_COLLECTION", "DEFAULT_STORE", "build_parser", "main", "open_store_resource", "store_rag"]
 
-COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
-    "index": (add_index, cmd_index),
-    "ask": (add_ask, cmd_ask),
-    "eval": (add_eval, cmd_eval),
-    "serve": (add_serve, cmd_serve),
-    "mcp": (add_mcp, cmd_mcp),
+
+class Command(NamedTuple):
+    """A subcommand: its line in `rag --help`, the function adding its arguments, the one running it."""
+
+    help: str
+    add: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, Command] = {
+    "index": Command("index files or directories into a persistent knowledge base", add_index, cmd_index),
+    "ask": Command("answer a question from an indexed store", add_ask, cmd_ask),
+    "eval": Command("run an evaluation (see `rag eval -h`)", add_eval, cmd_eval),
+    "serve": Command("serve a config or a store over HTTP: JSON API, streaming, MCP and a web page",
+                     add_serve, cmd_serve),
+    "mcp": Command("serve search, ask and list_documents as MCP tools over stdio", add_mcp, cmd_mcp),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `rag` parser: every subcommand listed with its help line; the arguments of `command` only when
+    one is named (what a run parses), else of every subcommand.
+
+    Example:
+        >>> build_parser("ask").parse_args(["ask", "why?", "--k", "3"]).k
+        3
+    """
     parser = argparse.ArgumentParser(prog="rag", description="Retrieval-augmented generation, offline by default.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add, _ in COMMANDS.values():
-        add(sub)
+    for name, spec in COMMANDS.items():
+        subparser = sub.add_parser(name, help=spec.help)
+        if command is None or name == command:
+            spec.add(subparser)
     return parser
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` runs: its first word, `rag`'s own parser having no option but `-h` (None when
+    that is no subcommand: help, an error or `--`, which the whole parser answers)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command(argv)).parse_args(argv)
     try:
-        return COMMANDS[args.command][1](args)
+        return COMMANDS[args.command].run(args)
     except RagError as exc:
         print(f"rag {args.command}: error: {terminal_safe(exc)}", file=sys.stderr)
         return 2

@@ -13,10 +13,9 @@ from rag.base.text import terminal_safe
 from rag.cli.store import backend_opener, store_args, store_rag
 
 
-def add_index(sub: Any) -> None:
+def add_index(p: argparse.ArgumentParser) -> None:
     from rag.indexing.index_options import add_index_arguments
 
-    p = sub.add_parser("index", help="index files or directories into a persistent knowledge base")
     add_index_arguments(p)
     store_args(p)
 
@@ -28,8 +27,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     return run_index(args)
 
 
-def add_ask(sub: Any) -> None:
-    p = sub.add_parser("ask", help="answer a question from an indexed store")
+def add_ask(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
     p.add_argument("--search", default="hybrid", choices=("hybrid", "dense", "bm25"),
                    help="how a knowledge base is searched (default: %(default)s: dense + BM25 fused)")

@@ -98,8 +98,7 @@ EVALUATIONS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace
 }
 
 
-def add_eval(sub: Any) -> None:
-    p = sub.add_parser("eval", help="run an evaluation (see `rag eval -h`)")
+def add_eval(p: argparse.ArgumentParser) -> None:
     evals = p.add_subparsers(dest="eval_command", required=True, metavar="EVALUATION")
     for add, _ in EVALUATIONS.values():
         add(evals)

@@ -40,8 +40,7 @@ def _served(args: argparse.Namespace, default_config: str | None) -> tuple[Any, 
     return built, config.server, f"rag: {Path(config_path).stem}", source_roots(config)
 
 
-def add_serve(sub: Any) -> None:
-    p = sub.add_parser("serve", help="serve a config or a store over HTTP: JSON API, streaming, MCP and a web page")
+def add_serve(p: argparse.ArgumentParser) -> None:
     served_args(p, "serve")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
@@ -98,8 +97,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_mcp(sub: Any) -> None:
-    served_args(sub.add_parser("mcp", help="serve search, ask and list_documents as MCP tools over stdio"), "serve")
+def add_mcp(p: argparse.ArgumentParser) -> None:
+    served_args(p, "serve")
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -325,8 +325,8 @@ class RAG(BaseModel):
                 {...}}}`; its search settings win.
             generation_chain: generation settings (`temperature`, `max_tokens`, `prompt`, `llm`).
         """
+        first = self.retrieval_step(retrieval_chain)   # built in the order they run
         generation = as_generation_chain(self._generation_with(generation_chain))
-        first = self.retrieval_step(retrieval_chain)
         steps: list[Runnable] = [first, RunnablePassthrough.assign(answer=generation).with_config(run_name="generate")]
         if self.extras:
             extras = {key: RunnableLambda(fn, name=key) for key, fn in self.extras.items()}

@@ -8,13 +8,14 @@ end, then any space; consecutive chunks overlap by `chunk_overlap` tokens, start
 Every chunk is also bounded in characters (`max_chars`): a word-piece tokenizer reads an
 unbroken run of letters as one token, so tokens alone do not bound a chunk.
 
-Chunks never cross pages or sections. Markdown `#` headings (and html `<h1>`-`<h6>` and rst
-titles, which the loaders turn into `#` lines) start sections. A heading never forms a chunk on
-its own: a section holding only its heading joins the next one (`section="Models / Default"`),
-headings after the last text join the chunk before them, and no chunk ends right after a heading
-while text follows (`rag.indexing.headings.heading_blocks`); only a run of headings longer than a
-chunk is cut inside. A table (`chunk_type="table"`, from `rag.indexing.tables`) is kept whole when
-it fits, else cut between rows with its header lines repeated. Every chunk carries:
+Chunks never cross pages or sections (`rag.indexing.headings` finds them). Markdown `#` headings
+(and html `<h1>`-`<h6>` and rst titles, which the loaders turn into `#` lines) start sections. A
+heading never forms a chunk on its own: a section holding only its heading joins the next one
+(`section="Models / Default"`), headings after the last text join the chunk before them, and no
+chunk ends right after a heading while text follows (`rag.indexing.headings.heading_blocks`); only
+a run of headings longer than a chunk is cut inside. A table (`chunk_type="table"`, from
+`rag.indexing.tables`) is kept whole when it fits, else cut between rows with its header lines
+repeated. Every chunk carries:
 
 - `doc_id`: a hash of the source, shared by all pages of a file;
 - `chunk_index`: position in the document, continuing across pages;
@@ -38,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -49,12 +49,7 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError
 from rag.indexing._windows import cut
-from rag.indexing.headings import (
-    chunk_section,
-    heading_blocks,
-    heading_spans,
-    section_at,
-)
+from rag.indexing.headings import chunk_section, heading_blocks, pdf_sections, section_at, split_sections
 from rag.indexing.definitions import DEFINITIONS_KEY, chunk_definitions, piece_definitions
 from rag.indexing.loaders import clean_text
 from rag.indexing.table_structure import TABLE_ROWS_KEY, chunk_tables, piece_tables
@@ -77,8 +72,6 @@ MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2 reads 254 word pieces plus [CLS] and 
 DEFAULT_CHUNK_SIZE = 200  # leaves room for the AutoContext header
 DEFAULT_CHUNK_OVERLAP = 30
 CHARS_PER_TOKEN = 8  # the default character bound: English word pieces average 4-5 characters
-_HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 _ENCODE_BATCH = 512  # sections per tokenizer call
 _ENCODE_CHARS = 1_000_000  # text per tokenizer call: its spans (~120 bytes a token) are held until cut
 _MAX_PIECE_CHARS = 65_536  # a longer section is cut at a paragraph, line or word first (bounded memory)
@@ -92,32 +85,6 @@ def document_id(source: str) -> str:
         True
     """
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def split_sections(text: str) -> list[tuple[str | None, int, int]]:
-    """Markdown sections of `text` as `(heading or None, start, end)` character spans.
-
-    Lines inside ``` fences are never headings. Text before the first heading has no heading.
-
-    Example:
-        >>> split_sections("intro\\n# A\\nbody\\n## B\\nmore")
-        [(None, 0, 6), ('A', 6, 15), ('B', 15, 24)]
-    """
-    sections: list[tuple[str | None, int, int]] = []
-    heading: str | None = None
-    start = pos = 0
-    in_fence = False
-    for line in text.splitlines(keepends=True):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        elif not in_fence and (match := _HEADER.match(line.rstrip("\r\n"))):
-            if pos > start:
-                sections.append((heading, start, pos))
-            heading, start = match.group(2), pos
-        pos += len(line)
-    if pos > start or not sections:
-        sections.append((heading, start, pos))
-    return sections
 
 
 def _spans_within(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
@@ -294,7 +261,7 @@ class TokenChunker:
     def iter_chunks(self, docs: Sequence[Document]) -> Iterator[Document]:
         """The chunks of `split_documents`, made as they are read (a large file is chunked in bounded batches)."""
         pieces = self._pieces(docs)
-        pdf_sections = _pdf_sections(docs) if self.headers is not False else {}
+        pdf = pdf_sections(docs) if self.headers is not False else {}
         counters: dict[str, int] = {}
         for piece, spans in _tokenized(self.tokenizer, pieces):
             if not spans:
@@ -317,8 +284,8 @@ class TokenChunker:
                     chunk_meta[TABLE_ROWS_KEY] = rows
                 if terms and (described := chunk_definitions(terms, piece.text, start, start + len(body))):
                     chunk_meta[DEFINITIONS_KEY] = described
-                if piece.number in pdf_sections and not base.get("section"):
-                    spans_, position = pdf_sections[piece.number]
+                if piece.number in pdf and not base.get("section"):
+                    spans_, position = pdf[piece.number]
                     at = -1 if piece.table else piece.start + start
                     chunk_meta["section"] = chunk_section(spans_, position, at, at + len(body)) if at >= 0 \
                         else section_at(spans_, position, at)
@@ -327,30 +294,6 @@ class TokenChunker:
                 yield Document(page_content=body, metadata=chunk_meta)
 
     __call__ = split_documents
-
-
-def _heading_text(doc: Document) -> str:
-    if doc.metadata.get("chunk_type") == "table":
-        return "\n".join(str(doc.metadata.get("section") or "").split(" / "))
-    return clean_text(doc.page_content)
-
-
-def _pdf_sections(docs: Sequence[Document]) -> dict[int, tuple[list[list[tuple[int, str]]], int]]:
-    """For each PDF page (or page part) of `docs`: the heading spans of its file and its position in them.
-
-    PDF text has no markup, so sections come from heading-like lines (`rag.indexing.headings`),
-    carried from page to page; a table counts as a page holding only its caption.
-    """
-    files: dict[str, list[int]] = {}
-    for number, doc in enumerate(docs):
-        meta = doc.metadata
-        if meta.get("file_type") == "pdf" or str(meta.get("source", "")).lower().endswith(".pdf"):
-            files.setdefault(str(meta.get("doc_id") or meta.get("source", "")), []).append(number)
-    out: dict[int, tuple[list[list[tuple[int, str]]], int]] = {}
-    for numbers in files.values():
-        spans = heading_spans([_heading_text(docs[n]) for n in numbers])
-        out.update({n: (spans, position) for position, n in enumerate(numbers)})
-    return out
 
 
 class PassthroughChunker:

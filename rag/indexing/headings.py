@@ -1,6 +1,8 @@
-"""Section headings of plain-text pages (PDF text has no markup): find them, carry them forward.
+"""Where a document's sections are: its markdown headings, or the heading-like lines of plain-text pages.
 
-PDF text loses the markdown `#` that `split_sections` keys on, yet filings, reports and papers
+`split_sections` cuts markdown at its `#` lines (html `<h1>`-`<h6>` and rst titles become such lines
+in the loaders), and `heading_blocks` keeps every heading with the text it heads. PDF text loses
+the markdown `#` that `split_sections` keys on, yet filings, reports and papers
 still print their headings on lines of their own: short, capitalised, without a closing period
 ("Consolidated Statements of Cash Flows", "Item 7. Management's Discussion and Analysis",
 "LIQUIDITY AND CAPITAL RESOURCES"). `heading_spans` finds such lines in every page and carries
@@ -8,8 +10,11 @@ the last one forward, so a page that starts mid-paragraph still knows the sectio
 Running headers (a line printed at the top of many pages, such as "Table of Contents" or the
 company name) and bare numbers are never headings.
 
+`pdf_sections` applies it to the pages of each PDF file among a chunker's documents.
 `section_at(spans, page, offset)` names the section of any position; `chunk_section` names the
 section of a chunk, which AutoContext puts into the header it embeds with the chunk.
+
+`rag.indexing.chunking.TokenChunker` cuts its chunks inside these sections, never across them.
 
 Example:
     >>> pages = ["Results of Operations\\nSales grew 4% in 2022, driven by price.",
@@ -25,7 +30,12 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-__all__ = ["chunk_section", "heading_blocks", "heading_spans", "is_heading_line", "running_headers", "section_at"]
+from langchain_core.documents import Document
+
+from rag.indexing.text_safety import clean_text
+
+__all__ = ["chunk_section", "heading_blocks", "heading_spans", "is_heading_line", "pdf_sections", "running_headers",
+           "section_at", "split_sections"]
 
 _MAX_HEADING_CHARS = 90
 _MIN_LETTERS = 4
@@ -35,6 +45,8 @@ _SMALL_WORDS = frozenset(["a", "an", "and", "as", "at", "by", "for", "from", "in
 _BOILERPLATE = re.compile(r"^(table of contents|contents|index|page \d+( of \d+)?|continued|\(continued\))$", re.IGNORECASE)
 _ITEM = re.compile(r"^(item|part|note|section|schedule|exhibit)\s+[\dIVXivx]+[A-Za-z]?\b", re.IGNORECASE)
 _NUMBER = re.compile(r"[\d$%(),.\-–]+")
+_HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def _normal(line: str) -> str:
@@ -160,6 +172,32 @@ def chunk_section(spans: Sequence[Sequence[tuple[int, str]]], page: int, start: 
     return max(leading, key=lambda h: (sum(ch.isalpha() for ch in h), -leading.index(h)))
 
 
+def split_sections(text: str) -> list[tuple[str | None, int, int]]:
+    """Markdown sections of `text` as `(heading or None, start, end)` character spans.
+
+    Lines inside ``` fences are never headings. Text before the first heading has no heading.
+
+    Example:
+        >>> split_sections("intro\\n# A\\nbody\\n## B\\nmore")
+        [(None, 0, 6), ('A', 6, 15), ('B', 15, 24)]
+    """
+    sections: list[tuple[str | None, int, int]] = []
+    heading: str | None = None
+    start = pos = 0
+    in_fence = False
+    for line in text.splitlines(keepends=True):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (match := _HEADER.match(line.rstrip("\r\n"))):
+            if pos > start:
+                sections.append((heading, start, pos))
+            heading, start = match.group(2), pos
+        pos += len(line)
+    if pos > start or not sections:
+        sections.append((heading, start, pos))
+    return sections
+
+
 def heading_blocks(text: str, sections: Sequence[tuple[str | None, int, int]]
                    ) -> list[tuple[str | None, int, int, list[tuple[int, int]]]]:
     """Join markdown sections so that every heading travels with the text it heads.
@@ -200,3 +238,27 @@ def heading_blocks(text: str, sections: Sequence[tuple[str | None, int, int]]
         blocks.append((" / ".join(name for name, _, _ in pending), pending[0][1], len(text),
                        [(s, e) for _, s, e in pending]))
     return blocks
+
+
+def _heading_text(doc: Document) -> str:
+    if doc.metadata.get("chunk_type") == "table":
+        return "\n".join(str(doc.metadata.get("section") or "").split(" / "))
+    return clean_text(doc.page_content)
+
+
+def pdf_sections(docs: Sequence[Document]) -> dict[int, tuple[list[list[tuple[int, str]]], int]]:
+    """For each PDF page (or page part) of `docs`: the heading spans of its file and its position in them.
+
+    PDF text has no markup, so sections come from heading-like lines (`heading_spans`),
+    carried from page to page; a table counts as a page holding only its caption.
+    """
+    files: dict[str, list[int]] = {}
+    for number, doc in enumerate(docs):
+        meta = doc.metadata
+        if meta.get("file_type") == "pdf" or str(meta.get("source", "")).lower().endswith(".pdf"):
+            files.setdefault(str(meta.get("doc_id") or meta.get("source", "")), []).append(number)
+    out: dict[int, tuple[list[list[tuple[int, str]]], int]] = {}
+    for numbers in files.values():
+        spans = heading_spans([_heading_text(docs[n]) for n in numbers])
+        out.update({n: (spans, position) for position, n in enumerate(numbers)})
+    return out

@@ -144,13 +144,12 @@ class IndexTarget:
         self._in_server = existing is not None   # (the server's manifest wins over the folder's copy)
         if existing is None and self.manifest_path.exists():
             existing = Manifest.load(self.manifest_path)
-        if existing is not None:
-            own = self._store_name if self._chunks is not None else \
-                recorded_collection(self.name, existing.store.collection)   # (an older rag's name is kept)
-            existing.check_owner(self.name, self.backend, own, self.manifest_path, self.home)
+        own = self._store_name if existing is None or self._chunks is not None else \
+            recorded_collection(self.name, existing.store.collection)   # (an older rag's name is kept)
+        # one pass through the manifest: its owner, embedding model and components checked (Manifest.reopen)
         parts = resolve_parts(name, self.directory, existing, embedding=embedding, chunker=chunker,
                               autocontext=autocontext, tagger=tagger, description=description,
-                              backend=self.backend, store_name=self._store_name)
+                              backend=self.backend, store_name=own)
         self.manifest = parts.manifest
         #: the chunker, tagger and AutoContext (`rag.indexing.ingest.Components`)
         self.components = parts.components

@@ -2,8 +2,9 @@
 
 - `check_name` / `is_name` / `knowledge_base_name`: what a knowledge base may be called;
 - `resolve_parts`: the embedding model, chunker, AutoContext and tagger a knowledge base is opened
-  with, from the arguments given and the manifest on disk (settings that differ from it are a
-  `ConfigError`). `rag.indexing.kb_parts.IndexTarget` opens its parts with it.
+  with, from the arguments given and the manifest on disk (`Manifest.reopen` checks them against it:
+  settings that differ from it are a `ConfigError`), or the defaults and a new manifest.
+  `rag.indexing.kb_parts.IndexTarget` opens its parts with it.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -27,16 +28,7 @@ from rag.base.errors import ConfigError
 from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import TokenChunker
 from rag.indexing.ingest import Components
-from rag.indexing.manifest import (
-    EmbeddingInfo,
-    Manifest,
-    StoreInfo,
-    autocontext_kwargs,
-    chunker_from,
-    embedding_from_id,
-    recorded_precision,
-)
-from rag.indexing.tags import KeywordTagger
+from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo
 from rag.models.embeddings import default_embeddings, embedding_id
 from rag.stores.registry import store_name
 
@@ -95,36 +87,29 @@ def resolve_parts(name: str, directory: Path, existing: Manifest | None, *, embe
                   store_name: str) -> Parts:
     """The parts of knowledge base `name` from the arguments given and its manifest (`existing`, if any).
 
+    `backend` and `store_name`: the store it is opened with (an existing manifest must name them, a new one
+    records them).
+
     Raises:
-        ConfigError: settings that differ from the manifest (another embedding model, chunk size or
+        StoreError: the manifest names another knowledge base or store.
+        ConfigError: settings that differ from the manifest (another backend, embedding model, chunk size or
             AutoContext setting), or no `chunker` for one built with a chunker rag cannot make by itself.
     """
-    if embedding is None:
-        embedding = embedding_from_id(existing.embedding.id) if existing else default_embeddings()
-    elif existing:
-        embedding = recorded_precision(embedding, existing.embedding.id)
+    if existing is not None:
+        parts = existing.reopen(name, directory, backend=backend, collection=store_name, embedding=embedding,
+                                chunker=chunker, autocontext=autocontext, tagger=tagger)
+        changed = bool(description) and description != existing.description
+        if changed:
+            existing.description = description
+        return Parts(existing, True, parts.embedding, parts.model_id,
+                     Components(parts.chunker, parts.tagger, parts.autocontext), description_changed=changed)
+    embedding = default_embeddings() if embedding is None else embedding
     model_id = embedding_id(embedding)
-    if existing:
-        existing.check_embedding(name, directory, model_id)
-    if chunker is None and existing and existing.chunking.get("type", "token") not in ("token", "passthrough"):
-        raise ConfigError(f"knowledge base {name!r} was built with the chunker {existing.chunking['type']!r} "
-                          f"(settings {existing.chunking}), which rag cannot create by itself; pass "
-                          "chunker=<that chunker> when opening it")
-    chunker = chunker or (chunker_from(existing.chunking) if existing else TokenChunker())
-    autocontext = autocontext or (AutoContext(**autocontext_kwargs(existing.autocontext)) if existing
-                                  else AutoContext())
-    if existing:
-        existing.check_same(name, "chunking", chunker.settings())
-        existing.check_same(name, "autocontext", autocontext.settings())
-        if tagger is None and existing.tagger:
-            tagger = KeywordTagger(**{k: v for k, v in existing.tagger.items() if k != "type"})
-    manifest = existing or Manifest(
+    chunker = chunker or TokenChunker()
+    autocontext = autocontext or AutoContext()
+    manifest = Manifest(
         name=name, description=description, embedding=EmbeddingInfo(id=model_id),
         chunking=chunker.settings(), autocontext=autocontext.settings(),
         tagger=tagger.settings() if tagger is not None else None,
         store=StoreInfo(type=backend, collection=store_name))
-    changed = existing is not None and bool(description) and description != existing.description
-    if changed:
-        manifest.description = description
-    return Parts(manifest, existing is not None, embedding, model_id, Components(chunker, tagger, autocontext),
-                 description_changed=changed)
+    return Parts(manifest, False, embedding, model_id, Components(chunker, tagger, autocontext))

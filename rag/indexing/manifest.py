@@ -23,14 +23,16 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag.base.errors import ConfigError, StoreError
+from rag.indexing.autocontext import AutoContext
 from rag.indexing.chunking import PassthroughChunker, TokenChunker
 from rag.indexing.store_files import refuse_symlinks, write_atomic
+from rag.indexing.tags import KeywordTagger
 from rag.indexing.tokens import ApproximateTokenizer
 from rag.models.embeddings import (
     DEFAULT_EMBEDDING_ID,
@@ -39,11 +41,12 @@ from rag.models.embeddings import (
     _openai_embeddings,
     default_embeddings,
     embedding_choice,
+    embedding_id,
     minilm_precision,
 )
 from rag.stores.registry import DEFAULT, knowledge_base_stores
 
-__all__ = ["DEFAULT_DIRECTORY", "MANIFEST_VERSION", "MAX_DIMENSION", "STORE_TYPES", "list_knowledge_bases", "missing_knowledge_base", "EmbeddingInfo", "Manifest", "StoreInfo", "autocontext_kwargs", "chunker_from",
+__all__ = ["DEFAULT_DIRECTORY", "MANIFEST_VERSION", "MAX_DIMENSION", "STORE_TYPES", "list_knowledge_bases", "missing_knowledge_base", "EmbeddingInfo", "Manifest", "Reopened", "StoreInfo", "autocontext_kwargs", "chunker_from",
            "embedding_from_id", "recorded_precision"]
 
 logger = logging.getLogger(__name__)
@@ -107,6 +110,16 @@ class StoreInfo(BaseModel):
     space: str = "cosine"
 
 
+class Reopened(NamedTuple):
+    """The parts a knowledge base reopens with (`Manifest.reopen`): those given, else those its manifest records."""
+
+    embedding: Embeddings
+    model_id: str
+    chunker: Any
+    autocontext: AutoContext
+    tagger: Any
+
+
 class Manifest(BaseModel):
     """Everything needed to reopen a knowledge base with the same components."""
 
@@ -167,6 +180,36 @@ class Manifest(BaseModel):
                              "another knowledge base, or the knowledge base is opened with another table or "
                              "collection, and rag will not read another knowledge base's data through it. Restore "
                              f"those values or open it with its own store, or delete {home} and index again")
+
+    def reopen(self, name: str, directory: Path, *, backend: str, collection: str, embedding: Embeddings | None,
+               chunker: Any, autocontext: AutoContext | None, tagger: Any) -> Reopened:
+        """Knowledge base `name` in `directory` reopened through this manifest, in one pass: the manifest
+        must be its own on `backend` and `collection` (`check_owner`); the embedding model, chunker and
+        AutoContext given must be those it was built with (`check_embedding`, `check_same`); those not
+        given, and the tagger, are rebuilt from it.
+
+        Raises:
+            StoreError: the manifest names another knowledge base or store (`check_owner`).
+            ConfigError: another backend, embedding model, chunk size or AutoContext setting than recorded,
+                or no `chunker` for one built with a chunker rag cannot make by itself.
+        """
+        home = Path(directory) / "kb" / name
+        self.check_owner(name, backend, collection, home / "manifest.json", home)
+        embedding = (embedding_from_id(self.embedding.id) if embedding is None
+                     else recorded_precision(embedding, self.embedding.id))
+        model_id = embedding_id(embedding)
+        self.check_embedding(name, directory, model_id)
+        if chunker is None and self.chunking.get("type", "token") not in ("token", "passthrough"):
+            raise ConfigError(f"knowledge base {name!r} was built with the chunker {self.chunking['type']!r} "
+                              f"(settings {self.chunking}), which rag cannot create by itself; pass "
+                              "chunker=<that chunker> when opening it")
+        chunker = chunker or chunker_from(self.chunking)
+        autocontext = autocontext or AutoContext(**autocontext_kwargs(self.autocontext))
+        self.check_same(name, "chunking", chunker.settings())
+        self.check_same(name, "autocontext", autocontext.settings())
+        if tagger is None and self.tagger:
+            tagger = KeywordTagger(**{k: v for k, v in self.tagger.items() if k != "type"})
+        return Reopened(embedding, model_id, chunker, autocontext, tagger)
 
     def check_embedding(self, name: str, directory: Path, model_id: str) -> None:
         """`ConfigError` when the knowledge base is opened with another embedding model than it was built with."""
