@@ -24,7 +24,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from rag.base.filters import matches_canonical
-from rag.stores.chunk_store import VectorStoreChunks
+from rag.stores.vector_store_chunks import VectorStoreChunks
 
 __all__ = ["open_store", "scratch_store", "STORE", "InMemoryChunks"]
 

@@ -38,7 +38,8 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError, short_repr
 from rag.base.filters import Comparison, normal_form
-from rag.stores.chunk_store import Capability, VectorStoreChunks, unsupported
+from rag.stores.chunk_store import Capability, unsupported
+from rag.stores.vector_store_chunks import VectorStoreChunks
 
 __all__ = ["scratch_store", "STORE", "PGVectorChunks", "can_update_metadata", "connection_of", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
 
@@ -149,7 +150,14 @@ class PGVectorChunks(VectorStoreChunks):
 
     backend = BACKEND
     uuid_ids = True
-    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.WORKER_CONNECTION})
+    #: async search, worker connections, metadata updated in place; a table with typed metadata columns cannot
+    #: update in place, and its store leaves `update_metadata` out (`__init__`)
+    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.WORKER_CONNECTION, Capability.UPDATE_METADATA})
+
+    def __init__(self, store: Any, **options: Any) -> None:
+        super().__init__(store, **options)
+        if not can_update_metadata(store):
+            self.capabilities = type(self).capabilities - {Capability.UPDATE_METADATA}
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
@@ -168,10 +176,6 @@ class PGVectorChunks(VectorStoreChunks):
     def count(self) -> int:
         return count_rows(self.store)
 
-    @property
-    def can_update(self) -> bool:   # type: ignore[override]
-        """Only when all metadata is in the JSON column (a table with typed metadata columns cannot)."""
-        return can_update_metadata(self.store)
 
     def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         update_metadatas(self.store, ids, metadatas)
