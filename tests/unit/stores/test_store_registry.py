@@ -131,7 +131,7 @@ def test_the_pipeline_reads_declared_capabilities_and_probes_none():
               for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
     assert probes == []
     assert registry.having(Capability.WORKER_CONNECTION) == ["chroma", "pgvector"]
-    assert registry.having(Capability.STORED_VECTORS) == ["chroma"]
+    assert registry.having(Capability.STORED_VECTORS) == ["chroma", "pgvector", "inmemory"]
     assert set(registry.having(Capability.ASYNC_SEARCH)) == set(registry.names())
 
 
