@@ -43,6 +43,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError, FilterError, StoreError
+from rag.base.portable import ChunkSource
 from rag.stores.chunk_view import ChunkStoreView
 
 __all__ = ["CORE", "DAMAGED_MARKER", "OPTIONAL", "SHARED", "Capability", "ChunkStore", "ChunkStoreBase",
@@ -91,8 +92,11 @@ OPTIONAL: dict[Capability, str] = {Capability.ASYNC_SEARCH: "asearch", Capabilit
 
 
 @runtime_checkable
-class ChunkStore(Protocol):
+class ChunkStore(ChunkSource, Protocol):
     """The core of the store contract: what every backend implements with its own engine.
+
+    Its read by filter is `rag.base.portable.ChunkSource`'s, so every chunk store is a chunk source (what
+    neighbour expansion and RSE read a document's chunks from).
 
     `filter` arguments are portable filters (`rag.base.filters`); ids are the chunk ids as written.
     The shared operations (`SHARED`) come from `ChunkStoreBase`; the optional ones (`OPTIONAL`) are
