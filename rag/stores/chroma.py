@@ -13,11 +13,11 @@ so relevance scores mean the same on every path, and with the HNSW settings of `
 collection that exists keeps the settings it was created with: nothing is rebuilt).
 
 Example:
-    >>> import chromadb
-    >>> coll = chromadb.EphemeralClient().get_or_create_collection("direct-doc", metadata={"hnsw:space": "cosine"})
-    >>> coll.add(ids=["a", "b"], embeddings=[[1.0, 0.0], [0.0, 1.0]], documents=["x", "y"], metadatas=[{"n": 1}, {"n": 2}])
-    >>> [(d.page_content, round(dist, 3)) for d, dist in query_collection(coll, [1.0, 0.1], k=1)]
-    [('x', 0.005)]
+    >>> collection_name("my docs"), knowledge_base_collection("acme")
+    ('my-docs', 'acme')
+    >>> opened = open_collection(open_client(), "opened-doc")   # (in memory: no path)
+    >>> opened.metadata == NEW_COLLECTION, open_collection(open_client(), "never-made", create=False)
+    (True, None)
 """
 
 from __future__ import annotations
