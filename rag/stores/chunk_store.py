@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -145,6 +146,14 @@ class ChunkStoreBase:
 
     backend: str = ""
     capabilities: frozenset[Capability] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if vars(cls).get("can_update") is False:   # (a backend written before `Capability.UPDATE_METADATA`)
+            warnings.warn(f"{cls.__name__}: can_update = False is deprecated; leave Capability.UPDATE_METADATA out "
+                          "of capabilities instead", DeprecationWarning, stacklevel=2)
+            delattr(cls, "can_update")
+            cls.capabilities = frozenset(cls.capabilities) - {Capability.UPDATE_METADATA}
 
     def upsert(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
                metadatas: Sequence[dict[str, Any]]) -> None:

@@ -173,3 +173,25 @@ def test_no_code_reads_the_deprecated_can_update():
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
             if ".can_update" in line and "can_update_metadata" not in line]
     assert uses == []
+
+
+def test_a_backend_written_with_can_update_false_keeps_working():
+    """The old declaration (`can_update = False`) is read as `update_metadata` left out, with a warning."""
+    import pytest
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from rag.base.errors import ConfigError
+    from rag.stores.chunk_store import Capability
+    from rag.stores.inmemory import InMemoryChunks
+
+    with pytest.warns(DeprecationWarning, match="can_update = False is deprecated"):
+        class OldStyle(InMemoryChunks):
+            can_update = False
+
+    chunks = OldStyle(InMemoryVectorStore(DeterministicFakeEmbedding(size=4)))
+    assert Capability.UPDATE_METADATA not in chunks.capabilities and not chunks.can_update
+    assert Capability.ASYNC_SEARCH in chunks.capabilities
+    chunks.add(["a" * 32], [[1.0, 0.0, 0.0, 0.0]], ["x"], [{"n": 1}])
+    with pytest.raises(ConfigError, match="cannot update metadata in place"):
+        chunks.update_metadatas(["a" * 32], [{"n": 2}])
