@@ -48,7 +48,7 @@ def knowledge_base_vectors(store: str, collection: str, questions: str) -> dict[
     kb = KnowledgeBase.open(collection, store)
     ids = [d.id for d in kb.get_documents()]
     docs = {d.id: d for d in kb.get_documents()}
-    vectors = chroma.get_vectors(kb.collection, ids)
+    vectors = chroma.get_vectors(kb.chunks.collection, ids)
     rows = [json.loads(line) for line in Path(questions).read_text().splitlines() if line.strip()]
     sources = sorted({str(d.metadata.get("source", "")) for d in docs.values()})
     keep = [r for r in rows if any(s.endswith(f"/{r['doc_name']}.pdf") for s in sources)]

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,12 @@ def _access_kwargs(permissions: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"rules": permissions.get("rules"), "public_by_default": permissions.get("public_by_default") is True}
 
 
+def _deprecated(attribute: str) -> None:
+    warnings.warn(f"KnowledgeBase.{attribute} is deprecated: use kb.chunks (the store of the chunks, the same on "
+                  f"every backend; the default backend's own {attribute} is kb.chunks.{attribute})",
+                  DeprecationWarning, stacklevel=3)
+
+
 def _part(attribute: str, doc: str) -> Any:
     """A read-only view of one of the storage's parts."""
     return property(lambda self: getattr(self.storage, attribute), doc=doc)
@@ -77,8 +84,9 @@ class KnowledgeBase:
     """A persistent knowledge base: add, update, delete, search documents, and use it as a `Resource`.
 
     Args:
-        name: 1-63 characters of letters, digits, `.`, `_`, `-` (its Chroma collection: the name, or a name
-            derived from it when Chroma would change it: `rag.stores.chroma.knowledge_base_collection`).
+        name: 1-63 characters of letters, digits, `.`, `_`, `-` (its collection in the default store: the
+            name, or a name derived from it when the store would change it:
+            `rag.stores.registry.knowledge_base_store`).
         directory: where it is stored (created by the first write); None keeps it in a private temporary
             directory removed when the process exits (`Resource.from_directory`, `build_index`).
         embedding: the embedding model; defaults to the one recorded in the manifest, or to
@@ -93,8 +101,9 @@ class KnowledgeBase:
         description: what it holds (shown by resources); a new one for an existing one is saved by a write.
         cache: keep an on-disk embedding cache in the directory.
         lock_timeout: seconds a writer waits for another writer before `StoreError`.
-        client: the chromadb client holding the collection (default: a persistent client on `directory`;
-            `rag.stores.chroma.http_client(...)` for a server). Manifest, records and lock stay in `directory`.
+        client: the default store's client holding the collection (default: a persistent client on
+            `directory`; `rag.stores.registry.server_client(host, port)` for a server). Manifest, records and
+            lock stay in `directory`.
         store: keep the chunks in another vector store, of a backend of `rag.stores.registry`
             (`rag.stores.pgvector.open_store(...)`, a `QdrantVectorStore`, ...); the manifest records its
             backend, and the knowledge base must be opened with a store of that backend again (docs/stores.md).
@@ -182,12 +191,20 @@ class KnowledgeBase:
 
     @property
     def client(self) -> Any:
-        """The client of the default store (a persistent Chroma client on `directory` unless one was given)."""
+        """Deprecated: `kb.chunks`, the store, is the way to the chunks on every backend.
+
+        The client of a knowledge base's own store in `directory` or on a server (the default backend's),
+        read from the store (`kb.chunks.client`); None on another backend."""
+        _deprecated("client")
         return getattr(self.chunks, "client", None)
 
     @property
     def collection(self) -> Any:
-        """The default store's collection (Chroma, cosine space), opened on first use (`StoreError` on another backend)."""
+        """Deprecated: `kb.chunks`, the store, is the way to the chunks on every backend.
+
+        The default backend's own collection, read from the store (`kb.chunks.collection`); `StoreError` on
+        another backend."""
+        _deprecated("collection")
         found = getattr(self.chunks, "collection", None)
         if found is None:
             raise StoreError(f"knowledge base {self.name!r} keeps its chunks in {self.backend}, not in a Chroma "

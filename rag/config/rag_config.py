@@ -55,12 +55,10 @@ from rag.config.models import (
     build_llm,
     kind_of,
 )
-from rag.config.resources import (
-    ChromaResourceConfig,
-    ChromaServerResourceConfig,
-)
 from rag.config.retrieval import RetrievalConfig
 from rag.config.stores import (
+    ChromaResourceConfig,
+    ChromaServerResourceConfig,
     FaissResourceConfig,
     LanceDBResourceConfig,
     MilvusResourceConfig,

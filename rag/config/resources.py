@@ -1,10 +1,9 @@
-"""Store-backed resource kinds a config can declare, each a strict pydantic model with `build()`.
+"""What the store-backed resource kinds of a config share: the keys every kind has (`ResourceBase`), the
+`index:` block (`IndexConfig`) and its sync (`sync_files`), search settings.
 
-- `chroma`: a persistent Chroma collection in a local directory (`path`, default `.rag`);
-- `chroma_server`: a collection on a running Chroma server (`chromadb.HttpClient`; `host`, `port`);
-- `knowledge_base`: a persistent `rag.KnowledgeBase` (manifest, incremental sync, AutoContext).
-
-Each takes an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size` in word pieces, the
+The kinds themselves: `chroma` and `chroma_server` (a collection of the default store, in a local
+directory or on a server) and the other stores in `rag.config.stores`; `knowledge_base` in
+`rag.config.knowledge_base`. The `chroma` kinds and `knowledge_base` take an optional `index:` block (`paths`, `glob`, `exclude`, `chunk_size` in word pieces, the
 executor and the cost limits per file):
 the files are synced into a knowledge base at every build (the library's one write path,
 `rag.indexing.write_path`: unchanged files cost a hash check, changed ones are
@@ -13,35 +12,31 @@ re-indexed, deleted ones removed), so a config can serve a folder of documents w
 exist (or `create: true` makes it empty).
 
 Example:
-    >>> spec = ChromaResourceConfig(kind="chroma", name="docs", path=".rag", index={"paths": ["docs"]})
-    >>> spec.collection_name, spec.index.glob
-    ('docs', '**/*')
+    >>> spec = IndexConfig(paths=["docs"])
+    >>> spec.glob, spec.limits == IndexConfig(paths=["x"]).limits
+    ('**/*', True)
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rag.base.errors import ConfigError, StoreError
+from rag.base.errors import ConfigError
 from rag.base.text import terminal_safe
 from rag.compose.knowledge_base import KnowledgeBase
-from rag.compose.resource import Resource, validate_search_kwargs
-from rag.config.models import StrictModel, check_env_name
-from rag.indexing.chunking import TokenChunker
+from rag.compose.resource import validate_search_kwargs
+from rag.config.models import StrictModel
 from rag.indexing.executors import executor_from
 from rag.indexing.limits import LIMIT_NAMES, LoadLimits
 from rag.models.embeddings import is_default_embeddings
-from rag.stores.registry import collections, local_client, new_vectorstore, server_client, store_name
+from rag.stores.registry import store_name
 
 __all__ = [
     "BM25Settings",
-    "ChromaResourceConfig",
-    "ChromaServerResourceConfig",
     "HybridSearchSettings",
     "IndexConfig",
     "ResourceBase",
@@ -152,82 +147,6 @@ class ResourceBase(StrictModel):
 
     def merged_search_kwargs(self, defaults: dict[str, Any]) -> dict[str, Any]:
         return {**defaults, **self.search_kwargs}
-
-
-class _ChromaBase(ResourceBase):
-    collection: str | None = None
-    index: IndexConfig | None = None
-    create: bool = False
-
-    @property
-    def collection_name(self) -> str:
-        return self.collection or self.name
-
-    def _resource(self, client: Any, embedding: Any, defaults: dict[str, Any], where: str, home: Path) -> Resource:
-        if self.index is not None:
-            kb = KnowledgeBase(kb_name(self.collection_name), home, embedding=kb_embedding(embedding),
-                               chunker=TokenChunker.sized(self.index.chunk_size), client=client)
-            sync_files(kb, self.index, resource=self.name)
-            return kb.as_resource(name=self.name, search="dense", search_kwargs=self.merged_search_kwargs(defaults),
-                                  description=self.description)
-
-        wanted = store_name(self.collection_name)
-        names = collections(client)
-        if wanted not in names and self.index is None and not self.create:
-            raise ConfigError(f"resource {self.name!r}: no collection {self.collection_name!r} in {where}; "
-                              f"available: {', '.join(names) or '(none)'}; add an 'index:' block to build it "
-                              "from files, or 'create: true' for an empty one")
-        store = new_vectorstore(self.collection_name, embedding, client=client)
-        return Resource.from_vectorstore(self.name, store, self.merged_search_kwargs(defaults),
-                                         description=self.description)
-
-
-class ChromaResourceConfig(_ChromaBase):
-    """A persistent Chroma collection in a local directory."""
-
-    kind: Literal["chroma"]
-    path: str = ".rag"
-
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        path = store_path(self.path)
-        if not path.is_dir() and self.index is None and not self.create:
-            raise ConfigError(f"resource {self.name!r}: no store at {str(path)!r}; create one with "
-                              f"`rag index PATH --store {self.path}` or add an 'index:' block")
-        path.mkdir(parents=True, exist_ok=True)
-        client = local_client(path)
-        return self._resource(client, embedding, default_search_kwargs, f"store {str(path)!r}", path)
-
-
-class ChromaServerResourceConfig(_ChromaBase):
-    """A collection on a running Chroma server; with `index:` its knowledge base's manifest and records live in `path`."""
-
-    path: str = ".rag"
-
-
-    kind: Literal["chroma_server"]
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=1, le=65535)
-    ssl: bool = False
-    token_env: str | None = None
-
-    @field_validator("token_env")
-    @classmethod
-    def _check_token_env(cls, value: str | None) -> str | None:
-        return check_env_name(value)
-
-    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
-        headers = {}
-        if self.token_env:
-            token = os.environ.get(self.token_env)
-            if not token:
-                raise ConfigError(f"resource {self.name!r}: the environment variable {self.token_env} is not set")
-            headers["Authorization"] = f"Bearer {token}"
-        where = f"Chroma server {self.host}:{self.port}"
-        try:
-            client = server_client(self.host, self.port, ssl=self.ssl, headers=headers)
-        except Exception as exc:  # chromadb raises plain exceptions for connection errors
-            raise StoreError(f"resource {self.name!r}: cannot reach the {where}: {exc}") from exc
-        return self._resource(client, embedding, default_search_kwargs, where, store_path(self.path))
 
 
 class BM25Settings(StrictModel):

@@ -1,13 +1,19 @@
-"""Resource kinds on other vector stores: `pgvector`, `qdrant`, `milvus`, `lancedb`, `faiss`.
+"""Resource kinds on vector stores: `chroma`, `chroma_server`, `pgvector`, `qdrant`, `milvus`, `lancedb`, `faiss`.
 
-Each opens an existing store through its `rag.stores` module and wraps it with
-`Resource.from_vectorstore`, so the portable filter is translated natively (docs/stores.md).
+Each opens an existing store through the registry (`rag.stores.registry`) and wraps it with
+`Resource.from_vectorstore`, so the portable filter is translated natively (docs/stores.md): one
+model per kind, on one base (`open(embedding)` is the store, errors are one line without secrets).
+The `chroma` kinds are the default backend's stores in a directory of its own (`path`) or on its
+server (`host`, `port`), reached through the backend's directory functions (`Capability.OWN_DIRECTORY`);
+they also take an `index:` block, which syncs files into a knowledge base kept there.
 Connection strings and keys are given by environment-variable NAME (`url_env`, `uri_env`,
 `api_key_env`, `token_env`), never by value; embedded stores take a `path` instead. `create: true`
 makes an empty store when it is missing; filling it is up to you, or to a knowledge base that
 keeps its chunks there (`kind: knowledge_base` with a `store:` block, `rag.config.knowledge_base`).
 
     resources:
+      - {name: handbook, kind: chroma, path: .rag, index: {paths: [handbook]}}
+      - {name: wiki, kind: chroma_server, host: 127.0.0.1, port: 8000, collection: wiki}
       - {name: docs, kind: pgvector, url_env: RAG_PG_URL, table: docs}
       - {name: tickets, kind: qdrant, path: .qdrant, collection: tickets}      # or url_env: QDRANT_URL
       - {name: notes, kind: milvus, path: notes.db, collection: notes}         # or uri_env: MILVUS_URI
@@ -18,6 +24,9 @@ Example:
     >>> spec = QdrantResourceConfig(kind="qdrant", name="docs", url_env="QDRANT_URL")
     >>> spec.collection_name, spec.path
     ('docs', None)
+    >>> spec = ChromaResourceConfig(kind="chroma", name="docs", path=".rag", index={"paths": ["docs"]})
+    >>> spec.collection_name, spec.index.glob
+    ('docs', '**/*')
 """
 
 from __future__ import annotations
@@ -28,15 +37,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from rag.base.errors import ConfigError, RagError, StoreError
+from rag.compose.knowledge_base import KnowledgeBase
 from rag.compose.resource import Resource
 from rag.config.models import check_env_name, kind_of
-from rag.config.resources import ResourceBase, store_path
-from rag.stores.registry import open_store
+from rag.config.resources import IndexConfig, ResourceBase, kb_embedding, kb_name, store_path, sync_files
+from rag.indexing.chunking import TokenChunker
+from rag.stores.registry import DirectoryBackend, directory_backend, open_store
 
-__all__ = ["STORE_KINDS", "FaissResourceConfig", "LanceDBResourceConfig", "MilvusResourceConfig", "PGVectorResourceConfig",
+__all__ = ["STORE_KINDS", "ChromaResourceConfig", "ChromaServerResourceConfig", "FaissResourceConfig", "LanceDBResourceConfig", "MilvusResourceConfig", "PGVectorResourceConfig",
            "QdrantResourceConfig"]
 
 
@@ -207,6 +218,93 @@ class FaissResourceConfig(_StoreBase):
     def _open(self, embedding: Any) -> Any:
         # `create`: saved there by a knowledge base after each write
         return open_store(self.kind, store_path(self.path), embedding, create=self.create)
+
+
+class _OwnDirectory(_StoreBase):
+    """A collection of the default backend (`chroma`) in its own directory or on its server; with `index:`, a
+    knowledge base kept there, synced from files at every build."""
+
+    path: str = ".rag"
+    collection: str | None = None
+    index: IndexConfig | None = None
+
+    @property
+    def collection_name(self) -> str:
+        return self.collection or self.name
+
+    @staticmethod
+    def backend() -> DirectoryBackend:
+        """The backend's directory functions (`rag.stores.registry.DirectoryBackend`)."""
+        return directory_backend(kind_of(ChromaResourceConfig))
+
+    def _client(self, backend: DirectoryBackend) -> Any:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    def _open(self, embedding: Any) -> Any:
+        backend = self.backend()
+        client = self._client(backend)
+        names = backend.collections(client)
+        if backend.store_name(self.collection_name) not in names and not self.create:
+            raise ConfigError(f"resource {self.name!r}: no collection {self.collection_name!r} in {self._where()}; "
+                              f"available: {', '.join(names) or '(none)'}; add an 'index:' block to build it "
+                              "from files, or 'create: true' for an empty one")
+        return backend.new_vectorstore(self.collection_name, embedding, client=client)
+
+    def build(self, *, embedding: Any, default_search_kwargs: dict[str, Any]) -> Resource:
+        if self.index is None:
+            return super().build(embedding=embedding, default_search_kwargs=default_search_kwargs)
+        with self._opening():
+            client = self._client(self.backend())
+        kb = KnowledgeBase(kb_name(self.collection_name), store_path(self.path), embedding=kb_embedding(embedding),
+                           chunker=TokenChunker.sized(self.index.chunk_size), client=client)
+        sync_files(kb, self.index, resource=self.name)
+        return kb.as_resource(name=self.name, search="dense", search_kwargs=self.merged_search_kwargs(default_search_kwargs),
+                              description=self.description)
+
+
+class ChromaResourceConfig(_OwnDirectory):
+    """A persistent Chroma collection in the local directory `path`."""
+
+    kind: Literal["chroma"]
+
+    def _where(self) -> str:
+        return f"store {str(store_path(self.path))!r}"
+
+    def _client(self, backend: DirectoryBackend) -> Any:
+        path = store_path(self.path)
+        if not path.is_dir() and self.index is None and not self.create:
+            raise ConfigError(f"resource {self.name!r}: no store at {str(path)!r}; create one with "
+                              f"`rag index PATH --store {self.path}` or add an 'index:' block")
+        path.mkdir(parents=True, exist_ok=True)
+        return backend.local_client(path)
+
+
+class ChromaServerResourceConfig(_OwnDirectory):
+    """A collection on a running Chroma server; with `index:` its knowledge base's manifest and records live in `path`."""
+
+    kind: Literal["chroma_server"]
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    ssl: bool = False
+    token_env: str | None = None
+
+    def _where(self) -> str:
+        return f"Chroma server {self.host}:{self.port}"
+
+    def _client(self, backend: DirectoryBackend) -> Any:
+        headers = {}
+        if self.token_env:
+            token = os.environ.get(self.token_env)
+            if not token:
+                raise ConfigError(f"resource {self.name!r}: the environment variable {self.token_env} is not set")
+            headers["Authorization"] = f"Bearer {token}"
+        try:
+            return backend.server_client(self.host, self.port, ssl=self.ssl, headers=headers)
+        except Exception as exc:  # chromadb raises plain exceptions for connection errors
+            raise StoreError(f"resource {self.name!r}: cannot reach the {self._where()}: {exc}") from exc
 
 
 #: the store kinds a knowledge base can keep its chunks in (`store:` of `kind: knowledge_base`)

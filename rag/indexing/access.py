@@ -28,6 +28,7 @@ from typing import Any
 
 from rag.base.acl import Permissions, strip_permissions
 from rag.base.errors import ConfigError, StoreError, short_repr
+from rag.stores.chunk_store import Capability
 
 __all__ = ["AccessRules", "refresh_permissions", "set_permissions", "stamp_metadatas"]
 
@@ -125,7 +126,7 @@ def set_permissions(target: Any, record: Any, permissions: Any) -> int:
     if not ids:
         return 0
     chunks = target.chunks
-    if not chunks.can_update:
+    if Capability.UPDATE_METADATA not in chunks.capabilities:
         raise StoreError(f"the {target.backend} store of knowledge base {target.name!r} cannot change metadata in "
                          "place; index the document again with add_documents(..., permissions=...)")
     stored = chunks.get_by_ids(ids)
@@ -144,7 +145,7 @@ def refresh_permissions(target: Any, access: AccessRules, keys: Sequence[str],
 
     One chunk per document is read to compare; a document `access` decides nothing for is left as stored.
     """
-    if not access.decides_without_content or not target.chunks.can_update:
+    if not access.decides_without_content or Capability.UPDATE_METADATA not in target.chunks.capabilities:
         return 0
     records = target.records.all()
     changed = 0

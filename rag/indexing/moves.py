@@ -53,7 +53,7 @@ def move_document(chunks: Any, records: RecordStore, old: DocumentRecord, new_ke
     """Re-point the chunks and the record of `old` to the file `new_key` (shown as `display`).
 
     Args:
-        chunks: the knowledge base's chunk store, one that can update metadata in place (`can_update`).
+        chunks: the knowledge base's chunk store, one that can update metadata in place (`Capability.UPDATE_METADATA`).
         records: its document records (the caller holds the knowledge base's writer lock).
         old: the record of the file that is gone.
         new_key: the new record key (the resolved path text).

@@ -34,6 +34,7 @@ from rag.indexing.loaders import Note, Skipped, clean_text, path_text, reader_ta
 from rag.indexing.moves import move_document
 from rag.indexing.records import WRITING, DocumentRecord
 from rag.indexing.report import IndexReport
+from rag.stores.chunk_store import Capability
 
 __all__ = ["Plan"]
 
@@ -126,8 +127,9 @@ def _file_item(plan: Plan, file: Path, key: str, quiesce: Callable[[], None]) ->
         plan.touched.append(rec)
         report.unchanged.append(display)
         return None
-    # a store that cannot update metadata in place (`can_update`) indexes a moved file anew
-    if rec is None and plan.moves.get(content_hash) is not None and plan.target.chunks.can_update:
+    # a store that cannot update metadata in place (no `update_metadata` capability) indexes a moved file anew
+    if (rec is None and plan.moves.get(content_hash) is not None
+            and Capability.UPDATE_METADATA in plan.target.chunks.capabilities):
         old = plan.moves.pop(content_hash)
         quiesce()  # one store writer at a time
         move_document(plan.target.chunks, plan.target.records, old, key, display, size=got.size,

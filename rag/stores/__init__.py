@@ -1,11 +1,13 @@
 """Vector-store access: one contract, one module per backend, one registry; nothing else calls a store client.
 
-- `rag.stores.chunk_store.ChunkStore`: the store contract (search with the portable filter, add,
-  delete, get by ids / by metadata, update metadata, count), tested by
-  `rag.testing.store_conformance.StoreTests`;
+- `rag.stores.chunk_store`: the store contract: the core every backend implements (`ChunkStore`: add,
+  delete, get by ids / by metadata, count, search with the portable filter), the operations shared over
+  it (`ChunkStoreBase`) and the optional ones a backend declares (`Capability`), tested by
+  `rag.testing.store_conformance.StoreTests`; `vector_store_chunks.VectorStoreChunks`, the core for
+  the backends that wrap a LangChain vector store;
 - `rag.stores.registry`: every backend, registered once by name and by the vector store class it
   serves, imported on first use (`chunks_of(vectorstore)`, `names()`, `open_store(name, ...)`);
-- one module per backend: `chroma_chunks` (over `chroma`, the only module that calls chromadb),
+- one module per backend: `chroma_chunks` (over `chroma` and `chroma_collection`, the only modules that call chromadb),
   `pgvector`, `qdrant`, `milvus`, `lancedb` (`LanceStore`), `faiss` (`FaissStore`), `inmemory`;
 - store layouts with a chunk store of their own: `partitioned` (`PartitionedChroma`) and `memory`
   (`ExactVectorStore`).

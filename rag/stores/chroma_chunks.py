@@ -30,7 +30,7 @@ from rag.base.errors import StoreError
 from rag.base.filters import validate_filter
 from rag.stores import chroma
 from rag.stores.chroma_where import to_chroma_where
-from rag.stores.chunk_store import Capability
+from rag.stores.chunk_store import Capability, ChunkStoreBase
 from rag.stores.files import refuse_symlinks, store_condition, store_write_error
 from rag.stores.permission_plan import PermissionPlan, planned_search
 
@@ -40,7 +40,7 @@ __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "ope
 _BATCH = 1000
 
 
-class ChromaChunkStore:
+class ChromaChunkStore(ChunkStoreBase):
     """A Chroma collection (cosine space) as a `ChunkStore`.
 
     Args:
@@ -52,8 +52,8 @@ class ChromaChunkStore:
     """
 
     backend = "chroma"
-    can_update = True
-    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.STORED_VECTORS, Capability.WORKER_CONNECTION})
+    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.UPDATE_METADATA, Capability.STORED_VECTORS,
+                              Capability.WORKER_CONNECTION})
 
     def __init__(self, collection: Any, *, client: Any = None, where: str = "the Chroma store",
                  marker: Path | None = None, directory: Path | None = None, owns_client: bool = False) -> None:

@@ -36,7 +36,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError
 from rag.base.filters import matches_canonical, validate_filter
-from rag.stores.chunk_store import VectorStoreChunks
+from rag.stores.vector_store_chunks import VectorStoreChunks
 from rag.stores.value_index import ValueIndex
 
 __all__ = ["open_store", "scratch_store", "STORE", "FaissChunks", "FaissStore"]

@@ -18,13 +18,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 
 from rag.base.filters import matches_canonical
-from rag.stores.chunk_store import VectorStoreChunks
+from rag.stores.chunk_store import Capability
+from rag.stores.vector_store_chunks import VectorStoreChunks
 
 __all__ = ["open_store", "scratch_store", "STORE", "InMemoryChunks"]
 
@@ -34,6 +36,12 @@ class InMemoryChunks(VectorStoreChunks):
     ``store.store`` = {id: {id, vector, text, metadata}})."""
 
     backend = "inmemory"
+    capabilities = VectorStoreChunks.capabilities | {Capability.STORED_VECTORS}
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored vectors by id (ids not stored are absent)."""
+        rows = self.store.store
+        return {id_: list(rows[id_]["vector"]) for id_ in ids if id_ in rows}
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:

@@ -42,7 +42,8 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.filters import Comparison, normal_form, validate_filter
-from rag.stores.chunk_store import VectorStoreChunks, unsupported
+from rag.stores.chunk_store import unsupported
+from rag.stores.vector_store_chunks import VectorStoreChunks
 
 __all__ = ["open_store", "scratch_store", "STORE", "LanceChunks", "LanceStore", "where_clause"]
 

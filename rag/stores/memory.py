@@ -44,7 +44,9 @@ from langchain_core.vectorstores import VectorStore
 
 from rag.base.errors import ConfigError
 from rag.base.filters import matches_canonical, validate_filter
-from rag.stores.chunk_store import LayoutRetriever, VectorStoreChunks
+from rag.stores.chunk_store import Capability
+from rag.stores.layout_retriever import LayoutRetriever
+from rag.stores.vector_store_chunks import VectorStoreChunks
 from rag.stores.value_index import ValueIndex
 
 __all__ = ["ExactChunks", "DEFAULT_VIEW", "ExactRetriever", "ExactVectorStore"]
@@ -270,7 +272,7 @@ class ExactChunks(VectorStoreChunks):
     """An `ExactVectorStore` as a `ChunkStore` (exact weighted-cosine search; metadata is not updated in place)."""
 
     backend = "exact"
-    can_update = False
+    capabilities = frozenset({Capability.ASYNC_SEARCH})   # (no update in place)
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:

@@ -34,7 +34,8 @@ from langchain_core.documents import Document
 
 from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
-from rag.stores.chunk_store import VectorStoreChunks, unsupported
+from rag.stores.chunk_store import unsupported
+from rag.stores.vector_store_chunks import VectorStoreChunks
 
 __all__ = ["scratch_store", "STORE", "MilvusChunks", "get_by_ids", "literal", "open_store", "translate", "update_metadatas"]
 

@@ -17,7 +17,9 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.stores.chunk_store import LayoutRetriever, VectorStoreChunks
+from rag.stores.chunk_store import Capability
+from rag.stores.layout_retriever import LayoutRetriever
+from rag.stores.vector_store_chunks import VectorStoreChunks
 
 __all__ = ["PartitionedChunks", "PartitionedRetriever"]
 
@@ -26,7 +28,7 @@ class PartitionedChunks(VectorStoreChunks):
     """A `PartitionedChroma` as a `ChunkStore` (relevance = 1 - cosine distance; no update in place)."""
 
     backend = "chroma-partitioned"
-    can_update = False
+    capabilities = frozenset({Capability.ASYNC_SEARCH})   # (no update in place)
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:

@@ -32,13 +32,16 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError, short_repr
 from rag.base.filters import Comparison, normal_form
-from rag.stores.chunk_store import Capability, VectorStoreChunks, unsupported
+from rag.stores.chunk_store import Capability, unsupported
+from rag.stores.vector_store_chunks import BATCH, VectorStoreChunks
 
 __all__ = ["scratch_store", "STORE", "PGVectorChunks", "can_update_metadata", "connection_of", "count_rows", "open_store", "table_of", "update_metadatas", "where_clause"]
 
@@ -149,7 +152,15 @@ class PGVectorChunks(VectorStoreChunks):
 
     backend = BACKEND
     uuid_ids = True
-    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.WORKER_CONNECTION})
+    #: async search, worker connections, metadata updated in place; a table with typed metadata columns cannot
+    #: update in place, and its store leaves `update_metadata` out (`__init__`)
+    capabilities = frozenset({Capability.ASYNC_SEARCH, Capability.WORKER_CONNECTION, Capability.UPDATE_METADATA,
+                              Capability.STORED_VECTORS})
+
+    def __init__(self, store: Any, **options: Any) -> None:
+        super().__init__(store, **options)
+        if not can_update_metadata(store):
+            self.capabilities = type(self).capabilities - {Capability.UPDATE_METADATA}
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
@@ -168,13 +179,23 @@ class PGVectorChunks(VectorStoreChunks):
     def count(self) -> int:
         return count_rows(self.store)
 
-    @property
-    def can_update(self) -> bool:   # type: ignore[override]
-        """Only when all metadata is in the JSON column (a table with typed metadata columns cannot)."""
-        return can_update_metadata(self.store)
 
     def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         update_metadatas(self.store, ids, metadatas)
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored vectors by id (ids not stored are absent), read from the table in batches."""
+        vs, found = _inner(self.store), {}
+        sql = (f"SELECT CAST({_ident(vs.id_column)} AS text) AS id, CAST({_ident(vs.embedding_column)} AS text) AS v "
+               f"FROM {_ident(vs.schema_name)}.{_ident(vs.table_name)} "
+               f"WHERE CAST({_ident(vs.id_column)} AS text) = ANY(:ids)")
+        ids = list(ids)
+        for start in range(0, len(ids), BATCH):
+            given = {form: i for i in ids[start:start + BATCH] for form in (i, _uuid_form(i))}
+            for row in self.store._engine._run_as_sync(_rows(vs, sql, {"ids": list(given)})):
+                if row["id"] in given:
+                    found[given[row["id"]]] = [float(x) for x in json.loads(row["v"])]
+        return found
 
     def upsert(self, ids: Any, vectors: Any, texts: Any, metadatas: Any) -> None:
         self.add(ids, vectors, texts, metadatas)   # PGVectorStore's insert is ON CONFLICT (id) DO UPDATE
@@ -193,6 +214,14 @@ class PGVectorChunks(VectorStoreChunks):
 
 
 STORE = PGVectorChunks
+
+
+def _uuid_form(id_: str) -> str:
+    """A 32-hex chunk id as the table's UUID column holds it, as text (other ids as they are)."""
+    try:
+        return str(uuid.UUID(hex=id_)) if len(id_) == 32 else id_
+    except ValueError:
+        return id_
 
 
 async def _execute(vs: Any, sql: str, rows: list[dict[str, Any]]) -> None:

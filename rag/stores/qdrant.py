@@ -35,7 +35,8 @@ from langchain_core.documents import Document
 
 from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
-from rag.stores.chunk_store import VectorStoreChunks, unsupported
+from rag.stores.chunk_store import unsupported
+from rag.stores.vector_store_chunks import VectorStoreChunks
 
 __all__ = ["scratch_store", "STORE", "QdrantChunks", "add_points", "get_by_ids", "open_store", "translate", "update_metadatas"]
 

@@ -1,7 +1,10 @@
 """The store registry: every backend, registered once, by name and by the store class it serves.
 
 A backend is one module of `rag.stores` exporting `STORE`, its `ChunkStore` class (the contract in
-`rag.stores.chunk_store`), and `open_store(...)`, which opens or creates one of its stores. The
+`rag.stores.chunk_store`), `open_store(...)`, which opens or creates one of its stores, and
+`scratch_store(...)`, an empty one for tests. A module that keeps a knowledge base's chunks in the
+knowledge base's own directory (or on its server) declares `Capability.OWN_DIRECTORY` in its
+registration and has the functions of `DirectoryBackend`; the default backend (`DEFAULT`) is one. The
 registry names the module as a string and imports it on first use, so no backend package
 (chromadb, qdrant_client, pymilvus, ...) is imported until a store of that kind is used.
 Nothing outside `rag.stores` names a backend or imports a backend module
@@ -21,14 +24,15 @@ Example:
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, cast
 
 from rag.base.errors import ConfigError
-from rag.stores.chunk_store import Capability, ChunkStore
+from rag.stores.chunk_store import OPTIONAL, Capability, ChunkStore
 
-__all__ = ["Backend", "DEFAULT", "backend", "chunks_of", "collections", "having", "holds_store", "is_engine_error",
+__all__ = ["Backend", "DEFAULT", "DirectoryBackend", "backend", "chunks_of", "collections", "directory_backend", "having", "holds_store", "is_engine_error",
            "knowledge_base_store", "knowledge_base_stores",
            "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
            "require_chunks", "scratch_store", "server_client", "serves", "store_name", "store_stamp"]
@@ -43,12 +47,15 @@ class Backend:
         module: the `rag.stores` module exporting `STORE` and `open_store`.
         classes: (module prefix, class name) of the vector store classes it wraps (matched along the MRO).
         engines: the client packages whose exceptions are the engine's own (a full disk, a damaged file).
+        capabilities: what the module has beyond `STORE`, `open_store` and `scratch_store`
+            (`Capability.OWN_DIRECTORY`: the functions of `DirectoryBackend`).
     """
 
     name: str
     module: str
     classes: tuple[tuple[str, str], ...]
     engines: tuple[str, ...] = ()
+    capabilities: frozenset[Capability] = frozenset()
 
     def load(self) -> ModuleType:
         """The backend's module (imported now)."""
@@ -57,7 +64,8 @@ class Backend:
 
 #: the backends, in the order docs and errors list them
 _BACKENDS: tuple[Backend, ...] = (
-    Backend("chroma", "rag.stores.chroma_chunks", (("langchain_chroma", "Chroma"),), ("chromadb",)),
+    Backend("chroma", "rag.stores.chroma_chunks", (("langchain_chroma", "Chroma"),), ("chromadb",),
+            frozenset({Capability.OWN_DIRECTORY})),
     Backend("pgvector", "rag.stores.pgvector", (("langchain_postgres", "PGVectorStore"),)),
     Backend("qdrant", "rag.stores.qdrant", (("langchain_qdrant", "QdrantVectorStore"),)),
     Backend("milvus", "rag.stores.milvus", (("langchain_milvus", "Milvus"),)),
@@ -66,8 +74,29 @@ _BACKENDS: tuple[Backend, ...] = (
     Backend("inmemory", "rag.stores.inmemory", (("langchain_core.vectorstores", "InMemoryVectorStore"),)),
 )
 _BY_NAME = {b.name: b for b in _BACKENDS}
-#: the backend of a new store made without naming one (`new_vectorstore`; a knowledge base's default)
+#: the backend of a new store made without naming one (`new_vectorstore`; a knowledge base's default): one
+#: that declares `Capability.OWN_DIRECTORY`
 DEFAULT = "chroma"
+
+
+class DirectoryBackend(Protocol):
+    """The functions of a backend module declaring `Capability.OWN_DIRECTORY`: a knowledge base keeps its chunks
+    in its own directory (or on a server of the backend) without being given a store. The registry's functions
+    of the same names call the default backend's."""
+
+    new_vectorstore: Callable[..., Any]      # (name, embedding, *, persist_directory=None, client=None) -> VectorStore
+    store_name: Callable[[str], str]         # a valid store name for a name (cleaned)
+    knowledge_base_store: Callable[[str], str]   # a knowledge base's own store name (distinct names, distinct stores)
+    open_local: Callable[..., Any]           # (directory, name, *, client=None, where, marker) -> ChunkStore
+    local_client: Callable[..., Any]         # (path=None) -> a client on a directory (in memory when None)
+    server_client: Callable[..., Any]        # (host, port, *, ssl=False, headers=None) -> a server's client
+    collections: Callable[[Any], list[str]]  # the store names a client holds
+    holds_store: Callable[[Any], bool]       # whether a directory holds a store of the backend
+    store_stamp: Callable[[Any], str | None]   # the identity of a directory's store files (None: none there)
+
+
+#: the functions `Capability.OWN_DIRECTORY` stands for (what `DirectoryBackend` lists)
+DIRECTORY_FUNCTIONS = tuple(DirectoryBackend.__annotations__)
 #: vector stores that carry their own chunk store (`.chunks`) or search natively without a backend of their own
 _VIEWS = (("rag.stores.chunk_view", "ChunkStoreView"), ("rag.stores.memory", "ExactVectorStore"),
           ("rag.stores.partitioned", "PartitionedChroma"))
@@ -152,31 +181,34 @@ def open_connection(spec: dict[str, Any], embedding: Any) -> Any:
 
 
 def having(capability: Capability) -> list[str]:
-    """The backends whose chunk store declares `capability` (each backend's module is imported)."""
+    """The backends declaring `capability`: a chunk store's (each backend's module is imported), or a module's
+    (`OWN_DIRECTORY`, read from the registration)."""
+    if capability not in OPTIONAL:
+        return [b.name for b in _BACKENDS if capability in b.capabilities]
     return [b.name for b in _BACKENDS if capability in b.load().STORE.capabilities]
 
 
 def new_vectorstore(name: str, embedding: Any, *, persist_directory: Any = None, client: Any = None) -> Any:
     """A vector store of the default backend named `name` (in `persist_directory`, on `client`, or in memory)."""
-    return backend(DEFAULT).load().new_vectorstore(name, embedding, persist_directory=persist_directory, client=client)
+    return _default().new_vectorstore(name, embedding, persist_directory=persist_directory, client=client)
 
 
 def store_name(name: str) -> str:
     """`name` cleaned into a valid name of the default backend (a collection, a knowledge base name); names
     that differ only by what cleaning changes get the same one: a knowledge base's own collection is
     `knowledge_base_store`."""
-    return backend(DEFAULT).load().store_name(name)
+    return _default().store_name(name)
 
 
 def knowledge_base_store(name: str) -> str:
     """The collection a knowledge base called `name` gets in the default backend (distinct names, distinct
     collections)."""
-    return backend(DEFAULT).load().knowledge_base_store(name)
+    return _default().knowledge_base_store(name)
 
 
 def open_local(directory: Any, collection: str, *, client: Any = None, where: str, marker: Any) -> Any:
     """The `ChunkStore` a knowledge base keeps in its own `directory` (the default backend), or on `client`."""
-    return backend(DEFAULT).load().open_local(directory, collection, client=client, where=where, marker=marker)
+    return _default().open_local(directory, collection, client=client, where=where, marker=marker)
 
 
 def require_chunks(store: Any, **options: Any) -> ChunkStore | None:
@@ -201,8 +233,22 @@ def scratch_store(name: str, embedding: Any, workdir: Any, label: str, *, url: s
 
 
 # ---------------------------------------------------------------- the default backend's stores in a directory or on a server
-def _default() -> ModuleType:
-    return backend(DEFAULT).load()
+def directory_backend(name: str = DEFAULT) -> DirectoryBackend:
+    """The module of backend `name` (the default one unless named), which keeps a knowledge base's chunks in its
+    own directory.
+
+    Raises:
+        ConfigError: that backend does not declare `Capability.OWN_DIRECTORY` (the message lists those that do).
+    """
+    entry = backend(name)
+    if Capability.OWN_DIRECTORY not in entry.capabilities:
+        valid = [b.name for b in _BACKENDS if Capability.OWN_DIRECTORY in b.capabilities]
+        raise ConfigError(f"the {name} backend keeps no store in a directory of its own; valid: {', '.join(valid)}")
+    return cast(DirectoryBackend, entry.load())
+
+
+def _default() -> DirectoryBackend:
+    return directory_backend(DEFAULT)
 
 
 def local_client(path: Any = None) -> Any:

@@ -5,7 +5,8 @@ backend, as `rag.stores.registry.chunks_of(...)` returns it) and pytest runs the
 count, get by ids, get by metadata with every operator of the portable filter dialect
 (`rag.base.filters`), filtered search returning `k` matching chunks whenever `k` match, delete,
 update metadata, upsert, and ids that come back as they were written (32-hex ids on a UUID-id
-engine included). Every backend of `rag.stores` runs it (tests/unit/stores/test_store_contract.py):
+engine included); and that the store has the core and the shared operations, and exactly the
+optional ones it declares (`rag.stores.chunk_store.Capability`). Every backend of `rag.stores` runs it (tests/unit/stores/test_store_contract.py):
 
 ```python
 from rag.stores.registry import chunks_of
@@ -27,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from abc import ABC, abstractmethod
@@ -35,8 +37,9 @@ from typing import Any, ClassVar
 import pytest
 from langchain_core.documents import Document
 
-from rag.base.errors import FilterError
+from rag.base.errors import ConfigError, FilterError
 from rag.base.filters import matches
+from rag.stores.chunk_store import CORE, OPTIONAL, SHARED, Capability, ChunkStore
 
 __all__ = ["DIMENSION", "STORE_FILTERS", "StoreTests", "store_corpus"]
 
@@ -108,14 +111,33 @@ class StoreTests(ABC):
 
     # ------------------------------------------------------------------ the contract and the declared capabilities
     def test_the_store_keeps_the_contract_and_has_what_it_declares(self, store: Any) -> None:
-        from rag.stores.chunk_store import Capability, ChunkStore
-
+        """The core (`CORE`) and the shared operations (`SHARED`) are there; each optional operation is there
+        if and only if its capability is declared (`OPTIONAL`); a store declares no module capability."""
         assert isinstance(store, ChunkStore)
-        assert store.capabilities <= set(Capability), store.capabilities
-        operations = {Capability.ASYNC_SEARCH: "asearch", Capability.STORED_VECTORS: "get_vectors",
-                      Capability.WORKER_CONNECTION: "from_connection"}
-        for capability, method in operations.items():   # declared, then there; there, then declared
-            assert (capability in store.capabilities) == callable(getattr(store, method, None)), capability
+        assert isinstance(store.backend, str) and store.backend
+        missing = [name for name in (*CORE, *SHARED) if not hasattr(store, name)]
+        assert missing == [], f"{store.backend}: missing {missing}"
+        assert store.capabilities <= set(OPTIONAL), store.capabilities   # (OWN_DIRECTORY is a module's)
+        for capability, method in OPTIONAL.items():   # declared, then there; there, then declared
+            if capability is not Capability.UPDATE_METADATA:   # (a shared operation: raises unless declared)
+                assert (capability in store.capabilities) == callable(getattr(store, method, None)), capability
+
+    def test_the_declared_operations_work(self, filled: Any) -> None:
+        """What a store declares does what `Capability` says (an undeclared update is a `ConfigError`)."""
+        store, docs, vectors = filled
+        declared = store.capabilities
+        if Capability.ASYNC_SEARCH in declared:
+            hits = asyncio.run(store.asearch(vectors[4], k=3, filter={"topic": docs[4].metadata["topic"]}))
+            assert [d.id for d, _ in hits] == [d.id for d, _ in store.search(
+                vectors[4], k=3, filter={"topic": docs[4].metadata["topic"]})]
+        if Capability.STORED_VECTORS in declared:
+            got = store.get_vectors([docs[1].id, docs[6].id, _id(999)])
+            assert set(got) == {docs[1].id, docs[6].id}
+            assert _cosine([float(x) for x in got[docs[6].id]], vectors[6]) == pytest.approx(1.0, abs=1e-5)
+        if Capability.UPDATE_METADATA not in declared:
+            with pytest.raises(ConfigError):
+                store.update_metadatas([docs[0].id], [{"topic": "moved"}])
+            assert store.get_by_ids([docs[0].id])[0].metadata == docs[0].metadata
 
     # ------------------------------------------------------------------ writing and counting
     def test_an_empty_store_counts_zero_and_finds_nothing(self, store: Any) -> None:
@@ -195,8 +217,8 @@ class StoreTests(ABC):
 
     def test_metadata_is_updated_in_place(self, filled: Any) -> None:
         store, docs, vectors = filled
-        if not store.can_update:
-            pytest.skip(f"{store.backend} does not update metadata in place (can_update is False)")
+        if Capability.UPDATE_METADATA not in store.capabilities:
+            pytest.skip(f"{store.backend} does not update metadata in place (no update_metadata capability)")
         new = [{**docs[i].metadata, "topic": "moved", "n": 100 + i} for i in (2, 9)]
         store.update_metadatas([docs[2].id, docs[9].id], new)
         assert {d.id: d.metadata for d in store.get_by_ids([docs[2].id, docs[9].id])} == {

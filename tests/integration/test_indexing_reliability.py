@@ -76,9 +76,9 @@ def _kb(store: Path) -> KnowledgeBase:
 
 
 def _snapshot(kb: KnowledgeBase) -> dict[str, str]:
-    got = kb.collection.get(include=["documents"])
+    got = kb.chunks.collection.get(include=["documents"])
     assert len(got["ids"]) == len(set(got["ids"])) == kb.count(), "count and get disagree or ids repeat"
-    result = kb.collection.query(query_embeddings=[[0.1] * 32], n_results=max(kb.count(), 1), include=[])
+    result = kb.chunks.collection.query(query_embeddings=[[0.1] * 32], n_results=max(kb.count(), 1), include=[])
     found = set(result["ids"][0])
     assert found <= set(got["ids"]), "the vector index holds chunks the metadata store does not"
     # HNSW search is approximate: even with k = count, hnswlib's multi-threaded build can leave a node that no
@@ -87,7 +87,7 @@ def _snapshot(kb: KnowledgeBase) -> dict[str, str]:
     missing = sorted(set(got["ids"]) - found)
     assert len(missing) <= max(2, len(got["ids"]) // 500), f"query misses {len(missing)} stored chunks"
     if missing:
-        vectors = kb.collection.get(ids=missing, include=["embeddings"])
+        vectors = kb.chunks.collection.get(ids=missing, include=["embeddings"])
         assert len(vectors["ids"]) == len(missing) and all(len(v) == 32 for v in vectors["embeddings"])
     records = kb.list_documents()
     assert sorted(c for r in records for c in r.chunk_ids) == sorted(got["ids"]), "records and store disagree"

@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 import pytest
 
-from rag.stores import chroma
+from rag.stores import chroma_collection
 from rag.stores.chroma import get_documents, get_ids, get_vectors, open_client, open_collection
 
 
@@ -34,7 +34,7 @@ def test_a_collection_larger_than_sqlites_variable_limit_is_read_whole(tmp_path)
 @pytest.mark.parametrize("n", [0, 1, 6, 7, 8, 20, 21])
 def test_pages_cover_every_record_once_at_every_boundary(tmp_path, monkeypatch, n):
     coll = _collection(n, tmp_path)
-    monkeypatch.setattr(chroma, "GET_PAGE", 7)
+    monkeypatch.setattr(chroma_collection, "GET_PAGE", 7)   # (the pages are read there)
     assert sorted(d.id for d in get_documents(coll)) == sorted(f"id{i}" for i in range(n))
     wanted = [f"id{i}" for i in range(n) if i % 3 == 0] + ["missing"]
     assert sorted(d.id for d in get_documents(coll, ids=wanted)) == sorted(wanted[:-1])

@@ -34,14 +34,14 @@ def _kb(tmp_path, embedding, **kwargs) -> KnowledgeBase:
 
 
 def _store_state(kb: KnowledgeBase) -> dict[str, tuple[str, str]]:
-    got = kb.collection.get(include=["documents", "metadatas"])
+    got = kb.chunks.collection.get(include=["documents", "metadatas"])
     return {i: (d, json.dumps(m, sort_keys=True)) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
 
 
 def _assert_consistent(kb: KnowledgeBase) -> None:
     records = kb.list_documents()
     ids = [cid for r in records for cid in r.chunk_ids]
-    assert len(ids) == len(set(ids)) == kb.count() == len(kb.collection.get(include=[])["ids"])
+    assert len(ids) == len(set(ids)) == kb.count() == len(kb.chunks.collection.get(include=[])["ids"])
     for r in records:
         assert [c.id for c in kb.get_chunks(r.doc_id)] == r.chunk_ids
         assert [c.metadata["chunk_index"] for c in kb.get_chunks(r.doc_id)] == list(range(len(r.chunk_ids)))
@@ -135,7 +135,7 @@ def test_autocontext_changes_the_embedding_but_not_the_stored_text(tmp_path):
     fake = DeterministicFakeEmbedding(size=16)
     kb = _kb(tmp_path, fake, cache=False)
     kb.add_documents([Document(page_content="Revenue grew 4%.", metadata={"source": "acme", "title": "ACME_2023"})])
-    got = kb.collection.get(include=["documents", "embeddings"])
+    got = kb.chunks.collection.get(include=["documents", "embeddings"])
     assert got["documents"] == ["Revenue grew 4%."]
     expected = AutoContext().embedding_texts([Document(page_content="Revenue grew 4%.",
                                                        metadata={"doc_id": "x", "title": "ACME_2023"})])[0]

@@ -101,7 +101,7 @@ def _records(kb: KnowledgeBase) -> list[tuple]:
 def _vectors(kb: KnowledgeBase, pg_url: str | None = None) -> dict[str, list[float]]:
     ids = [cid for r in kb.records.all().values() for cid in r.chunk_ids]
     if kb.backend == "chroma":
-        return {k: [float(x) for x in v] for k, v in chroma.get_vectors(kb.collection, ids).items()}
+        return {k: [float(x) for x in v] for k, v in chroma.get_vectors(kb.chunks.collection, ids).items()}
     import psycopg
 
     schema, table = kb.chunks.name.split(".")

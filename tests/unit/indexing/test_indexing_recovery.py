@@ -158,7 +158,7 @@ _FILL_AND_INDEX = textwrap.dedent("""
     report = kb.add_documents(str(corpus))
     records = kb.list_documents()
     ids = sorted(c for r in records for c in r.chunk_ids)
-    print("RERUN:", len(records), kb.count(), ids == sorted(kb.collection.get(include=[])["ids"]),
+    print("RERUN:", len(records), kb.count(), ids == sorted(kb.chunks.collection.get(include=[])["ids"]),
           len(report.added) + len(report.unchanged) + len(report.updated))
 """)
 

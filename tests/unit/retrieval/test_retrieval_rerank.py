@@ -107,8 +107,11 @@ def test_bad_top_n_is_rejected():
         EmbeddingReranker(top_n=0)
 
 
-def test_stored_vectors_give_the_same_scores_without_embedding_again(chunks):
+@pytest.mark.parametrize("backend", ["chroma", "inmemory"])
+def test_stored_vectors_give_the_same_scores_without_embedding_again(chunks, backend):
+    """On every backend declaring `stored_vectors` (pgvector's: tests/unit/stores/test_store_contract.py)."""
     from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import InMemoryVectorStore
 
     from rag.stores.chroma import new_chroma
 
@@ -124,7 +127,7 @@ def test_stored_vectors_give_the_same_scores_without_embedding_again(chunks):
             return self.inner.embed_query(text)
 
     emb = CountingEmbedding()
-    store = new_chroma("rerank", emb)
+    store = new_chroma("rerank", emb) if backend == "chroma" else InMemoryVectorStore(emb)
     store.add_documents(chunks[:5], ids=[c.id for c in chunks[:5]])
     emb.documents = 0
     extra = Document(page_content="not in the store")

@@ -31,8 +31,8 @@ def _docs(n: int, name: str = "notes") -> list[Document]:
 def test_every_new_collection_gets_the_settings(tmp_path: Path) -> None:
     kb = KnowledgeBase("notes", tmp_path / "kb", embedding=EMB)
     kb.add_documents(_docs(3))
-    assert _hnsw(kb.collection) == NEW
-    assert kb.collection.metadata == chroma.NEW_COLLECTION
+    assert _hnsw(kb.chunks.collection) == NEW
+    assert kb.chunks.collection.metadata == chroma.NEW_COLLECTION
     store = chroma.new_chroma("scratch", EMB)   # in memory, through langchain_chroma
     assert _hnsw(chroma.collection_of(store)) == NEW
     for keep_global in (True, False):   # the partitioned layout's global collection and per-value collections
@@ -45,7 +45,7 @@ def test_every_new_collection_gets_the_settings(tmp_path: Path) -> None:
 def test_an_existing_collection_keeps_its_settings_and_works(tmp_path: Path) -> None:
     kb = KnowledgeBase("notes", tmp_path / "kb", embedding=EMB)
     kb.create()
-    name = kb.collection.name
+    name = kb.chunks.collection.name
     # what the code before NEW_COLLECTION made: the collection with Chroma's HNSW defaults, and chunks in it
     client = chromadb.PersistentClient(str((tmp_path / "kb").resolve()))
     client.delete_collection(name)
@@ -53,7 +53,7 @@ def test_an_existing_collection_keeps_its_settings_and_works(tmp_path: Path) -> 
     old = KnowledgeBase.open("notes", tmp_path / "kb", embedding=EMB)
     assert old.add_documents(_docs(5)).added == ["notes"]
     again = KnowledgeBase.open("notes", tmp_path / "kb", embedding=EMB)   # opened by the new code
-    assert _hnsw(again.collection) == CHROMA_DEFAULTS and again.collection.metadata == chroma.COSINE
+    assert _hnsw(again.chunks.collection) == CHROMA_DEFAULTS and again.chunks.collection.metadata == chroma.COSINE
     assert again.count() == 5
     hits = again.chunks.search(EMB.embed_query("item 3"), k=2, filter=None)
     stored = again.chunks.get_vectors([d.id for d in again.get_documents()])
@@ -61,7 +61,7 @@ def test_an_existing_collection_keeps_its_settings_and_works(tmp_path: Path) -> 
     cosine = {i: float(np.dot(v, query) / np.linalg.norm(v) / np.linalg.norm(query)) for i, v in stored.items()}
     assert [d.id for d, _ in hits] == sorted(cosine, key=cosine.get, reverse=True)[:2]   # what exact search gives
     assert again.add_documents(_docs(6)).updated == ["notes"] and again.count() == 6   # writes go on as before
-    assert _hnsw(again.collection) == CHROMA_DEFAULTS
+    assert _hnsw(again.chunks.collection) == CHROMA_DEFAULTS
 
 
 def test_the_search_finds_what_exact_search_finds() -> None:

@@ -23,7 +23,7 @@ from rag.stores import registry
 
 ROOT = Path(__file__).resolve().parents[3] / "rag"
 BACKEND_MODULES = {registry.backend(n).module for n in registry.names()} | {
-    "rag.stores.chroma", "rag.stores.memory", "rag.stores.partitioned", "rag.stores.inmemory"}
+    "rag.stores.chroma", "rag.stores.chroma_collection", "rag.stores.memory", "rag.stores.partitioned", "rag.stores.inmemory"}
 #: file (relative to rag/) -> backend names it may hold as string constants, and why
 ALLOWED: dict[str, set[str]] = {
     "testing/chroma_server.py": {"chroma"},   # the `chroma` executable that starts a Chroma server for tests
@@ -131,5 +131,67 @@ def test_the_pipeline_reads_declared_capabilities_and_probes_none():
               for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
     assert probes == []
     assert registry.having(Capability.WORKER_CONNECTION) == ["chroma", "pgvector"]
-    assert registry.having(Capability.STORED_VECTORS) == ["chroma"]
+    assert registry.having(Capability.STORED_VECTORS) == ["chroma", "pgvector", "inmemory"]
     assert set(registry.having(Capability.ASYNC_SEARCH)) == set(registry.names())
+
+
+def test_a_backend_module_has_exactly_the_module_capabilities_it_declares():
+    """`OWN_DIRECTORY` (a knowledge base's chunks in its own directory) is declared in the registration, and its
+    module has every function of `DirectoryBackend`; a module that does not declare it has none of them. The
+    default backend declares it; asking another for its directory functions says which backends can."""
+    import pytest
+
+    from rag.base.errors import ConfigError
+    from rag.stores.chunk_store import Capability
+
+    for name in registry.names():
+        entry, module = registry.backend(name), registry.backend(name).load()
+        has = [f for f in registry.DIRECTORY_FUNCTIONS if callable(getattr(module, f, None))]
+        declared = Capability.OWN_DIRECTORY in entry.capabilities
+        assert has == (list(registry.DIRECTORY_FUNCTIONS) if declared else []), name
+    assert Capability.OWN_DIRECTORY in registry.backend(registry.DEFAULT).capabilities
+    assert registry.having(Capability.OWN_DIRECTORY) == [registry.DEFAULT]
+    with pytest.raises(ConfigError, match="keeps no store in a directory of its own; valid: chroma"):
+        registry.directory_backend("qdrant")
+
+
+def test_the_store_core_is_small_and_the_rest_is_shared_or_declared():
+    """The contract's three parts do not overlap, and every member of the old contract is in one of them."""
+    from rag.stores.chunk_store import CORE, OPTIONAL, SHARED, ChunkStore
+
+    assert len(CORE) == 8 and not set(CORE) & set(SHARED)
+    assert set(ChunkStore.__annotations__) | {n for n in vars(ChunkStore) if not n.startswith("_")} >= set(CORE)
+    old = {"backend", "can_update", "capabilities", "add", "upsert", "delete", "get_by_ids", "get_documents",
+           "get_ids", "get_metadatas", "update_metadatas", "count", "search", "vectorstore", "connection_spec",
+           "check", "rebuild"}   # (the 17 of ChunkStore before issue 41; can_update became UPDATE_METADATA)
+    assert old - {"can_update"} <= set(CORE) | set(SHARED) | set(OPTIONAL.values())
+
+
+def test_no_code_reads_the_deprecated_can_update():
+    """`can_update` is a deprecated alias of `Capability.UPDATE_METADATA in store.capabilities`."""
+    uses = [f"{path.relative_to(ROOT)}:{n}" for path in sorted(ROOT.rglob("*.py"))
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if ".can_update" in line and "can_update_metadata" not in line]
+    assert uses == []
+
+
+def test_a_backend_written_with_can_update_false_keeps_working():
+    """The old declaration (`can_update = False`) is read as `update_metadata` left out, with a warning."""
+    import pytest
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from rag.base.errors import ConfigError
+    from rag.stores.chunk_store import Capability
+    from rag.stores.inmemory import InMemoryChunks
+
+    with pytest.warns(DeprecationWarning, match="can_update = False is deprecated"):
+        class OldStyle(InMemoryChunks):
+            can_update = False
+
+    chunks = OldStyle(InMemoryVectorStore(DeterministicFakeEmbedding(size=4)))
+    assert Capability.UPDATE_METADATA not in chunks.capabilities and not chunks.can_update
+    assert Capability.ASYNC_SEARCH in chunks.capabilities
+    chunks.add(["a" * 32], [[1.0, 0.0, 0.0, 0.0]], ["x"], [{"n": 1}])
+    with pytest.raises(ConfigError, match="cannot update metadata in place"):
+        chunks.update_metadatas(["a" * 32], [{"n": 2}])
