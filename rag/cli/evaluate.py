@@ -10,7 +10,7 @@ from typing import Any
 
 from rag.base.errors import ConfigError
 from rag.base.text import terminal_safe
-from rag.cli.store import store_args, store_rag
+from rag.cli.store import backend_opener, store_args, store_rag
 
 
 def _add_eval_qa(sub: Any) -> None:
@@ -66,6 +66,9 @@ def _add_eval_financebench(sub: Any) -> None:
     p.add_argument("--budget", type=int, default=4000, help="context budget in tokens (default: %(default)s)")
     p.add_argument("--chunk-size", type=int, default=1000, help="chunk size in characters (default: %(default)s)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    p.add_argument("--backend", default=None, metavar="JSON",
+                   help='the default rows\' knowledge base in another store, as `rag index --backend` takes it, e.g. '
+                        '\'{"kind": "pgvector", "url_env": "RAG_PG_URL"}\' (default: Chroma in --cache-dir)')
 
 
 def _cmd_eval_financebench(args: argparse.Namespace) -> int:
@@ -82,8 +85,9 @@ def _cmd_eval_financebench(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
+    args.collection = "financebench"   # (the table or collection --backend names when it names none)
     _, paths = run_financebench(
-        data_dir=args.data, cache_dir=args.cache_dir, out_dir=args.out,
+        data_dir=args.data, cache_dir=args.cache_dir, out_dir=args.out, backend=backend_opener(args, create=True),
         settings=[s.strip() for s in args.settings.split(",") if s.strip()],
         configs=[c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None,
         limit=args.limit, budget=args.budget, chunk_size=args.chunk_size, chart=not args.no_chart,

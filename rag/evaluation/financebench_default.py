@@ -29,6 +29,8 @@ from rag.compose.resource import Resource
 from rag.compose.retrieve import retrieve
 from rag.evaluation.financebench import FinanceBenchData
 from rag.evaluation.financebench_run import DEFAULT_BUDGET, Retrieval, ranked_documents
+from rag.models.embeddings import default_embeddings
+from rag.stores.registry import chunks_of
 from rag.indexing.loaders import load_file, path_text
 from rag.retrieval.budget import CharTokenCounter
 
@@ -61,19 +63,28 @@ class DefaultConfiguration:
 
     @classmethod
     def build(cls, data: FinanceBenchData, *, cache_dir: str | Path | None, budget: int = DEFAULT_BUDGET,
-              token_counter: Any = None, tables: bool = True,
+              token_counter: Any = None, tables: bool = True, backend: Callable[[Any], Any] | None = None,
               progress: Callable[[str], None] | None = None) -> DefaultConfiguration:
         """Index (or bring up to date) the filings' knowledge base under `cache_dir` and bind `rag ask`'s retrieval to it.
 
         With `cache_dir=None` the knowledge base is built in memory (and not kept). `tables=False`
         builds the `default-notables` variant: the filings' pages loaded as plain text, then the
-        same knowledge base defaults.
+        same knowledge base defaults. `backend` opens another store for its chunks with an embedding model
+        (`rag index --backend`; the knowledge base's folder is then `default-kb-<backend>`, its embedding cache
+        its own).
         """
         pdf_dir = (data.root / "pdfs").resolve()
         # one store directory for both rows: they share its embedding cache, so the chunks of pages without
         # tables, the same in both, are embedded once
-        store = None if cache_dir is None else Path(cache_dir) / "default-kb"
-        kb = KnowledgeBase(_COLLECTION if tables else f"{_COLLECTION}-notables", store)
+        name = _COLLECTION if tables else f"{_COLLECTION}-notables"
+        if backend is None:
+            store = None if cache_dir is None else Path(cache_dir) / "default-kb"
+            kb = KnowledgeBase(name, store)
+        else:
+            chunks = backend(default_embeddings())
+            backend_name = chunks_of(chunks).backend
+            kb = KnowledgeBase(name, None if cache_dir is None else Path(cache_dir) / f"default-kb-{backend_name}",
+                               store=chunks)
         started = time.perf_counter()
         pdfs = sorted(pdf_dir / f"{name}.pdf" for name in data.documents)
         if tables:

@@ -182,10 +182,12 @@ def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Pat
                      out_dir: str | Path | None = "bench/results", settings: Sequence[str] = ("single", "shared"),
                      configs: Sequence[str] | None = None, limit: int | None = None, budget: int = DEFAULT_BUDGET,
                      chunk_size: int = 1000, chart: bool = True, embeddings: Embeddings | None = None,
+                     backend: Callable[[Embeddings], Any] | None = None,
                      progress: Callable[[str], None] | None = None) -> tuple[BenchReport, list[Path]]:
     """Build the corpus, run the configurations through `rag.retrieve`, and write the report files (when `out_dir` is set).
 
-    `embeddings` defaults to the offline MiniLM model; vectors are cached in `cache_dir`.
+    `embeddings` defaults to the offline MiniLM model; vectors are cached in `cache_dir`. `backend` opens the store the
+    default rows' knowledge base keeps its chunks in (`rag index --backend`'s opener; default: Chroma in `cache_dir`).
 
     Raises:
         ConfigError: an unknown configuration name or setting, or a missing data directory.
@@ -202,7 +204,7 @@ def run_financebench(*, data_dir: str | Path | None = None, cache_dir: str | Pat
         corpus = BenchCorpus.build(data, cache_dir=cache_dir, chunk_size=chunk_size, embeddings=embeddings,
                                    progress=progress)
     built = {n: DefaultConfiguration.build(data, cache_dir=cache_dir, budget=budget, tables=n == DEFAULT_NAME,
-                                           progress=progress) for n in knowledge_bases if n in names}
+                                           backend=backend, progress=progress) for n in knowledge_bases if n in names}
     pipelines = [built[n] if n in built else LibraryConfiguration(corpus, CONFIGURATIONS[n][1], budget=budget)
                  for n in names]
     report = run_benchmark(data, pipelines, settings=settings, budget=budget, progress=progress)
