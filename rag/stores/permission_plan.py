@@ -50,7 +50,7 @@ from rag.base.acl import ACL_PREFIX
 from rag.base.filters import Filter, and_filters, matches_canonical, validate_filter
 from rag.base.tracing import note_stage
 
-__all__ = ["FIRST_EXTRA", "PermissionPlan", "deepen_to", "first_depth", "planned_search"]
+__all__ = ["FIRST_EXTRA", "PermissionPlan", "deepen_to", "first_depth", "note_exact", "planned_search"]
 
 #: Candidates beyond `k` the first search asks for: max(FIRST_EXTRA, k // 32). Chroma reads each hit's text and
 #: metadata (~0.035 ms per hit at 100,000 chunks idle, ~0.15 ms under load): 4 * k more would add 10-45 ms to every
@@ -296,6 +296,13 @@ def _walk(order: list[tuple[str, float]], k: int, known: dict[str, Document],
                 if allows(doc.metadata):
                     kept.append((doc, score))
     return hits, kept
+
+
+def note_exact(candidates: int, start: float) -> None:
+    """Report a search over the permitted chunks only (`rag.stores.permission_index`; `candidates`: at most how
+    many) as the path "exact", like `planned_search`'s paths."""
+    note_stage(permission_plan="exact", permission_candidates=candidates,
+               seconds={"permission_plan.exact": time.perf_counter() - start})
 
 
 def _done(hits: Hits, path: str, depth: int, start: float) -> tuple[Hits, str]:

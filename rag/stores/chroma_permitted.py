@@ -1,0 +1,264 @@
+"""The permission keys and vectors of a Chroma collection's chunks, kept beside it: `PermittedVectors`.
+
+Chroma evaluates a principal's `$or` of permission keys over its whole metadata table (unindexed
+booleans: hundreds of milliseconds at 100,000 chunks), and reading the permitted chunks' vectors back
+from Chroma (``get(ids=..., include=["embeddings"])``) costs 120 ms for 2,000 of them. So a
+collection in a directory (a knowledge base's embedded store) has a SQLite file beside Chroma's,
+``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and its
+vector (float32, normalised), and the key tables of `rag.stores.permission_index`. A principal who
+may read few chunks (`permission_index.EXACT_SHARE`) is answered exactly over those: their vectors
+read in one statement, cosine distances in NumPy, and the closest read from Chroma in order, each
+checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is never
+returned; one it misses is missed).
+
+**Current across processes.** `ChromaChunkStore` writes the file after each write of Chroma, with
+the sequence number Chroma's metadata segment of the collection reached (``max_seq_id``). A search
+uses the file only when that number is still Chroma's: a write by anything else (another version,
+another tool) makes it stale, and the next search that needs it reads the collection once to build
+it again (logged), or the plan's other paths answer meanwhile. A file that is missing is built the
+same way: stores written before it need no step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+from rag.base.acl import ACL_PREFIX
+from rag.base.filters import matches_canonical
+from rag.stores import permission_index
+
+__all__ = ["REBUILD_EVERY", "PermittedVectors"]
+
+_log = logging.getLogger(__name__)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, acl TEXT NOT NULL,
+                                   vector BLOB NOT NULL);
+""" + permission_index.schema("chunks", "acl")
+#: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
+#: by the plan's other paths, never by a stale file)
+REBUILD_EVERY = 60.0
+_BATCH = 500
+_READ = 32
+
+
+def _acl(metadata: Mapping[str, Any] | None) -> str:
+    return json.dumps({k: v for k, v in (metadata or {}).items() if isinstance(k, str) and k.startswith(ACL_PREFIX)
+                       and isinstance(v, bool)})
+
+
+def _unit(vectors: Any) -> np.ndarray:
+    array = np.asarray(vectors, dtype=np.float32)
+    array = array.reshape(1, -1) if array.ndim == 1 else array
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    return array / np.where(norms > 0, norms, 1.0)
+
+
+class PermittedVectors:
+    """The file beside one collection (see the module docstring)."""
+
+    def __init__(self, directory: Path, collection_id: str) -> None:
+        self.path = Path(directory) / f"acl-{collection_id}.sqlite"
+        self.chroma_file = Path(directory) / "chroma.sqlite3"
+        self.collection_id = collection_id
+        self._local = threading.local()
+        self._build_lock = threading.Lock()
+        self._built_at = -REBUILD_EVERY
+
+    @classmethod
+    def of(cls, collection: Any, client: Any, directory: Path | None) -> PermittedVectors | None:
+        """The file of a collection kept in a directory (given, or its persistent client's); None otherwise."""
+        if directory is None and client is not None:
+            try:
+                settings = client.get_settings()
+                directory = Path(settings.persist_directory) if settings.is_persistent else None
+            except Exception:   # (a client of another kind: no file)
+                directory = None
+        if directory is None or not (Path(directory) / "chroma.sqlite3").is_file():
+            return None
+        return cls(Path(directory), str(collection.id))
+
+    def _dbs(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        found = getattr(self._local, "dbs", None)
+        if found is None:
+            side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            side.execute("PRAGMA journal_mode=WAL")
+            side.executescript(_SCHEMA)
+            if not permission_index.ready(side):
+                side.execute("BEGIN IMMEDIATE")
+                permission_index.build(side, "chunks", "acl")
+                side.execute("COMMIT")
+            chroma = sqlite3.connect(f"{self.chroma_file.resolve().as_uri()}?mode=ro", uri=True, timeout=5,
+                                     isolation_level=None, check_same_thread=False)
+            found = self._local.dbs = (side, chroma)
+        return found
+
+    def _chroma_seq(self) -> int | None:
+        """The last write Chroma applied to this collection's metadata (-1: none yet; None when it cannot be read)."""
+        try:
+            row = self._dbs()[1].execute(
+                "SELECT m.seq_id FROM max_seq_id AS m JOIN segments AS s ON s.id = m.segment_id "
+                "WHERE s.collection = ? AND s.scope = 'METADATA'", (self.collection_id,)).fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None:
+            return -1
+        return row[0] if isinstance(row[0], int) else None
+
+    def current(self) -> bool:
+        """Whether the file holds what Chroma holds (written after Chroma's last write of the collection)."""
+        try:
+            row = self._dbs()[0].execute("SELECT value FROM settings WHERE key = 'chroma_seq'").fetchone()
+        except sqlite3.Error:
+            return False
+        seq = self._chroma_seq()
+        return row is not None and seq is not None and row[0] == str(seq)
+
+    # ------------------------------------------------------------------ writing (after Chroma's write)
+    def _stamp(self, side: sqlite3.Connection) -> None:
+        seq = self._chroma_seq()
+        side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
+                     (str(seq) if seq is not None else "none",))
+
+    def _write(self, was_current: bool, change: Callable[[sqlite3.Connection], None]) -> None:
+        """Apply a change Chroma just took, when the file held everything before it (else it stays stale)."""
+        if not was_current:
+            return
+        side = self._dbs()[0]
+        side.execute("BEGIN IMMEDIATE")
+        try:
+            change(side)
+            self._stamp(side)
+        except BaseException:
+            side.execute("ROLLBACK")
+            raise
+        side.execute("COMMIT")
+
+    def put(self, was_current: bool, ids: Sequence[str], vectors: Any, metadatas: Sequence[Mapping[str, Any]]) -> None:
+        """Chunks added or replaced (their vectors and permission keys)."""
+        def change(side: sqlite3.Connection) -> None:
+            units = _unit(vectors) if len(ids) else []
+            for start in range(0, len(ids), _BATCH):
+                part = [str(i) for i in ids[start:start + _BATCH]]
+                side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+                side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
+                                 [(id_, _acl(md), units[start + i].tobytes()) for i, (id_, md) in
+                                  enumerate(zip(part, metadatas[start:start + _BATCH], strict=True))])
+        self._write(was_current, change)
+
+    def drop(self, was_current: bool, ids: Sequence[str]) -> None:
+        """Chunks deleted."""
+        def change(side: sqlite3.Connection) -> None:
+            for start in range(0, len(ids), _BATCH):
+                part = [str(i) for i in ids[start:start + _BATCH]]
+                side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+        self._write(was_current, change)
+
+    def relabel(self, was_current: bool, ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]]) -> None:
+        """Chunks' metadata replaced (a permission change re-embeds nothing: only their keys change)."""
+        self._write(was_current, lambda side: side.executemany(
+            "UPDATE chunks SET acl = ? WHERE id = ?", [(_acl(md), str(i)) for i, md in zip(ids, metadatas, strict=True)]))
+
+    def start_empty(self) -> None:
+        """The collection holds nothing: the file holds nothing, current from now."""
+        self._write(True, lambda side: side.execute("DELETE FROM chunks"))
+
+    def remove(self) -> None:
+        """The collection is gone (replaced): its file too."""
+        found = getattr(self._local, "dbs", None)
+        if found is not None:
+            for db in found:
+                db.close()
+            self._local = threading.local()
+        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+            path.unlink(missing_ok=True)
+
+    def rebuild(self, pages: Callable[[], Any]) -> bool:
+        """Write the file again from the collection (`pages`: its records with metadata and embeddings, page by
+        page), at most once per `REBUILD_EVERY` seconds in this process; whether it did."""
+        with self._build_lock:
+            if time.monotonic() - self._built_at < REBUILD_EVERY:
+                return False
+            self._built_at = time.monotonic()
+            start, side, seq = time.perf_counter(), self._dbs()[0], self._chroma_seq()
+            side.execute("BEGIN IMMEDIATE")
+            try:
+                side.execute("DELETE FROM chunks")
+                count = 0
+                for page in pages():
+                    ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
+                    side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
+                                     [(id_, _acl(md), units[i].tobytes())
+                                      for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
+                    count += len(ids)
+                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
+                             (str(seq) if seq is not None else "none",))
+            except BaseException:
+                side.execute("ROLLBACK")
+                raise
+            side.execute("COMMIT")
+        if count:
+            _log.warning("%s: wrote the permission keys and vectors of its %d chunks in %.1f s (once; later writes "
+                         "keep them)", self.path, count, time.perf_counter() - start)
+        return True
+
+    # ------------------------------------------------------------------ reading
+    def search(self, vector: Sequence[float], k: int, keys: Sequence[str], *, keep: Callable[[Mapping[str, Any]], bool],
+               rest: dict[str, Any] | None, read: Callable[[list[str]], list[Document]]
+               ) -> tuple[list[tuple[Document, float]], int] | None:
+        """The `k` closest chunks holding one of `keys` as true whose Chroma metadata `keep` (the whole permission
+        check) and `rest` (the request's own conditions) allow, as (document, cosine distance), and at most how many
+        chunks were permitted; None when the file is stale or the principal may read too many."""
+        side = self._dbs()[0]
+        side.execute("BEGIN")
+        try:
+            if not self.current():
+                return None
+            most, stored = permission_index.share(side, keys)
+            if most > permission_index.EXACT_SHARE * stored:
+                return None
+            sql, params = permission_index.allowed_sql(keys)
+            rows = side.execute(f"SELECT c.n, c.vector FROM ({sql}) AS a JOIN chunks AS c ON c.n = a.n",
+                                params).fetchall()
+            query = _unit(vector)[0]
+            if not rows:
+                return [], most
+            matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
+            if matrix.size != len(rows) * query.size:
+                return None   # (vectors of another size: Chroma answers)
+            numbers = np.fromiter((n for n, _ in rows), dtype=np.int64, count=len(rows))
+            distances = 1.0 - matrix.reshape(len(rows), query.size) @ query
+            order = np.lexsort((numbers, distances))   # (closest first; ties in the order the chunks were written)
+            return _walk(side, numbers[order], distances[order], k, keep, rest, read), most
+        finally:
+            side.execute("COMMIT")
+
+
+def _walk(side: sqlite3.Connection, numbers: np.ndarray, distances: np.ndarray, k: int,
+          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
+    """The ranked chunks (their numbers here, closest first) read from Chroma in their order, in batches, the first
+    `k` whose metadata passes."""
+    out: list[tuple[Document, float]] = []
+    size = max(k + 4, _READ)
+    for start in range(0, len(numbers), size):
+        part = [int(n) for n in numbers[start:start + size]]
+        ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})", part).fetchall())
+        found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
+        for n, distance in zip(part, distances[start:start + size].tolist(), strict=True):
+            doc = found.get(ids.get(n))
+            if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
+                out.append((doc, float(distance)))
+                if len(out) >= k:
+                    return out
+    return out
