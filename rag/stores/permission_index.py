@@ -13,13 +13,13 @@ read. The tables here answer "which chunks may this principal read" by index loo
   before reading anything (`share`).
 
 They are written by triggers on the chunks' table, in the statement that writes a chunk, so a reader
-never sees chunks without their keys; a store written before them gets them once (`build`). The answers are permission keys only:
-each store still checks the whole filter on every chunk it returns.
+never sees chunks without their keys; a store written before them gets them once (`build`). The
+answers are permission keys only: each store still checks the whole filter on every chunk it returns.
 
 Example:
     >>> import sqlite3
     >>> db = sqlite3.connect(":memory:", isolation_level=None)
-    >>> db.executescript("CREATE TABLE chunks (n INTEGER PRIMARY KEY, md TEXT); CREATE TABLE settings (key, value);"
+    >>> _ = db.executescript("CREATE TABLE chunks (n INTEGER PRIMARY KEY, md TEXT); CREATE TABLE settings (key, value);"
     ...                  + schema("chunks", "md"))
     >>> for md in ('{"acl_public": false, "acl_g_ops": true}', '{"acl_public": true}', '{"acl_g_ops": 1}'):
     ...     _ = db.execute("INSERT INTO chunks (md) VALUES (?)", (md,))
