@@ -33,9 +33,8 @@ from rag.stores import chroma
 from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chunk_store import Capability
 from rag.stores.files import refuse_symlinks, store_condition, store_write_error
-from rag.stores import permission_index
 from rag.stores.chroma_permitted import PermittedVectors
-from rag.stores.permission_plan import PermissionPlan, note_exact, planned_search
+from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
 
 __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name",
            "knowledge_base_store"]
@@ -199,8 +198,8 @@ class ChromaChunkStore:
     def _exact(self, plan: PermissionPlan, vector: Sequence[float], k: int) -> list[tuple[Document, float]] | None:
         """For a principal who may read few chunks: the search over those only, with the vectors kept beside the
         collection (`rag.stores.chroma_permitted`); None when it does not apply (no file, stale, many chunks)."""
-        keys, side = permission_index.granted_keys(plan.permission), self.permitted()
-        if keys is None or side is None:
+        keys, side = plan.keys, self.permitted()
+        if keys is None or side is None or exact_too_many(self, plan):
             return None
         start = time.perf_counter()
         if not side.current() and not (side.rebuild(self._pages) and side.current()):
@@ -208,6 +207,9 @@ class ChromaChunkStore:
         found = side.search(vector, k, keys, keep=plan.allows, rest=plan.rest,
                             read=lambda ids: chroma.get_documents(self.collection, ids=ids))
         if found is None:
+            return None
+        if found[1] < 0:   # (the principal may read too many: the plan's lists)
+            exact_too_many(self, plan, now=True)
             return None
         note_exact(found[1], start)
         return found[0]

@@ -5,7 +5,8 @@ booleans: hundreds of milliseconds at 100,000 chunks), and reading the permitted
 from Chroma (``get(ids=..., include=["embeddings"])``) costs 120 ms for 2,000 of them. So a
 collection in a directory (a knowledge base's embedded store) has a SQLite file beside Chroma's,
 ``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and its
-vector (float32, normalised), and the key tables of `rag.stores.permission_index`. A principal who
+vector (float32, normalised), the key tables of `rag.stores.permission_index`, and each true key's
+vectors side by side (``key_vectors``, by trigger: a principal's are read as one range per key). A principal who
 may read few chunks (`permission_index.EXACT_SHARE`) is answered exactly over those: their vectors
 read in one statement, cosine distances in NumPy, and the closest read from Chroma in order, each
 checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is never
@@ -37,14 +38,23 @@ from rag.base.acl import ACL_PREFIX
 from rag.base.filters import matches_canonical
 from rag.stores import permission_index
 
-__all__ = ["REBUILD_EVERY", "PermittedVectors"]
+__all__ = ["FORMAT", "REBUILD_EVERY", "PermittedVectors"]
 
 _log = logging.getLogger(__name__)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, acl TEXT NOT NULL,
                                    vector BLOB NOT NULL);
-""" + permission_index.schema("chunks", "acl")
+""" + permission_index.schema("chunks", "acl") + """
+CREATE TABLE IF NOT EXISTS key_vectors (key TEXT NOT NULL, n INTEGER NOT NULL, vector BLOB NOT NULL,
+                                        PRIMARY KEY (key, n)) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS key_vector_added AFTER INSERT ON acl_keys WHEN new.value = 1 BEGIN
+  INSERT OR REPLACE INTO key_vectors (key, n, vector) SELECT new.key, new.n, vector FROM chunks WHERE n = new.n; END;
+CREATE TRIGGER IF NOT EXISTS key_vector_removed AFTER DELETE ON acl_keys WHEN old.value = 1 BEGIN
+  DELETE FROM key_vectors WHERE key = old.key AND n = old.n; END;
+"""
+#: what the file says it is (another value: emptied and written again)
+FORMAT = "rag-chroma-acl/1"
 #: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
 #: by the plan's other paths, never by a stale file)
 REBUILD_EVERY = 60.0
@@ -94,8 +104,12 @@ class PermittedVectors:
             side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             side.execute("PRAGMA journal_mode=WAL")
             side.executescript(_SCHEMA)
-            if not permission_index.ready(side):
-                side.execute("BEGIN IMMEDIATE")
+            found = side.execute("SELECT value FROM settings WHERE key = 'format'").fetchone()
+            if not permission_index.ready(side) or found is None or found[0] != FORMAT:
+                side.execute("BEGIN IMMEDIATE")   # (another layout: emptied, stale, written again when searched)
+                side.execute("DELETE FROM chunks")
+                side.execute("DELETE FROM settings WHERE key = 'chroma_seq'")
+                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('format', ?)", (FORMAT,))
                 permission_index.build(side, "chunks", "acl")
                 side.execute("COMMIT")
             chroma = sqlite3.connect(f"{self.chroma_file.resolve().as_uri()}?mode=ro", uri=True, timeout=5,
@@ -218,7 +232,7 @@ class PermittedVectors:
                ) -> tuple[list[tuple[Document, float]], int] | None:
         """The `k` closest chunks holding one of `keys` as true whose Chroma metadata `keep` (the whole permission
         check) and `rest` (the request's own conditions) allow, as (document, cosine distance), and at most how many
-        chunks were permitted; None when the file is stale or the principal may read too many."""
+        chunks were permitted (-1, and no hits: the principal may read too many); None when the file is stale."""
         side = self._dbs()[0]
         side.execute("BEGIN")
         try:
@@ -226,10 +240,9 @@ class PermittedVectors:
                 return None
             most, stored = permission_index.share(side, keys)
             if most > permission_index.EXACT_SHARE * stored:
-                return None
-            sql, params = permission_index.allowed_sql(keys)
-            rows = side.execute(f"SELECT c.n, c.vector FROM ({sql}) AS a JOIN chunks AS c ON c.n = a.n",
-                                params).fetchall()
+                return [], -1
+            rows = side.execute(f"SELECT n, vector FROM key_vectors WHERE key IN ({','.join('?' * len(keys))})",
+                                list(keys)).fetchall()   # (each key's chunks side by side: one range each)
             query = _unit(vector)[0]
             if not rows:
                 return [], most
@@ -237,7 +250,8 @@ class PermittedVectors:
             if matrix.size != len(rows) * query.size:
                 return None   # (vectors of another size: Chroma answers)
             numbers = np.fromiter((n for n, _ in rows), dtype=np.int64, count=len(rows))
-            distances = 1.0 - matrix.reshape(len(rows), query.size) @ query
+            numbers, first = np.unique(numbers, return_index=True)   # (a chunk of two of the keys: once)
+            distances = 1.0 - matrix.reshape(len(rows), query.size)[first] @ query
             order = np.lexsort((numbers, distances))   # (closest first; ties in the order the chunks were written)
             return _walk(side, numbers[order], distances[order], k, keep, rest, read), most
         finally:

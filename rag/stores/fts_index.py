@@ -54,7 +54,7 @@ from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.files import refuse_symlinks, store_write_error
 from rag.stores import permission_index
 from rag.stores.fts_permitted import permitted_ranking
-from rag.stores.permission_plan import PermissionPlan, note_exact, planned_search
+from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
 from rag.stores.sqlite_where import where_sql
 
 __all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
@@ -274,13 +274,14 @@ class FTSIndex:
     def _permitted(self, query: str, plan: PermissionPlan, k: int) -> list[tuple[Document, float]] | None:
         """The search over the chunks a principal who may read few may read (`rag.stores.fts_permitted`), or None
         (another filter shape, a principal who may read many, tokens FTS5 must read itself)."""
-        keys = permission_index.granted_keys(plan.permission)
-        if keys is None:
+        keys = plan.keys
+        if keys is None or exact_too_many(self, plan):
             return None
         db = self._db()
         start = time.perf_counter()
         most, stored = permission_index.share(db, keys)
         if most > permission_index.EXACT_SHARE * stored:
+            exact_too_many(self, plan, now=True)
             return None
         rows = permitted_ranking(db, self._terms(query), keys, k, keep=plan.allows, rest=plan.rest)
         if rows is None:

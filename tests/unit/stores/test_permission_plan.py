@@ -61,10 +61,12 @@ def plan_mode(mode: str) -> Iterator[None]:
         cost = 0 if mode == "deepen" else math.inf
         permission_plan.ROW_BRANCHES_PER_CANDIDATE = fts_index.FTS_CANDIDATE_COST = fts_index.FTS_ROUND_COST = cost
     permission_plan._NATIVE.clear()   # (what earlier searches remembered: each test starts from the lists)
+    permission_plan._MANY.clear()
     try:
         yield
     finally:
         permission_plan._NATIVE.clear()
+        permission_plan._MANY.clear()
         (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
          fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE) = saved
 
