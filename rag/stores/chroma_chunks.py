@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,11 +77,14 @@ class ChromaChunkStore:
         side = self.permitted()
         if side is None:
             return False
-        if side.current():
-            return True
-        if chroma.count(self.collection) == 0:
-            side.start_empty()
-            return True
+        try:
+            if side.current():
+                return True
+            if chroma.count(self.collection) == 0:
+                side.start_empty()
+                return True
+        except sqlite3.Error:   # (a read-only folder: the file stays as it is, stale, never read)
+            pass
         return False
 
     def close(self) -> None:
@@ -202,10 +206,13 @@ class ChromaChunkStore:
         if keys is None or side is None or exact_too_many(self, plan):
             return None
         start = time.perf_counter()
-        if not side.current() and not (side.rebuild(self._pages) and side.current()):
+        try:
+            if not side.current() and not (side.rebuild(self._pages) and side.current()):
+                return None
+            found = side.search(vector, k, keys, keep=plan.allows, rest=plan.rest,
+                                read=lambda ids: chroma.get_documents(self.collection, ids=ids))
+        except sqlite3.Error:   # (the file cannot be read or written: the plan's other paths)
             return None
-        found = side.search(vector, k, keys, keep=plan.allows, rest=plan.rest,
-                            read=lambda ids: chroma.get_documents(self.collection, ids=ids))
         if found is None:
             return None
         if found[1] < 0:   # (the principal may read too many: the plan's lists)

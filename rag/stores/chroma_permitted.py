@@ -5,8 +5,10 @@ booleans: hundreds of milliseconds at 100,000 chunks), and reading the permitted
 from Chroma (``get(ids=..., include=["embeddings"])``) costs 120 ms for 2,000 of them. So a
 collection in a directory (a knowledge base's embedded store) has a SQLite file beside Chroma's,
 ``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and its
-vector (float32, normalised), the key tables of `rag.stores.permission_index`, and each true key's
-vectors side by side (``key_vectors``, by trigger: a principal's are read as one range per key). A principal who
+vector (float32, normalised), the key tables of `rag.stores.permission_index`, each true key's
+vectors side by side (``key_vectors``, by trigger), and each key's vectors packed in one row
+(``key_packs``: a change of the key's chunks deletes it, by trigger; each write packs the keys it
+changed again, so a principal's vectors are one row per key). A principal who
 may read few chunks (`permission_index.EXACT_SHARE`) is answered exactly over those: their vectors
 read in one statement, cosine distances in NumPy, and the closest read from Chroma in order, each
 checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is never
@@ -52,9 +54,14 @@ CREATE TRIGGER IF NOT EXISTS key_vector_added AFTER INSERT ON acl_keys WHEN new.
   INSERT OR REPLACE INTO key_vectors (key, n, vector) SELECT new.key, new.n, vector FROM chunks WHERE n = new.n; END;
 CREATE TRIGGER IF NOT EXISTS key_vector_removed AFTER DELETE ON acl_keys WHEN old.value = 1 BEGIN
   DELETE FROM key_vectors WHERE key = old.key AND n = old.n; END;
+CREATE TABLE IF NOT EXISTS key_packs (key TEXT PRIMARY KEY, numbers BLOB NOT NULL, vectors BLOB NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS key_pack_grown AFTER INSERT ON key_vectors BEGIN
+  DELETE FROM key_packs WHERE key = new.key; END;
+CREATE TRIGGER IF NOT EXISTS key_pack_shrunk AFTER DELETE ON key_vectors BEGIN
+  DELETE FROM key_packs WHERE key = old.key; END;
 """
 #: what the file says it is (another value: emptied and written again)
-FORMAT = "rag-chroma-acl/1"
+FORMAT = "rag-chroma-acl/2"
 #: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
 #: by the plan's other paths, never by a stale file)
 REBUILD_EVERY = 60.0
@@ -145,16 +152,23 @@ class PermittedVectors:
                      (str(seq) if seq is not None else "none",))
 
     def _write(self, was_current: bool, change: Callable[[sqlite3.Connection], None]) -> None:
-        """Apply a change Chroma just took, when the file held everything before it (else it stays stale)."""
+        """Apply a change Chroma just took, when the file held everything before it (else, or when the file cannot
+        be written, it stays stale: never read until written again)."""
         if not was_current:
             return
-        side = self._dbs()[0]
-        side.execute("BEGIN IMMEDIATE")
+        try:
+            side = self._dbs()[0]
+            side.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            return
         try:
             change(side)
+            _repack(side)
             self._stamp(side)
-        except BaseException:
+        except BaseException as exc:
             side.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                return
             raise
         side.execute("COMMIT")
 
@@ -215,6 +229,7 @@ class PermittedVectors:
                                      [(id_, _acl(md), units[i].tobytes())
                                       for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
                     count += len(ids)
+                _repack(side)
                 side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
                              (str(seq) if seq is not None else "none",))
             except BaseException:
@@ -241,21 +256,50 @@ class PermittedVectors:
             most, stored = permission_index.share(side, keys)
             if most > permission_index.EXACT_SHARE * stored:
                 return [], -1
-            rows = side.execute(f"SELECT n, vector FROM key_vectors WHERE key IN ({','.join('?' * len(keys))})",
-                                list(keys)).fetchall()   # (each key's chunks side by side: one range each)
             query = _unit(vector)[0]
-            if not rows:
-                return [], most
-            matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
-            if matrix.size != len(rows) * query.size:
+            numbers, matrix = _vectors(side, keys, query.size)
+            if matrix is None:
                 return None   # (vectors of another size: Chroma answers)
-            numbers = np.fromiter((n for n, _ in rows), dtype=np.int64, count=len(rows))
+            if not len(numbers):
+                return [], most
             numbers, first = np.unique(numbers, return_index=True)   # (a chunk of two of the keys: once)
-            distances = 1.0 - matrix.reshape(len(rows), query.size)[first] @ query
+            distances = 1.0 - matrix[first] @ query
             order = np.lexsort((numbers, distances))   # (closest first; ties in the order the chunks were written)
             return _walk(side, numbers[order], distances[order], k, keep, rest, read), most
         finally:
             side.execute("COMMIT")
+
+
+def _repack(side: sqlite3.Connection) -> None:
+    """Pack again each key whose chunks changed (its pack deleted by trigger): its numbers and vectors in one row."""
+    stale = [key for key, in side.execute("SELECT key FROM acl_counts WHERE key != '' AND count > 0 AND key NOT IN "
+                                          "(SELECT key FROM key_packs)").fetchall()]
+    for key in stale:
+        rows = side.execute("SELECT n, vector FROM key_vectors WHERE key = ?", (key,)).fetchall()
+        side.execute("INSERT OR REPLACE INTO key_packs (key, numbers, vectors) VALUES (?, ?, ?)",
+                     (key, np.array([n for n, _ in rows], dtype=np.int64).tobytes(),
+                      b"".join(vector for _, vector in rows)))
+
+
+def _vectors(side: sqlite3.Connection, keys: Sequence[str], size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The numbers and vectors of the chunks holding one of `keys` as true (a chunk of two keys twice): from the
+    keys' packs, and for a key not packed (a write by a version without packs) from its rows; None: another size."""
+    marks = ",".join("?" * len(keys))
+    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
+    numbers = [np.frombuffer(ns, dtype=np.int64) for _, ns, _ in packs]
+    blobs = [vectors for _, _, vectors in packs]
+    packed = {key for key, _, _ in packs}
+    loose = [key for key in keys if key not in packed]
+    if loose:
+        rows = side.execute(f"SELECT n, vector FROM key_vectors WHERE key IN ({','.join('?' * len(loose))})",
+                            loose).fetchall()
+        numbers.append(np.array([n for n, _ in rows], dtype=np.int64))
+        blobs += [vector for _, vector in rows]
+    together = np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32)
+    if matrix.size != len(together) * size:
+        return together, None
+    return together, matrix.reshape(len(together), size)
 
 
 def _walk(side: sqlite3.Connection, numbers: np.ndarray, distances: np.ndarray, k: int,

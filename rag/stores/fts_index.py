@@ -81,7 +81,7 @@ CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQU
                                    chunk_index INTEGER, text TEXT NOT NULL, metadata TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks (doc_id, chunk_index);
 CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5 (tokens, tokenize = "unicode61 remove_diacritics 0 tokenchars '.,'");
-""" + permission_index.schema("chunks", "metadata")
+"""
 
 
 class FTSIndex:
@@ -150,13 +150,19 @@ class FTSIndex:
                              f"{wanted}")
 
     def _permission_keys(self, db: sqlite3.Connection) -> None:
-        """Write every chunk's permission keys (`rag.stores.permission_index`) into a file written before them."""
+        """Write every chunk's permission keys (`rag.stores.permission_index`) into a file written before them (one
+        that cannot be written, read-only, is searched without them)."""
         if permission_index.ready(db):
             return
-        with _transaction(db):
-            if permission_index.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
-                _log.warning("%s: indexed the permission keys of its %d chunks (once: later writes keep them)",
-                             self.where, chunks)
+        try:
+            db.executescript(permission_index.schema("chunks", "metadata"))
+            with _transaction(db):
+                if permission_index.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
+                    _log.warning("%s: indexed the permission keys of its %d chunks (once: later writes keep them)",
+                                 self.where, chunks)
+        except sqlite3.OperationalError as exc:
+            _log.warning("%s: cannot index its permission keys (%s); principals are searched without them",
+                         self.where, exc)
 
     @staticmethod
     def count_in(db: sqlite3.Connection) -> int:
@@ -275,9 +281,8 @@ class FTSIndex:
         """The search over the chunks a principal who may read few may read (`rag.stores.fts_permitted`), or None
         (another filter shape, a principal who may read many, tokens FTS5 must read itself)."""
         keys = plan.keys
-        if keys is None or exact_too_many(self, plan):
+        if keys is None or exact_too_many(self, plan) or not permission_index.ready(db := self._db()):
             return None
-        db = self._db()
         start = time.perf_counter()
         most, stored = permission_index.share(db, keys)
         if most > permission_index.EXACT_SHARE * stored:
