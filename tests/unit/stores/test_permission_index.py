@@ -28,6 +28,8 @@ from rag.stores import chroma_permitted
 from rag.stores.chroma import new_chroma
 from rag.stores.chroma_chunks import ChromaChunkStore
 from rag.stores.fts_index import FTSIndex
+from rag.base.filters import and_filters
+from tests.unit.stores import test_permission_plan as plan_tests
 from tests.unit.stores.test_permission_plan import plan_mode
 
 _EMBEDDING = DeterministicFakeEmbedding(size=16)
@@ -163,3 +165,20 @@ def test_only_a_principal_of_keys_that_must_be_true_in_a_directory_is_searched_o
         with plan_mode("off"):
             assert got == [d.id for d, _ in search()]
         assert current.attributes["permission_plan"] != "exact"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(corpus=plan_tests.corpora(), principal=plan_tests.principals, flt=plan_tests.request_filters,
+       k=st.integers(1, 12), question=st.lists(st.sampled_from([*plan_tests.WORDS, "zq3", "zq17"]), min_size=1,
+                                               max_size=3).map(" ".join))
+def test_fts5s_ranking_of_the_permitted_chunks_is_fts5s_to_the_bit(corpus, principal, flt, k, question):
+    """The exact path's scores are FTS5's own bm25() (its statistics, its formula), the order FTS5's, for any
+    corpus, principal (odd permission values included), request filter and question."""
+    index = plan_tests._fts(corpus)
+    whole = and_filters(flt, principal.filter())
+    with plan_mode("exact"), stage("search") as current:
+        got = [(d.id, s) for d, s in index.search(question, k=k, filter=whole)]
+    with plan_mode("off"):
+        native = [(d.id, s) for d, s in index.search(question, k=k, filter=whole)]
+    assert current.attributes.get("permission_plan") == "exact"
+    assert got == native
