@@ -83,7 +83,7 @@ class ChromaChunkStore:
             if chroma.count(self.collection) == 0:
                 side.start_empty()
                 return True
-        except sqlite3.Error:   # (a read-only folder: the file stays as it is, stale, never read)
+        except (sqlite3.Error, StoreError):   # (a read-only folder, a link: the file stays stale, never read)
             pass
         return False
 
@@ -211,7 +211,7 @@ class ChromaChunkStore:
                 return None
             found = side.search(vector, k, keys, keep=plan.allows, rest=plan.rest,
                                 read=lambda ids: chroma.get_documents(self.collection, ids=ids))
-        except sqlite3.Error:   # (the file cannot be read or written: the plan's other paths)
+        except (sqlite3.Error, StoreError):   # (the file cannot be read or written, or is a link: the other paths)
             return None
         if found is None:
             return None

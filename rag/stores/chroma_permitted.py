@@ -37,8 +37,10 @@ import numpy as np
 from langchain_core.documents import Document
 
 from rag.base.acl import ACL_PREFIX
+from rag.base.errors import StoreError
 from rag.base.filters import matches_canonical
 from rag.stores import permission_index
+from rag.stores.files import refuse_symlinks
 
 __all__ = ["FORMAT", "REBUILD_EVERY", "PermittedVectors"]
 
@@ -108,6 +110,7 @@ class PermittedVectors:
     def _dbs(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
         found = getattr(self._local, "dbs", None)
         if found is None:
+            refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
             side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             side.execute("PRAGMA journal_mode=WAL")
             side.execute("PRAGMA mmap_size = 1073741824")   # (packs are read whole: mapped, not copied page by page)
@@ -160,7 +163,7 @@ class PermittedVectors:
         try:
             side = self._dbs()[0]
             side.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error:
+        except (sqlite3.Error, StoreError):
             return
         try:
             change(side)

@@ -182,3 +182,21 @@ def test_fts5s_ranking_of_the_permitted_chunks_is_fts5s_to_the_bit(corpus, princ
         native = [(d.id, s) for d, s in index.search(question, k=k, filter=whole)]
     assert current.attributes.get("permission_plan") == "exact"
     assert got == native
+
+
+def test_a_permission_file_that_is_a_link_is_never_opened(tmp_path):
+    """A store copied from elsewhere with ``acl-<collection>.sqlite`` linked to another file: nothing is written
+    there, and searches are answered by the plan's other paths, the same answers."""
+    stores = Stores(tmp_path)
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    elsewhere.write_bytes(b"")
+    side = stores.chroma.permitted()
+    side.remove()
+    side.path.symlink_to(elsewhere)
+    chunks = ChromaChunkStore.of(new_chroma(stores.name, _EMBEDDING, client=stores.client))
+    for n in range(8):
+        id_, text, md = _chunk(n, GROUPS[n % 3])
+        chunks.add([id_], _EMBEDDING.embed_documents([text]), [text], [md])
+    got, _, paths = stores.answers(chunks, stores.fts, "exact")
+    assert paths[0] != "exact" and got == stores.answers(chunks, stores.fts, "off")[0] and len(got) == 3
+    assert elsewhere.read_bytes() == b""
