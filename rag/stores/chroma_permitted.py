@@ -5,10 +5,10 @@ booleans: hundreds of milliseconds at 100,000 chunks), and reading the permitted
 from Chroma (``get(ids=..., include=["embeddings"])``) costs 120 ms for 2,000 of them. So a
 collection in a directory (a knowledge base's embedded store) has a SQLite file beside Chroma's,
 ``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and its
-vector (float32, normalised), the key tables of `rag.stores.permission_index`, each true key's
-vectors side by side (``key_vectors``, by trigger), and each key's vectors packed in one row
-(``key_packs``: a change of the key's chunks deletes it, by trigger; each write packs the keys it
-changed again, so a principal's vectors are one row per key). A principal who
+vector (float32, normalised), the key tables of `rag.stores.permission_index`, and each key's
+chunk numbers and vectors packed in one row (``key_packs``: a change of the key's chunks deletes
+it, by trigger; each write packs the keys it changed again, so a principal's vectors are one row
+per key). A principal who
 may read few chunks (`permission_index.EXACT_SHARE`) is answered exactly over those: their vectors
 read in one statement, cosine distances in NumPy, and the closest read from Chroma in order, each
 checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is never
@@ -50,20 +50,14 @@ CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, acl TEXT NOT NULL,
                                    vector BLOB NOT NULL);
 """ + permission_index.schema("chunks", "acl") + """
-CREATE TABLE IF NOT EXISTS key_vectors (key TEXT NOT NULL, n INTEGER NOT NULL, vector BLOB NOT NULL,
-                                        PRIMARY KEY (key, n)) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS key_vector_added AFTER INSERT ON acl_keys WHEN new.value = 1 BEGIN
-  INSERT OR REPLACE INTO key_vectors (key, n, vector) SELECT new.key, new.n, vector FROM chunks WHERE n = new.n; END;
-CREATE TRIGGER IF NOT EXISTS key_vector_removed AFTER DELETE ON acl_keys WHEN old.value = 1 BEGIN
-  DELETE FROM key_vectors WHERE key = old.key AND n = old.n; END;
 CREATE TABLE IF NOT EXISTS key_packs (key TEXT PRIMARY KEY, numbers BLOB NOT NULL, vectors BLOB NOT NULL) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS key_pack_grown AFTER INSERT ON key_vectors BEGIN
+CREATE TRIGGER IF NOT EXISTS key_pack_grown AFTER INSERT ON acl_keys WHEN new.value = 1 BEGIN
   DELETE FROM key_packs WHERE key = new.key; END;
-CREATE TRIGGER IF NOT EXISTS key_pack_shrunk AFTER DELETE ON key_vectors BEGIN
+CREATE TRIGGER IF NOT EXISTS key_pack_shrunk AFTER DELETE ON acl_keys WHEN old.value = 1 BEGIN
   DELETE FROM key_packs WHERE key = old.key; END;
 """
 #: what the file says it is (another value: emptied and written again)
-FORMAT = "rag-chroma-acl/2"
+FORMAT = "rag-chroma-acl/3"
 #: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
 #: by the plan's other paths, never by a stale file)
 REBUILD_EVERY = 60.0
@@ -280,7 +274,8 @@ def _repack(side: sqlite3.Connection) -> None:
     stale = [key for key, in side.execute("SELECT key FROM acl_counts WHERE key != '' AND count > 0 AND key NOT IN "
                                           "(SELECT key FROM key_packs)").fetchall()]
     for key in stale:
-        rows = side.execute("SELECT n, vector FROM key_vectors WHERE key = ?", (key,)).fetchall()
+        rows = side.execute("SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
+                            "WHERE a.key = ? AND a.value = 1 ORDER BY c.n", (key,)).fetchall()
         side.execute("INSERT OR REPLACE INTO key_packs (key, numbers, vectors) VALUES (?, ?, ?)",
                      (key, np.array([n for n, _ in rows], dtype=np.int64).tobytes(),
                       b"".join(vector for _, vector in rows)))
@@ -296,8 +291,8 @@ def _vectors(side: sqlite3.Connection, keys: Sequence[str], size: int) -> tuple[
     packed = {key for key, _, _ in packs}
     loose = [key for key in keys if key not in packed]
     if loose:
-        rows = side.execute(f"SELECT n, vector FROM key_vectors WHERE key IN ({','.join('?' * len(loose))})",
-                            loose).fetchall()
+        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
+                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
         numbers.append(np.array([n for n, _ in rows], dtype=np.int64))
         blobs += [vector for _, vector in rows]
     together = np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
