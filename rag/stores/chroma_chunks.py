@@ -18,6 +18,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ from rag.stores import chroma
 from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chunk_store import Capability, ChunkStoreBase
 from rag.stores.files import refuse_symlinks, store_condition, store_write_error
-from rag.stores.permission_plan import PermissionPlan, planned_search
+from rag.stores.chroma_permitted import PermittedVectors
+from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
 
 __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name",
            "knowledge_base_store"]
@@ -60,6 +63,29 @@ class ChromaChunkStore(ChunkStoreBase):
         self.collection, self.client, self.where, self.marker = collection, client, where, marker
         self.directory = directory   # (where a full disk, a lock or a read-only store is reported)
         self.owns_client = owns_client   # (opened for this store: `close` releases it)
+        self._side: PermittedVectors | None | bool = False   # (not looked for yet)
+
+    def permitted(self) -> PermittedVectors | None:
+        """The permission keys and vectors kept beside a collection in a directory (`rag.stores.chroma_permitted`)."""
+        if self._side is False:
+            self._side = PermittedVectors.of(self.collection, self.client, self.directory)
+        return self._side
+
+    def _side_before_write(self) -> bool:
+        """Whether the file beside the collection holds what it holds, before a write (an empty collection: it
+        starts empty, current)."""
+        side = self.permitted()
+        if side is None:
+            return False
+        try:
+            if side.current():
+                return True
+            if chroma.count(self.collection) == 0:
+                side.start_empty()
+                return True
+        except (sqlite3.Error, StoreError):   # (a read-only folder, a link: the file stays stale, never read)
+            pass
+        return False
 
     def close(self) -> None:
         """Release the client this store opened (Chroma keeps one system per directory, with its database
@@ -90,15 +116,21 @@ class ChromaChunkStore(ChunkStoreBase):
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
         if len(ids):
+            current = self._side_before_write()
             chroma.add_chunks(self.collection, ids, [list(map(float, v)) for v in vectors], texts, metadatas)
+            if self._side:
+                self._side.put(current, ids, vectors, metadatas)
 
     def upsert(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
                metadatas: Sequence[dict[str, Any]]) -> None:
         self.update_metadatas(ids, metadatas)   # (the stored ones first: an upsert merges metadata)
+        current = self._side_before_write()
         for start in range(0, len(ids), _BATCH):
             part = slice(start, start + _BATCH)
             self.collection.upsert(ids=list(ids[part]), embeddings=[list(v) for v in vectors[part]],
                                    documents=list(texts[part]), metadatas=list(metadatas[part]))
+        if self._side and len(ids):
+            self._side.put(current, ids, vectors, metadatas)
 
     def _dropping(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> tuple[list[str], list[dict]]:
         """For the stored ones of `ids`: their new metadata with every key it drops set to None (Chroma's
@@ -111,7 +143,10 @@ class ChromaChunkStore(ChunkStoreBase):
         return [i for i, _ in found], [{**dict.fromkeys(old), **new[i]} for i, old in found]
 
     def delete(self, ids: Sequence[str]) -> None:
+        current = self._side_before_write() if len(ids) else False
         chroma.delete_ids(self.collection, ids)
+        if self._side and len(ids):
+            self._side.drop(current, ids)
 
     def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
         if not len(ids):
@@ -134,7 +169,10 @@ class ChromaChunkStore(ChunkStoreBase):
     def update_metadatas(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
         """Replace the metadata of chunks by id (keys the new metadata drops are deleted)."""
         ids, metadatas = self._dropping(list(ids), list(metadatas))
+        current = self._side_before_write() if ids else False
         chroma.update_metadatas(self.collection, ids, metadatas, batch=5000)
+        if self._side and ids:   # (None deletes a key: what the file keeps is the new metadata's own keys)
+            self._side.relabel(current, ids, [{k: v for k, v in md.items() if v is not None} for md in metadatas])
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors by id (ids not stored are absent)."""
@@ -155,9 +193,43 @@ class ChromaChunkStore(ChunkStoreBase):
         with self._reading():   # (Chroma returns what it holds when asked for more, and nothing when empty)
             if plan is None:
                 hits = chroma.query_collection(self.collection, vector, k=k, where=_where(flt))
+            elif (exact := self._exact(plan, vector, k)) is not None:
+                hits = exact
             else:
                 hits, _ = self._planned(plan, vector, k=k, flt=flt)
         return [(doc, 1.0 - distance) for doc, distance in hits]
+
+    def _exact(self, plan: PermissionPlan, vector: Sequence[float], k: int) -> list[tuple[Document, float]] | None:
+        """For a principal who may read few chunks: the search over those only, with the vectors kept beside the
+        collection (`rag.stores.chroma_permitted`); None when it does not apply (no file, stale, many chunks)."""
+        keys, side = plan.keys, self.permitted()
+        if keys is None or side is None or exact_too_many(self, plan):
+            return None
+        start = time.perf_counter()
+        try:
+            if not side.current() and not (side.rebuild(self._pages) and side.current()):
+                return None
+            found = side.search(vector, k, keys, keep=plan.allows, rest=plan.rest,
+                                read=lambda ids: chroma.get_documents(self.collection, ids=ids))
+        except (sqlite3.Error, StoreError):   # (the file cannot be read or written, or is a link: the other paths)
+            return None
+        if found is None:
+            return None
+        if found[1] < 0:   # (the principal may read too many: the plan's lists)
+            exact_too_many(self, plan, now=True)
+            return None
+        note_exact(found[1], start)
+        return found[0]
+
+    def _pages(self) -> Any:
+        """Every record with its metadata and embedding, page by page."""
+        offset = 0
+        while True:
+            page = self.collection.get(limit=chroma.GET_PAGE, offset=offset, include=["metadatas", "embeddings"])
+            yield page
+            if len(page["ids"]) < chroma.GET_PAGE:
+                return
+            offset += chroma.GET_PAGE
 
     def _planned(self, plan: PermissionPlan, vector: Sequence[float], *, k: int,
                  flt: dict[str, Any]) -> tuple[list[tuple[Document, float]], str]:
@@ -200,7 +272,9 @@ class ChromaChunkStore(ChunkStoreBase):
         try:
             with self._reading():
                 self.client.delete_collection(name)
-            self.collection = chroma.open_collection(self.client, name)
+            if self.permitted() is not None:
+                self.permitted().remove()
+            self.collection, self._side = chroma.open_collection(self.client, name), False
         except Exception as exc:
             raise StoreError(f"{self.where}: the damaged Chroma collection {name!r} cannot be replaced "
                              f"({type(exc).__name__}); move the store directory's chroma.sqlite3 and its "

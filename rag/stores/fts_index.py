@@ -36,8 +36,10 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -50,11 +52,14 @@ from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.files import refuse_symlinks, store_write_error
-from rag.stores.permission_plan import PermissionPlan, planned_search
+from rag.stores import permission_index
+from rag.stores.fts_permitted import permitted_ranking
+from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
 from rag.stores.sqlite_where import where_sql
 
 __all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
 
+_log = logging.getLogger(__name__)
 #: what a file written by this module says it is (another value: built again)
 FORMAT = "rag-fts5/1"
 #: the metadata fields indexed with each chunk's text by default (as knowledge bases' BM25 does)
@@ -120,6 +125,7 @@ class FTSIndex:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(_SCHEMA)
                 self._check_settings(db)
+                self._permission_keys(db)
             except sqlite3.OperationalError as exc:   # cannot open or write it (a read-only folder, a full disk)
                 db.close()
                 raise store_write_error(exc, self.path, f"cannot open the lexical index {self.path}") from None
@@ -142,6 +148,25 @@ class FTSIndex:
         if found != wanted:
             raise DamagedStoreError(f"{self.path} was built with other settings ({found[:200]}); this process asks for "
                              f"{wanted}")
+
+    def _permission_keys(self, db: sqlite3.Connection) -> None:
+        """Write every chunk's permission keys (`rag.stores.permission_index`) into a file written before them (one
+        that cannot be written, read-only, is searched without them)."""
+        if permission_index.ready(db):
+            return
+        try:
+            db.executescript(permission_index.schema("chunks", "metadata"))
+            with _transaction(db):
+                if permission_index.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
+                    _log.warning("%s: indexed the permission keys of its %d chunks (once: later writes keep them)",
+                                 self.where, chunks)
+        except sqlite3.OperationalError as exc:
+            _log.warning("%s: cannot index its permission keys (%s); principals are searched without them",
+                         self.where, exc)
+
+    @staticmethod
+    def count_in(db: sqlite3.Connection) -> int:
+        return int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def close(self) -> None:
         """Close every connection this object opened (one per thread that used it)."""
@@ -209,7 +234,7 @@ class FTSIndex:
     # ------------------------------------------------------------------ reading
     def count(self) -> int:
         """How many chunks it holds."""
-        return int(self._db().execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return self.count_in(self._db())
 
     def ids(self) -> list[str]:
         """The ids of every chunk it holds."""
@@ -218,8 +243,11 @@ class FTSIndex:
     def __len__(self) -> int:
         return self.count()
 
+    def _terms(self, query: str) -> list[str]:
+        return list(dict.fromkeys(tokenize(query, stem=self.stem, stop_words=self.stop_words)))
+
     def _match(self, query: str) -> str | None:
-        terms = list(dict.fromkeys(tokenize(query, stem=self.stem, stop_words=self.stop_words)))
+        terms = self._terms(query)
         return " OR ".join(f'"{t}"' for t in terms) if terms else None
 
     def search(self, query: str, *, k: int = 4,
@@ -239,12 +267,32 @@ class FTSIndex:
         plan = PermissionPlan.of(canon)
         if plan is None:
             return self._ranked(match, canon, k)
+        exact = self._permitted(query, plan, k)
+        if exact is not None:
+            return exact
         hits, _ = planned_search(
             plan, k, search=lambda n: (found := self._ranked(match, plan.rest, n), len(found)),
             ranked=lambda n: self._ranked(match, plan.rest, n, ids_only=True), read=self.get_by_ids,
             native=lambda: self._ranked(match, canon, k), stored=self.count, candidate_cost=FTS_CANDIDATE_COST,
             slack=FTS_SLACK, round_cost=FTS_ROUND_COST, memo=self)
         return [(_scored(doc, score), score) for doc, score in hits]
+
+    def _permitted(self, query: str, plan: PermissionPlan, k: int) -> list[tuple[Document, float]] | None:
+        """The search over the chunks a principal who may read few may read (`rag.stores.fts_permitted`), or None
+        (another filter shape, a principal who may read many, tokens FTS5 must read itself)."""
+        keys = plan.keys
+        if keys is None or exact_too_many(self, plan) or not permission_index.ready(db := self._db()):
+            return None
+        start = time.perf_counter()
+        most, stored = permission_index.share(db, keys)
+        if most > permission_index.EXACT_SHARE * stored:
+            exact_too_many(self, plan, now=True)
+            return None
+        rows = permitted_ranking(db, self._terms(query), keys, k, keep=plan.allows, rest=plan.rest)
+        if rows is None:
+            return None
+        note_exact(most, start)
+        return [(_document(id_, text, md, score), score) for id_, text, md, score in rows]
 
     def _ranked(self, match: str, canon: dict[str, Any] | None, k: int, *, ids_only: bool = False) -> list[Any]:
         """The top `k` matches the filter allows: (document, score), or (id, score) with `ids_only`."""

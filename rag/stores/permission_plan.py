@@ -49,8 +49,10 @@ from langchain_core.documents import Document
 from rag.base.acl import ACL_PREFIX
 from rag.base.filters import Filter, and_filters, matches_canonical, validate_filter
 from rag.base.tracing import note_stage
+from rag.stores.permission_index import granted_keys
 
-__all__ = ["FIRST_EXTRA", "PermissionPlan", "deepen_to", "first_depth", "planned_search"]
+__all__ = ["FIRST_EXTRA", "PermissionPlan", "deepen_to", "exact_too_many", "first_depth", "note_exact",
+           "planned_search"]
 
 #: Candidates beyond `k` the first search asks for: max(FIRST_EXTRA, k // 32). Chroma reads each hit's text and
 #: metadata (~0.035 ms per hit at 100,000 chunks idle, ~0.15 ms under load): 4 * k more would add 10-45 ms to every
@@ -77,6 +79,7 @@ _PLANS_KEPT = 64
 #: (its first list would cost a search for nothing: on FTS5 one more ranking of every match) before trying the lists.
 NATIVE_AGAIN = 16
 _NATIVE: OrderedDict[tuple[int, int], tuple[Any, int]] = OrderedDict()
+_MANY: OrderedDict[tuple[int, int], tuple[Any, int]] = OrderedDict()
 #: the fewest candidates one read of a deeper list asks for (one Chroma `get` costs milliseconds however few)
 _MIN_BATCH = 64
 
@@ -136,6 +139,9 @@ class PermissionPlan:
     permission: dict[str, Any]
     allows: Callable[[Mapping[str, Any]], bool]
     branches: int
+    #: the keys of which a chunk must hold one as true, when that is the whole permission condition (a principal's
+    #: filter without `public_by_default`: `rag.stores.permission_index.granted_keys`), else None
+    keys: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, flt: Mapping[str, Any] | None) -> PermissionPlan | None:
@@ -147,23 +153,25 @@ class PermissionPlan:
         permission = [(part, info) for part, info in parts if info is not None]
         if not permission:
             return None
-        checks = [check for _, (check, _) in permission]
+        checks = [check for _, (check, _, _) in permission]
         allows = checks[0] if len(checks) == 1 else (lambda md: all(check(md) for check in checks))
         return cls(and_filters(*(part for part, info in parts if info is None)),
                    and_filters(*(part for part, _ in permission)), allows,
-                   sum(branches for _, (_, branches) in permission))
+                   sum(branches for _, (_, branches, _) in permission),
+                   permission[0][1][2] if len(permission) == 1 else None)
 
 
-def _part(part: dict[str, Any]) -> tuple[Callable[[Mapping[str, Any]], bool], int] | None:
-    """For a conjunct naming only permission keys: its check (`matches_canonical` as a function) and how many
-    comparisons it holds; None for any other conjunct. A shared filter's (a principal's, one object for all its
+def _part(part: dict[str, Any]) -> tuple[Callable[[Mapping[str, Any]], bool], int, tuple[str, ...] | None] | None:
+    """For a conjunct naming only permission keys: its check (`matches_canonical` as a function), how many
+    comparisons it holds and its keys that must be true (`granted_keys`); None for any other conjunct. A shared filter's (a principal's, one object for all its
     requests, `rag.base.acl`) is remembered by identity: 1,000 groups are read once, not per request."""
     with _PLANS_LOCK:
         found = _PLANS.get(id(part))
         if found is not None and found[0] is part:
             _PLANS.move_to_end(id(part))
             return found[1]
-    info = (_fast(part) or (lambda md: matches_canonical(md, part)), _comparisons(part)) if _acl_only(part) else None
+    info = ((_fast(part) or (lambda md: matches_canonical(md, part)), _comparisons(part), granted_keys(part))
+            if _acl_only(part) else None)
     if type(part) is Filter:   # (read-only: the answer stays true)
         with _PLANS_LOCK:
             _PLANS[id(part)] = (part, info)
@@ -258,22 +266,27 @@ def _went_native(memo: Any, plan: PermissionPlan, *, now: bool = False) -> bool:
     """Whether to go straight to the native filter: `memo`'s (a store's) last search with this same permission
     filter (a principal's, one shared object) went native, fewer than `NATIVE_AGAIN` searches ago. With `now`,
     remember that it went native. Only the speed depends on it: every path gives the same answer."""
+    return _remembered(_NATIVE, memo, plan, now)
+
+
+def _remembered(table: OrderedDict[tuple[int, int], tuple[Any, int]], memo: Any, plan: PermissionPlan,
+                now: bool) -> bool:
     if memo is None or type(plan.permission) is not Filter:
         return False
     key = (id(memo), id(plan.permission))
     with _PLANS_LOCK:
         if now:
-            _NATIVE[key] = (plan.permission, 0)
-            while len(_NATIVE) > _PLANS_KEPT:
-                _NATIVE.popitem(last=False)
+            table[key] = (plan.permission, 0)
+            while len(table) > _PLANS_KEPT:
+                table.popitem(last=False)
             return True
-        found = _NATIVE.get(key)
+        found = table.get(key)
         if found is None or found[0] is not plan.permission:
             return False
         if found[1] + 1 >= NATIVE_AGAIN:   # (look again: the permissions or the questions may have changed)
-            del _NATIVE[key]
+            del table[key]
             return False
-        _NATIVE[key] = (found[0], found[1] + 1)
+        table[key] = (found[0], found[1] + 1)
         return True
 
 
@@ -296,6 +309,20 @@ def _walk(order: list[tuple[str, float]], k: int, known: dict[str, Document],
                 if allows(doc.metadata):
                     kept.append((doc, score))
     return hits, kept
+
+
+def exact_too_many(memo: Any, plan: PermissionPlan, *, now: bool = False) -> bool:
+    """Whether `memo`'s (a store's) last look at this principal's permitted share found it too large for the search
+    over the permitted chunks, fewer than `NATIVE_AGAIN` searches ago (looking costs a lookup per key: ~1 ms for 1,000
+    groups); with `now`, remember that it did. Only the speed depends on it: every path gives the same answer."""
+    return _remembered(_MANY, memo, plan, now)
+
+
+def note_exact(candidates: int, start: float) -> None:
+    """Report a search over the permitted chunks only (`rag.stores.permission_index`; `candidates`: at most how
+    many) as the path "exact", like `planned_search`'s paths."""
+    note_stage(permission_plan="exact", permission_candidates=candidates,
+               seconds={"permission_plan.exact": time.perf_counter() - start})
 
 
 def _done(hits: Hits, path: str, depth: int, start: float) -> tuple[Hits, str]:

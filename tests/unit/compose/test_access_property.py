@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import tempfile
 import uuid
 from typing import Any
 
@@ -45,6 +46,9 @@ SECTIONS = ["Revenue", "Costs", "Risk"]
 USERS = ["ann", "bob", "carol"]
 GROUPS = ["team-a", "team.b", "ops"]   # "team.b" is written as a hashed key
 _CLIENT = chromadb.EphemeralClient()
+#: a directory's client: a principal who may read few is answered over the permitted chunks (`chroma_permitted`;
+#: written here behind its back, by LangChain: the file is built again when a search needs it)
+_DIR_CLIENT = chromadb.PersistentClient(path=tempfile.mkdtemp(prefix="access-chroma-"))
 _EMBEDDING = DeterministicFakeEmbedding(size=16)
 
 permissions = st.one_of(st.none(), st.builds(Permissions, st.frozensets(st.sampled_from(USERS), max_size=2),
@@ -54,8 +58,9 @@ principals = st.one_of(
     st.builds(Principal, st.sampled_from([*USERS, "dave"]), st.frozensets(st.sampled_from(GROUPS), max_size=2)),
     st.builds(Principal, st.sampled_from(USERS), st.just(frozenset(GROUPS))))   # reads most chunks: post-filter
 #: which path the permission plan takes when the first list is short: "deepen" (deeper lists), "native" (Chroma's
-#: filter), "default" (as shipped: small corpora mostly end in the first list or Chroma's filter)
-plan_modes = st.sampled_from(["default", "deepen", "native"])
+#: filter), "exact" (over the permitted chunks only, where the store keeps them), "default" (as shipped: small corpora
+#: mostly end in the first list, the permitted chunks or Chroma's filter)
+plan_modes = st.sampled_from(["default", "deepen", "native", "exact"])
 
 
 def _contexts(run: Any, mode: str) -> tuple[list[str], list[str]]:
@@ -93,10 +98,10 @@ request_filters = st.one_of(st.none(), st.builds(lambda v: {"page": {"$lte": v}}
 def _resource(kind: str, name: str, chunks: list[Document]) -> Resource:
     if kind == "bm25":
         return Resource.from_retriever(name, BM25Retriever.from_documents(chunks))
-    store = Chroma(client=_CLIENT, collection_name=f"acl-{uuid.uuid4().hex}", embedding_function=_EMBEDDING,
+    store = Chroma(client=_DIR_CLIENT if kind.endswith("in a directory") else _CLIENT, collection_name=f"acl-{uuid.uuid4().hex}", embedding_function=_EMBEDDING,
                    collection_metadata={"hnsw:space": "cosine"})
     store.add_documents(chunks, ids=[f"{c.metadata['doc_id']}-{c.metadata['chunk_index']}" for c in chunks])
-    if kind == "chroma":
+    if kind.startswith("chroma"):
         return Resource.from_retriever(name, store.as_retriever())
     return Resource.from_retriever(name, HybridRetriever(vectorstore=store, bm25=BM25Index.from_documents(chunks)))
 
@@ -123,7 +128,8 @@ questions = st.lists(st.sampled_from(WORDS + SECTIONS), min_size=1, max_size=4).
 
 @settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
 @given(data=st.data(), corpus=corpora(), principal=principals, flt=request_filters, default=st.booleans(),
-       kind=st.sampled_from(["bm25", "chroma", "hybrid"]), question=questions, mode=plan_modes)
+       kind=st.sampled_from(["bm25", "chroma", "chroma in a directory", "hybrid", "hybrid in a directory"]),
+       question=questions, mode=plan_modes)
 def test_retrieve_returns_only_chunks_the_principal_may_read(data, corpus, principal, flt, default, kind, question,
                                                              mode):
     chunks, truth = corpus
@@ -148,7 +154,8 @@ def test_retrieve_returns_only_chunks_the_principal_may_read(data, corpus, princ
 
 @settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
 @given(corpus=corpora(), principal=principals, flt=request_filters, default=st.booleans(), question=questions,
-       mode=plan_modes, k=st.integers(1, 3), kind=st.sampled_from(["chroma", "hybrid"]))
+       mode=plan_modes, k=st.integers(1, 3),
+       kind=st.sampled_from(["chroma", "hybrid", "chroma in a directory", "hybrid in a directory"]))
 def test_every_path_of_the_plan_gives_what_chromas_filter_gives(corpus, principal, flt, default, question, mode, k,
                                                                 kind):
     """Short candidate lists (`fetch_k` = `k` of 1-3), so the first list often holds too few readable chunks:

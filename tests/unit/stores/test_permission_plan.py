@@ -27,13 +27,15 @@ from rag.base.acl import Permissions, Principal, permission_filter
 from rag.base.filters import and_filters, matches, matches_canonical, validate_filter
 from rag.base.tracing import stage
 from rag.compose.resource import Resource
-from rag.stores import fts_index, permission_plan
+from rag.stores import fts_index, permission_index, permission_plan
 from rag.stores.chroma import new_chroma
 from rag.stores.chroma_chunks import ChromaChunkStore
 from rag.stores.fts_index import FTSIndex
 from rag.stores.permission_plan import PermissionPlan
 
 _CLIENT = chromadb.EphemeralClient()
+#: a directory's client: its collections keep their permission keys and vectors beside them (`chroma_permitted`)
+_DIR_CLIENT = chromadb.PersistentClient(path=tempfile.mkdtemp(prefix="plan-chroma-"))
 _EMBEDDING = DeterministicFakeEmbedding(size=16)
 USERS = ["ann", "bob"]
 GROUPS = ["team-a", "team.b", "ops", "hr"]   # "team.b" is written as a hashed key
@@ -43,9 +45,15 @@ WORDS = ["revenue", "costs", "growth", "risk"]
 @contextlib.contextmanager
 def plan_mode(mode: str) -> Iterator[None]:
     """"off": the store's native filter only; "deepen": a short first list and deeper lists whatever they cost;
-    "native": a short first list, never deeper (too few permitted: the native filter); "default": as shipped."""
+    "native": a short first list, never deeper (too few permitted: the native filter); "exact": the search over the
+    permitted chunks (`rag.stores.permission_index`) whatever their share, where it applies; "default": as shipped.
+    "deepen" and "native" never search over the permitted chunks only."""
     saved = (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
-             fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST)
+             fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE)
+    if mode == "exact":
+        permission_index.EXACT_SHARE = math.inf   # (a sum of key counts may exceed the chunks)
+    elif mode in ("deepen", "native"):
+        permission_index.EXACT_SHARE = -1.0
     if mode == "off":
         permission_plan.ENABLED = False
     elif mode in ("deepen", "native"):
@@ -53,12 +61,14 @@ def plan_mode(mode: str) -> Iterator[None]:
         cost = 0 if mode == "deepen" else math.inf
         permission_plan.ROW_BRANCHES_PER_CANDIDATE = fts_index.FTS_CANDIDATE_COST = fts_index.FTS_ROUND_COST = cost
     permission_plan._NATIVE.clear()   # (what earlier searches remembered: each test starts from the lists)
+    permission_plan._MANY.clear()
     try:
         yield
     finally:
         permission_plan._NATIVE.clear()
+        permission_plan._MANY.clear()
         (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
-         fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST) = saved
+         fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE) = saved
 
 
 permissions = st.sampled_from([None, Permissions(public=True), Permissions(users=frozenset({"ann"})),
@@ -89,8 +99,9 @@ def corpora(draw: st.DrawFn) -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
-def _chroma(corpus: list[tuple[str, str, dict[str, Any]]]) -> ChromaChunkStore:
-    chunks = ChromaChunkStore.of(new_chroma(f"plan-{uuid.uuid4().hex}", _EMBEDDING, client=_CLIENT))
+def _chroma(corpus: list[tuple[str, str, dict[str, Any]]], *, directory: bool = False) -> ChromaChunkStore:
+    client = _DIR_CLIENT if directory else _CLIENT
+    chunks = ChromaChunkStore.of(new_chroma(f"plan-{uuid.uuid4().hex}", _EMBEDDING, client=client))
     ids, texts, metas = zip(*corpus, strict=True)
     chunks.add(ids, _EMBEDDING.embed_documents(list(texts)), texts, metas)
     return chunks
@@ -114,12 +125,12 @@ _slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 @settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
 @given(corpus=corpora(), principal=principals, flt=request_filters, default=st.booleans(), k=st.integers(1, 12),
-       mode=st.sampled_from(["default", "deepen", "native"]), store=st.sampled_from(["chroma", "fts"]),
-       question=st.sampled_from(WORDS))
+       mode=st.sampled_from(["default", "deepen", "native", "exact"]),
+       store=st.sampled_from(["chroma", "chroma in a directory", "fts"]), question=st.sampled_from(WORDS))
 def test_the_plan_answers_what_the_native_filter_answers(corpus, principal, flt, default, k, mode, store, question):
     whole = and_filters(flt, principal.filter(public_by_default=default))
-    if store == "chroma":
-        chunks, vector = _chroma(corpus), _EMBEDDING.embed_query(question)
+    if store.startswith("chroma"):
+        chunks, vector = _chroma(corpus, directory=store != "chroma"), _EMBEDDING.embed_query(question)
         search = lambda: chunks.search(vector, k=k, filter=whole)   # noqa: E731
     else:
         index = _fts(corpus)
@@ -133,6 +144,8 @@ def test_the_plan_answers_what_the_native_filter_answers(corpus, principal, flt,
     assert set(got) <= allowed
     if mode == "native" and path != "post-filter":
         assert path == "native"
+    if mode == "exact" and store != "chroma" and not default:   # (a principal's `$or` of keys that must be true)
+        assert path == "exact"
 
 
 def _labelled(n: int, readable: set[int]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -146,9 +159,9 @@ def test_each_path_runs_when_it_should_and_says_so():
     ann = Principal("ann", frozenset({"team-a"}))
     vector = _EMBEDDING.embed_query("revenue")
     cases = [(set(range(60)), "default", "post-filter"), (set(range(0, 60, 3)), "deepen", "deepened"),
-             ({7}, "default", "native")]
+             ({7}, "native", "native"), ({7, 30}, "default", "exact")]
     for readable, mode, path in cases:
-        chunks, index = _chroma(_labelled(60, readable)), _fts(_labelled(60, readable))
+        chunks, index = _chroma(_labelled(60, readable), directory=path == "exact"), _fts(_labelled(60, readable))
         for search in (lambda: chunks.search(vector, k=5, filter=ann.filter()),
                        lambda: index.search("revenue", k=5, filter=ann.filter())):
             got, ran = _planned(search, mode)
@@ -165,6 +178,9 @@ def test_a_request_reports_the_path_in_its_timings():
     assert "permission_plan.native" in result.timings and "search" in result.timings
     everyone = retrieve("revenue", resource, principal=Principal("bob", frozenset({"team-a", "hr"})), k=2, fetch_k=5)
     assert "permission_plan.post-filter" in everyone.timings and len(everyone.context) == 2
+    kept = Resource.from_vectorstore("docs", _chroma(corpus, directory=True).vectorstore(_EMBEDDING))
+    exact = retrieve("revenue", kept, principal=Principal("ann", frozenset({"team-a"})), k=2, fetch_k=5)
+    assert [d.metadata["doc_id"] for d in exact.context] == ["d3"] and "permission_plan.exact" in exact.timings
 
 
 def test_too_few_survivors_fall_back_to_the_native_filter_not_to_fewer_hits():
@@ -176,6 +192,10 @@ def test_too_few_survivors_fall_back_to_the_native_filter_not_to_fewer_hits():
     got, path = _planned(lambda: chunks.search(vector, k=2, filter=Principal("x", frozenset({"team-a"})).filter()),
                          "native")
     assert path == "native" and sorted(got) == [f"{5:032x}", f"{44:032x}"]
+    in_directory = _chroma(corpus, directory=True)
+    got, path = _planned(lambda: in_directory.search(vector, k=2, filter=Principal("x", frozenset({"team-a"})).filter()),
+                         "default")
+    assert path == "exact" and sorted(got) == [f"{5:032x}", f"{44:032x}"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,322 @@
+"""The permission keys and vectors of a Chroma collection's chunks, kept beside it: `PermittedVectors`.
+
+Chroma evaluates a principal's `$or` of permission keys over its whole metadata table (unindexed
+booleans: hundreds of milliseconds at 100,000 chunks), and reading the permitted chunks' vectors back
+from Chroma (``get(ids=..., include=["embeddings"])``) costs 120 ms for 2,000 of them. So a
+collection in a directory (a knowledge base's embedded store) has a SQLite file beside Chroma's,
+``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and its
+vector (float32, normalised), the key tables of `rag.stores.permission_index`, and each key's
+chunk numbers and vectors packed in one row (``key_packs``: a change of the key's chunks deletes
+it, by trigger; each write packs the keys it changed again, so a principal's vectors are one row
+per key). A principal who
+may read few chunks (`permission_index.EXACT_SHARE`) is answered exactly over those: their vectors
+read in one statement, cosine distances in NumPy, and the closest read from Chroma in order, each
+checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is never
+returned; one it misses is missed).
+
+**Current across processes.** `ChromaChunkStore` writes the file after each write of Chroma, with
+the sequence number Chroma's metadata segment of the collection reached (``max_seq_id``). A search
+uses the file only when that number is still Chroma's: a write by anything else (another version,
+another tool) makes it stale, and the next search that needs it reads the collection once to build
+it again (logged), or the plan's other paths answer meanwhile. A file that is missing is built the
+same way: stores written before it need no step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+from rag.base.acl import ACL_PREFIX
+from rag.base.errors import StoreError
+from rag.base.filters import matches_canonical
+from rag.stores import permission_index
+from rag.stores.files import refuse_symlinks
+
+__all__ = ["FORMAT", "REBUILD_EVERY", "PermittedVectors"]
+
+_log = logging.getLogger(__name__)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, acl TEXT NOT NULL,
+                                   vector BLOB NOT NULL);
+""" + permission_index.schema("chunks", "acl") + """
+CREATE TABLE IF NOT EXISTS key_packs (key TEXT PRIMARY KEY, numbers BLOB NOT NULL, vectors BLOB NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS key_pack_grown AFTER INSERT ON acl_keys WHEN new.value = 1 BEGIN
+  DELETE FROM key_packs WHERE key = new.key; END;
+CREATE TRIGGER IF NOT EXISTS key_pack_shrunk AFTER DELETE ON acl_keys WHEN old.value = 1 BEGIN
+  DELETE FROM key_packs WHERE key = old.key; END;
+"""
+#: what the file says it is (another value: emptied and written again)
+FORMAT = "rag-chroma-acl/3"
+#: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
+#: by the plan's other paths, never by a stale file)
+REBUILD_EVERY = 60.0
+_BATCH = 500
+_READ = 32
+
+
+def _acl(metadata: Mapping[str, Any] | None) -> str:
+    return json.dumps({k: v for k, v in (metadata or {}).items() if isinstance(k, str) and k.startswith(ACL_PREFIX)
+                       and isinstance(v, bool)})
+
+
+def _unit(vectors: Any) -> np.ndarray:
+    array = np.asarray(vectors, dtype=np.float32)
+    array = array.reshape(1, -1) if array.ndim == 1 else array
+    norms = np.sqrt((array * array).sum(axis=1, keepdims=True, dtype=np.float32))
+    return array / np.where(norms > 0, norms, 1.0)
+
+
+class PermittedVectors:
+    """The file beside one collection (see the module docstring)."""
+
+    def __init__(self, directory: Path, collection_id: str) -> None:
+        self.path = Path(directory) / f"acl-{collection_id}.sqlite"
+        self.chroma_file = Path(directory) / "chroma.sqlite3"
+        self.collection_id = collection_id
+        self._local = threading.local()
+        self._build_lock = threading.Lock()
+        self._built_at = -REBUILD_EVERY
+
+    @classmethod
+    def of(cls, collection: Any, client: Any, directory: Path | None) -> PermittedVectors | None:
+        """The file of a collection kept in a directory (given, or its persistent client's); None otherwise."""
+        if directory is None and client is not None:
+            try:
+                settings = client.get_settings()
+                directory = Path(settings.persist_directory) if settings.is_persistent else None
+            except Exception:   # (a client of another kind: no file)
+                directory = None
+        if directory is None or not (Path(directory) / "chroma.sqlite3").is_file():
+            return None
+        return cls(Path(directory), str(collection.id))
+
+    def _dbs(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        found = getattr(self._local, "dbs", None)
+        if found is None:
+            refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
+            side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            side.execute("PRAGMA journal_mode=WAL")
+            side.execute("PRAGMA mmap_size = 1073741824")   # (packs are read whole: mapped, not copied page by page)
+            side.executescript(_SCHEMA)
+            found = side.execute("SELECT value FROM settings WHERE key = 'format'").fetchone()
+            if not permission_index.ready(side) or found is None or found[0] != FORMAT:
+                side.execute("BEGIN IMMEDIATE")   # (another layout: emptied, stale, written again when searched)
+                side.execute("DELETE FROM chunks")
+                side.execute("DELETE FROM settings WHERE key = 'chroma_seq'")
+                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('format', ?)", (FORMAT,))
+                permission_index.build(side, "chunks", "acl")
+                side.execute("COMMIT")
+            chroma = sqlite3.connect(f"{self.chroma_file.resolve().as_uri()}?mode=ro", uri=True, timeout=5,
+                                     isolation_level=None, check_same_thread=False)
+            found = self._local.dbs = (side, chroma)
+        return found
+
+    def _chroma_seq(self) -> int | None:
+        """The last write Chroma applied to this collection's metadata (-1: none yet; None when it cannot be read)."""
+        try:
+            row = self._dbs()[1].execute(
+                "SELECT m.seq_id FROM max_seq_id AS m JOIN segments AS s ON s.id = m.segment_id "
+                "WHERE s.collection = ? AND s.scope = 'METADATA'", (self.collection_id,)).fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None:
+            return -1
+        return row[0] if isinstance(row[0], int) else None
+
+    def current(self) -> bool:
+        """Whether the file holds what Chroma holds (written after Chroma's last write of the collection)."""
+        try:
+            row = self._dbs()[0].execute("SELECT value FROM settings WHERE key = 'chroma_seq'").fetchone()
+        except sqlite3.Error:
+            return False
+        seq = self._chroma_seq()
+        return row is not None and seq is not None and row[0] == str(seq)
+
+    # ------------------------------------------------------------------ writing (after Chroma's write)
+    def _stamp(self, side: sqlite3.Connection) -> None:
+        seq = self._chroma_seq()
+        side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
+                     (str(seq) if seq is not None else "none",))
+
+    def _write(self, was_current: bool, change: Callable[[sqlite3.Connection], None]) -> None:
+        """Apply a change Chroma just took, when the file held everything before it (else, or when the file cannot
+        be written, it stays stale: never read until written again)."""
+        if not was_current:
+            return
+        try:
+            side = self._dbs()[0]
+            side.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, StoreError):
+            return
+        try:
+            change(side)
+            _repack(side)
+            self._stamp(side)
+        except BaseException as exc:
+            side.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                return
+            raise
+        side.execute("COMMIT")
+
+    def put(self, was_current: bool, ids: Sequence[str], vectors: Any, metadatas: Sequence[Mapping[str, Any]]) -> None:
+        """Chunks added or replaced (their vectors and permission keys)."""
+        def change(side: sqlite3.Connection) -> None:
+            units = _unit(vectors) if len(ids) else []
+            for start in range(0, len(ids), _BATCH):
+                part = [str(i) for i in ids[start:start + _BATCH]]
+                side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+                side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
+                                 [(id_, _acl(md), units[start + i].tobytes()) for i, (id_, md) in
+                                  enumerate(zip(part, metadatas[start:start + _BATCH], strict=True))])
+        self._write(was_current, change)
+
+    def drop(self, was_current: bool, ids: Sequence[str]) -> None:
+        """Chunks deleted."""
+        def change(side: sqlite3.Connection) -> None:
+            for start in range(0, len(ids), _BATCH):
+                part = [str(i) for i in ids[start:start + _BATCH]]
+                side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+        self._write(was_current, change)
+
+    def relabel(self, was_current: bool, ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]]) -> None:
+        """Chunks' metadata replaced (a permission change re-embeds nothing: only their keys change)."""
+        self._write(was_current, lambda side: side.executemany(
+            "UPDATE chunks SET acl = ? WHERE id = ?", [(_acl(md), str(i)) for i, md in zip(ids, metadatas, strict=True)]))
+
+    def start_empty(self) -> None:
+        """The collection holds nothing: the file holds nothing, current from now."""
+        self._write(True, lambda side: side.execute("DELETE FROM chunks"))
+
+    def remove(self) -> None:
+        """The collection is gone (replaced): its file too."""
+        found = getattr(self._local, "dbs", None)
+        if found is not None:
+            for db in found:
+                db.close()
+            self._local = threading.local()
+        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+            path.unlink(missing_ok=True)
+
+    def rebuild(self, pages: Callable[[], Any]) -> bool:
+        """Write the file again from the collection (`pages`: its records with metadata and embeddings, page by
+        page), at most once per `REBUILD_EVERY` seconds in this process; whether it did."""
+        with self._build_lock:
+            if time.monotonic() - self._built_at < REBUILD_EVERY:
+                return False
+            self._built_at = time.monotonic()
+            start, side, seq = time.perf_counter(), self._dbs()[0], self._chroma_seq()
+            side.execute("BEGIN IMMEDIATE")
+            try:
+                side.execute("DELETE FROM chunks")
+                count = 0
+                for page in pages():
+                    ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
+                    side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
+                                     [(id_, _acl(md), units[i].tobytes())
+                                      for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
+                    count += len(ids)
+                _repack(side)
+                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
+                             (str(seq) if seq is not None else "none",))
+            except BaseException:
+                side.execute("ROLLBACK")
+                raise
+            side.execute("COMMIT")
+        if count:
+            _log.warning("%s: wrote the permission keys and vectors of its %d chunks in %.1f s (once; later writes "
+                         "keep them)", self.path, count, time.perf_counter() - start)
+        return True
+
+    # ------------------------------------------------------------------ reading
+    def search(self, vector: Sequence[float], k: int, keys: Sequence[str], *, keep: Callable[[Mapping[str, Any]], bool],
+               rest: dict[str, Any] | None, read: Callable[[list[str]], list[Document]]
+               ) -> tuple[list[tuple[Document, float]], int] | None:
+        """The `k` closest chunks holding one of `keys` as true whose Chroma metadata `keep` (the whole permission
+        check) and `rest` (the request's own conditions) allow, as (document, cosine distance), and at most how many
+        chunks were permitted (-1, and no hits: the principal may read too many); None when the file is stale."""
+        side = self._dbs()[0]
+        side.execute("BEGIN")
+        try:
+            if not self.current():
+                return None
+            most, stored = permission_index.share(side, keys)
+            if most > permission_index.EXACT_SHARE * stored:
+                return [], -1
+            query = _unit(vector)[0]
+            numbers, matrix = _vectors(side, keys, query.size)
+            if matrix is None:
+                return None   # (vectors of another size: Chroma answers)
+            if not len(numbers):
+                return [], most
+            numbers, first = np.unique(numbers, return_index=True)   # (a chunk of two of the keys: once)
+            # (a product and a sum, not BLAS: its threads spin against a busy machine's other work, 20x slower)
+            distances = 1.0 - (matrix * query).sum(axis=1, dtype=np.float32)[first]
+            order = np.lexsort((numbers, distances))   # (closest first; ties in the order the chunks were written)
+            return _walk(side, numbers[order], distances[order], k, keep, rest, read), most
+        finally:
+            side.execute("COMMIT")
+
+
+def _repack(side: sqlite3.Connection) -> None:
+    """Pack again each key whose chunks changed (its pack deleted by trigger): its numbers and vectors in one row."""
+    stale = [key for key, in side.execute("SELECT key FROM acl_counts WHERE key != '' AND count > 0 AND key NOT IN "
+                                          "(SELECT key FROM key_packs)").fetchall()]
+    for key in stale:
+        rows = side.execute("SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
+                            "WHERE a.key = ? AND a.value = 1 ORDER BY c.n", (key,)).fetchall()
+        side.execute("INSERT OR REPLACE INTO key_packs (key, numbers, vectors) VALUES (?, ?, ?)",
+                     (key, np.array([n for n, _ in rows], dtype=np.int64).tobytes(),
+                      b"".join(vector for _, vector in rows)))
+
+
+def _vectors(side: sqlite3.Connection, keys: Sequence[str], size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The numbers and vectors of the chunks holding one of `keys` as true (a chunk of two keys twice): from the
+    keys' packs, and for a key not packed (a write by a version without packs) from its rows; None: another size."""
+    marks = ",".join("?" * len(keys))
+    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
+    numbers = [np.frombuffer(ns, dtype=np.int64) for _, ns, _ in packs]
+    blobs = [vectors for _, _, vectors in packs]
+    packed = {key for key, _, _ in packs}
+    loose = [key for key in keys if key not in packed]
+    if loose:
+        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
+                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
+        numbers.append(np.array([n for n, _ in rows], dtype=np.int64))
+        blobs += [vector for _, vector in rows]
+    together = np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32)
+    if matrix.size != len(together) * size:
+        return together, None
+    return together, matrix.reshape(len(together), size)
+
+
+def _walk(side: sqlite3.Connection, numbers: np.ndarray, distances: np.ndarray, k: int,
+          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
+    """The ranked chunks (their numbers here, closest first) read from Chroma in their order, in batches, the first
+    `k` whose metadata passes."""
+    out: list[tuple[Document, float]] = []
+    size = max(k + 4, _READ)
+    for start in range(0, len(numbers), size):
+        part = [int(n) for n in numbers[start:start + size]]
+        ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})", part).fetchall())
+        found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
+        for n, distance in zip(part, distances[start:start + size].tolist(), strict=True):
+            doc = found.get(ids.get(n))
+            if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
+                out.append((doc, float(distance)))
+                if len(out) >= k:
+                    return out
+    return out
