@@ -172,7 +172,8 @@ class ChromaChunkStore(ChunkStoreBase):
         current = self._side_before_write() if ids else False
         chroma.update_metadatas(self.collection, ids, metadatas, batch=5000)
         if self._side and ids:   # (None deletes a key: what the file keeps is the new metadata's own keys)
-            self._side.relabel(current, ids, [{k: v for k, v in md.items() if v is not None} for md in metadatas])
+            self._side.relabel(current, ids, [{k: v for k, v in md.items() if v is not None} for md in metadatas],
+                               self.get_vectors)
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors by id (ids not stored are absent)."""

@@ -4,8 +4,9 @@ Chroma evaluates a principal's `$or` of permission keys over its whole metadata 
 booleans: hundreds of milliseconds at 100,000 chunks), and reading the permitted chunks' vectors back
 from Chroma (``get(ids=..., include=["embeddings"])``) costs 120 ms for 2,000 of them. So a
 collection in a directory (a knowledge base's embedded store) has a SQLite file beside Chroma's,
-``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and its
-vector (float32, normalised), the key tables of `rag.stores.permission_index`, and each key's
+``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and, when
+it has any, its vector (float32, normalised; a knowledge base without permissions keeps no copy of its
+vectors), the key tables of `rag.stores.permission_index`, and each key's
 chunk numbers and vectors packed in one row (``key_packs``: a change of the key's chunks deletes
 it, by trigger; each write packs the keys it changed again, so a principal's vectors are one row
 per key). A principal who
@@ -57,7 +58,7 @@ CREATE TRIGGER IF NOT EXISTS key_pack_shrunk AFTER DELETE ON acl_keys WHEN old.v
   DELETE FROM key_packs WHERE key = old.key; END;
 """
 #: what the file says it is (another value: emptied and written again)
-FORMAT = "rag-chroma-acl/3"
+FORMAT = "rag-chroma-acl/4"
 #: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
 #: by the plan's other paths, never by a stale file)
 REBUILD_EVERY = 60.0
@@ -68,6 +69,14 @@ _READ = 32
 def _acl(metadata: Mapping[str, Any] | None) -> str:
     return json.dumps({k: v for k, v in (metadata or {}).items() if isinstance(k, str) and k.startswith(ACL_PREFIX)
                        and isinstance(v, bool)})
+
+
+def _row(id_: str, metadata: Mapping[str, Any] | None, unit: np.ndarray) -> tuple[str, str, bytes]:
+    """A chunk's row: its id, its permission keys and, when it has any, its vector (a chunk without keys is in no
+    principal's exact set: the file holds no copy of its vector, so a knowledge base without permissions pays
+    a row of its id)."""
+    acl = _acl(metadata)
+    return id_, acl, unit.tobytes() if acl != "{}" else b""
 
 
 def _unit(vectors: Any) -> np.ndarray:
@@ -178,7 +187,7 @@ class PermittedVectors:
                 part = [str(i) for i in ids[start:start + _BATCH]]
                 side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
                 side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
-                                 [(id_, _acl(md), units[start + i].tobytes()) for i, (id_, md) in
+                                 [_row(id_, md, units[start + i]) for i, (id_, md) in
                                   enumerate(zip(part, metadatas[start:start + _BATCH], strict=True))])
         self._write(was_current, change)
 
@@ -190,10 +199,19 @@ class PermittedVectors:
                 side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
         self._write(was_current, change)
 
-    def relabel(self, was_current: bool, ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]]) -> None:
-        """Chunks' metadata replaced (a permission change re-embeds nothing: only their keys change)."""
-        self._write(was_current, lambda side: side.executemany(
-            "UPDATE chunks SET acl = ? WHERE id = ?", [(_acl(md), str(i)) for i, md in zip(ids, metadatas, strict=True)]))
+    def relabel(self, was_current: bool, ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]],
+                vectors_of: Callable[[list[str]], Mapping[str, Any]]) -> None:
+        """Chunks' metadata replaced (a permission change re-embeds nothing: only their keys change; a chunk that gets
+        its first key gets its vector too, read from Chroma by `vectors_of`, id -> vector)."""
+        def change(side: sqlite3.Connection) -> None:
+            side.executemany("UPDATE chunks SET acl = ?, vector = CASE WHEN ? = '{}' THEN X'' ELSE vector END "
+                             "WHERE id = ?", [(acl, acl, str(i)) for i, md in zip(ids, metadatas, strict=True)
+                                              for acl in [_acl(md)]])
+            bare = [id_ for id_, in side.execute("SELECT id FROM chunks WHERE acl != '{}' AND length(vector) = 0")]
+            found = vectors_of(bare) if bare else {}
+            side.executemany("UPDATE chunks SET vector = ? WHERE id = ?",
+                             [(_unit(found[id_])[0].tobytes(), id_) for id_ in bare if id_ in found])
+        self._write(was_current, change)
 
     def start_empty(self) -> None:
         """The collection holds nothing: the file holds nothing, current from now."""
@@ -224,7 +242,7 @@ class PermittedVectors:
                 for page in pages():
                     ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
                     side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
-                                     [(id_, _acl(md), units[i].tobytes())
+                                     [_row(id_, md, units[i])
                                       for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
                     count += len(ids)
                 _repack(side)

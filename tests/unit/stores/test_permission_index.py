@@ -38,15 +38,18 @@ ANN = Principal("ann", frozenset({"team-a"}))
 
 #: one write of a store: ("add", n, group) a new chunk; ("grant", n, group) its permissions replaced (nothing
 #: re-embedded); ("delete", n); ("replace", n, group) written again with new text
+#: (None: a chunk without permission keys, which the file keeps no vector of until a grant gives it one)
+_GROUP = st.one_of(st.sampled_from(GROUPS), st.none())
 writes = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.integers(0, 30), st.sampled_from(GROUPS)),
-    st.tuples(st.just("grant"), st.integers(0, 30), st.sampled_from(GROUPS)),
-    st.tuples(st.just("replace"), st.integers(0, 30), st.sampled_from(GROUPS)),
+    st.tuples(st.just("add"), st.integers(0, 30), _GROUP),
+    st.tuples(st.just("grant"), st.integers(0, 30), _GROUP),
+    st.tuples(st.just("replace"), st.integers(0, 30), _GROUP),
     st.tuples(st.just("delete"), st.integers(0, 30))), min_size=1, max_size=12)
 
 
-def _chunk(n: int, group: str, text: str = "") -> tuple[str, str, dict[str, Any]]:
-    md = Permissions(groups=frozenset({group})).stamp({"doc_id": f"d{n}", "chunk_index": 0})
+def _chunk(n: int, group: str | None, text: str = "") -> tuple[str, str, dict[str, Any]]:
+    md = {"doc_id": f"d{n}", "chunk_index": 0}
+    md = md if group is None else Permissions(groups=frozenset({group})).stamp(md)
     return f"{n:032x}", f"zq{n} revenue {text}growth", md
 
 
@@ -103,6 +106,10 @@ def test_every_write_keeps_the_permitted_set_current_for_this_store_and_another(
             native, native_words, _ = stores.answers(chunks, fts, "off")
             assert got == native and words == native_words
             assert paths == ["exact", "exact"]
+    side = stores.chroma.permitted()
+    if side is not None and side.current():   # a chunk without keys has no copy of its vector in the file
+        rows = side._dbs()[0].execute("SELECT acl, length(vector) FROM chunks").fetchall()
+        assert all((acl == "{}") == (size == 0) for acl, size in rows), rows
 
 
 def test_a_write_the_file_did_not_see_is_never_read_as_current(caplog):
@@ -200,3 +207,13 @@ def test_a_permission_file_that_is_a_link_is_never_opened(tmp_path):
     got, _, paths = stores.answers(chunks, stores.fts, "exact")
     assert paths[0] != "exact" and got == stores.answers(chunks, stores.fts, "off")[0] and len(got) == 3
     assert elsewhere.read_bytes() == b""
+
+
+def test_a_chunk_granted_its_first_key_gets_its_vector_and_is_found():
+    stores = Stores(Path(tempfile.mkdtemp(prefix="acl-grant-")))
+    for write in [("add", 1, None), ("add", 2, "ops"), ("grant", 1, "team-a")]:
+        stores.apply(write)
+    got, words, paths = stores.answers(stores.chroma, stores.fts, "exact")
+    assert got == [f"{1:032x}"] and [i for i, _ in words] == [f"{1:032x}"] and paths == ["exact", "exact"]
+    rows = dict(stores.chroma.permitted()._dbs()[0].execute("SELECT id, length(vector) FROM chunks").fetchall())
+    assert rows[f"{1:032x}"] == 16 * 4 and rows[f"{2:032x}"] == 16 * 4
