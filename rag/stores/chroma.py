@@ -49,6 +49,7 @@ from rag.stores.chroma_collection import (  # noqa: F401 (the reads and writes o
     get_vectors,
     query_collection,
     query_counted,
+    stored_ids,
     update_metadatas,
 )
 from rag.stores.chunk_store import DAMAGED_MARKER, DamagedStoreError, content_id  # noqa: F401 (kept importable here)

@@ -115,6 +115,17 @@ class ChromaChunkStore(ChunkStoreBase):
 
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
             metadatas: Sequence[dict[str, Any]]) -> None:
+        """Write new chunks. An id the collection already holds (a chunk a write cut short left behind, or a store
+        copied from elsewhere: no record lists it) is replaced, not kept: Chroma's `add` would keep the stored
+        chunk, its old metadata (another `source`) included."""
+        stored = set(chroma.stored_ids(self.collection, ids)) if len(ids) else set()
+        if stored:
+            again = [i for i, id_ in enumerate(ids) if id_ in stored]
+            self.upsert([ids[i] for i in again], [vectors[i] for i in again], [texts[i] for i in again],
+                        [metadatas[i] for i in again])
+            fresh = [i for i, id_ in enumerate(ids) if id_ not in stored]
+            ids, vectors = [ids[i] for i in fresh], [vectors[i] for i in fresh]
+            texts, metadatas = [texts[i] for i in fresh], [metadatas[i] for i in fresh]
         if len(ids):
             current = self._side_before_write()
             chroma.add_chunks(self.collection, ids, [list(map(float, v)) for v in vectors], texts, metadatas)

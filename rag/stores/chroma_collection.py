@@ -26,7 +26,8 @@ import numpy as np
 from langchain_core.documents import Document
 
 __all__ = ["GET_PAGE", "add_chunks", "count", "delete_ids", "documents_from_get", "fetch_in_order", "get_documents",
-           "get_ids", "get_metadatas", "get_vectors", "query_collection", "query_counted", "update_metadatas"]
+           "get_ids", "get_metadatas", "get_vectors", "query_collection", "query_counted", "stored_ids",
+           "update_metadatas"]
 
 
 #: records per ``collection.get``: Chroma binds one SQL variable per record it returns, and SQLite
@@ -62,10 +63,17 @@ def get_ids(collection: Any, *, where: dict[str, Any] | None = None) -> list[str
     return [id_ for page in _paged_get(collection, where=where, ids=None, include=[]) for id_ in page["ids"]]
 
 
+def stored_ids(collection: Any, ids: Sequence[str], *, batch: int = GET_PAGE) -> list[str]:
+    """Which of `ids` the collection holds (a lookup by id, in batches)."""
+    ids = list(ids)
+    return [id_ for start in range(0, len(ids), batch)
+            for id_ in collection.get(ids=ids[start:start + batch], include=[])["ids"]]
+
+
 def add_chunks(collection: Any, ids: Sequence[str], vectors: Sequence[Sequence[float]], texts: Sequence[str],
                metadatas: Sequence[dict[str, Any]]) -> None:
-    """Write new chunks (`add`, not `upsert`: the caller knows the ids are not stored, and upsert's per-id
-    existence check grows with the collection)."""
+    """Write new chunks (`add`, not `upsert`: ids not stored, as `stored_ids` checked; upsert's per-id existence
+    check grows with the collection)."""
     collection.add(ids=list(ids), embeddings=list(vectors), documents=list(texts), metadatas=list(metadatas))
 
 
