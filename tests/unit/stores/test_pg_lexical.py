@@ -17,6 +17,7 @@ from rag.compose.knowledge_base import KnowledgeBase
 from rag.retrieval.lexical import BM25Index
 from rag.stores.pg_lexical import PGLexical
 from rag.stores.pgvector import _execute, _inner, open_store
+from tests.unit.stores.lexical_checks import assert_filter_inside_the_query
 from tests.unit.retrieval.test_retrieval_filter_isolation import filters
 
 EMB = DeterministicFakeEmbedding(size=16)
@@ -58,12 +59,7 @@ def test_scores_are_bm25_index_scores(kb):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(flt=filters, question=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join))
 def test_the_filter_runs_inside_the_query(kb, flt, question):
-    index = kb.as_resource(search="bm25").retriever.index
-    found = index.search(question, k=30, filter=flt)
-    assert all(matches(d.metadata, flt) for d, _ in found)
-    everything = {d.id for d, _ in index.search(question, k=30)}
-    allowed = {d.id for d in kb.get_documents() if matches(d.metadata, flt) and d.id in everything}
-    assert {d.id for d, _ in found} == allowed   # every matching chunk, none filtered away after the top k
+    assert_filter_inside_the_query(kb.as_resource(search="bm25").retriever.index, kb, question, flt)
 
 
 def test_a_write_through_one_process_is_served_by_another(pg_url, tmp_path):

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from rag.base.filters import matches
 from rag.compose.knowledge_base import KnowledgeBase
 from rag.stores.fts_index import FTSIndex
 from rag.stores.qdrant import open_store
 from rag.stores.qdrant_lexical import AVG_TOKENS, VECTOR, QdrantLexical, term_id
 from tests.unit.retrieval.test_retrieval_filter_isolation import filters
+from tests.unit.stores.lexical_checks import assert_filter_inside_the_query
 
 EMB = DeterministicFakeEmbedding(size=16)
 _names = (f"qlex{i}" for i in itertools.count())
@@ -86,16 +86,10 @@ def test_scores_are_okapi_bm25_with_the_engines_idf(kb):
 def test_the_filter_runs_inside_the_query(kb, flt, question):
     from rag.base.errors import FilterError
 
-    index = kb.storage.chunks.lexical
     try:
-        found = index.search(question, k=30, filter=flt)
+        assert_filter_inside_the_query(kb.storage.chunks.lexical, kb, question, flt)
     except FilterError as exc:   # what Qdrant cannot compare exactly (docs/stores.md)
         assert "qdrant" in str(exc)
-        return
-    assert all(matches(d.metadata, flt) for d, _ in found)
-    everything = {d.id for d, _ in index.search(question, k=30)}
-    allowed = {d.id for d in kb.get_documents() if matches(d.metadata, flt) and d.id in everything}
-    assert {d.id for d, _ in found} == allowed   # every matching chunk, none filtered away after the top k
 
 
 def test_a_write_cut_short_is_repaired_at_the_next_search(tmp_path, caplog):
