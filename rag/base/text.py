@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -172,11 +173,18 @@ def check_unicode(text: str, what: str) -> str:
     return text
 
 
-@lru_cache(maxsize=1)
-def _stemmer():
-    import snowballstemmer
+_STEMMERS = threading.local()
 
-    return snowballstemmer.stemmer("english")
+
+def _stemmer():
+    """This thread's Snowball stemmer: a stemmer keeps the word it works on in itself, so two threads sharing one
+    stem each other's words (a server's concurrent requests raised IndexError inside it)."""
+    found = getattr(_STEMMERS, "english", None)
+    if found is None:
+        import snowballstemmer
+
+        found = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return found
 
 
 @lru_cache(maxsize=65536)
