@@ -120,12 +120,12 @@ class ChromaChunkStore(ChunkStoreBase):
         chunk, its old metadata (another `source`) included."""
         stored = set(chroma.stored_ids(self.collection, ids)) if len(ids) else set()
         if stored:
-            again = [i for i, id_ in enumerate(ids) if id_ in stored]
-            self.upsert([ids[i] for i in again], [vectors[i] for i in again], [texts[i] for i in again],
-                        [metadatas[i] for i in again])
-            fresh = [i for i, id_ in enumerate(ids) if id_ not in stored]
-            ids, vectors = [ids[i] for i in fresh], [vectors[i] for i in fresh]
-            texts, metadatas = [texts[i] for i in fresh], [metadatas[i] for i in fresh]
+            def rows(keep: bool) -> list[list[Any]]:
+                chosen = [i for i, id_ in enumerate(ids) if (id_ in stored) == keep]
+                return [[column[i] for i in chosen] for column in (ids, vectors, texts, metadatas)]
+
+            self.upsert(*rows(True))
+            ids, vectors, texts, metadatas = rows(False)
         if len(ids):
             current = self._side_before_write()
             chroma.add_chunks(self.collection, ids, [list(map(float, v)) for v in vectors], texts, metadatas)

@@ -43,8 +43,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.base.errors import ConfigError
 from rag.base.filters import validate_filter
+from rag.base.portable import check_k
 from rag.base.text import tokenize
 from rag.stores.fts_index import DEFAULT_FIELDS
 from rag.stores.in_store_lexical import InStoreLexical
@@ -134,8 +134,7 @@ class QdrantLexical(InStoreLexical):
                filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
         """The top-`k` chunks for `query` among those the portable `filter` allows, BM25-scored, best first;
         ``metadata["scores"] == {"bm25": score}``."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        k = check_k(k)
         canon = validate_filter(filter)
         sparse = self._query(query)
         if sparse is None:
