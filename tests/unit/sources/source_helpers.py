@@ -143,8 +143,10 @@ class Site:
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                # recorded before the write: once the client has the last body it may finish and check `bodies`
+                # before this thread would run again (CI saw the last page of a crawl missing)
                 site.bodies.append(self.path)
+                self.wfile.write(body)
 
             def log_message(self, *args) -> None:
                 pass
