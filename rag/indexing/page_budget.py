@@ -4,10 +4,12 @@ pdfplumber's table detection (`rag.indexing.tables.find_tables`, the opt-in find
 in a page: a page of dense rows can take minutes. It runs in Python (pdfminer.six), so it can be
 interrupted between two bytecodes: a watchdog thread raises `PageTimeout` in the working thread
 (`PyThreadState_SetAsyncExc`) when a step outlives its budget, and the step's caller reads that
-page as text. One watchdog thread serves every step of a file; arming and disarming are under one
-lock, the interrupt is sent again every 10 ms until the step ends (one landing in a garbage-collector
-callback is swallowed there), and one sent but not yet delivered when the step ended is withdrawn,
-so `PageTimeout` never escapes the `with` block of the step it was meant for.
+page as text. One watchdog thread serves every step of a file. A step's `with` block holds a lock of its
+own (a C lock, released by the `with` statement itself, so no Python code runs between the block's end
+and the release); the interrupt is sent only while that lock is held, again every 10 ms until the
+block ends (one landing in a garbage-collector callback is swallowed there). An earlier version
+disarmed in a generator's `finally`: an interrupt landing in `contextlib`'s exit before the generator
+resumed left the step armed, and the next one escaped past the `with` (seen once in CI).
 
 Work in C (a long zlib inflate inside pdfminer) is interrupted when it returns to Python.
 `PageTimeout` derives from `BaseException`, so an `except Exception` inside the library does not
@@ -30,8 +32,6 @@ import ctypes
 import math
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["PageTimeout", "Watchdog"]
@@ -51,8 +51,8 @@ def _interrupt(thread_id: int, exc: Any) -> None:
 class Watchdog:
     """Cuts off steps that take longer than `seconds` (a context manager: its thread stops on exit).
 
-    The state is guarded by a plain `threading.Lock`, whose `with` runs no Python code on entry, so an
-    interrupt delivered while a step ends can never leave the lock held.
+    The state is guarded by a plain `threading.Lock` taken by `step` (before the block) and by the
+    watchdog thread, never while the block runs.
 
     Args:
         seconds: the budget of one step, 0 or more (0: every step is cut off at once; `math.inf`: none).
@@ -64,7 +64,8 @@ class Watchdog:
         self._wake = threading.Event()
         self._deadline: float | None = None
         self._target = 0
-        self._fired = False
+        self._inside = threading.Lock()   # the armed block's lock (see `step`)
+        self._seen = False                # the watchdog saw that block running
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -74,29 +75,28 @@ class Watchdog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def step(self) -> Iterator[None]:
-        """Run the `with` block within the budget; `PageTimeout` is raised in it when the budget is spent."""
+    def step(self) -> Any:
+        """Arm the budget for the next `with` block; `PageTimeout` is raised in it when the budget is spent.
+
+        Returns the block's context manager: a fresh `threading.Lock`, held while the block runs. Its enter
+        and exit are C code, so nothing in Python runs between the end of the block and the lock's release:
+        the watchdog interrupts only while the lock is held, and an interrupt sent but not yet delivered when
+        the block ends is delivered at the `with` statement's own exit, inside the caller's `try` (the step
+        is then reported cut off: it did overrun its budget). Wrap the `with` in `try ... except PageTimeout`.
+        """
+        inside = threading.Lock()
         if math.isinf(self.seconds):
-            yield
-            return
+            return inside
         if self.seconds <= 0:   # (no budget: cut off before it starts, without waiting for the watchdog thread)
             raise PageTimeout
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, name="rag-page-watchdog", daemon=True)
             self._thread.start()
-        with self._lock:   # (the watchdog fires under this lock: nothing is interrupted before the step is armed)
-            self._target, self._fired = threading.get_ident(), False
+        with self._lock:
+            self._target, self._inside, self._seen = threading.get_ident(), inside, False
             self._deadline = time.monotonic() + self.seconds
             self._wake.set()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._deadline = None
-                if self._fired:   # sent while the block was ending: withdrawn if it was not delivered yet
-                    self._fired = False
-                    _interrupt(self._target, None)
+        return inside
 
     def _watch(self) -> None:
         left: float | None = None
@@ -107,11 +107,16 @@ class Watchdog:
                 if self._closed:
                     return
                 left = None if self._deadline is None else self._deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    # sent again until the step ends: one that lands in a garbage-collector callback (Python code,
-                    # e.g. Hypothesis's) is swallowed there as "unraisable"
-                    self._deadline, self._fired, left = time.monotonic() + _RESEND, True, _RESEND
+                if left is None or left > 0:
+                    continue
+                if self._inside.locked():   # in the block: sent again until it ends (one that lands in a
+                    self._seen = True         # garbage-collector callback is swallowed there as "unraisable")
                     _interrupt(self._target, PageTimeout)
+                elif self._seen:   # the block ended after an interrupt: nothing more to send
+                    self._deadline = left = None
+                    continue
+                # (not locked and never seen locked: the block has not begun yet, or ended in time: look again)
+                self._deadline, left = time.monotonic() + _RESEND, _RESEND
 
     def close(self) -> None:
         """Stop the watchdog thread (no step may run after this)."""
