@@ -1,4 +1,4 @@
-"""`InStoreLexical`: what a lexical index kept in its chunks' own store has in common (pgvector, Qdrant).
+"""`InStoreLexical`: what a lexical index kept in its chunks' own store has in common (pgvector, Qdrant, LanceDB).
 
 Such an index lives with the chunks (`rag.stores.pg_lexical`: a column of the chunks' table;
 `rag.stores.qdrant_lexical`: a sparse vector of the chunks' points), so a deleted chunk takes its
@@ -18,7 +18,15 @@ from langchain_core.documents import Document
 from rag.base.text import tokenize
 from rag.stores.fts_index import DEFAULT_FIELDS
 
-__all__ = ["InStoreLexical"]
+__all__ = ["InStoreLexical", "chunk_tokens"]
+
+
+def chunk_tokens(text: str, metadata: dict[str, Any] | None = None,
+                 fields: Sequence[str] = DEFAULT_FIELDS) -> list[str]:
+    """The indexed tokens of a chunk: its metadata `fields` (title, section) first, then its text."""
+    metadata = metadata or {}
+    extra = " ".join(str(metadata[f]) for f in fields if metadata.get(f) is not None)
+    return tokenize(f"{extra} {text}" if extra else text)
 
 
 class InStoreLexical:
@@ -34,9 +42,7 @@ class InStoreLexical:
 
     def tokens(self, text: str, metadata: dict[str, Any] | None = None) -> list[str]:
         """The indexed tokens of a chunk (its fields first)."""
-        metadata = metadata or {}
-        extra = " ".join(str(metadata[f]) for f in self.metadata_fields if metadata.get(f) is not None)
-        return tokenize(f"{extra} {text}" if extra else text)
+        return chunk_tokens(text, metadata, self.metadata_fields)
 
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
         """Write the tokens of chunks already stored (by id)."""

@@ -43,11 +43,14 @@ from langchain_core.vectorstores import VectorStore
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.filters import Comparison, normal_form, validate_filter
 from rag.stores.chunk_store import unsupported
+from rag.stores.in_store_lexical import chunk_tokens
 from rag.stores.vector_store_chunks import VectorStoreChunks
 
-__all__ = ["open_store", "scratch_store", "STORE", "LanceChunks", "LanceStore", "where_clause"]
+__all__ = ["open_store", "scratch_store", "STORE", "TOKENS", "LanceChunks", "LanceStore", "where_clause"]
 
 BACKEND = "lancedb"
+#: the column of a lexical table holding each chunk's tokens (`rag.stores.lance_lexical`)
+TOKENS = "rag_tokens"
 _EXACT = 2**53
 _ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _SQL_TYPES = {"s": "STRING", "n": "DOUBLE", "b": "BOOLEAN"}
@@ -123,11 +126,19 @@ class LanceStore(VectorStore):
         table: the table name.
     """
 
-    def __init__(self, embedding: Embeddings, *, uri: str | Path, table: str = "chunks") -> None:
+    def __init__(self, embedding: Embeddings, *, uri: str | Path, table: str = "chunks", lexical: bool = False) -> None:
         self._embedding = embedding
         self._uri = str(uri)
         self._name = table
         self._table: Any = None
+        self._lexical = lexical
+
+    @property
+    def lexical(self) -> bool:
+        """Whether each row holds its chunk's lexical tokens in `TOKENS` (`rag.stores.lance_lexical`): a table this
+        store creates with `lexical=True`, or an existing table that has the column."""
+        table = self.table()
+        return self._lexical if table is None else TOKENS in table.schema.names
 
     @property
     def embeddings(self) -> Embeddings:
@@ -166,7 +177,9 @@ class LanceStore(VectorStore):
                               f"{len(ids)} ids: give one each")
         if not texts:
             return []
-        rows = [_row(id_, text, vector, md) for id_, text, vector, md in zip(ids, texts, vectors, metadatas, strict=True)]
+        lexical = self.lexical
+        rows = [_row(id_, text, vector, md, lexical) for id_, text, vector, md in zip(ids, texts, vectors, metadatas,
+                                                                                       strict=True)]
         self._write(rows, len(rows[0]["vector"]))
         return ids
 
@@ -178,7 +191,7 @@ class LanceStore(VectorStore):
         new = dict(zip(ids, metadatas, strict=True))
         where = "id IN (" + ", ".join(_literal(str(i), "$in") for i in new) + ")"
         old = table.search().where(where).select(["id", "text", "vector"]).limit(len(new)).to_list()
-        rows = [_row(r["id"], r["text"], r["vector"], new[r["id"]]) for r in old]
+        rows = [_row(r["id"], r["text"], r["vector"], new[r["id"]], self.lexical) for r in old]
         if not rows:
             return
         self._add_columns(table, rows)
@@ -199,6 +212,7 @@ class LanceStore(VectorStore):
         if table is None:
             fields = [pa.field("id", pa.string()), pa.field("text", pa.string()),
                       pa.field("vector", pa.list_(pa.float32(), dimension)), pa.field("metadata", pa.string())]
+            fields += [pa.field(TOKENS, pa.string())] if self._lexical else []
             fields += [pa.field(name, _ARROW[name[-1]](pa)) for name in sorted(wanted)]
             self._table = table = lancedb.connect(self._uri, read_consistency_interval=_ALWAYS).create_table(self._name, schema=pa.schema(fields))
         else:
@@ -269,9 +283,12 @@ class LanceStore(VectorStore):
 _ARROW = {"s": lambda pa: pa.string(), "n": lambda pa: pa.float64(), "b": lambda pa: pa.bool_()}
 
 
-def _row(id_: str, text: str, vector: Sequence[float], md: dict[str, Any]) -> dict[str, Any]:
-    """A table row: id, text, vector, the metadata as JSON, and one typed filter column per key."""
+def _row(id_: str, text: str, vector: Sequence[float], md: dict[str, Any], lexical: bool = False) -> dict[str, Any]:
+    """A table row: id, text, vector, the metadata as JSON, one typed filter column per key and, in a lexical
+    table, the chunk's tokens joined by spaces."""
     row = {"id": id_, "text": text, "vector": [float(x) for x in vector], "metadata": json.dumps(md)}
+    if lexical:
+        row[TOKENS] = " ".join(chunk_tokens(text, md))
     # numbers are doubles in their filter column (an integer past 2**53 approximately; filters cannot
     # name such integers), exact in the JSON metadata
     row.update({column(key, _kind(v)): float(v) if _kind(v) == "n" else v for key, v in md.items()
@@ -306,7 +323,7 @@ def open_store(table: str, embedding: Embeddings, *, uri: str | Path, create: bo
     Raises:
         ConfigError: the table is missing and not `create`.
     """
-    store = LanceStore(embedding, uri=uri, table=table)
+    store = LanceStore(embedding, uri=uri, table=table, lexical=create)   # (a new table gets its tokens' column)
     if store.table() is None and not create:
         raise ConfigError(f"no LanceDB table {store.table_name!r} in {uri}; create: true makes an empty one")
     return store
@@ -314,4 +331,4 @@ def open_store(table: str, embedding: Embeddings, *, uri: str | Path, create: bo
 
 def scratch_store(embedding: Embeddings, workdir: str | Path, name: str, *, url: str | None = None) -> LanceStore:
     """A new, empty `LanceStore` table under `workdir` (for tests and benchmarks)."""
-    return LanceStore(embedding, uri=Path(workdir) / "lance", table=name)
+    return LanceStore(embedding, uri=Path(workdir) / "lance", table=name, lexical=True)

@@ -185,11 +185,18 @@ def test_the_reported_case_expand_two_with_a_page_filter_returns_page_zero_only(
         _assert_isolated(result.context, chunks, {"docs": {"page": 0}})
 
 
-@pytest.fixture(scope="module")
-def knowledge_base(tmp_path_factory):
-    """A real knowledge base: markdown files whose chunks carry different `section` values."""
+#: each lexical path a knowledge base can take: FTS5 beside Chroma (the embedded default), the engine's own index
+#: (Qdrant's sparse vectors, LanceDB's full-text index), FTS5 beside the records (Milvus); pgvector's full-text search
+#: is checked against a real PostgreSQL in tests/unit/stores/test_pg_lexical.py
+ENGINES = ["default", "qdrant", "lancedb", "milvus"]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def knowledge_base(request, tmp_path_factory):
+    """A real knowledge base on each engine: markdown files whose chunks carry different `section` values."""
     from rag.compose.knowledge_base import KnowledgeBase
     from rag.indexing.chunking import TokenChunker
+    from rag.testing.stores import empty_store
 
     root = tmp_path_factory.mktemp("kbiso")
     corpus = root / "corpus"
@@ -197,8 +204,11 @@ def knowledge_base(tmp_path_factory):
     for f in range(3):
         body = "\n\n".join(f"# {s}\n\n" + " ".join(f"{s.lower()} {w} file{f}" for w in WORDS) * 3 for s in SECTIONS)
         (corpus / f"report{f}.md").write_text(body)
-    kb = KnowledgeBase("iso", root / "store", embedding=_EMBEDDING, chunker=TokenChunker.sized(40))
+    store = None if request.param == "default" else empty_store(request.param, _EMBEDDING, root, "iso")
+    kb = KnowledgeBase("iso", root / "store", embedding=_EMBEDDING, chunker=TokenChunker.sized(40), store=store)
     kb.add_documents(corpus)
+    lexical = {"default": "FTSIndex", "qdrant": "QdrantLexical", "lancedb": "LanceLexical", "milvus": "FTSIndex"}
+    assert type(kb.storage.chunks.lexical).__name__ == lexical[request.param]   # the path this case is meant to check
     return kb
 
 

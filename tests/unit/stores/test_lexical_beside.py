@@ -1,7 +1,7 @@
-"""Knowledge bases on Milvus and LanceDB (real engines: Milvus Lite, LanceDB) keep their lexical index in SQLite FTS5
-beside their records: written with the chunks, never rebuilt after a change, the filter inside the query, and a
-knowledge base indexed before it existed is filled once from its store. (Qdrant: its collection's own sparse vectors,
-or FTS5 beside for a collection made elsewhere: tests/unit/stores/test_qdrant_lexical.py.)"""
+"""Knowledge bases on Milvus (real engine: Milvus Lite) keep their lexical index in SQLite FTS5 beside their records:
+written with the chunks, never rebuilt after a change, the filter inside the query, and a knowledge base indexed
+before it existed is filled once from its store. (Qdrant and LanceDB: the engine's own index, or FTS5 beside for a
+collection or table made elsewhere: tests/unit/stores/test_qdrant_lexical.py, test_lance_lexical.py.)"""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _docs(start: int = 0, n: int = 12) -> list[Document]:
                      metadata={"source": f"s{i}", "team": ["a", "b"][i % 2]}) for i in range(start, start + n)]
 
 
-@pytest.fixture(params=sorted(BESIDE - {"qdrant"}))
+@pytest.fixture(params=sorted(BESIDE - {"qdrant", "lancedb"}))   # (made by rag: their own index)
 def kb(request, tmp_path: Path) -> KnowledgeBase:
     store = empty_store(request.param, EMB, tmp_path, next(_labels))
     kb = KnowledgeBase("notes", tmp_path / "kbdir", embedding=EMB, store=store)

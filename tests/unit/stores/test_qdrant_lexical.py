@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
-from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +18,8 @@ from rag.stores.fts_index import FTSIndex
 from rag.stores.qdrant import open_store
 from rag.stores.qdrant_lexical import AVG_TOKENS, VECTOR, QdrantLexical, term_id
 from tests.unit.retrieval.test_retrieval_filter_isolation import filters
-from tests.unit.stores.lexical_checks import assert_filter_inside_the_query
+from tests.unit.stores.lexical_checks import (assert_filter_inside_the_query, assert_scores_are_okapi_bm25,
+                                              assert_the_engine_index_is_searched)
 
 EMB = DeterministicFakeEmbedding(size=16)
 _names = (f"qlex{i}" for i in itertools.count())
@@ -48,37 +47,14 @@ def kb(tmp_path_factory):
 
 
 def test_the_index_is_the_collections_sparse_vectors_written_with_the_chunks(kb):
-    lexical = kb.storage.chunks.lexical
-    assert isinstance(lexical, QdrantLexical) and lexical.count() == kb.count() == 24
-    assert not (kb.home / "lexical.sqlite").exists() and not list(kb.home.glob("bm25*"))
-    index = kb.as_resource(search="bm25").retriever.index
-    assert index is lexical
-    assert {d.metadata["source"] for d, _ in index.search("margin", k=50)} == {
-        d.metadata["source"] for d in kb.get_documents() if "margin" in d.page_content}
+    lexical = assert_the_engine_index_is_searched(kb, QdrantLexical, 24)
+    assert sorted(lexical.ids()) == sorted(d.id for d in kb.get_documents())
 
 
 def test_scores_are_okapi_bm25_with_the_engines_idf(kb):
     """k1 = 1.2, b = 0.75, the constant average length, idf ln(1 + (N - n + 0.5) / (n + 0.5)) over the collection."""
-    lexical = kb.storage.chunks.lexical
-    docs = kb.get_documents()
-    tokens = {d.id: lexical.tokens(d.page_content, d.metadata) for d in docs}
-    n = len(docs)
-    for query in ["revenue", "cash debt", "risk margin income"]:
-        terms = set(lexical.tokens(query))
-        df = {t: sum(t in toks for toks in tokens.values()) for t in terms}
-
-        def bm25(toks, terms=terms, df=df):
-            tf = Counter(toks)
-            return sum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * tf[t] * 2.2
-                       / (tf[t] + 1.2 * (0.25 + 0.75 * len(toks) / AVG_TOKENS)) for t in terms if tf[t])
-
-        expected = sorted(((bm25(toks), i) for i, toks in tokens.items() if terms & set(toks)), reverse=True)
-        found = lexical.search(query, k=50)
-        assert len(found) == len(expected)
-        by_id = dict(expected and [(i, s) for s, i in expected])
-        for doc, score in found:
-            assert score == pytest.approx(by_id[doc.id], rel=1e-5) and doc.metadata["scores"] == {"bm25": score}
-        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert_scores_are_okapi_bm25(kb.storage.chunks.lexical, kb.get_documents(),
+                                 ["revenue", "cash debt", "risk margin income"], avg=AVG_TOKENS)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
