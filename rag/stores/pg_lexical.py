@@ -3,9 +3,10 @@
 The chunks' table gets two columns: ``rag_tokens``, a ``tsvector`` of the chunk's tokens (title,
 section and text tokenised by `rag.base.text.tokenize`, the tokens of the in-process `BM25Index`,
 written as lexemes with their positions, so PostgreSQL's parser never re-splits them) with a GIN
-index, and ``rag_length``, the number of tokens. A trigger on the table keeps, in the same
-transaction as each row's change, the document frequency of every term (``<table>_rag_terms``) and
-the number and total length of the indexed rows (``<table>_rag_stats``). A search is one SQL
+index, and ``rag_length``, the number of tokens. Triggers on the table keep, in the same
+transaction as each statement's changes (per statement, from its transition tables: a batch's terms
+are one grouped upsert), the document frequency of every term (``<table>_rag_terms``) and the number
+and total length of the indexed rows (``<table>_rag_stats``). A search is one SQL
 statement: the GIN index selects the rows holding a query term, among those the caller's filter
 allows (`rag.stores.pgvector.where_clause`, inside the same statement), and they are scored with
 Okapi BM25 exactly as `BM25Index` scores (k1 = 1.5, b = 0.75, idf ``ln(1 + (N - df + 0.5) / (df +
@@ -60,6 +61,15 @@ def tsvector_literal(tokens: Sequence[str]) -> str:
     return " ".join(f"{_lexeme(t)}:{','.join(map(str, p[:256]))}" for t, p in positions.items())
 
 
+async def _in_one_transaction(vs: Any, statements: list[str]) -> None:
+    from sqlalchemy import text
+
+    async with vs.engine.connect() as conn:
+        for sql in statements:
+            await conn.execute(text(sql))
+        await conn.commit()
+
+
 class PGLexical(InStoreLexical):
     """The lexical index in a `PGVectorStore`'s table (see the module docstring).
 
@@ -102,24 +112,35 @@ class PGLexical(InStoreLexical):
         return f"{self._names['schema']}.{self._names[name]}"
 
     def ensure(self) -> PGLexical:
-        """Add the columns, the GIN index, the term and stats tables and the trigger, unless the table has them."""
+        """Add the columns, the GIN index, the term and stats tables and the triggers, unless the table has them.
+
+        The triggers are per statement (with its transition tables): a batch's tokens are one `UPDATE` and its
+        terms' document frequencies one grouped upsert, where the triggers of earlier versions (per row, replaced
+        here in one transaction) upserted every term of every row.
+        """
         self._ready = True   # (the statements below run through _run / _write)
         found = self._run("SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = CAST(:table AS regclass) AND "
-                          "tgname = :name", {"table": self.table, "name": f"{self.vs.table_name}_rag_count"})
+                          "tgname = :name", {"table": self.table, "name": f"{self.vs.table_name}_rag_upd"})
         if found[0]["n"]:
             return self
         n = self._names
-        trigger = f"""
+        delta = f"""
+    INSERT INTO {self._t('terms')} AS t (term, df)
+      SELECT lexeme, sum(d) FROM ({{rows}}) AS x GROUP BY lexeme HAVING sum(d) <> 0 ORDER BY lexeme
+      ON CONFLICT (term) DO UPDATE SET df = t.df + EXCLUDED.df;
+    UPDATE {self._t('stats')} AS s SET n = s.n + x.n, total = s.total + x.total
+      FROM (SELECT coalesce(sum(d), 0) AS n, coalesce(sum(d * len), 0) AS total FROM ({{lengths}}) AS y) AS x
+      WHERE s.one = 1;"""
+        new_rows = "SELECT u.lexeme, 1 AS d FROM rag_new AS r, unnest(r.rag_tokens) AS u"
+        old_rows = "SELECT u.lexeme, -1 AS d FROM rag_old AS r, unnest(r.rag_tokens) AS u"
+        new_lengths = "SELECT 1 AS d, rag_length AS len FROM rag_new WHERE rag_tokens IS NOT NULL"
+        old_lengths = "SELECT -1 AS d, rag_length AS len FROM rag_old WHERE rag_tokens IS NOT NULL"
+        function = f"""
 CREATE OR REPLACE FUNCTION {self._t('count')}() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
-  IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.rag_tokens IS NOT NULL THEN
-    UPDATE {self._t('terms')} SET df = df - 1 WHERE term IN (SELECT lexeme FROM unnest(OLD.rag_tokens));
-    UPDATE {self._t('stats')} SET n = n - 1, total = total - OLD.rag_length WHERE one = 1;
-  END IF;
-  IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.rag_tokens IS NOT NULL THEN
-    INSERT INTO {self._t('terms')} (term, df) SELECT lexeme, 1 FROM unnest(NEW.rag_tokens)
-      ON CONFLICT (term) DO UPDATE SET df = {self._t('terms')}.df + 1;
-    UPDATE {self._t('stats')} SET n = n + 1, total = total + NEW.rag_length WHERE one = 1;
+  IF TG_OP = 'INSERT' THEN{delta.format(rows=new_rows, lengths=new_lengths)}
+  ELSIF TG_OP = 'DELETE' THEN{delta.format(rows=old_rows, lengths=old_lengths)}
+  ELSE{delta.format(rows=f"{new_rows} UNION ALL {old_rows}", lengths=f"{new_lengths} UNION ALL {old_lengths}")}
   END IF;
   RETURN NULL;
 END $body$"""
@@ -131,13 +152,16 @@ END $body$"""
             f"CREATE TABLE IF NOT EXISTS {self._t('stats')} (one integer PRIMARY KEY, n bigint NOT NULL, "
             "total bigint NOT NULL)",
             f"INSERT INTO {self._t('stats')} VALUES (1, 0, 0) ON CONFLICT DO NOTHING",
-            trigger,
-            f"DROP TRIGGER IF EXISTS {n['count']} ON {self.table}",
-            f"CREATE TRIGGER {n['count']} AFTER INSERT OR DELETE OR UPDATE OF rag_tokens ON {self.table} "
-            f"FOR EACH ROW EXECUTE FUNCTION {self._t('count')}()",
+            function,
+            f"DROP TRIGGER IF EXISTS {n['count']} ON {self.table}",   # (the per-row trigger of earlier versions)
         ]
-        for sql in statements:
-            self._write(sql, [{}])
+        for event, name, tables in (("INSERT", "ins", "NEW TABLE AS rag_new"), ("DELETE", "del", "OLD TABLE AS rag_old"),
+                                    ("UPDATE", "upd", "OLD TABLE AS rag_old NEW TABLE AS rag_new")):
+            trigger = _ident(f"{self.vs.table_name}_rag_{name}")
+            statements += [f"DROP TRIGGER IF EXISTS {trigger} ON {self.table}",
+                           f"CREATE TRIGGER {trigger} AFTER {event} ON {self.table} REFERENCING {tables} "
+                           f"FOR EACH STATEMENT EXECUTE FUNCTION {self._t('count')}()"]
+        self.chunks.store._engine._run_as_sync(_in_one_transaction(self.vs, statements))
         return self
 
     def _id(self) -> str:
@@ -162,10 +186,13 @@ END $body$"""
         for id_, text, metadata in zip(ids, texts, metadatas, strict=True):
             tokens = self.tokens(text, dict(metadata or {}))
             rows.append({"id": str(id_), "tokens": tsvector_literal(tokens), "length": len(tokens)})
-        sql = (f"UPDATE {self.table} SET rag_tokens = CAST(:tokens AS tsvector), rag_length = :length "
-               f"WHERE {_ident(self.vs.id_column)} = CAST(:id AS {self._id()})")
-        for start in range(0, len(rows), _BATCH):
-            self._write(sql, rows[start:start + _BATCH])
+        sql = (f"UPDATE {self.table} AS t SET rag_tokens = CAST(v.tokens AS tsvector), rag_length = v.length "
+               "FROM unnest(CAST(:ids AS text[]), CAST(:tokens AS text[]), CAST(:lengths AS integer[])) "
+               f"AS v(id, tokens, length) WHERE t.{_ident(self.vs.id_column)} = CAST(v.id AS {self._id()})")
+        for start in range(0, len(rows), _BATCH):   # (one statement a batch: the triggers run once for it)
+            part = rows[start:start + _BATCH]
+            self._write(sql, [{"ids": [r["id"] for r in part], "tokens": [r["tokens"] for r in part],
+                               "lengths": [r["length"] for r in part]}])
 
     # ------------------------------------------------------------------ reading
     def count(self) -> int:

@@ -183,6 +183,22 @@ class PGVectorChunks(VectorStoreChunks):
     def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         update_metadatas(self.store, ids, metadatas)
 
+    def _write(self, ids: list[str], vectors: list[list[float]], texts: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        """The rows `PGVectorStore.add_embeddings` writes (the same columns, values and upsert), but a batch in one
+        statement and one transaction: it writes and commits each row on its own (36 rows/s at load 20,
+        bench/pg_lexical_write.py). A table whose store computes a `tsvector` itself is left to the store."""
+        vs = _inner(self.store)
+        config = getattr(vs, "hybrid_search_config", None)
+        if config is not None and getattr(config, "tsv_column", None):
+            super()._write(ids, vectors, texts, metadatas)
+            return
+        sql = _insert_sql(vs)
+        rows = [_insert_row(vs, id_, text, vector, md) for id_, text, vector, md in zip(ids, texts, vectors, metadatas,
+                                                                                         strict=True)]
+        for start in range(0, len(rows), BATCH):
+            self.store._engine._run_as_sync(_execute(vs, sql, rows[start:start + BATCH]))
+
     def get_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """Stored vectors by id (ids not stored are absent), read from the table in batches."""
         vs, found = _inner(self.store), {}
@@ -222,6 +238,30 @@ def _uuid_form(id_: str) -> str:
         return str(uuid.UUID(hex=id_)) if len(id_) == 32 else id_
     except ValueError:
         return id_
+
+
+def _insert_sql(vs: Any) -> str:
+    """The upsert `_insert_row`'s rows fill: id, text, vector, the typed metadata columns, the JSON column."""
+    columns = [vs.id_column, vs.content_column, vs.embedding_column, *vs.metadata_columns]
+    columns += [vs.metadata_json_column] if vs.metadata_json_column else []
+    names = ", ".join(_ident(c) for c in columns)
+    values = ", ".join(f":c{i}" for i in range(len(columns)))
+    updates = ", ".join(f"{_ident(c)} = EXCLUDED.{_ident(c)}" for c in columns[1:])
+    return (f"INSERT INTO {_ident(vs.schema_name)}.{_ident(vs.table_name)} ({names}) VALUES ({values}) "
+            f"ON CONFLICT ({_ident(vs.id_column)}) DO UPDATE SET {updates}")
+
+
+def _insert_row(vs: Any, id_: str, text: str, vector: list[float], metadata: dict[str, Any]) -> dict[str, Any]:
+    """One row's parameters, as `PGVectorStore` writes them (a dict in a typed column as JSON, the rest of the
+    metadata in the JSON column)."""
+    row: dict[str, Any] = {"c0": id_, "c1": text, "c2": str([float(x) for x in vector])}
+    extra = dict(metadata)
+    for i, column in enumerate(vs.metadata_columns, start=3):
+        value = extra.pop(column, None)
+        row[f"c{i}"] = json.dumps(value) if isinstance(value, dict) else value
+    if vs.metadata_json_column:
+        row[f"c{3 + len(vs.metadata_columns)}"] = json.dumps(extra)
+    return row
 
 
 async def _execute(vs: Any, sql: str, rows: list[dict[str, Any]]) -> None:
