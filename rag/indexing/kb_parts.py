@@ -186,6 +186,8 @@ class IndexTarget:
         if self.exists and not self._save_manifest:
             return self
         with self.lock:
+            if not self.exists and self.tables is not None and (found := server_manifest(self.tables)) is not None:
+                self._adopt(found)   # created by another process since this one opened it
             if not self.exists:
                 self._check_store_is_new()
                 self._save()
@@ -193,6 +195,15 @@ class IndexTarget:
                 self._save()
             self._save_manifest = False
         return self
+
+    def _adopt(self, found: Manifest) -> None:
+        """Take the manifest another process saved in the server, checked against this one's settings
+        (`ConfigError` if they differ: another embedding model, chunker or AutoContext)."""
+        parts = resolve_parts(self.name, self.directory, found, embedding=self.embedding_model,
+                              chunker=self.components.chunker, autocontext=self.components.autocontext,
+                              tagger=self.components.tagger, description="", backend=self.backend,
+                              store_name=self._store_name)
+        self.manifest, self.components, self._in_server = parts.manifest, parts.components, True
 
     @property
     def _store_name(self) -> str:

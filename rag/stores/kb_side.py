@@ -29,7 +29,12 @@ from rag.stores.milvus import MilvusChunks
 from rag.stores.pg_tables import server_tables
 from rag.stores.qdrant import QdrantChunks
 
-__all__ = ["SideStore", "SideTables", "kb_tables"]
+__all__ = ["LITE_SETTLE", "SERVER_SETTLE", "SideStore", "SideTables", "kb_tables"]
+
+#: seconds a Milvus writer waits between writing its claim on the lock and reading it back (`rag.stores.lease_lock`):
+#: on a server, longer than any pause of a writer between reading the entry and writing its claim; on Milvus Lite (a
+#: file, which one process opens at a time) the writers it has to exclude are threads of that process
+SERVER_SETTLE, LITE_SETTLE = 1.0, 0.1
 
 
 class SideStore(Protocol):
@@ -62,7 +67,9 @@ def kb_tables(chunks: Any) -> Any:
     if isinstance(inner, MilvusChunks):
         from rag.stores.milvus_side import MilvusSide
 
-        return SideTables(MilvusSide(inner.store.client, inner.store.collection_name))
+        uri = str((getattr(inner.store, "_connection_args", None) or {}).get("uri", ""))
+        return SideTables(MilvusSide(inner.store.client, inner.store.collection_name),
+                          settle=LITE_SETTLE if uri.endswith(".db") else SERVER_SETTLE)
     return None
 
 
@@ -74,7 +81,7 @@ class SideTables:
         lease, settle: the writer lock's (`LeaseLock`).
     """
 
-    def __init__(self, side: SideStore, *, lease: float = LEASE_SECONDS, settle: float = 1.0) -> None:
+    def __init__(self, side: SideStore, *, lease: float = LEASE_SECONDS, settle: float = SERVER_SETTLE) -> None:
         self.side = side
         #: how messages name the knowledge base
         self.where = side.where

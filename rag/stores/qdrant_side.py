@@ -9,7 +9,9 @@ A server gets keyword payload indexes on ``kind`` and ``doc_id`` (local mode has
 The writer lock's point is claimed with a compare-and-set (`QdrantCell`): an upsert with
 ``update_filter`` (replace it only when its heartbeat is stale; insert it when absent), a renewal
 with ``update_mode=update_only`` and a filter on the holder, a delete by the same filter; each in
-the shard leader's order (``ordering=strong``). See `rag.stores.lease_lock`.
+the shard leader's order (``ordering=strong``). See `rag.stores.lease_lock`. Local mode (one
+process per folder) checks a condition and applies an update in two steps that threads can
+interleave: there the cell's operations are also serialized by a lock of the process, per client.
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -23,7 +25,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -136,6 +141,18 @@ class QdrantSide:
                 return
 
 
+_LOCAL_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCAL_LOCKS_LOCK = threading.Lock()
+
+
+def _serialized(client: Any) -> Any:
+    """A lock of this process for the cell operations on a local-mode `client`; a no-op context on a server."""
+    if not _is_local(client):
+        return contextlib.nullcontext()
+    with _LOCAL_LOCKS_LOCK:
+        return _LOCAL_LOCKS.setdefault(client._client, threading.Lock())
+
+
 class QdrantCell:
     """The writer lock's point of a `QdrantSide`, claimed with a compare-and-set (`rag.stores.lease_lock`)."""
 
@@ -160,8 +177,9 @@ class QdrantCell:
         self.side.ensure()
         point = models.PointStruct(id=self.id, vector={}, payload={"key": LOCK_KEY, "kind": "lock", "doc_id": "",
                                                                   "value": "", "owner": owner, "beat": now})
-        self.side.client.upsert(self.side.name, points=[point], wait=True, ordering=models.WriteOrdering.STRONG,
-                                **conditions)
+        with _serialized(self.side.client):
+            self.side.client.upsert(self.side.name, points=[point], wait=True, ordering=models.WriteOrdering.STRONG,
+                                    **conditions)
 
     def claim(self, owner: str, now: float, stale_before: float) -> None:
         from qdrant_client import models
@@ -180,5 +198,6 @@ class QdrantCell:
 
         if self.side._exists():
             held = models.Filter(must=[models.HasIdCondition(has_id=[self.id]), self.side._filter(owner=owner)])
-            self.side.client.delete(self.side.name, points_selector=models.FilterSelector(filter=held), wait=True,
-                                    ordering=models.WriteOrdering.STRONG)
+            with _serialized(self.side.client):
+                self.side.client.delete(self.side.name, points_selector=models.FilterSelector(filter=held),
+                                        wait=True, ordering=models.WriteOrdering.STRONG)
