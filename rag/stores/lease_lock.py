@@ -34,7 +34,7 @@ Example:
     >>> try:
     ...     second.acquire(0.0)
     ... except StoreError as exc:
-    ...     print(str(exc)[:45])
+    ...     print(str(exc)[:44])
     the knowledge base in KB is being written by
     >>> first.release(); second.acquire(0.0); second.release()
 """

@@ -4,7 +4,11 @@ answer alike, see each other's writes without a restart, and exclude each other'
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import io
 import itertools
+import json
 import logging
 import threading
 import time
@@ -12,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
@@ -166,3 +172,55 @@ def test_long_records_and_damaged_entries(engine, tmp_path):
     kb.storage.tables.side.put([("record:zz", "record", "d", '{"source": 1}')])
     with pytest.raises(StoreError, match="records in .* are damaged .*index the documents again"):
         kb.list_documents()
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_rag_ask_from_an_empty_folder(kind, tmp_path):
+    from rag.cli import main
+
+    where = {"path": str(tmp_path / "qdrant")} if kind == "qdrant" else {"path": str(tmp_path / "milvus.db")}
+    backend = json.dumps({"kind": kind, **where, "collection": "capitals"})
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "rome.md").write_text("Rome is the capital of Italy.\n")
+    assert main(["index", str(corpus), "--store", str(tmp_path / "a"), "--collection", "capitals",
+                 "--embedding", "fake", "--backend", backend.replace("}", ', "create": true}')]) == 0
+    gc.collect()   # (Qdrant's local mode: the indexing command's client lets go of the folder)
+
+    def ask(folder: str) -> dict:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["ask", "What is the capital of Italy?", "--store", str(tmp_path / folder),
+                         "--collection", "capitals", "--backend", backend, "--json"]) == 0
+        gc.collect()
+        return json.loads(out.getvalue())
+
+    empty = ask("empty")
+    assert [d["page_content"] for d in empty["context"]] == [d["page_content"] for d in ask("a")["context"]]
+    assert "Rome is the capital of Italy." in empty["context"][0]["page_content"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=4), max_leaves=12)
+       | st.text(max_size=40))
+def test_an_entry_that_is_not_a_record_is_a_store_error(value, qdrant_records):
+    """Entries are read as untrusted: anything but a record's fields of the right types is a `StoreError`."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    try:
+        record = qdrant_records._parse(text)
+    except StoreError as exc:
+        assert "damaged" in str(exc)
+    else:
+        assert isinstance(record.source, str) and isinstance(record.chunk_ids, list)
+
+
+@pytest.fixture(scope="module")
+def qdrant_records():
+    from qdrant_client import QdrantClient
+
+    from rag.indexing.engine_records import EngineRecordStore
+    from rag.stores.qdrant_side import QdrantSide
+
+    return EngineRecordStore(SideTables(QdrantSide(QdrantClient(location=":memory:"), "hostile")))
