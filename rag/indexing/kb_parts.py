@@ -213,8 +213,12 @@ class IndexTarget:
     def _check_store_is_new(self) -> None:
         """A new knowledge base must not search chunks it did not write (another one's, or lost records')."""
         if self._chunks is not None and (held := self._chunks.count()):
+            earlier = "" if self.tables is None else (
+                f"; if an earlier version of rag indexed it, open it once from the folder it was indexed from (its "
+                f"manifest and records then move into {self.tables.where}, and any folder opens it)")
             raise StoreError(f"knowledge base {self.name!r} is new, but its {self.backend} store {self._store_name!r} "
-                             f"already holds {held:,} chunk(s) it did not write: give it an empty one of its own")
+                             f"already holds {held:,} chunk(s) it did not write: give it an empty one of its own"
+                             f"{earlier}")
 
     @property
     def records(self) -> RecordStore:

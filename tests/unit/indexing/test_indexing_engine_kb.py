@@ -148,6 +148,8 @@ def test_a_knowledge_base_with_its_records_in_its_folder_moves_them_into_the_eng
     local.close()
     side = kb.storage.tables.side
     side.delete(["manifest", *(f"record:{s}" for s in sources)])
+    with pytest.raises(StoreError, match="open it once from the folder it was indexed from"):   # not yet moved
+        engine.kb(tmp_path / "c").add_documents(_docs(CITIES[:1]))
     with caplog.at_level(logging.WARNING, logger="rag.indexing.kb_server"):
         again = engine.kb(tmp_path / "a")
         assert [r.source for r in again.list_documents()] == sources
