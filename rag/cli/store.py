@@ -20,9 +20,9 @@ def store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=DEFAULT_STORE, help="store directory (default: %(default)s)")
     parser.add_argument("--backend", default=None, metavar="JSON",
                         help='keep the chunks in another store: its config block as JSON, e.g. '
-                             '\'{"kind": "pgvector", "url_env": "RAG_PG_URL"}\' (docs/stores.md); on pgvector the '
-                             'manifest and records live in the database too and --store is a local cache, on other '
-                             'backends they stay in --store (default: Chroma in --store)')
+                             '\'{"kind": "pgvector", "url_env": "RAG_PG_URL"}\' (docs/stores.md); on pgvector, Qdrant '
+                             'and Milvus the manifest and records live in that engine too and --store is a local '
+                             'cache; on the others they stay in --store (default: Chroma in --store)')
 
 
 def backend_opener(args: argparse.Namespace, *, create: bool) -> Callable[[Any], Any] | None:
@@ -55,7 +55,7 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
     from rag.models.embeddings import default_embeddings
     from rag.stores.registry import collections, holds_store, local_client, new_vectorstore, store_name
 
-    if backend is not None:   # its chunks elsewhere; its manifest and records in that store's server (pgvector) or in `store`
+    if backend is not None:   # its chunks elsewhere; manifest and records in that engine (pgvector, Qdrant, Milvus) or `store`
         return KnowledgeBase.open(collection, store, store=backend(default_embeddings())).as_resource(search=search)
     if collection in list_knowledge_bases(store):   # (one on another backend says how to open it)
         return KnowledgeBase.open(collection, store).as_resource(search=search)

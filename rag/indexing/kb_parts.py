@@ -40,18 +40,17 @@ from rag.indexing.autocontext import AutoContext
 from rag.indexing.embedding_cache import CachedEmbeddings
 from rag.indexing.formats import Chunker
 from rag.indexing.kb_collections import recorded_collection, separate, shared_error, sharers
-from rag.indexing.kb_server import ServerWriterLock, migrate_to_server, server_manifest
+from rag.indexing.kb_server import ServerWriterLock, migrate_to_server, server_manifest, server_records
 from rag.indexing.kb_settings import check_name, resolve_parts
 from rag.indexing.locking import WriterLock
 from rag.indexing.manifest import DEFAULT_DIRECTORY, Manifest, missing_knowledge_base
 from rag.indexing.neighbours import in_document_order
-from rag.indexing.pg_records import PGRecordStore
 from rag.indexing.records import DocumentRecord, RecordStore
 from rag.indexing.store_files import refuse_symlinks
 from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
 from rag.stores.fts_index import FTSIndex
 from rag.stores.lexical_chunks import LexicalChunks, lexical_beside, with_engine_lexical
-from rag.stores.pg_tables import server_tables
+from rag.stores.kb_side import kb_tables
 from rag.stores.registry import DEFAULT, knowledge_base_store, open_local, require_chunks
 
 __all__ = ["LEXICAL_FILE", "IndexTarget", "KnowledgeBaseView"]
@@ -121,12 +120,13 @@ class IndexTarget:
         self.name = check_name(name)
         self._chunks: ChunkStore | None = None
         self._given_store = store is not None   # (else its chunks are in the default backend's collection)
-        #: the server tables holding its manifest and records beside its chunks (pgvector), or None
+        #: where its manifest, records and writer lock live beside its chunks (`rag.stores.kb_side.kb_tables`:
+        #: pgvector's tables, a Qdrant or Milvus side collection), or None (in its folder)
         self.tables = None
         if store is not None:
             self._chunks = with_engine_lexical(require_chunks(store, all_ids=self._stored_ids,
                                                               dimension=lambda: self.manifest.embedding.dimension))
-            self.tables = server_tables(self._chunks)
+            self.tables = kb_tables(self._chunks)
         if directory is None:  # in memory: a private temporary directory, removed when the process exits
             directory = tempfile.mkdtemp(prefix=f"rag-kb-{name}-")  # (retrievers over it outlive this object)
             atexit.register(shutil.rmtree, directory, True)
@@ -186,6 +186,8 @@ class IndexTarget:
         if self.exists and not self._save_manifest:
             return self
         with self.lock:
+            if not self.exists and self.tables is not None and (found := server_manifest(self.tables)) is not None:
+                self._adopt(found)   # created by another process since this one opened it
             if not self.exists:
                 self._check_store_is_new()
                 self._save()
@@ -193,6 +195,15 @@ class IndexTarget:
                 self._save()
             self._save_manifest = False
         return self
+
+    def _adopt(self, found: Manifest) -> None:
+        """Take the manifest another process saved in the server, checked against this one's settings
+        (`ConfigError` if they differ: another embedding model, chunker or AutoContext)."""
+        parts = resolve_parts(self.name, self.directory, found, embedding=self.embedding_model,
+                              chunker=self.components.chunker, autocontext=self.components.autocontext,
+                              tagger=self.components.tagger, description="", backend=self.backend,
+                              store_name=self._store_name)
+        self.manifest, self.components, self._in_server = parts.manifest, parts.components, True
 
     @property
     def _store_name(self) -> str:
@@ -202,8 +213,12 @@ class IndexTarget:
     def _check_store_is_new(self) -> None:
         """A new knowledge base must not search chunks it did not write (another one's, or lost records')."""
         if self._chunks is not None and (held := self._chunks.count()):
+            earlier = "" if self.tables is None else (
+                f"; if an earlier version of rag indexed it, open it once from the folder it was indexed from (its "
+                f"manifest and records then move into {self.tables.where}, and any folder opens it)")
             raise StoreError(f"knowledge base {self.name!r} is new, but its {self.backend} store {self._store_name!r} "
-                             f"already holds {held:,} chunk(s) it did not write: give it an empty one of its own")
+                             f"already holds {held:,} chunk(s) it did not write: give it an empty one of its own"
+                             f"{earlier}")
 
     @property
     def records(self) -> RecordStore:
@@ -214,11 +229,11 @@ class IndexTarget:
             if self.tables is None:
                 self._records = RecordStore(self.home / "records.sqlite")
                 return self._records
-            if not self._in_server:   # indexed into pgvector by an earlier version: copied into the server once
+            if not self._in_server:   # indexed into its engine by an earlier version: copied into it once
                 with self.lock:
                     migrate_to_server(self.name, self.tables, self.manifest, self.home / "records.sqlite")
                 self._in_server = True
-            self._records = PGRecordStore(self.tables)
+            self._records = server_records(self.tables)
         return self._records
 
     @property

@@ -17,6 +17,14 @@ When another process holds the writer lock (it is writing), an index that holds 
 it is (a write in flight shows at the next search) and an empty one is not used: the caller
 searches with the in-process index (`rag.retrieval.bm25_cache`) this time.
 
+A knowledge base whose chunks are in a server engine but whose lexical index is a file of the
+folder (Milvus; a Qdrant collection made without rag's sparse vector) is opened by processes in
+other folders too, each with its own copy of the index. Its copy is a `FollowingLexical`: before
+each search it reads the knowledge base's change stamp (`rag.stores.kb_side.SideTables.stamp`,
+one read of the engine) and, when another process changed the records since, brings the copy in
+line (`reconcile`, under this folder's lock only), so a document indexed through another process
+is searched at the next query, without a restart.
+
 Example:
     >>> import tempfile
     >>> from langchain_core.documents import Document
@@ -37,9 +45,11 @@ import shutil
 from typing import Any
 
 from rag.base.errors import StoreError
+from rag.indexing.locking import WriterLock
 from rag.stores.chunk_store import DamagedStoreError
+from rag.stores.fts_index import FTSIndex
 
-__all__ = ["engine_lexical", "reconcile"]
+__all__ = ["FollowingLexical", "engine_lexical", "reconcile"]
 
 logger = logging.getLogger(__name__)
 _BATCH = 1000
@@ -60,16 +70,62 @@ def engine_lexical(target: Any) -> Any:
     except StoreError as exc:   # cannot be opened here (a read-only copy): the in-process index
         logger.info("%s: searching %r with an in-process index", exc, target.name)
         return None
-    if held == chunks.count():
-        return lexical
-    try:
-        with target.lock:
-            reconcile(target.name, chunks.inner, lexical, home=target.home)
-    except StoreError as busy:   # another process is writing
-        if held == 0:
-            logger.info("%s: searching %r with an in-process index this time", busy, target.name)
-            return None
-    return lexical
+    follows = isinstance(lexical, FTSIndex) and hasattr(getattr(target, "tables", None), "stamp")
+    seen = target.tables.stamp() if follows else None   # (read first: a change after it is caught up on)
+    if held != chunks.count():
+        try:
+            with target.lock:
+                reconcile(target.name, chunks.inner, lexical, home=target.home)
+        except StoreError as busy:   # another process is writing
+            if held == 0:
+                logger.info("%s: searching %r with an in-process index this time", busy, target.name)
+                return None
+    return FollowingLexical(target, lexical, seen) if follows else lexical
+
+
+class FollowingLexical:
+    """A folder's copy of the lexical index of a knowledge base other processes write (see the module docstring):
+    `lexical` caught up with its chunks before a search when the change stamp differs from `seen`."""
+
+    def __init__(self, target: Any, lexical: Any, seen: str | None) -> None:
+        self.target, self.lexical, self._seen = target, lexical, seen
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("target", "lexical", "_seen"):
+            raise AttributeError(name)
+        return getattr(self.lexical, name)
+
+    def follow(self) -> None:
+        """Catch up with the writes of other processes, if there were any since the last search."""
+        stamp = self.target.tables.stamp()
+        if stamp == self._seen:
+            return
+        try:   # (this folder's lock: the copy is this folder's; its own writer updates it as it writes)
+            with WriterLock(self.target.directory):
+                reconcile(self.target.name, self.target.chunks.inner, self.lexical)
+        except StoreError:   # this folder's writer is writing: the next search catches up
+            return
+        self._seen = stamp
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        self.follow()
+        return self.lexical.search(*args, **kwargs)
+
+    def search_documents(self, *args: Any, **kwargs: Any) -> Any:
+        self.follow()
+        return self.lexical.search_documents(*args, **kwargs)
+
+    def mentions(self, word: str) -> Any:
+        self.follow()
+        return self.lexical.mentions(word)
+
+    def get_documents(self, *args: Any, **kwargs: Any) -> Any:
+        self.follow()
+        return self.lexical.get_documents(*args, **kwargs)
+
+    def __len__(self) -> int:
+        self.follow()
+        return len(self.lexical)
 
 
 def _count(lexical: Any) -> int:

@@ -53,6 +53,8 @@ class PGTables:
     def __init__(self, chunks: PGVectorChunks) -> None:
         self.chunks, self.vs = chunks, _inner(chunks.store)
         self.where = f"PostgreSQL ({self.vs.schema_name}.{self.vs.table_name})"
+        #: what to delete to start the knowledge base's manifest afresh
+        self.manifest_entry = f"the row of {self.table('rag_kb')}"
         self._ready = False
         self._lock_connection: Any = None
 
