@@ -9,11 +9,12 @@ it has any, its vector (float32, normalised; a knowledge base without permission
 vectors), the key tables of `rag.stores.permission_index`, and each key's
 chunk numbers and vectors packed in one row (``key_packs``: a change of the key's chunks deletes
 it, by trigger; each write packs the keys it changed again, so a principal's vectors are one row
-per key). A principal who
-may read few chunks (`permission_index.EXACT_SHARE`) is answered exactly over those: their vectors
-read in one statement, cosine distances in NumPy, and the closest read from Chroma in order, each
-checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is never
-returned; one it misses is missed).
+per key). A principal whose filter is "one of these keys is true" is answered from it, the way
+`rag.stores.permission_vectors` says costs less: exactly over its chunks (their vectors read in one
+statement, cosine distances in NumPy), or from Chroma's own nearest list read deeper, the file saying
+which candidates it may read. The closest are read from Chroma in order, each checked against the
+whole filter on Chroma's own metadata (a chunk the file wrongly lists is never returned; one it
+misses is missed).
 
 **Current across processes.** `ChromaChunkStore` writes the file after each write of Chroma, with
 the sequence number Chroma's metadata segment of the collection reached (``max_seq_id``). A search
@@ -30,6 +31,7 @@ import logging
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,7 @@ from langchain_core.documents import Document
 from rag.base.acl import ACL_PREFIX
 from rag.base.errors import StoreError
 from rag.base.filters import matches_canonical
-from rag.stores import permission_index
+from rag.stores import permission_index, permission_vectors
 from rag.stores.files import refuse_symlinks
 
 __all__ = ["FORMAT", "REBUILD_EVERY", "PermittedVectors"]
@@ -64,6 +66,9 @@ FORMAT = "rag-chroma-acl/4"
 REBUILD_EVERY = 60.0
 _BATCH = 500
 _READ = 32
+#: searches of one principal's filter before its keys' counts are read again (`PermittedVectors._share`)
+SHARE_AGAIN = 16
+_SHARES_KEPT = 64
 
 
 def _acl(metadata: Mapping[str, Any] | None) -> str:
@@ -96,6 +101,7 @@ class PermittedVectors:
         self._local = threading.local()
         self._build_lock = threading.Lock()
         self._built_at = -REBUILD_EVERY
+        self._shares: OrderedDict[int, tuple[Any, tuple[int, int], int]] = OrderedDict()
 
     @classmethod
     def of(cls, collection: Any, client: Any, directory: Path | None) -> PermittedVectors | None:
@@ -259,32 +265,53 @@ class PermittedVectors:
 
     # ------------------------------------------------------------------ reading
     def search(self, vector: Sequence[float], k: int, keys: Sequence[str], *, keep: Callable[[Mapping[str, Any]], bool],
-               rest: dict[str, Any] | None, read: Callable[[list[str]], list[Document]]
-               ) -> tuple[list[tuple[Document, float]], int] | None:
+               rest: dict[str, Any] | None, read: Callable[[list[str]], list[Document]],
+               nearest: Callable[[int], tuple[list[tuple[str, float]], int]], memo: Any = None,
+               ) -> tuple[list[tuple[Document, float]], str, int] | None:
         """The `k` closest chunks holding one of `keys` as true whose Chroma metadata `keep` (the whole permission
-        check) and `rest` (the request's own conditions) allow, as (document, cosine distance), and at most how many
-        chunks were permitted (-1, and no hits: the principal may read too many); None when the file is stale."""
+        check) and `rest` (the request's own conditions) allow, as (document, cosine distance), the path that found
+        them ("exact" or "over-fetch", `rag.stores.permission_vectors`) and how many candidates it weighed; None when
+        the file is stale or holds vectors of another size. `nearest(n)`: Chroma's `n` closest (id, distance) with
+        the request's own conditions, and how many it returned; `memo`: the principal's filter (one shared object:
+        its keys' counts are read once per `SHARE_AGAIN` searches)."""
         side = self._dbs()[0]
         side.execute("BEGIN")
         try:
             if not self.current():
                 return None
-            most, stored = permission_index.share(side, keys)
-            if most > permission_index.EXACT_SHARE * stored:
-                return [], -1
+            most, stored = self._share(side, keys, memo)
             query = _unit(vector)[0]
-            numbers, matrix = _vectors(side, keys, query.size)
-            if matrix is None:
+            path = permission_vectors.choose(k=k, permitted=most, stored=stored, dim=query.size)
+            if path == "over-fetch":
+                found = permission_vectors.over_fetch(side, k, frozenset(keys), most, stored, keep, read, nearest)
+                if found is not None:
+                    return found[0], "over-fetch", found[1]
+            packs = _packs(side, keys)
+            scored = permission_vectors.distances(packs, query)
+            if scored is None:
                 return None   # (vectors of another size: Chroma answers)
-            if not len(numbers):
-                return [], most
-            numbers, first = np.unique(numbers, return_index=True)   # (a chunk of two of the keys: once)
-            # (a product and a sum, not BLAS: its threads spin against a busy machine's other work, 20x slower)
-            distances = 1.0 - (matrix * query).sum(axis=1, dtype=np.float32)[first]
-            order = np.lexsort((numbers, distances))   # (closest first; ties in the order the chunks were written)
-            return _walk(side, numbers[order], distances[order], k, keep, rest, read), most
+            numbers, dists = scored
+            return _walk(side, numbers, dists, k, keep, rest, read), "exact", most
         finally:
             side.execute("COMMIT")
+
+    def _share(self, side: sqlite3.Connection, keys: Sequence[str], memo: Any) -> tuple[int, int]:
+        """`permission_index.share` (~1 ms for 1,000 keys), remembered for `SHARE_AGAIN` searches of the same filter
+        object, for at most `_SHARES_KEPT` filters (a speed decision only)."""
+        if memo is None:
+            return permission_index.share(side, keys)
+        with self._build_lock:
+            found = self._shares.get(id(memo))
+            if found is not None and found[0] is memo and found[2] < SHARE_AGAIN:
+                self._shares[id(memo)] = (memo, found[1], found[2] + 1)
+                self._shares.move_to_end(id(memo))
+                return found[1]
+        counted = permission_index.share(side, keys)
+        with self._build_lock:
+            self._shares[id(memo)] = (memo, counted, 0)
+            while len(self._shares) > _SHARES_KEPT:
+                self._shares.popitem(last=False)
+        return counted
 
 
 def _repack(side: sqlite3.Connection) -> None:
@@ -299,42 +326,38 @@ def _repack(side: sqlite3.Connection) -> None:
                       b"".join(vector for _, vector in rows)))
 
 
-def _vectors(side: sqlite3.Connection, keys: Sequence[str], size: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """The numbers and vectors of the chunks holding one of `keys` as true (a chunk of two keys twice): from the
-    keys' packs, and for a key not packed (a write by a version without packs) from its rows; None: another size."""
+def _packs(side: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[bytes, bytes]]:
+    """The (numbers, vectors) of the chunks holding one of `keys` as true (a chunk of two keys twice): the keys'
+    packs, and for a key not packed (a write by a version without packs) one more pack from its rows."""
     marks = ",".join("?" * len(keys))
     packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
-    numbers = [np.frombuffer(ns, dtype=np.int64) for _, ns, _ in packs]
-    blobs = [vectors for _, _, vectors in packs]
     packed = {key for key, _, _ in packs}
+    out = [(numbers, vectors) for _, numbers, vectors in packs]
     loose = [key for key in keys if key not in packed]
     if loose:
         rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
                             f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
-        numbers.append(np.array([n for n, _ in rows], dtype=np.int64))
-        blobs += [vector for _, vector in rows]
-    together = np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32)
-    if matrix.size != len(together) * size:
-        return together, None
-    return together, matrix.reshape(len(together), size)
+        out.append((np.array([n for n, _ in rows], dtype=np.int64).tobytes(), b"".join(v for _, v in rows)))
+    return out
 
 
-def _walk(side: sqlite3.Connection, numbers: np.ndarray, distances: np.ndarray, k: int,
+def _walk(side: sqlite3.Connection, numbers: np.ndarray, dists: np.ndarray, k: int,
           keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
           read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
-    """The ranked chunks (their numbers here, closest first) read from Chroma in their order, in batches, the first
-    `k` whose metadata passes."""
+    """The scored chunks (their numbers here; `permission_vectors.ranked`: closest first, each once) read from Chroma
+    in their order, in batches, the first `k` whose metadata passes."""
     out: list[tuple[Document, float]] = []
     size = max(k + 4, _READ)
-    for start in range(0, len(numbers), size):
-        part = [int(n) for n in numbers[start:start + size]]
-        ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})", part).fetchall())
-        found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
-        for n, distance in zip(part, distances[start:start + size].tolist(), strict=True):
-            doc = found.get(ids.get(n))
-            if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
-                out.append((doc, float(distance)))
-                if len(out) >= k:
-                    return out
+    for batch_numbers, batch_dists in permission_vectors.ranked(numbers, dists, 2 * size):
+        for start in range(0, len(batch_numbers), size):
+            part = [int(n) for n in batch_numbers[start:start + size]]
+            ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})",
+                                    part).fetchall())
+            found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
+            for n, distance in zip(part, batch_dists[start:start + size].tolist(), strict=True):
+                doc = found.get(ids.get(n))
+                if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
+                    out.append((doc, float(distance)))
+                    if len(out) >= k:
+                        return out
     return out

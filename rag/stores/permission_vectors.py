@@ -1,0 +1,175 @@
+"""Which way a Chroma collection answers a principal whose chunks are listed beside it, and the exact ranking.
+
+A collection in a directory keeps each chunk's permission keys and vector in a file beside it
+(`rag.stores.chroma_permitted`). A principal whose filter is "one of these keys is true" is then
+answered one of two ways, whichever this module's cost model says costs less:
+
+- **exact**: every permitted chunk's vector is read from the file and scored (cosine, NumPy); the
+  answer is the exact nearest permitted chunks. Its cost grows with how many chunks are permitted
+  times their dimension.
+- **over-fetch**: Chroma's own nearest-neighbour list (HNSW) with the request's own conditions, read
+  `depth` deep as ids only; the file says which of them the principal may read (expected: the
+  principal's share of `depth`), and only those are read from Chroma. The answer is the unrestricted
+  search post-filtered to the principal, read deep enough to hold `k` of its chunks. Its cost grows
+  with `depth`, so with `k` over the principal's share, times the dimension.
+
+Either way each returned chunk is checked again on Chroma's own metadata (the file can only cost
+recall, never let a chunk through).
+
+**The cost model** (`exact_ms`, `over_fetch_ms`: CPU milliseconds of the path's own work; what both
+paths share, reading the `k` answers from Chroma, is left out) is linear in what each path touches,
+and its coefficients were measured, at 64 and 384 dimensions, by
+``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (docs/security.md "What it costs"): the
+share at which the exact path stops paying is derived from them, per request, from the principal's
+chunk count, `k`, the collection's size and the vectors' dimension. With 100 candidates over
+100,000 chunks it is about 10% at 64 dimensions and 4% at 384.
+
+Example:
+    >>> choose(k=100, permitted=2_000, stored=100_000, dim=384)     # 2%: reading 2,000 vectors is cheaper
+    'exact'
+    >>> choose(k=100, permitted=45_000, stored=100_000, dim=384)    # 45%: ~280 candidates are
+    'over-fetch'
+    >>> over_fetch_depth(100, 45_000, 100_000)
+    282
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+__all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "distances", "exact_ms", "over_fetch", "over_fetch_depth",
+           "over_fetch_ms", "ranked"]
+
+#: The exact path's CPU ms: a fixed part, per permitted vector read (its number, the sort), per float of it.
+EXACT_FIXED_MS = 0.6
+EXACT_PER_VECTOR_MS = 0.00011
+EXACT_PER_FLOAT_MS = 0.0000034
+#: The over-fetch path's CPU ms: one ids-only HNSW query (fixed), per candidate (its id looked up in the file), per
+#: candidate and dimension (HNSW's distance computations grow with how deep it is asked to look).
+QUERY_FIXED_MS = 5.0
+QUERY_PER_CANDIDATE_MS = 0.003
+QUERY_PER_CANDIDATE_FLOAT_MS = 0.000012
+#: How much deeper than the principal's share says the HNSW list is read (the share is an upper bound from the keys'
+#: counts, a chunk of two keys counted twice, but a list's permitted hits vary).
+SLACK = 1.25
+_LOOKUP = 2000
+#: Rounds of a deeper list when the first held fewer than `k` permitted chunks, before the exact path answers.
+ROUNDS = 2
+#: Tests only: "exact" or "over-fetch" whatever they cost, "lists" for neither (the plan of a collection without a
+#: file: `rag.stores.permission_plan`); None: the cost model decides.
+FORCE: str | None = None
+
+
+def over_fetch_depth(k: int, permitted: int, stored: int) -> int:
+    """How deep the HNSW list is read to hold `k` of a principal's chunks: `k` over its share (`permitted`, the sum
+    of its keys' counts, of `stored`), times `SLACK`, plus a few; at most `stored`."""
+    share = min(1.0, permitted / max(stored, 1))
+    if share <= 0:
+        return max(stored, 1)
+    return min(max(stored, 1), math.ceil(k / share * SLACK) + 4)
+
+
+def exact_ms(permitted: int, dim: int) -> float:
+    """What the exact path is expected to cost (CPU ms) for `permitted` vectors of `dim` floats."""
+    return EXACT_FIXED_MS + permitted * (EXACT_PER_VECTOR_MS + dim * EXACT_PER_FLOAT_MS)
+
+
+def over_fetch_ms(depth: int, dim: int) -> float:
+    """What the over-fetch path is expected to cost (CPU ms) for a list `depth` deep of `dim`-float vectors."""
+    return QUERY_FIXED_MS + depth * (QUERY_PER_CANDIDATE_MS + dim * QUERY_PER_CANDIDATE_FLOAT_MS)
+
+
+def choose(*, k: int, permitted: int, stored: int, dim: int) -> str:
+    """"exact" or "over-fetch", whichever is expected to cost less (`FORCE` overrides)."""
+    if FORCE in ("exact", "over-fetch"):
+        return FORCE
+    depth = over_fetch_depth(k, permitted, stored)
+    return "exact" if exact_ms(permitted, dim) <= over_fetch_ms(depth, dim) else "over-fetch"
+
+
+def distances(packs: Sequence[tuple[bytes, bytes]], query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(chunk numbers, cosine distances) of the vectors of `packs` ((numbers, vectors) as bytes: int64 and normalised
+    float32) to the normalised `query`; a chunk of two packs twice. Each pack is scored where it lies (no copy of
+    them all into one matrix); a product and a sum, not BLAS (its threads spin against a busy machine's other work:
+    measured 7x slower at 11,000 vectors on 2 loaded cores). None: a pack of another dimension."""
+    size = query.size
+    numbers, scores = [], []
+    for ns, vs in packs:
+        number = np.frombuffer(ns, dtype=np.int64)
+        matrix = np.frombuffer(vs, dtype=np.float32)
+        if matrix.size != number.size * size:
+            return None
+        numbers.append(number)
+        scores.append(np.einsum("ij,j->i", matrix.reshape(number.size, size), query, dtype=np.float32))
+    if not numbers:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    return np.concatenate(numbers), 1.0 - np.concatenate(scores)
+
+
+def ranked(numbers: np.ndarray, dists: np.ndarray, first: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The chunks in order, closest first (ties by number), each once (its closest copy), in batches: the `first`
+    closest (and any tied with the last of them) found by a partition, then, only when the caller reads on, the rest
+    sorted."""
+    if len(dists) > 2 * first:
+        bound = np.partition(dists, first)[first]
+        near = dists <= bound
+        head_n, head_d = _ordered(numbers[near], dists[near])
+        yield head_n, head_d
+        rest = ~near & ~np.isin(numbers, head_n)
+        if rest.any():
+            yield _ordered(numbers[rest], dists[rest])
+        return
+    if len(dists):
+        yield _ordered(numbers, dists)
+
+
+def _ordered(numbers: np.ndarray, dists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((numbers, dists))
+    numbers, dists = numbers[order], dists[order]
+    _, first = np.unique(numbers, return_index=True)   # (a chunk of two keys: its first, closest, copy)
+    first.sort()
+    return numbers[first], dists[first]
+
+
+def over_fetch(side: sqlite3.Connection, k: int, keys: frozenset[str], most: int, stored: int,
+               keep: Callable[[Mapping[str, Any]], bool], read: Callable[[list[str]], list[Document]],
+               nearest: Callable[[int], tuple[list[tuple[str, float]], int]]
+               ) -> tuple[list[tuple[Document, float]], int] | None:
+    """Chroma's nearest list read deep enough to hold `k` chunks the file says the principal may read (deeper, up to
+    `ROUNDS` times, when it held fewer); those read from Chroma in order and checked by `keep`.
+    None: still too few (the exact path answers)."""
+    depth = over_fetch_depth(k, most, stored)
+    for _ in range(1 + ROUNDS):
+        order, returned = nearest(depth)
+        allowed = allowed_ids(side, [id_ for id_, _ in order], keys)
+        ranked = [(id_, distance) for id_, distance in order if id_ in allowed]
+        out: list[tuple[Document, float]] = []
+        size = max(k + 4, 32)
+        for start in range(0, len(ranked), size):
+            part = ranked[start:start + size]
+            found = {doc.id: doc for doc in read([id_ for id_, _ in part])}
+            out += [(found[id_], distance) for id_, distance in part if id_ in found and keep(found[id_].metadata)]
+            if len(out) >= k:
+                return out[:k], depth
+        if returned < depth or depth >= stored:   # (Chroma holds no more: this is all of them)
+            return out, depth
+        share = (len(out) + 2) / max(returned, 1)
+        depth = min(stored, max(2 * depth, math.ceil(k / share * SLACK) + 4))
+    return None
+
+
+def allowed_ids(side: sqlite3.Connection, ids: list[str], keys: frozenset[str]) -> set[str]:
+    """Which of `ids` hold one of `keys` as true, by the file."""
+    allowed: set[str] = set()
+    for start in range(0, len(ids), _LOOKUP):
+        part = ids[start:start + _LOOKUP]
+        allowed.update(id_ for id_, key in side.execute(
+            f"SELECT c.id, a.key FROM chunks AS c JOIN acl_keys AS a ON a.n = c.n "
+            f"WHERE c.id IN ({','.join('?' * len(part))}) AND a.value = 1", part) if key in keys)
+    return allowed
