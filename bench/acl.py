@@ -162,6 +162,66 @@ def run(resource: Resource, principal: Principal, requests: int, budget: float, 
             "context_chunks_with_principal": found, "plan_paths": dict(paths)}
 
 
+def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict], k: int, queries: int) -> None:
+    """`--paths`: each way Chroma with its permission file can answer each principal, timed on the same questions
+    (CPU ms of the search, `k` hits, median), the over-fetch path's recall of the exact one, and the cost model's
+    coefficients fitted to them (`rag.stores.permission_vectors`)."""
+    from rag.stores import chroma, permission_index, permission_vectors
+    from rag.stores.chroma_chunks import ChromaChunkStore
+
+    client = chroma.open_client(folder)
+    store = ChromaChunkStore(chroma.open_collection(client, "acl-bench"), client=client, directory=folder)
+    side = store.permitted()
+    if not side.current():
+        side.rebuild(store._pages)
+    embedding = DeterministicFakeEmbedding(size=dim)
+    vectors = [embedding.embed_query(f"topic {i} part {i % 10}") for i in range(queries)]
+    db = side._dbs()[0]
+    stored = store.count()
+
+    def cpu_ms(fn) -> tuple[float, list]:
+        times, out = [], []
+        for vector in vectors:
+            start = time.process_time()
+            out.append(fn(vector))
+            times.append(1000 * (time.process_time() - start))
+        return statistics.median(times), out
+
+    fits = {"exact": [], "over-fetch": []}
+    base, _ = cpu_ms(lambda v: store.search(v, k=k, filter=None))
+    print(json.dumps({"dim": dim, "k": k, "stored": stored, "unrestricted_search_cpu_ms": round(base, 2),
+                      "load": os.getloadavg()}), flush=True)
+    for principal in principals:
+        keys = permission_index.granted_keys(principal.filter())
+        most, _ = permission_index.share(db, keys)
+        depth = permission_vectors.over_fetch_depth(k, most, stored)
+        row = {"groups": len(principal.groups), "readable_share": round(readable(principal, metas), 4),
+               "key_count_sum": most, "over_fetch_depth": depth,
+               "model_choice": permission_vectors.choose(k=k, permitted=most, stored=stored, dim=dim)}
+        found = {}
+        for path in ("exact", "over-fetch"):
+            if path == "exact" and most > 0.6 * stored:
+                continue   # (reading most of the vectors: seconds, never chosen)
+            permission_vectors.FORCE = path
+            try:
+                row[f"{path}_cpu_ms"], found[path] = cpu_ms(
+                    lambda v: [d.id for d, _ in store.search(v, k=k, filter=principal.filter())])
+            finally:
+                permission_vectors.FORCE = None
+            fits[path].append((most if path == "exact" else depth, row[f"{path}_cpu_ms"]))
+        if len(found) == 2:
+            row["over_fetch_recall_of_exact"] = round(statistics.mean(
+                len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(found["over-fetch"], found["exact"])), 4)
+            row["over_fetch_top8_same_as_exact"] = round(statistics.mean(
+                a[:8] == b[:8] for a, b in zip(found["over-fetch"], found["exact"])), 4)
+        print(json.dumps(row), flush=True)
+    for path, points in fits.items():
+        if len(points) >= 2:
+            slope, fixed = np.polyfit([x for x, _ in points], [y for _, y in points], 1)
+            print(f"{path}: {fixed:.3f} ms + {slope * 1000:.4f} ms per 1,000 "
+                  f"{'permitted vectors' if path == 'exact' else 'candidates'} at {dim} dimensions", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
@@ -181,6 +241,10 @@ def main() -> None:
     parser.add_argument("--store-dir", type=Path, default=None, metavar="DIR",
                         help="keep the Chroma and FTS5 stores in DIR and reuse them in later runs (same --chunks, "
                              "--groups: building 100,000 chunks takes minutes)")
+    parser.add_argument("--paths", action="store_true",
+                        help="Chroma with its permission file only (needs --store-dir): time the exact and the "
+                             "over-fetch path for each principal, their recall, and fit the cost model")
+    parser.add_argument("--queries", type=int, default=12, help="questions per path and principal with --paths")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
     texts, metas = corpus(args.chunks, args.groups)
@@ -188,6 +252,12 @@ def main() -> None:
     principals = [Principal("user1", frozenset(f"g{g}" for g in rng.sample(range(args.groups), size)))
                   for size in args.principal_groups]
     rows = []
+    if args.paths:
+        suffix = f"-d{args.dim}" if args.dim != 64 else ""
+        folder = args.store_dir / f"chroma-{args.chunks}-{args.groups}{suffix}"
+        build("chroma", texts, metas, folder, args.dim)
+        paths(folder / "chroma", args.dim, principals, metas, 100, args.queries)
+        return
     for store in args.stores:
         start = time.perf_counter()
         suffix = f"-d{args.dim}" if args.dim != 64 and store != "fts" else ""

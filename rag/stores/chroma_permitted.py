@@ -26,13 +26,14 @@ same way: stores written before it need no step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,6 @@ from langchain_core.documents import Document
 
 from rag.base.acl import ACL_PREFIX
 from rag.base.errors import StoreError
-from rag.base.filters import matches_canonical
 from rag.stores import permission_index, permission_vectors
 from rag.stores.files import refuse_symlinks
 
@@ -65,9 +65,10 @@ FORMAT = "rag-chroma-acl/4"
 #: by the plan's other paths, never by a stale file)
 REBUILD_EVERY = 60.0
 _BATCH = 500
-_READ = 32
 #: searches of one principal's filter before its keys' counts are read again (`PermittedVectors._share`)
 SHARE_AGAIN = 16
+#: idle connection pairs a store keeps for the next request's thread
+_POOL = 4
 _SHARES_KEPT = 64
 
 
@@ -101,6 +102,8 @@ class PermittedVectors:
         self._local = threading.local()
         self._build_lock = threading.Lock()
         self._built_at = -REBUILD_EVERY
+        self._pool: list[tuple[sqlite3.Connection, sqlite3.Connection]] = []
+        self._pool_lock = threading.Lock()
         self._shares: OrderedDict[int, tuple[Any, tuple[int, int], int]] = OrderedDict()
 
     @classmethod
@@ -116,26 +119,58 @@ class PermittedVectors:
             return None
         return cls(Path(directory), str(collection.id))
 
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connection]]:
+        """This thread's connections (the file's, Chroma's read-only) for the call: taken from the store's pool and
+        given back after (a request may run on a new thread each time: opening them costs milliseconds), at most
+        `_POOL` kept idle."""
+        found = getattr(self._local, "dbs", None)
+        if found is not None:   # (nested, or a thread that holds its own)
+            yield found
+            return
+        with self._pool_lock:
+            pair = self._pool.pop() if self._pool else None
+        pair = pair or self._open()
+        self._local.dbs = pair
+        try:
+            yield pair
+        finally:
+            self._local.dbs = None
+            if pair[0].in_transaction:   # (a call cut short: nothing half-done goes back to the pool)
+                pair[0].close()
+                pair[1].close()
+                return
+            with self._pool_lock:
+                if len(self._pool) < _POOL:
+                    self._pool.append(pair)
+                    pair = None
+            for db in pair or ():
+                db.close()
+
     def _dbs(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        """The connections this thread holds (outside `_held`: opened for this thread, kept by it)."""
         found = getattr(self._local, "dbs", None)
         if found is None:
-            refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
-            side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            side.execute("PRAGMA journal_mode=WAL")
-            side.execute("PRAGMA mmap_size = 1073741824")   # (packs are read whole: mapped, not copied page by page)
-            side.executescript(_SCHEMA)
-            found = side.execute("SELECT value FROM settings WHERE key = 'format'").fetchone()
-            if not permission_index.ready(side) or found is None or found[0] != FORMAT:
-                side.execute("BEGIN IMMEDIATE")   # (another layout: emptied, stale, written again when searched)
-                side.execute("DELETE FROM chunks")
-                side.execute("DELETE FROM settings WHERE key = 'chroma_seq'")
-                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('format', ?)", (FORMAT,))
-                permission_index.build(side, "chunks", "acl")
-                side.execute("COMMIT")
-            chroma = sqlite3.connect(f"{self.chroma_file.resolve().as_uri()}?mode=ro", uri=True, timeout=5,
-                                     isolation_level=None, check_same_thread=False)
-            found = self._local.dbs = (side, chroma)
+            found = self._local.dbs = self._open()
         return found
+
+    def _open(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
+        side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        side.execute("PRAGMA journal_mode=WAL")
+        side.execute("PRAGMA mmap_size = 1073741824")   # (packs are read whole: mapped, not copied page by page)
+        side.executescript(_SCHEMA)
+        found = side.execute("SELECT value FROM settings WHERE key = 'format'").fetchone()
+        if not permission_index.ready(side) or found is None or found[0] != FORMAT:
+            side.execute("BEGIN IMMEDIATE")   # (another layout: emptied, stale, written again when searched)
+            side.execute("DELETE FROM chunks")
+            side.execute("DELETE FROM settings WHERE key = 'chroma_seq'")
+            side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('format', ?)", (FORMAT,))
+            permission_index.build(side, "chunks", "acl")
+            side.execute("COMMIT")
+        chroma = sqlite3.connect(f"{self.chroma_file.resolve().as_uri()}?mode=ro", uri=True, timeout=5,
+                                 isolation_level=None, check_same_thread=False)
+        return side, chroma
 
     def _chroma_seq(self) -> int | None:
         """The last write Chroma applied to this collection's metadata (-1: none yet; None when it cannot be read)."""
@@ -151,12 +186,13 @@ class PermittedVectors:
 
     def current(self) -> bool:
         """Whether the file holds what Chroma holds (written after Chroma's last write of the collection)."""
-        try:
-            row = self._dbs()[0].execute("SELECT value FROM settings WHERE key = 'chroma_seq'").fetchone()
-        except sqlite3.Error:
-            return False
-        seq = self._chroma_seq()
-        return row is not None and seq is not None and row[0] == str(seq)
+        with self._held() as (side, _):
+            try:
+                row = side.execute("SELECT value FROM settings WHERE key = 'chroma_seq'").fetchone()
+            except sqlite3.Error:
+                return False
+            seq = self._chroma_seq()
+            return row is not None and seq is not None and row[0] == str(seq)
 
     # ------------------------------------------------------------------ writing (after Chroma's write)
     def _stamp(self, side: sqlite3.Connection) -> None:
@@ -170,18 +206,19 @@ class PermittedVectors:
         if not was_current:
             return
         try:
-            side = self._dbs()[0]
-            side.execute("BEGIN IMMEDIATE")
+            with self._held() as (side, _):
+                self._apply(side, change)
         except (sqlite3.Error, StoreError):
             return
+
+    def _apply(self, side: sqlite3.Connection, change: Callable[[sqlite3.Connection], None]) -> None:
+        side.execute("BEGIN IMMEDIATE")
         try:
             change(side)
             _repack(side)
             self._stamp(side)
-        except BaseException as exc:
+        except BaseException:
             side.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                return
             raise
         side.execute("COMMIT")
 
@@ -226,10 +263,12 @@ class PermittedVectors:
     def remove(self) -> None:
         """The collection is gone (replaced): its file too."""
         found = getattr(self._local, "dbs", None)
-        if found is not None:
-            for db in found:
+        with self._pool_lock:
+            pool, self._pool = self._pool, []
+        for pair in [*pool, *([found] if found is not None else [])]:
+            for db in pair:
                 db.close()
-            self._local = threading.local()
+        self._local = threading.local()
         for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
             path.unlink(missing_ok=True)
 
@@ -240,28 +279,33 @@ class PermittedVectors:
             if time.monotonic() - self._built_at < REBUILD_EVERY:
                 return False
             self._built_at = time.monotonic()
-            start, side, seq = time.perf_counter(), self._dbs()[0], self._chroma_seq()
-            side.execute("BEGIN IMMEDIATE")
-            try:
-                side.execute("DELETE FROM chunks")
-                count = 0
-                for page in pages():
-                    ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
-                    side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
-                                     [_row(id_, md, units[i])
-                                      for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
-                    count += len(ids)
-                _repack(side)
-                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
-                             (str(seq) if seq is not None else "none",))
-            except BaseException:
-                side.execute("ROLLBACK")
-                raise
-            side.execute("COMMIT")
+            with self._held() as (side, _):
+                count = self._write_all(side, pages)
         if count:
             _log.warning("%s: wrote the permission keys and vectors of its %d chunks in %.1f s (once; later writes "
-                         "keep them)", self.path, count, time.perf_counter() - start)
+                         "keep them)", self.path, count, time.monotonic() - self._built_at)
         return True
+
+    def _write_all(self, side: sqlite3.Connection, pages: Callable[[], Any]) -> int:
+        seq = self._chroma_seq()
+        side.execute("BEGIN IMMEDIATE")
+        try:
+            side.execute("DELETE FROM chunks")
+            count = 0
+            for page in pages():
+                ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
+                side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
+                                 [_row(id_, md, units[i])
+                                  for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
+                count += len(ids)
+            _repack(side)
+            side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
+                         (str(seq) if seq is not None else "none",))
+        except BaseException:
+            side.execute("ROLLBACK")
+            raise
+        side.execute("COMMIT")
+        return count
 
     # ------------------------------------------------------------------ reading
     def search(self, vector: Sequence[float], k: int, keys: Sequence[str], *, keep: Callable[[Mapping[str, Any]], bool],
@@ -274,7 +318,14 @@ class PermittedVectors:
         the file is stale or holds vectors of another size. `nearest(n)`: Chroma's `n` closest (id, distance) with
         the request's own conditions, and how many it returned; `memo`: the principal's filter (one shared object:
         its keys' counts are read once per `SHARE_AGAIN` searches)."""
-        side = self._dbs()[0]
+        with self._held() as (side, _):
+            return self._search(side, vector, k, keys, keep=keep, rest=rest, read=read, nearest=nearest, memo=memo)
+
+    def _search(self, side: sqlite3.Connection, vector: Sequence[float], k: int, keys: Sequence[str], *,
+                keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+                read: Callable[[list[str]], list[Document]],
+                nearest: Callable[[int], tuple[list[tuple[str, float]], int]], memo: Any,
+                ) -> tuple[list[tuple[Document, float]], str, int] | None:
         side.execute("BEGIN")
         try:
             if not self.current():
@@ -286,12 +337,12 @@ class PermittedVectors:
                 found = permission_vectors.over_fetch(side, k, frozenset(keys), most, stored, keep, read, nearest)
                 if found is not None:
                     return found[0], "over-fetch", found[1]
-            packs = _packs(side, keys)
+            packs = permission_vectors.packs(side, keys)
             scored = permission_vectors.distances(packs, query)
             if scored is None:
                 return None   # (vectors of another size: Chroma answers)
             numbers, dists = scored
-            return _walk(side, numbers, dists, k, keep, rest, read), "exact", most
+            return permission_vectors.walk(side, numbers, dists, k, keep, rest, read), "exact", most
         finally:
             side.execute("COMMIT")
 
@@ -300,14 +351,14 @@ class PermittedVectors:
         object, for at most `_SHARES_KEPT` filters (a speed decision only)."""
         if memo is None:
             return permission_index.share(side, keys)
-        with self._build_lock:
+        with self._pool_lock:
             found = self._shares.get(id(memo))
             if found is not None and found[0] is memo and found[2] < SHARE_AGAIN:
                 self._shares[id(memo)] = (memo, found[1], found[2] + 1)
                 self._shares.move_to_end(id(memo))
                 return found[1]
         counted = permission_index.share(side, keys)
-        with self._build_lock:
+        with self._pool_lock:
             self._shares[id(memo)] = (memo, counted, 0)
             while len(self._shares) > _SHARES_KEPT:
                 self._shares.popitem(last=False)
@@ -324,40 +375,3 @@ def _repack(side: sqlite3.Connection) -> None:
         side.execute("INSERT OR REPLACE INTO key_packs (key, numbers, vectors) VALUES (?, ?, ?)",
                      (key, np.array([n for n, _ in rows], dtype=np.int64).tobytes(),
                       b"".join(vector for _, vector in rows)))
-
-
-def _packs(side: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[bytes, bytes]]:
-    """The (numbers, vectors) of the chunks holding one of `keys` as true (a chunk of two keys twice): the keys'
-    packs, and for a key not packed (a write by a version without packs) one more pack from its rows."""
-    marks = ",".join("?" * len(keys))
-    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
-    packed = {key for key, _, _ in packs}
-    out = [(numbers, vectors) for _, numbers, vectors in packs]
-    loose = [key for key in keys if key not in packed]
-    if loose:
-        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
-                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
-        out.append((np.array([n for n, _ in rows], dtype=np.int64).tobytes(), b"".join(v for _, v in rows)))
-    return out
-
-
-def _walk(side: sqlite3.Connection, numbers: np.ndarray, dists: np.ndarray, k: int,
-          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
-          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
-    """The scored chunks (their numbers here; `permission_vectors.ranked`: closest first, each once) read from Chroma
-    in their order, in batches, the first `k` whose metadata passes."""
-    out: list[tuple[Document, float]] = []
-    size = max(k + 4, _READ)
-    for batch_numbers, batch_dists in permission_vectors.ranked(numbers, dists, 2 * size):
-        for start in range(0, len(batch_numbers), size):
-            part = [int(n) for n in batch_numbers[start:start + size]]
-            ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})",
-                                    part).fetchall())
-            found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
-            for n, distance in zip(part, batch_dists[start:start + size].tolist(), strict=True):
-                doc = found.get(ids.get(n))
-                if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
-                    out.append((doc, float(distance)))
-                    if len(out) >= k:
-                        return out
-    return out

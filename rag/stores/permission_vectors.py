@@ -43,8 +43,10 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
+from rag.base.filters import matches_canonical
+
 __all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "distances", "exact_ms", "over_fetch", "over_fetch_depth",
-           "over_fetch_ms", "ranked"]
+           "over_fetch_ms", "packs", "ranked", "walk"]
 
 #: The exact path's CPU ms: a fixed part, per permitted vector read (its number, the sort), per float of it.
 EXACT_FIXED_MS = 0.6
@@ -173,3 +175,40 @@ def allowed_ids(side: sqlite3.Connection, ids: list[str], keys: frozenset[str]) 
             f"SELECT c.id, a.key FROM chunks AS c JOIN acl_keys AS a ON a.n = c.n "
             f"WHERE c.id IN ({','.join('?' * len(part))}) AND a.value = 1", part) if key in keys)
     return allowed
+
+
+def packs(side: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[bytes, bytes]]:
+    """The (numbers, vectors) of the chunks holding one of `keys` as true (a chunk of two keys twice): the keys'
+    packs, and for a key not packed (a write by a version without packs) one more pack from its rows."""
+    marks = ",".join("?" * len(keys))
+    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
+    packed = {key for key, _, _ in packs}
+    out = [(numbers, vectors) for _, numbers, vectors in packs]
+    loose = [key for key in keys if key not in packed]
+    if loose:
+        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
+                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
+        out.append((np.array([n for n, _ in rows], dtype=np.int64).tobytes(), b"".join(v for _, v in rows)))
+    return out
+
+
+def walk(side: sqlite3.Connection, numbers: np.ndarray, dists: np.ndarray, k: int,
+          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
+    """The scored chunks (their numbers here; `permission_vectors.ranked`: closest first, each once) read from Chroma
+    in their order, in batches, the first `k` whose metadata passes."""
+    out: list[tuple[Document, float]] = []
+    size = max(k + 4, 32)
+    for batch_numbers, batch_dists in ranked(numbers, dists, 2 * size):
+        for start in range(0, len(batch_numbers), size):
+            part = [int(n) for n in batch_numbers[start:start + size]]
+            ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})",
+                                    part).fetchall())
+            found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
+            for n, distance in zip(part, batch_dists[start:start + size].tolist(), strict=True):
+                doc = found.get(ids.get(n))
+                if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
+                    out.append((doc, float(distance)))
+                    if len(out) >= k:
+                        return out
+    return out
