@@ -163,9 +163,10 @@ def run(resource: Resource, principal: Principal, requests: int, budget: float, 
 
 
 def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict], k: int, queries: int) -> None:
-    """`--paths`: each way Chroma with its permission file can answer each principal, timed on the same questions
-    (CPU ms of the search, `k` hits, median), the over-fetch path's recall of the exact one, and the cost model's
-    coefficients fitted to them (`rag.stores.permission_vectors`)."""
+    """`--paths`: each way Chroma with its permission file can answer each principal: what it adds to the search
+    without a principal (`k` hits; CPU and wall ms, median of pairs on the same questions), the over-fetch path's
+    recall of the exact one (and the unrestricted search's of an exact one), and the cost model's lines fitted to
+    them (`rag.stores.permission_vectors`)."""
     from rag.stores import chroma, permission_index, permission_vectors
     from rag.stores.chroma_chunks import ChromaChunkStore
 
@@ -176,7 +177,7 @@ def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict]
         side.rebuild(store._pages)
     embedding = DeterministicFakeEmbedding(size=dim)
     vectors = [embedding.embed_query(f"topic {i} part {i % 10}") for i in range(queries)]
-    db = side._dbs()[0]
+    db = side._dbs()[0]   # (this thread's own connection)
     stored = store.count()
 
     def cpu_ms(fn) -> tuple[float, list]:
@@ -187,38 +188,62 @@ def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict]
             times.append(1000 * (time.process_time() - start))
         return statistics.median(times), out
 
+    def paired(with_principal, without) -> tuple[float, float, list]:
+        """Median CPU and wall ms `with_principal` adds to `without`, on the same questions, in alternating order."""
+        cpu, wall, out = [], [], []
+        for i, vector in enumerate(vectors):
+            times = {}
+            for which, fn in ((0, with_principal), (1, without)) if i % 2 else ((1, without), (0, with_principal)):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                result = fn(vector)
+                times[which] = (time.perf_counter() - start, time.process_time() - start_cpu)
+                if which == 0:
+                    out.append(result)
+            cpu.append(1000 * (times[0][1] - times[1][1]))
+            wall.append(1000 * (times[0][0] - times[1][0]))
+        return statistics.median(cpu), statistics.median(wall), out
+
     fits = {"exact": [], "over-fetch": []}
-    base, _ = cpu_ms(lambda v: store.search(v, k=k, filter=None))
+    base, unrestricted = cpu_ms(lambda v: [d.id for d, _ in store.search(v, k=k, filter=None)])
+    ids, matrix = zip(*db.execute("SELECT id, vector FROM chunks WHERE length(vector) > 0").fetchall())
+    matrix = np.frombuffer(b"".join(matrix), dtype=np.float32).reshape(len(ids), dim)
+    exact_all = [[ids[i] for i in np.argsort(-(matrix @ (np.asarray(v) / np.linalg.norm(v))), kind="stable")[:k]]
+                 for v in vectors]
+    del matrix
     print(json.dumps({"dim": dim, "k": k, "stored": stored, "unrestricted_search_cpu_ms": round(base, 2),
+                      "unrestricted_recall_of_exact": round(statistics.mean(
+                          len(set(a) & set(b)) / k for a, b in zip(unrestricted, exact_all)), 4),
                       "load": os.getloadavg()}), flush=True)
     for principal in principals:
         keys = permission_index.granted_keys(principal.filter())
         most, _ = permission_index.share(db, keys)
         depth = permission_vectors.over_fetch_depth(k, most, stored)
         row = {"groups": len(principal.groups), "readable_share": round(readable(principal, metas), 4),
+               "load": round(os.getloadavg()[0], 1),
                "key_count_sum": most, "over_fetch_depth": depth,
                "model_choice": permission_vectors.choose(k=k, permitted=most, stored=stored, dim=dim)}
         found = {}
-        for path in ("exact", "over-fetch"):
+        for path in ("exact", "over-fetch", "lists"):
             if path == "exact" and most > 0.6 * stored:
                 continue   # (reading most of the vectors: seconds, never chosen)
             permission_vectors.FORCE = path
             try:
-                row[f"{path}_cpu_ms"], found[path] = cpu_ms(
-                    lambda v: [d.id for d, _ in store.search(v, k=k, filter=principal.filter())])
+                cpu, wall, found[path] = paired(lambda v: [d.id for d, _ in store.search(v, k=k, filter=principal.filter())],
+                                                lambda v: store.search(v, k=k, filter=None))
             finally:
                 permission_vectors.FORCE = None
-            fits[path].append((most if path == "exact" else depth, row[f"{path}_cpu_ms"]))
-        if len(found) == 2:
-            row["over_fetch_recall_of_exact"] = round(statistics.mean(
-                len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(found["over-fetch"], found["exact"])), 4)
-            row["over_fetch_top8_same_as_exact"] = round(statistics.mean(
-                a[:8] == b[:8] for a, b in zip(found["over-fetch"], found["exact"])), 4)
+            row[f"{path}_added_cpu_ms"], row[f"{path}_added_wall_ms"] = round(cpu, 2), round(wall, 2)
+            if path in fits:
+                fits[path].append((most if path == "exact" else depth, cpu))
+        for path in ("over-fetch", "lists"):
+            if "exact" in found and path in found:
+                row[f"{path}_recall_of_exact"] = round(statistics.mean(
+                    len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(found[path], found["exact"])), 4)
         print(json.dumps(row), flush=True)
     for path, points in fits.items():
         if len(points) >= 2:
             slope, fixed = np.polyfit([x for x, _ in points], [y for _, y in points], 1)
-            print(f"{path}: {fixed:.3f} ms + {slope * 1000:.4f} ms per 1,000 "
+            print(f"{path}: added CPU {fixed:.3f} ms + {slope * 1000:.4f} ms per 1,000 "
                   f"{'permitted vectors' if path == 'exact' else 'candidates'} at {dim} dimensions", flush=True)
 
 
