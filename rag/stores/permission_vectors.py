@@ -22,7 +22,8 @@ and its coefficients were measured, at 64 and 384 dimensions, by
 ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (docs/security.md "What it costs"): the
 share at which the exact path stops paying is derived from them, per request, from the principal's
 chunk count, `k`, the collection's size and the vectors' dimension. With 100 candidates over
-100,000 chunks it is about 10% at 64 dimensions and 4% at 384.
+100,000 chunks it is about 45% at 64 dimensions, 19% at 384 and 16% at 768 (by the sum of the
+principal's keys' counts).
 
 Example:
     >>> choose(k=100, permitted=2_000, stored=100_000, dim=384)     # 2%: reading 2,000 vectors is cheaper
@@ -48,15 +49,20 @@ from rag.base.filters import matches_canonical
 __all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "distances", "exact_ms", "over_fetch", "over_fetch_depth",
            "over_fetch_ms", "packs", "ranked", "walk"]
 
-#: The exact path's CPU ms: a fixed part, per permitted vector read (its number, the sort), per float of it.
-EXACT_FIXED_MS = 0.6
-EXACT_PER_VECTOR_MS = 0.00011
-EXACT_PER_FLOAT_MS = 0.0000034
-#: The over-fetch path's CPU ms: one ids-only HNSW query (fixed), per candidate (its id looked up in the file), per
-#: candidate and dimension (HNSW's distance computations grow with how deep it is asked to look).
-QUERY_FIXED_MS = 5.0
-QUERY_PER_CANDIDATE_MS = 0.003
-QUERY_PER_CANDIDATE_FLOAT_MS = 0.000012
+#: The cost model's coefficients (CPU ms: only their ratios decide), fitted to what each path added to the search
+#: without a principal (median of pairs on the same questions; 100 hits; 100,000 chunks; 0-1,000 groups) at 64 and
+#: 384 dimensions: ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (load average 15-25 on 2 cores, which
+#: inflates every figure about alike; bench/results/acl.txt). The exact path: per float of each permitted vector read
+#: and scored (per vector beyond that, and fixed: within noise of 0).
+EXACT_FIXED_MS = 0.0
+EXACT_PER_VECTOR_MS = 0.0
+EXACT_PER_FLOAT_MS = 0.0000102
+#: The over-fetch path: what its HNSW query costs that the exact path does not (fixed, and per dimension), per
+#: candidate (its id looked up in the file) and per candidate and dimension (HNSW's distances grow with the depth).
+QUERY_FIXED_MS = 20.0
+QUERY_FIXED_PER_FLOAT_MS = 0.0625
+QUERY_PER_CANDIDATE_MS = 0.0139
+QUERY_PER_CANDIDATE_FLOAT_MS = 0.000075
 #: How much deeper than the principal's share says the HNSW list is read (the share is an upper bound from the keys'
 #: counts, a chunk of two keys counted twice, but a list's permitted hits vary).
 SLACK = 1.25
@@ -84,7 +90,8 @@ def exact_ms(permitted: int, dim: int) -> float:
 
 def over_fetch_ms(depth: int, dim: int) -> float:
     """What the over-fetch path is expected to cost (CPU ms) for a list `depth` deep of `dim`-float vectors."""
-    return QUERY_FIXED_MS + depth * (QUERY_PER_CANDIDATE_MS + dim * QUERY_PER_CANDIDATE_FLOAT_MS)
+    return QUERY_FIXED_MS + dim * QUERY_FIXED_PER_FLOAT_MS + depth * (QUERY_PER_CANDIDATE_MS
+                                                                       + dim * QUERY_PER_CANDIDATE_FLOAT_MS)
 
 
 def choose(*, k: int, permitted: int, stored: int, dim: int) -> str:
