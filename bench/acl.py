@@ -77,10 +77,10 @@ class BulkFakeEmbedding(DeterministicFakeEmbedding):
         return rng.standard_normal((len(texts), self.size), dtype=np.float32).tolist()
 
 
-def build(store: str, texts: list[str], metas: list[dict], folder: Path | None = None) -> Resource:
+def build(store: str, texts: list[str], metas: list[dict], folder: Path | None = None, dim: int = 64) -> Resource:
     """The store of `texts`, in `folder` when given (kept: a later run with the same folder and corpus reuses it;
     Chroma's and FTS5's permission indexes are built beside them on first use when missing)."""
-    embedding = BulkFakeEmbedding(size=64)
+    embedding = BulkFakeEmbedding(size=dim)
     if store == "memory":
         from rag.stores.memory import ExactVectorStore
 
@@ -102,12 +102,18 @@ def build(store: str, texts: list[str], metas: list[dict], folder: Path | None =
     # a knowledge base's store (`new_chroma`, cosine), searched through its chunk store (`NativeFilterRetriever`)
     vectorstore = new_chroma("acl-bench", embedding, persist_directory=folder and folder / "chroma")
     chunks = ChromaChunkStore.of(vectorstore)
-    vectors = np.random.default_rng(5).standard_normal((len(texts), 64), dtype=np.float32)
+    vectors = np.random.default_rng(5).standard_normal((len(texts), dim), dtype=np.float32)
     for start in range(0, len(texts) if chunks.count() != len(texts) else 0, 5000):
         part = slice(start, start + 5000)
         chunks.add([f"{i:032x}" for i in range(start, min(start + 5000, len(texts)))], vectors[part],
                    texts[part], metas[part])
     return Resource.from_vectorstore("kb", vectorstore)
+
+
+def readable(principal: Principal, metas: list[dict]) -> float:
+    """The share of the chunks `principal` may read."""
+    keys = [key for clause in principal.filter()["$or"] for key in clause]
+    return sum(any(md.get(key) is True for key in keys) for md in metas) / max(len(metas), 1)
 
 
 def timed(fn) -> tuple[float, float]:
@@ -156,13 +162,103 @@ def run(resource: Resource, principal: Principal, requests: int, budget: float, 
             "context_chunks_with_principal": found, "plan_paths": dict(paths)}
 
 
+def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict], k: int, queries: int) -> None:
+    """`--paths`: each way Chroma with its permission file can answer each principal: what it adds to the search
+    without a principal (`k` hits; CPU and wall ms, median of pairs on the same questions), the over-fetch path's
+    recall of the exact one (and the unrestricted search's of an exact one), and the cost model's lines fitted to
+    them (`rag.stores.permission_vectors`)."""
+    from rag.stores import chroma, permission_index, permission_vectors
+    from rag.stores.chroma_chunks import ChromaChunkStore
+
+    client = chroma.open_client(folder)
+    store = ChromaChunkStore(chroma.open_collection(client, "acl-bench"), client=client, directory=folder)
+    side = store.permitted()
+    if not side.current():
+        side.rebuild(store._pages)
+    embedding = DeterministicFakeEmbedding(size=dim)
+    vectors = [embedding.embed_query(f"topic {i} part {i % 10}") for i in range(queries)]
+    db = side._dbs()[0]   # (this thread's own connection)
+    stored = store.count()
+
+    def cpu_ms(fn) -> tuple[float, list]:
+        times, out = [], []
+        for vector in vectors:
+            start = time.process_time()
+            out.append(fn(vector))
+            times.append(1000 * (time.process_time() - start))
+        return statistics.median(times), out
+
+    def paired(with_principal, without) -> tuple[float, float, list]:
+        """Median CPU and wall ms `with_principal` adds to `without`, on the same questions, in alternating order."""
+        cpu, wall, out = [], [], []
+        for i, vector in enumerate(vectors):
+            times = {}
+            for which, fn in ((0, with_principal), (1, without)) if i % 2 else ((1, without), (0, with_principal)):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                result = fn(vector)
+                times[which] = (time.perf_counter() - start, time.process_time() - start_cpu)
+                if which == 0:
+                    out.append(result)
+            cpu.append(1000 * (times[0][1] - times[1][1]))
+            wall.append(1000 * (times[0][0] - times[1][0]))
+        return statistics.median(cpu), statistics.median(wall), out
+
+    fits = {"exact": [], "over-fetch": []}
+    base, unrestricted = cpu_ms(lambda v: [d.id for d, _ in store.search(v, k=k, filter=None)])
+    ids, matrix = zip(*db.execute("SELECT id, vector FROM chunks WHERE length(vector) > 0").fetchall())
+    matrix = np.frombuffer(b"".join(matrix), dtype=np.float32).reshape(len(ids), dim)
+    exact_all = [[ids[i] for i in np.argsort(-(matrix @ (np.asarray(v) / np.linalg.norm(v))), kind="stable")[:k]]
+                 for v in vectors]
+    del matrix
+    print(json.dumps({"dim": dim, "k": k, "stored": stored, "unrestricted_search_cpu_ms": round(base, 2),
+                      "unrestricted_recall_of_exact": round(statistics.mean(
+                          len(set(a) & set(b)) / k for a, b in zip(unrestricted, exact_all)), 4),
+                      "load": os.getloadavg()}), flush=True)
+    for principal in principals:
+        keys = permission_index.granted_keys(principal.filter())
+        most, _ = permission_index.share(db, keys)
+        depth = permission_vectors.over_fetch_depth(k, most, stored)
+        row = {"groups": len(principal.groups), "readable_share": round(readable(principal, metas), 4),
+               "load": round(os.getloadavg()[0], 1),
+               "key_count_sum": most, "over_fetch_depth": depth,
+               "model_choice": permission_vectors.choose(k=k, permitted=most, stored=stored, dim=dim)}
+        found = {}
+        for path in ("exact", "over-fetch", "lists"):
+            if path == "exact" and most > 0.6 * stored:
+                continue   # (reading most of the vectors: seconds, never chosen)
+            permission_vectors.FORCE = path
+            try:
+                cpu, wall, found[path] = paired(lambda v: [d.id for d, _ in store.search(v, k=k, filter=principal.filter())],
+                                                lambda v: store.search(v, k=k, filter=None))
+            finally:
+                permission_vectors.FORCE = None
+            row[f"{path}_added_cpu_ms"], row[f"{path}_added_wall_ms"] = round(cpu, 2), round(wall, 2)
+            if path in fits:
+                fits[path].append((most if path == "exact" else depth, cpu))
+        for path in ("over-fetch", "lists"):
+            if "exact" in found and path in found:
+                row[f"{path}_recall_of_exact"] = round(statistics.mean(
+                    len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(found[path], found["exact"])), 4)
+        print(json.dumps(row), flush=True)
+    for path, points in fits.items():
+        if len(points) >= 2:
+            slope, fixed = np.polyfit([x for x, _ in points], [y for _, y in points], 1)
+            print(f"{path}: added CPU {fixed:.3f} ms + {slope * 1000:.4f} ms per 1,000 "
+                  f"{'permitted vectors' if path == 'exact' else 'candidates'} at {dim} dimensions", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=25)
     parser.add_argument("--stores", choices=["memory", "chroma", "fts"], nargs="+", default=["memory", "chroma", "fts"])
-    parser.add_argument("--principal-groups", type=int, nargs="+", default=[0, 5, 50, 1000])
+    parser.add_argument("--principal-groups", type=int, nargs="+", default=[0, 5, 50, 250, 1000],
+                        help="principals' group counts (at 1,000 groups: 0 reads ~2%% of the chunks, 5 ~3%%, 50 ~11%%, "
+                             "250 ~45%%, 1,000 all; each row prints its share)")
+    parser.add_argument("--dim", type=int, default=64,
+                        help="vector dimensions (MiniLM: 384; the exact search over a principal's chunks reads each "
+                             "permitted vector, so its cost grows with them)")
     parser.add_argument("--case-seconds", type=float, default=60.0)
     parser.add_argument("--compare-native", type=int, default=0, metavar="GROUPS",
                         help="also time Chroma's / FTS5's own filter without the plan, for principals of at most "
@@ -170,6 +266,10 @@ def main() -> None:
     parser.add_argument("--store-dir", type=Path, default=None, metavar="DIR",
                         help="keep the Chroma and FTS5 stores in DIR and reuse them in later runs (same --chunks, "
                              "--groups: building 100,000 chunks takes minutes)")
+    parser.add_argument("--paths", action="store_true",
+                        help="Chroma with its permission file only (needs --store-dir): time the exact and the "
+                             "over-fetch path for each principal, their recall, and fit the cost model")
+    parser.add_argument("--queries", type=int, default=12, help="questions per path and principal with --paths")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
     texts, metas = corpus(args.chunks, args.groups)
@@ -177,14 +277,22 @@ def main() -> None:
     principals = [Principal("user1", frozenset(f"g{g}" for g in rng.sample(range(args.groups), size)))
                   for size in args.principal_groups]
     rows = []
+    if args.paths:
+        suffix = f"-d{args.dim}" if args.dim != 64 else ""
+        folder = args.store_dir / f"chroma-{args.chunks}-{args.groups}{suffix}"
+        build("chroma", texts, metas, folder, args.dim)
+        paths(folder / "chroma", args.dim, principals, metas, 100, args.queries)
+        return
     for store in args.stores:
         start = time.perf_counter()
-        folder = args.store_dir and args.store_dir / f"{store}-{args.chunks}-{args.groups}"
-        resource = build(store, texts, metas, folder)
+        suffix = f"-d{args.dim}" if args.dim != 64 and store != "fts" else ""
+        folder = args.store_dir and args.store_dir / f"{store}-{args.chunks}-{args.groups}{suffix}"
+        resource = build(store, texts, metas, folder, args.dim)
         print(f"built {len(texts)} chunks, {args.groups} groups, store {store} in "
               f"{time.perf_counter() - start:.1f} s", flush=True)
         for principal in principals:
-            row = {"store": store, **run(resource, principal, args.requests, args.case_seconds)}
+            row = {"store": store, "dim": args.dim, "readable_share": round(readable(principal, metas), 4),
+                   **run(resource, principal, args.requests, args.case_seconds)}
             rows.append(row)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
             if args.compare_native and store != "memory" and len(principal.groups) <= args.compare_native:

@@ -35,7 +35,8 @@ from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chunk_store import Capability, ChunkStoreBase
 from rag.stores.files import refuse_symlinks, store_condition, store_write_error
 from rag.stores.chroma_permitted import PermittedVectors
-from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
+from rag.stores import permission_vectors
+from rag.stores.permission_plan import PermissionPlan, note_exact, planned_search
 
 __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name",
            "knowledge_base_store"]
@@ -212,25 +213,26 @@ class ChromaChunkStore(ChunkStoreBase):
         return [(doc, 1.0 - distance) for doc, distance in hits]
 
     def _exact(self, plan: PermissionPlan, vector: Sequence[float], k: int) -> list[tuple[Document, float]] | None:
-        """For a principal who may read few chunks: the search over those only, with the vectors kept beside the
-        collection (`rag.stores.chroma_permitted`); None when it does not apply (no file, stale, many chunks)."""
+        """For a principal whose filter is "one of these keys is true": the search over its chunks or Chroma's list
+        checked in the file beside the collection (`rag.stores.chroma_permitted`), whichever costs less; None when
+        it does not apply (no file, stale)."""
         keys, side = plan.keys, self.permitted()
-        if keys is None or side is None or exact_too_many(self, plan):
+        if keys is None or side is None or permission_vectors.FORCE == "lists":
             return None
         start = time.perf_counter()
+        rest = _where(plan.rest)
         try:
             if not side.current() and not (side.rebuild(self._pages) and side.current()):
                 return None
-            found = side.search(vector, k, keys, keep=plan.allows, rest=plan.rest,
-                                read=lambda ids: chroma.get_documents(self.collection, ids=ids))
+            found = side.search(vector, k, keys, keep=plan.allows, rest=plan.rest, memo=plan.permission,
+                                read=lambda ids: chroma.get_documents(self.collection, ids=ids),
+                                nearest=lambda n: chroma.query_counted(self.collection, vector, k=n, where=rest,
+                                                                       ids_only=True))
         except (sqlite3.Error, StoreError):   # (the file cannot be read or written, or is a link: the other paths)
             return None
         if found is None:
             return None
-        if found[1] < 0:   # (the principal may read too many: the plan's lists)
-            exact_too_many(self, plan, now=True)
-            return None
-        note_exact(found[1], start)
+        note_exact(found[2], start, path=found[1])
         return found[0]
 
     def _pages(self) -> Any:

@@ -9,11 +9,12 @@ it has any, its vector (float32, normalised; a knowledge base without permission
 vectors), the key tables of `rag.stores.permission_index`, and each key's
 chunk numbers and vectors packed in one row (``key_packs``: a change of the key's chunks deletes
 it, by trigger; each write packs the keys it changed again, so a principal's vectors are one row
-per key). A principal who
-may read few chunks (`permission_index.EXACT_SHARE`) is answered exactly over those: their vectors
-read in one statement, cosine distances in NumPy, and the closest read from Chroma in order, each
-checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is never
-returned; one it misses is missed).
+per key). A principal whose filter is "one of these keys is true" is answered from it, the way
+`rag.stores.permission_vectors` says costs less: exactly over its chunks (their vectors read in one
+statement, cosine distances in NumPy), or from Chroma's own nearest list read deeper, the file saying
+which candidates it may read. The closest are read from Chroma in order, each checked against the
+whole filter on Chroma's own metadata (a chunk the file wrongly lists is never returned; one it
+misses is missed).
 
 **Current across processes.** `ChromaChunkStore` writes the file after each write of Chroma, with
 the sequence number Chroma's metadata segment of the collection reached (``max_seq_id``). A search
@@ -25,12 +26,14 @@ same way: stores written before it need no step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +42,7 @@ from langchain_core.documents import Document
 
 from rag.base.acl import ACL_PREFIX
 from rag.base.errors import StoreError
-from rag.base.filters import matches_canonical
-from rag.stores import permission_index
+from rag.stores import permission_index, permission_vectors
 from rag.stores.files import refuse_symlinks
 
 __all__ = ["FORMAT", "REBUILD_EVERY", "PermittedVectors"]
@@ -63,7 +65,11 @@ FORMAT = "rag-chroma-acl/4"
 #: by the plan's other paths, never by a stale file)
 REBUILD_EVERY = 60.0
 _BATCH = 500
-_READ = 32
+#: searches of one principal's filter before its keys' counts are read again (`PermittedVectors._share`)
+SHARE_AGAIN = 16
+#: idle connection pairs a store keeps for the next request's thread
+_POOL = 4
+_SHARES_KEPT = 64
 
 
 def _acl(metadata: Mapping[str, Any] | None) -> str:
@@ -96,6 +102,10 @@ class PermittedVectors:
         self._local = threading.local()
         self._build_lock = threading.Lock()
         self._built_at = -REBUILD_EVERY
+        self._segment: str | None = None
+        self._pool: list[tuple[sqlite3.Connection, sqlite3.Connection]] = []
+        self._pool_lock = threading.Lock()
+        self._shares: OrderedDict[int, tuple[Any, tuple[int, int], int]] = OrderedDict()
 
     @classmethod
     def of(cls, collection: Any, client: Any, directory: Path | None) -> PermittedVectors | None:
@@ -110,26 +120,58 @@ class PermittedVectors:
             return None
         return cls(Path(directory), str(collection.id))
 
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connection]]:
+        """This thread's connections (the file's, Chroma's read-only) for the call: taken from the store's pool and
+        given back after (a request may run on a new thread each time: opening them costs milliseconds), at most
+        `_POOL` kept idle."""
+        found = getattr(self._local, "dbs", None)
+        if found is not None:   # (nested, or a thread that holds its own)
+            yield found
+            return
+        with self._pool_lock:
+            pair = self._pool.pop() if self._pool else None
+        pair = pair or self._open()
+        self._local.dbs = pair
+        try:
+            yield pair
+        finally:
+            self._local.dbs = None
+            if pair[0].in_transaction:   # (a call cut short: nothing half-done goes back to the pool)
+                pair[0].close()
+                pair[1].close()
+                return
+            with self._pool_lock:
+                if len(self._pool) < _POOL:
+                    self._pool.append(pair)
+                    pair = None
+            for db in pair or ():
+                db.close()
+
     def _dbs(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        """The connections this thread holds (outside `_held`: opened for this thread, kept by it)."""
         found = getattr(self._local, "dbs", None)
         if found is None:
-            refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
-            side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            side.execute("PRAGMA journal_mode=WAL")
-            side.execute("PRAGMA mmap_size = 1073741824")   # (packs are read whole: mapped, not copied page by page)
-            side.executescript(_SCHEMA)
-            found = side.execute("SELECT value FROM settings WHERE key = 'format'").fetchone()
-            if not permission_index.ready(side) or found is None or found[0] != FORMAT:
-                side.execute("BEGIN IMMEDIATE")   # (another layout: emptied, stale, written again when searched)
-                side.execute("DELETE FROM chunks")
-                side.execute("DELETE FROM settings WHERE key = 'chroma_seq'")
-                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('format', ?)", (FORMAT,))
-                permission_index.build(side, "chunks", "acl")
-                side.execute("COMMIT")
-            chroma = sqlite3.connect(f"{self.chroma_file.resolve().as_uri()}?mode=ro", uri=True, timeout=5,
-                                     isolation_level=None, check_same_thread=False)
-            found = self._local.dbs = (side, chroma)
+            found = self._local.dbs = self._open()
         return found
+
+    def _open(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
+        side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        side.execute("PRAGMA journal_mode=WAL")
+        side.execute("PRAGMA mmap_size = 1073741824")   # (packs are read whole: mapped, not copied page by page)
+        side.executescript(_SCHEMA)
+        found = side.execute("SELECT value FROM settings WHERE key = 'format'").fetchone()
+        if not permission_index.ready(side) or found is None or found[0] != FORMAT:
+            side.execute("BEGIN IMMEDIATE")   # (another layout: emptied, stale, written again when searched)
+            side.execute("DELETE FROM chunks")
+            side.execute("DELETE FROM settings WHERE key = 'chroma_seq'")
+            side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('format', ?)", (FORMAT,))
+            permission_index.build(side, "chunks", "acl")
+            side.execute("COMMIT")
+        chroma = sqlite3.connect(f"{self.chroma_file.resolve().as_uri()}?mode=ro", uri=True, timeout=5,
+                                 isolation_level=None, check_same_thread=False)
+        return side, chroma
 
     def _chroma_seq(self) -> int | None:
         """The last write Chroma applied to this collection's metadata (-1: none yet; None when it cannot be read)."""
@@ -145,12 +187,13 @@ class PermittedVectors:
 
     def current(self) -> bool:
         """Whether the file holds what Chroma holds (written after Chroma's last write of the collection)."""
-        try:
-            row = self._dbs()[0].execute("SELECT value FROM settings WHERE key = 'chroma_seq'").fetchone()
-        except sqlite3.Error:
-            return False
-        seq = self._chroma_seq()
-        return row is not None and seq is not None and row[0] == str(seq)
+        with self._held() as (side, _):
+            try:
+                row = side.execute("SELECT value FROM settings WHERE key = 'chroma_seq'").fetchone()
+            except sqlite3.Error:
+                return False
+            seq = self._chroma_seq()
+            return row is not None and seq is not None and row[0] == str(seq)
 
     # ------------------------------------------------------------------ writing (after Chroma's write)
     def _stamp(self, side: sqlite3.Connection) -> None:
@@ -164,18 +207,19 @@ class PermittedVectors:
         if not was_current:
             return
         try:
-            side = self._dbs()[0]
-            side.execute("BEGIN IMMEDIATE")
+            with self._held() as (side, _):
+                self._apply(side, change)
         except (sqlite3.Error, StoreError):
             return
+
+    def _apply(self, side: sqlite3.Connection, change: Callable[[sqlite3.Connection], None]) -> None:
+        side.execute("BEGIN IMMEDIATE")
         try:
             change(side)
             _repack(side)
             self._stamp(side)
-        except BaseException as exc:
+        except BaseException:
             side.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                return
             raise
         side.execute("COMMIT")
 
@@ -220,10 +264,12 @@ class PermittedVectors:
     def remove(self) -> None:
         """The collection is gone (replaced): its file too."""
         found = getattr(self._local, "dbs", None)
-        if found is not None:
-            for db in found:
+        with self._pool_lock:
+            pool, self._pool = self._pool, []
+        for pair in [*pool, *([found] if found is not None else [])]:
+            for db in pair:
                 db.close()
-            self._local = threading.local()
+        self._local = threading.local()
         for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
             path.unlink(missing_ok=True)
 
@@ -234,57 +280,96 @@ class PermittedVectors:
             if time.monotonic() - self._built_at < REBUILD_EVERY:
                 return False
             self._built_at = time.monotonic()
-            start, side, seq = time.perf_counter(), self._dbs()[0], self._chroma_seq()
-            side.execute("BEGIN IMMEDIATE")
-            try:
-                side.execute("DELETE FROM chunks")
-                count = 0
-                for page in pages():
-                    ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
-                    side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
-                                     [_row(id_, md, units[i])
-                                      for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
-                    count += len(ids)
-                _repack(side)
-                side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
-                             (str(seq) if seq is not None else "none",))
-            except BaseException:
-                side.execute("ROLLBACK")
-                raise
-            side.execute("COMMIT")
+            with self._held() as (side, _):
+                count = self._write_all(side, pages)
         if count:
             _log.warning("%s: wrote the permission keys and vectors of its %d chunks in %.1f s (once; later writes "
-                         "keep them)", self.path, count, time.perf_counter() - start)
+                         "keep them)", self.path, count, time.monotonic() - self._built_at)
         return True
+
+    def _write_all(self, side: sqlite3.Connection, pages: Callable[[], Any]) -> int:
+        seq = self._chroma_seq()
+        side.execute("BEGIN IMMEDIATE")
+        try:
+            side.execute("DELETE FROM chunks")
+            count = 0
+            for page in pages():
+                ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
+                side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
+                                 [_row(id_, md, units[i])
+                                  for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
+                count += len(ids)
+            _repack(side)
+            side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
+                         (str(seq) if seq is not None else "none",))
+        except BaseException:
+            side.execute("ROLLBACK")
+            raise
+        side.execute("COMMIT")
+        return count
 
     # ------------------------------------------------------------------ reading
     def search(self, vector: Sequence[float], k: int, keys: Sequence[str], *, keep: Callable[[Mapping[str, Any]], bool],
-               rest: dict[str, Any] | None, read: Callable[[list[str]], list[Document]]
-               ) -> tuple[list[tuple[Document, float]], int] | None:
+               rest: dict[str, Any] | None, read: Callable[[list[str]], list[Document]],
+               nearest: Callable[[int], tuple[list[tuple[str, float]], int]], memo: Any = None,
+               ) -> tuple[list[tuple[Document, float]], str, int] | None:
         """The `k` closest chunks holding one of `keys` as true whose Chroma metadata `keep` (the whole permission
-        check) and `rest` (the request's own conditions) allow, as (document, cosine distance), and at most how many
-        chunks were permitted (-1, and no hits: the principal may read too many); None when the file is stale."""
-        side = self._dbs()[0]
+        check) and `rest` (the request's own conditions) allow, as (document, cosine distance), the path that found
+        them ("exact" or "over-fetch", `rag.stores.permission_vectors`) and how many candidates it weighed; None when
+        the file is stale or holds vectors of another size. `nearest(n)`: Chroma's `n` closest (id, distance) with
+        the request's own conditions, and how many it returned; `memo`: the principal's filter (one shared object:
+        its keys' counts are read once per `SHARE_AGAIN` searches)."""
+        with self._held() as (side, chroma):
+            segment = self._segment = self._segment or permission_vectors.chroma_segment(chroma, self.collection_id)
+
+            def rows(ids: list[str]) -> list[Document]:   # (from Chroma's tables: a third of `get`'s cost)
+                found = permission_vectors.chroma_documents(chroma, segment, ids) if segment else None
+                return read(ids) if found is None else found
+
+            return self._search(side, vector, k, keys, keep=keep, rest=rest, read=rows, nearest=nearest, memo=memo)
+
+    def _search(self, side: sqlite3.Connection, vector: Sequence[float], k: int, keys: Sequence[str], *,
+                keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+                read: Callable[[list[str]], list[Document]],
+                nearest: Callable[[int], tuple[list[tuple[str, float]], int]], memo: Any,
+                ) -> tuple[list[tuple[Document, float]], str, int] | None:
         side.execute("BEGIN")
         try:
             if not self.current():
                 return None
-            most, stored = permission_index.share(side, keys)
-            if most > permission_index.EXACT_SHARE * stored:
-                return [], -1
+            most, stored = self._share(side, keys, memo)
             query = _unit(vector)[0]
-            numbers, matrix = _vectors(side, keys, query.size)
-            if matrix is None:
+            path = permission_vectors.choose(k=k, permitted=most, stored=stored, dim=query.size)
+            if path == "over-fetch":
+                found = permission_vectors.over_fetch(side, k, frozenset(keys), most, stored, keep, read, nearest)
+                if found is not None:
+                    return found[0], "over-fetch", found[1]
+            packs = permission_vectors.packs(side, keys)
+            scored = permission_vectors.distances(packs, query)
+            if scored is None:
                 return None   # (vectors of another size: Chroma answers)
-            if not len(numbers):
-                return [], most
-            numbers, first = np.unique(numbers, return_index=True)   # (a chunk of two of the keys: once)
-            # (a product and a sum, not BLAS: its threads spin against a busy machine's other work, 20x slower)
-            distances = 1.0 - (matrix * query).sum(axis=1, dtype=np.float32)[first]
-            order = np.lexsort((numbers, distances))   # (closest first; ties in the order the chunks were written)
-            return _walk(side, numbers[order], distances[order], k, keep, rest, read), most
+            numbers, dists = scored
+            return permission_vectors.walk(side, numbers, dists, k, keep, rest, read), "exact", most
         finally:
             side.execute("COMMIT")
+
+    def _share(self, side: sqlite3.Connection, keys: Sequence[str], memo: Any) -> tuple[int, int]:
+        """`permission_index.share` (~1 ms for 1,000 keys), remembered for `SHARE_AGAIN` searches of the same filter
+        object, for at most `_SHARES_KEPT` filters (a speed decision only)."""
+        if memo is None:
+            return permission_index.share(side, keys)
+        with self._pool_lock:
+            found = self._shares.get(id(memo))
+            if found is not None and found[0] is memo and found[2] < SHARE_AGAIN:
+                self._shares[id(memo)] = (memo, found[1], found[2] + 1)
+                self._shares.move_to_end(id(memo))
+                return found[1]
+        counted = permission_index.share(side, keys)
+        with self._pool_lock:
+            self._shares[id(memo)] = (memo, counted, 0)
+            while len(self._shares) > _SHARES_KEPT:
+                self._shares.popitem(last=False)
+        return counted
 
 
 def _repack(side: sqlite3.Connection) -> None:
@@ -297,44 +382,3 @@ def _repack(side: sqlite3.Connection) -> None:
         side.execute("INSERT OR REPLACE INTO key_packs (key, numbers, vectors) VALUES (?, ?, ?)",
                      (key, np.array([n for n, _ in rows], dtype=np.int64).tobytes(),
                       b"".join(vector for _, vector in rows)))
-
-
-def _vectors(side: sqlite3.Connection, keys: Sequence[str], size: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """The numbers and vectors of the chunks holding one of `keys` as true (a chunk of two keys twice): from the
-    keys' packs, and for a key not packed (a write by a version without packs) from its rows; None: another size."""
-    marks = ",".join("?" * len(keys))
-    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
-    numbers = [np.frombuffer(ns, dtype=np.int64) for _, ns, _ in packs]
-    blobs = [vectors for _, _, vectors in packs]
-    packed = {key for key, _, _ in packs}
-    loose = [key for key in keys if key not in packed]
-    if loose:
-        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
-                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
-        numbers.append(np.array([n for n, _ in rows], dtype=np.int64))
-        blobs += [vector for _, vector in rows]
-    together = np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32)
-    if matrix.size != len(together) * size:
-        return together, None
-    return together, matrix.reshape(len(together), size)
-
-
-def _walk(side: sqlite3.Connection, numbers: np.ndarray, distances: np.ndarray, k: int,
-          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
-          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
-    """The ranked chunks (their numbers here, closest first) read from Chroma in their order, in batches, the first
-    `k` whose metadata passes."""
-    out: list[tuple[Document, float]] = []
-    size = max(k + 4, _READ)
-    for start in range(0, len(numbers), size):
-        part = [int(n) for n in numbers[start:start + size]]
-        ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})", part).fetchall())
-        found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
-        for n, distance in zip(part, distances[start:start + size].tolist(), strict=True):
-            doc = found.get(ids.get(n))
-            if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
-                out.append((doc, float(distance)))
-                if len(out) >= k:
-                    return out
-    return out

@@ -318,11 +318,12 @@ def exact_too_many(memo: Any, plan: PermissionPlan, *, now: bool = False) -> boo
     return _remembered(_MANY, memo, plan, now)
 
 
-def note_exact(candidates: int, start: float) -> None:
-    """Report a search over the permitted chunks only (`rag.stores.permission_index`; `candidates`: at most how
-    many) as the path "exact", like `planned_search`'s paths."""
-    note_stage(permission_plan="exact", permission_candidates=candidates,
-               seconds={"permission_plan.exact": time.perf_counter() - start})
+def note_exact(candidates: int, start: float, *, path: str = "exact") -> None:
+    """Report a search that read which chunks are permitted beside the store (`rag.stores.permission_index`) like
+    `planned_search`'s paths: "exact" (over the permitted chunks only; `candidates`: at most how many) or
+    "over-fetch" (the store's list read deeper, checked there; `candidates`: how deep)."""
+    note_stage(permission_plan=path, permission_candidates=candidates,
+               seconds={f"permission_plan.{path}": time.perf_counter() - start})
 
 
 def _done(hits: Hits, path: str, depth: int, start: float) -> tuple[Hits, str]:

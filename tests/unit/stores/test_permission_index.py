@@ -106,6 +106,8 @@ def test_every_write_keeps_the_permitted_set_current_for_this_store_and_another(
             native, native_words, _ = stores.answers(chunks, fts, "off")
             assert got == native and words == native_words
             assert paths == ["exact", "exact"]
+            over, _, paths = stores.answers(chunks, fts, "over-fetch")   # (Chroma's list, checked in the file)
+            assert over == native and paths[0] == "over-fetch"
     side = stores.chroma.permitted()
     if side is not None and side.current():   # a chunk without keys has no copy of its vector in the file
         rows = side._dbs()[0].execute("SELECT acl, length(vector) FROM chunks").fetchall()

@@ -27,7 +27,7 @@ from rag.base.acl import Permissions, Principal, permission_filter
 from rag.base.filters import and_filters, matches, matches_canonical, validate_filter
 from rag.base.tracing import stage
 from rag.compose.resource import Resource
-from rag.stores import fts_index, permission_index, permission_plan
+from rag.stores import fts_index, permission_index, permission_plan, permission_vectors
 from rag.stores.chroma import new_chroma
 from rag.stores.chroma_chunks import ChromaChunkStore
 from rag.stores.fts_index import FTSIndex
@@ -46,14 +46,20 @@ WORDS = ["revenue", "costs", "growth", "risk"]
 def plan_mode(mode: str) -> Iterator[None]:
     """"off": the store's native filter only; "deepen": a short first list and deeper lists whatever they cost;
     "native": a short first list, never deeper (too few permitted: the native filter); "exact": the search over the
-    permitted chunks (`rag.stores.permission_index`) whatever their share, where it applies; "default": as shipped.
-    "deepen" and "native" never search over the permitted chunks only."""
+    permitted chunks (`rag.stores.permission_index`) whatever their share, where it applies; "over-fetch": Chroma's
+    list read deeper and checked in its permission file (`rag.stores.permission_vectors`), where it applies;
+    "default": as shipped. "deepen" and "native" never search over the permitted chunks only."""
     saved = (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
-             fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE)
+             fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE,
+             permission_vectors.FORCE)
     if mode == "exact":
         permission_index.EXACT_SHARE = math.inf   # (a sum of key counts may exceed the chunks)
+        permission_vectors.FORCE = "exact"
+    elif mode == "over-fetch":
+        permission_vectors.FORCE = "over-fetch"
     elif mode in ("deepen", "native"):
         permission_index.EXACT_SHARE = -1.0
+        permission_vectors.FORCE = "lists"
     if mode == "off":
         permission_plan.ENABLED = False
     elif mode in ("deepen", "native"):
@@ -68,7 +74,8 @@ def plan_mode(mode: str) -> Iterator[None]:
         permission_plan._NATIVE.clear()
         permission_plan._MANY.clear()
         (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
-         fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE) = saved
+         fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE,
+         permission_vectors.FORCE) = saved
 
 
 permissions = st.sampled_from([None, Permissions(public=True), Permissions(users=frozenset({"ann"})),
@@ -125,7 +132,7 @@ _slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 @settings(max_examples=60, deadline=None, suppress_health_check=_slow_ok)
 @given(corpus=corpora(), principal=principals, flt=request_filters, default=st.booleans(), k=st.integers(1, 12),
-       mode=st.sampled_from(["default", "deepen", "native", "exact"]),
+       mode=st.sampled_from(["default", "deepen", "native", "exact", "over-fetch"]),
        store=st.sampled_from(["chroma", "chroma in a directory", "fts"]), question=st.sampled_from(WORDS))
 def test_the_plan_answers_what_the_native_filter_answers(corpus, principal, flt, default, k, mode, store, question):
     whole = and_filters(flt, principal.filter(public_by_default=default))
@@ -146,6 +153,8 @@ def test_the_plan_answers_what_the_native_filter_answers(corpus, principal, flt,
         assert path == "native"
     if mode == "exact" and store != "chroma" and not default:   # (a principal's `$or` of keys that must be true)
         assert path == "exact"
+    if mode == "over-fetch" and store == "chroma in a directory" and not default:
+        assert path == "over-fetch"
 
 
 def _labelled(n: int, readable: set[int]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -1,0 +1,262 @@
+"""Which way a Chroma collection answers a principal whose chunks are listed beside it, and the exact ranking.
+
+A collection in a directory keeps each chunk's permission keys and vector in a file beside it
+(`rag.stores.chroma_permitted`). A principal whose filter is "one of these keys is true" is then
+answered one of two ways, whichever this module's cost model says costs less:
+
+- **exact**: every permitted chunk's vector is read from the file and scored (cosine, NumPy); the
+  answer is the exact nearest permitted chunks. Its cost grows with how many chunks are permitted
+  times their dimension.
+- **over-fetch**: Chroma's own nearest-neighbour list (HNSW) with the request's own conditions, read
+  `depth` deep as ids only; the file says which of them the principal may read (expected: the
+  principal's share of `depth`), and only those are read from Chroma. The answer is the unrestricted
+  search post-filtered to the principal, read deep enough to hold `k` of its chunks. Its cost grows
+  with `depth`, so with `k` over the principal's share, times the dimension.
+
+Either way each returned chunk is checked again on Chroma's own metadata (the file can only cost
+recall, never let a chunk through).
+
+**The cost model** (`exact_ms`, `over_fetch_ms`: CPU milliseconds of the path's own work; what both
+paths share, reading the `k` answers from Chroma, is left out) is linear in what each path touches,
+and its coefficients were measured, at 64 and 384 dimensions, by
+``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (docs/security.md "What it costs"): the
+share at which the exact path stops paying is derived from them, per request, from the principal's
+chunk count, `k`, the collection's size and the vectors' dimension. With 100 candidates over
+100,000 chunks it is about 45% at 64 dimensions, 19% at 384 and 16% at 768 (by the sum of the
+principal's keys' counts).
+
+Example:
+    >>> choose(k=100, permitted=2_000, stored=100_000, dim=384)     # 2%: reading 2,000 vectors is cheaper
+    'exact'
+    >>> choose(k=100, permitted=45_000, stored=100_000, dim=384)    # 45%: ~280 candidates are
+    'over-fetch'
+    >>> over_fetch_depth(100, 45_000, 100_000)
+    282
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+from rag.base.filters import matches_canonical
+
+__all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "distances", "exact_ms", "over_fetch", "over_fetch_depth",
+           "over_fetch_ms", "packs", "ranked", "walk"]
+
+#: The cost model's coefficients (CPU ms: only their ratios decide), fitted to what each path added to the search
+#: without a principal (median of pairs on the same questions; 100 hits; 100,000 chunks; 0-1,000 groups) at 64 and
+#: 384 dimensions: ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (load average 15-25 on 2 cores, which
+#: inflates every figure about alike; bench/results/acl.txt). The exact path: per float of each permitted vector read
+#: and scored (per vector beyond that, and fixed: within noise of 0).
+EXACT_FIXED_MS = 0.0
+EXACT_PER_VECTOR_MS = 0.0
+EXACT_PER_FLOAT_MS = 0.0000102
+#: The over-fetch path: what its HNSW query costs that the exact path does not (fixed, and per dimension), per
+#: candidate (its id looked up in the file) and per candidate and dimension (HNSW's distances grow with the depth).
+QUERY_FIXED_MS = 20.0
+QUERY_FIXED_PER_FLOAT_MS = 0.0625
+QUERY_PER_CANDIDATE_MS = 0.0139
+QUERY_PER_CANDIDATE_FLOAT_MS = 0.000075
+#: How much deeper than the principal's share says the HNSW list is read (the share is an upper bound from the keys'
+#: counts, a chunk of two keys counted twice, but a list's permitted hits vary).
+SLACK = 1.25
+_LOOKUP = 2000
+#: Rounds of a deeper list when the first held fewer than `k` permitted chunks, before the exact path answers.
+ROUNDS = 2
+#: Tests only: "exact" or "over-fetch" whatever they cost, "lists" for neither (the plan of a collection without a
+#: file: `rag.stores.permission_plan`); None: the cost model decides.
+FORCE: str | None = None
+
+
+def over_fetch_depth(k: int, permitted: int, stored: int) -> int:
+    """How deep the HNSW list is read to hold `k` of a principal's chunks: `k` over its share (`permitted`, the sum
+    of its keys' counts, of `stored`), times `SLACK`, plus a few; at most `stored`."""
+    share = min(1.0, permitted / max(stored, 1))
+    if share <= 0:
+        return max(stored, 1)
+    return min(max(stored, 1), math.ceil(k / share * SLACK) + 4)
+
+
+def exact_ms(permitted: int, dim: int) -> float:
+    """What the exact path is expected to cost (CPU ms) for `permitted` vectors of `dim` floats."""
+    return EXACT_FIXED_MS + permitted * (EXACT_PER_VECTOR_MS + dim * EXACT_PER_FLOAT_MS)
+
+
+def over_fetch_ms(depth: int, dim: int) -> float:
+    """What the over-fetch path is expected to cost (CPU ms) for a list `depth` deep of `dim`-float vectors."""
+    return QUERY_FIXED_MS + dim * QUERY_FIXED_PER_FLOAT_MS + depth * (QUERY_PER_CANDIDATE_MS
+                                                                       + dim * QUERY_PER_CANDIDATE_FLOAT_MS)
+
+
+def choose(*, k: int, permitted: int, stored: int, dim: int) -> str:
+    """"exact" or "over-fetch", whichever is expected to cost less (`FORCE` overrides)."""
+    if FORCE in ("exact", "over-fetch"):
+        return FORCE
+    depth = over_fetch_depth(k, permitted, stored)
+    return "exact" if exact_ms(permitted, dim) <= over_fetch_ms(depth, dim) else "over-fetch"
+
+
+def distances(packs: Sequence[tuple[bytes, bytes]], query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(chunk numbers, cosine distances) of the vectors of `packs` ((numbers, vectors) as bytes: int64 and normalised
+    float32) to the normalised `query`; a chunk of two packs twice. Each pack is scored where it lies (no copy of
+    them all into one matrix); a product and a sum, not BLAS (its threads spin against a busy machine's other work:
+    measured 7x slower at 11,000 vectors on 2 loaded cores). None: a pack of another dimension."""
+    size = query.size
+    numbers, scores = [], []
+    for ns, vs in packs:
+        number = np.frombuffer(ns, dtype=np.int64)
+        matrix = np.frombuffer(vs, dtype=np.float32)
+        if matrix.size != number.size * size:
+            return None
+        numbers.append(number)
+        scores.append(np.einsum("ij,j->i", matrix.reshape(number.size, size), query, dtype=np.float32))
+    if not numbers:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    return np.concatenate(numbers), 1.0 - np.concatenate(scores)
+
+
+def ranked(numbers: np.ndarray, dists: np.ndarray, first: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The chunks in order, closest first (ties by number), each once (its closest copy), in batches: the `first`
+    closest (and any tied with the last of them) found by a partition, then, only when the caller reads on, the rest
+    sorted."""
+    if len(dists) > 2 * first:
+        bound = np.partition(dists, first)[first]
+        near = dists <= bound
+        head_n, head_d = _ordered(numbers[near], dists[near])
+        yield head_n, head_d
+        rest = ~near & ~np.isin(numbers, head_n)
+        if rest.any():
+            yield _ordered(numbers[rest], dists[rest])
+        return
+    if len(dists):
+        yield _ordered(numbers, dists)
+
+
+def _ordered(numbers: np.ndarray, dists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((numbers, dists))
+    numbers, dists = numbers[order], dists[order]
+    _, first = np.unique(numbers, return_index=True)   # (a chunk of two keys: its first, closest, copy)
+    first.sort()
+    return numbers[first], dists[first]
+
+
+def over_fetch(side: sqlite3.Connection, k: int, keys: frozenset[str], most: int, stored: int,
+               keep: Callable[[Mapping[str, Any]], bool], read: Callable[[list[str]], list[Document]],
+               nearest: Callable[[int], tuple[list[tuple[str, float]], int]]
+               ) -> tuple[list[tuple[Document, float]], int] | None:
+    """Chroma's nearest list read deep enough to hold `k` chunks the file says the principal may read (deeper, up to
+    `ROUNDS` times, when it held fewer); those read from Chroma in order and checked by `keep`.
+    None: still too few (the exact path answers)."""
+    depth = over_fetch_depth(k, most, stored)
+    for _ in range(1 + ROUNDS):
+        order, returned = nearest(depth)
+        allowed = allowed_ids(side, [id_ for id_, _ in order], keys)
+        ranked = [(id_, distance) for id_, distance in order if id_ in allowed]
+        out: list[tuple[Document, float]] = []
+        size = max(k + 4, 32)
+        for start in range(0, len(ranked), size):
+            part = ranked[start:start + size]
+            found = {doc.id: doc for doc in read([id_ for id_, _ in part])}
+            out += [(found[id_], distance) for id_, distance in part if id_ in found and keep(found[id_].metadata)]
+            if len(out) >= k:
+                return out[:k], depth
+        if returned < depth:   # (Chroma holds no more: this is all of them; `stored` may be a count of before)
+            return out, depth
+        share = (len(out) + 2) / max(returned, 1)
+        depth = max(2 * depth, math.ceil(k / share * SLACK) + 4)
+    return None
+
+
+def allowed_ids(side: sqlite3.Connection, ids: list[str], keys: frozenset[str]) -> set[str]:
+    """Which of `ids` hold one of `keys` as true, by the file."""
+    allowed: set[str] = set()
+    for start in range(0, len(ids), _LOOKUP):
+        part = ids[start:start + _LOOKUP]
+        allowed.update(id_ for id_, key in side.execute(
+            f"SELECT c.id, a.key FROM chunks AS c JOIN acl_keys AS a ON a.n = c.n "
+            f"WHERE c.id IN ({','.join('?' * len(part))}) AND a.value = 1", part) if key in keys)
+    return allowed
+
+
+def packs(side: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[bytes, bytes]]:
+    """The (numbers, vectors) of the chunks holding one of `keys` as true (a chunk of two keys twice): the keys'
+    packs, and for a key not packed (a write by a version without packs) one more pack from its rows."""
+    marks = ",".join("?" * len(keys))
+    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
+    packed = {key for key, _, _ in packs}
+    out = [(numbers, vectors) for _, numbers, vectors in packs]
+    loose = [key for key in keys if key not in packed]
+    if loose:
+        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
+                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
+        out.append((np.array([n for n, _ in rows], dtype=np.int64).tobytes(), b"".join(v for _, v in rows)))
+    return out
+
+
+def walk(side: sqlite3.Connection, numbers: np.ndarray, dists: np.ndarray, k: int,
+          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
+    """The scored chunks (their numbers here; `permission_vectors.ranked`: closest first, each once) read from Chroma
+    in their order, in batches, the first `k` whose metadata passes."""
+    out: list[tuple[Document, float]] = []
+    size = max(k + 4, 32)
+    for batch_numbers, batch_dists in ranked(numbers, dists, 2 * size):
+        for start in range(0, len(batch_numbers), size):
+            part = [int(n) for n in batch_numbers[start:start + size]]
+            ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})",
+                                    part).fetchall())
+            found = {doc.id: doc for doc in read([ids[n] for n in part if n in ids])}
+            for n, distance in zip(part, batch_dists[start:start + size].tolist(), strict=True):
+                doc = found.get(ids.get(n))
+                if doc is not None and keep(doc.metadata) and (rest is None or matches_canonical(doc.metadata, rest)):
+                    out.append((doc, float(distance)))
+                    if len(out) >= k:
+                        return out
+    return out
+
+
+def chroma_documents(chroma_db: sqlite3.Connection, segment: str, ids: Sequence[str]) -> list[Document] | None:
+    """The chunks `ids` (text, metadata) as Chroma's `get` returns them, read from its metadata segment's tables with
+    SQL (~0.01 ms a chunk; Chroma's `get` costs ~0.07: as much as the rest of a search). Ids it does not hold are
+    absent. `segment`: the collection's metadata segment (`chroma_segment`). None when a value is of a kind these
+    tables do not say (Chroma's `get` answers then)."""
+    if not ids:
+        return []
+    rows = chroma_db.execute(
+        "SELECT e.embedding_id, m.key, m.string_value, m.int_value, m.float_value, m.bool_value "
+        "FROM embeddings AS e JOIN embedding_metadata AS m ON m.id = e.id "
+        f"WHERE e.segment_id = ? AND e.embedding_id IN ({','.join('?' * len(ids))})", [segment, *ids]).fetchall()
+    texts: dict[str, str] = {}
+    metadatas: dict[str, dict[str, Any]] = {}
+    for id_, key, text, number, real, flag in rows:
+        metadata = metadatas.setdefault(id_, {})
+        if key == "chroma:document":
+            texts[id_] = text
+        elif text is not None:
+            metadata[key] = text
+        elif number is not None:
+            metadata[key] = number
+        elif real is not None:
+            metadata[key] = real
+        elif flag is not None:
+            metadata[key] = bool(flag)
+        else:
+            return None
+    return [Document(page_content=texts.get(id_) or "", metadata=metadatas[id_], id=id_)
+            for id_ in dict.fromkeys(ids) if id_ in metadatas]
+
+
+def chroma_segment(chroma_db: sqlite3.Connection, collection_id: str) -> str | None:
+    """The id of a collection's metadata segment in Chroma's database (None: none, or tables of another layout)."""
+    try:
+        row = chroma_db.execute("SELECT id FROM segments WHERE collection = ? AND scope = 'METADATA'",
+                                (collection_id,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return row[0] if row and isinstance(row[0], str) else None
