@@ -23,6 +23,13 @@ hybrid search's two threads, 8 frames deep under the pipeline, counted at depth 
 frames were calls (`<dictcomp>` in `cmd_ask` was a climb back into `cli/ask.py` on Python 3.11, not on
 3.12); threads were read in clock order, so concurrent calls interleaved. The same tree reads 20 / 13 / 7.
 
+Session 38 (depth 4): 14 / 10 / 4 -> 12 / 10 / 2. `rag ask` resolves one typed request at the CLI's door
+(`rag.cli.request`: its arguments, the store options and the filter, validated once; the command runs on
+it), and a RAG's own retrieval (each resource's branch, the aggregate) is built beside the input step that
+runs it (`rag.compose.input_step.resources_chain`). The two climbs left are the answer's module
+(`rag_with_source`: the chain is built, then run, as LangChain does) and `rag.cli.request` (the store
+options resolved after the filter, so mistakes are reported in the order the options are read).
+
 Usage (from the repository root; the store is indexed once into a temporary folder):
 
     PYTHONPATH=$PWD HF_HUB_OFFLINE=1 python bench/walk.py [--depth 4] [--corpus docs/retrieval.md ...]

@@ -1,4 +1,4 @@
-"""`rag index PATH...` and `rag ask QUESTION`."""
+"""`rag index PATH...` and `rag ask QUESTION` (its arguments and request: `rag.cli.request`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Any
 
-from rag.base.errors import ConfigError, FilterError, short_repr
-from rag.base.filters import MAX_FILTER_DEPTH
+from rag.base.errors import short_repr
 from rag.base.text import terminal_safe
-from rag.cli.store import backend_opener, store_args, store_rag
+from rag.cli.request import AskRequest, backend_opener, store_args
+from rag.cli.store import store_rag
 
 
 def add_index(p: argparse.ArgumentParser) -> None:
@@ -27,47 +27,21 @@ def cmd_index(args: argparse.Namespace) -> int:
     return run_index(args)
 
 
-def add_ask(p: argparse.ArgumentParser) -> None:
-    p.add_argument("question")
-    p.add_argument("--search", default="hybrid", choices=("hybrid", "dense", "bm25"),
-                   help="how a knowledge base is searched (default: %(default)s: dense + BM25 fused)")
-    p.add_argument("--k", type=int, default=None,
-                   help="at most this many chunks in the context (default: as many as the token budget holds)")
-    p.add_argument("--max-tokens", type=int, default=None,
-                   help="the context budget in tokens (default: the recommended pipeline's 4000)")
-    p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"page": {"$lt": 3}}\'')
-    p.add_argument("--json", action="store_true", help="print the whole output as JSON")
-    store_args(p)
-
-
-def cmd_ask(args: argparse.Namespace) -> int:
-    from rag.base.filters import validate_filter
+def cmd_ask(request: AskRequest) -> int:
+    """Answer `request` (resolved once at the door, `rag.cli.request.ask_request`): open its store, build the
+    chain once, run it with the request's settings, print."""
     from rag.base.answer import as_answer, flag_notes
     from rag.generation.prompts import source_label
 
-    for flag, value in (("--k", args.k), ("--max-tokens", args.max_tokens)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be a positive integer, got {value}")
-    overrides: dict[str, Any] = {key: value for key, value in (("k", args.k), ("max_tokens", args.max_tokens))
-                                 if value is not None}
-    if args.filter:
-        try:
-            overrides["filter"] = json.loads(args.filter)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--filter is not valid JSON ({exc.msg} at column {exc.colno}): "
-                              f"{short_repr(args.filter)}") from None
-        except RecursionError:
-            raise FilterError(f"--filter nests too deeply; the limit is {MAX_FILTER_DEPTH} levels") from None
-        overrides["filter"] = validate_filter(overrides["filter"])  # reported before the store is opened
     # the chain every door runs; the flags are its per-request settings
-    rag = store_rag(args)
-    out = rag.chain().invoke(args.question, config={"configurable": overrides})
+    rag = store_rag(request.store)
+    out = rag.chain().invoke(request.question, config={"configurable": dict(request.settings)})
     answer = as_answer(out["answer"])
-    empty = _nothing_found(args, rag) if not out["context"] else None
+    empty = _nothing_found(request, rag) if not out["context"] else None
     if empty:
         print(f"rag ask: {terminal_safe(empty)}", file=sys.stderr)
     # file names and document text may hold escape codes and newlines: nothing reaches the terminal raw
-    if args.json:
+    if request.json:
         extras = {k: v for k, v in out.items() if k not in ("question", "answer", "context")}
         payload = {"question": out["question"], **answer.fields(), **extras,
                    "context": [{"page_content": d.page_content, "metadata": d.metadata} for d in out["context"]]}
@@ -96,19 +70,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nothing_found(args: argparse.Namespace, rag: Any) -> str:
+def _nothing_found(request: AskRequest, rag: Any) -> str:
     """Why `rag ask` found no chunk: the filter matched none, no chunk holds the question's words (BM25), or the
     collection is empty."""
-    if args.filter:
-        return (f"no chunk in collection {args.collection!r} matches --filter {short_repr(args.filter)}; "
+    where = request.store
+    if request.filter_text:
+        return (f"no chunk in collection {where.collection!r} matches --filter {short_repr(request.filter_text)}; "
                 "check the metadata keys and values (rag ask --json shows a chunk's metadata)")
     held = _chunks_held(rag)
-    if held and getattr(args, "search", None) == "bm25":
-        return (f"no chunk of the {held:,} in collection {args.collection!r} contains any of the question's words "
+    if held and where.search == "bm25":
+        return (f"no chunk of the {held:,} in collection {where.collection!r} contains any of the question's words "
                 "(--search bm25 matches words, not meanings); rephrase, or use --search hybrid")
     if held:
-        return f"no chunk of the {held:,} in collection {args.collection!r} was found for the question"
-    return f"collection {args.collection!r} in {args.store} has no chunks; add some with: rag index PATH"
+        return f"no chunk of the {held:,} in collection {where.collection!r} was found for the question"
+    return f"collection {where.collection!r} in {where.store} has no chunks; add some with: rag index PATH"
 
 
 def _chunks_held(rag: Any) -> int:

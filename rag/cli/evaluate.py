@@ -10,7 +10,8 @@ from typing import Any
 
 from rag.base.errors import ConfigError
 from rag.base.text import terminal_safe
-from rag.cli.store import backend_opener, store_args, store_rag
+from rag.cli.request import backend_opener, store_args
+from rag.cli.store import store_rag
 
 
 def _add_eval_qa(sub: Any) -> None:

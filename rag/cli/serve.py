@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from rag.base.errors import ConfigError
-from rag.cli.store import DEFAULT_COLLECTION, DEFAULT_STORE, store_rag
+from rag.cli.request import DEFAULT_COLLECTION, DEFAULT_STORE
+from rag.cli.store import store_rag
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

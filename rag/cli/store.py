@@ -1,4 +1,8 @@
-"""Where `rag ask`, `rag eval`, `rag serve` and `rag mcp` find a knowledge base: `--store`, `--collection`, `--backend`."""
+"""How `rag ask`, `rag eval`, `rag serve` and `rag mcp` open their knowledge base and build its one chain.
+
+The options saying where it is (`--store`, `--collection`, `--backend`) are declared and resolved in
+`rag.cli.request` (a `StoreRequest`); they are re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -7,40 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rag.base.errors import ConfigError, StoreError, short_repr
+from rag.base.errors import StoreError
+from rag.cli.request import DEFAULT_COLLECTION, DEFAULT_STORE, StoreRequest, backend_opener, store_args
 
-DEFAULT_STORE = ".rag"
-
-
-DEFAULT_COLLECTION = "docs"
-
-
-def store_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection name (default: %(default)s)")
-    parser.add_argument("--store", default=DEFAULT_STORE, help="store directory (default: %(default)s)")
-    parser.add_argument("--backend", default=None, metavar="JSON",
-                        help='keep the chunks in another store: its config block as JSON, e.g. '
-                             '\'{"kind": "pgvector", "url_env": "RAG_PG_URL"}\' (docs/stores.md); on pgvector, Qdrant '
-                             'and Milvus the manifest and records live in that engine too and --store is a local '
-                             'cache; on the others they stay in --store (default: Chroma in --store)')
-
-
-def backend_opener(args: argparse.Namespace, *, create: bool) -> Callable[[Any], Any] | None:
-    """The `--backend` block, validated now, as a function opening that store with an embedding model.
-
-    `create`: make the table or collection when it is missing (indexing); asking never creates.
-    """
-    if not args.backend:
-        return None
-    from rag.config.knowledge_base import store_config
-    from rag.config.yaml_file import load_yaml_text
-
-    # the config's own strict parser (JSON is YAML): a key written twice, deep nesting, aliases refused
-    spec = load_yaml_text(args.backend, source="--backend")
-    if not isinstance(spec, dict):
-        raise ConfigError(f"--backend must be a JSON object such as {{\"kind\": \"pgvector\", \"url_env\": "
-                          f"\"RAG_PG_URL\"}}; got {short_repr(args.backend)}")
-    return store_config({**spec, "create": create}, args.collection).open
+__all__ = ["DEFAULT_COLLECTION", "DEFAULT_STORE", "backend_opener", "open_store_resource", "store_args", "store_rag"]
 
 
 def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
@@ -70,9 +44,15 @@ def open_store_resource(store: str, collection: str, *, search: str = "hybrid",
     return Resource.from_vectorstore(collection, new_vectorstore(collection, default_embeddings(), client=client))
 
 
-def store_rag(args: argparse.Namespace) -> Any:
-    """The `RAG` of `rag ask`, `rag eval qa`, `rag mcp --store` and `rag serve --store`: the store's one chain."""
+def store_rag(where: StoreRequest | argparse.Namespace) -> Any:
+    """The `RAG` of `rag ask`, `rag eval qa`, `rag mcp --store` and `rag serve --store`: the store's one chain.
+
+    `where`: the command's `StoreRequest` (resolved once at the door), or parsed arguments holding the store
+    options (resolved here).
+    """
     from rag.compose.generator import RAG
-    resource = open_store_resource(args.store, args.collection, search=getattr(args, "search", "hybrid"),
-                                   backend=backend_opener(args, create=False))
+
+    if not isinstance(where, StoreRequest):
+        where = StoreRequest.from_args(where)
+    resource = open_store_resource(where.store, where.collection, search=where.search, backend=where.backend)
     return RAG(resources=[resource])

@@ -35,7 +35,6 @@ from langchain_core.runnables import (
     Runnable,
     RunnableConfig,
     RunnableLambda,
-    RunnableParallel,
     RunnablePassthrough,
     RunnableSequence,
 )
@@ -49,13 +48,10 @@ from pydantic import (
 )
 
 from rag.base.errors import ConfigError, from_validation
-from rag.base.tracing import set_run_attributes
-from rag.compose.input_step import input_step, normalise_input
-from rag.compose.pipeline import Branch, combine, search_branch, tag_resource
+from rag.compose.input_step import aggregate_documents, input_step, normalise_input, resources_chain
 from rag.compose.request import (
     BUILD_KEY,
     REQUEST_KEY,
-    SINK_KEY,
     RagRequest,
     configurable,
     open_request,
@@ -74,23 +70,6 @@ OUTPUT_KEYS = ("question", "answer", "context")
 RETRIEVAL_KEYS = ("search_kwargs",)
 #: `RAG(retrieval=PLAIN)`: the seed's plain top-k (each resource's search_kwargs, fused, nothing cut).
 PLAIN = "plain"
-
-
-def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
-    """Merge `{resource: docs}` into one list, tag `metadata["resource"]`, drop duplicates.
-
-    The documents are fused by reciprocal rank (`rag.compose.pipeline.combine` without settings):
-    every resource's first hit, then every second hit, ..., so no resource's best match is pushed
-    to the end of the context by another's long tail; a chunk found by several resources keeps
-    its first resource's tag and moves up.
-
-    Example:
-        >>> a, b, c = (Document(page_content=t) for t in "abc")
-        >>> [(d.page_content, d.metadata["resource"]) for d in aggregate_documents({"r1": [a, b], "r2": [a, c]})]
-        [('a', 'r1'), ('b', 'r1'), ('c', 'r2')]
-    """
-    return combine([Branch("", name, [""], {0: tag_resource(docs or [], name)}) for name, docs in results.items()],
-                   [], None).context
 
 
 class RAG(BaseModel):
@@ -204,15 +183,9 @@ class RAG(BaseModel):
 
     @property
     def resources_retrieval_chain(self) -> Runnable[str, list[Document]]:
-        """One parallel branch per resource, then the aggregate. Override to customise retrieval."""
-        if not self.resources:
-            return RunnableLambda(lambda _: [], name="no_resources")
-        if self.retrieval is None:
-            # the seed's branches: each resource's own search with its settings and the request's k and filter
-            parallel = RunnableParallel({r.name: r.as_runnable() for r in self.resources})
-            return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
-        parallel = RunnableParallel({r.name: self._branch(r) for r in self.resources})
-        return (parallel | RunnableLambda(self._aggregate, name="aggregate")).with_config(run_name="resources")
+        """One parallel branch per resource, then the aggregate (`rag.compose.input_step.resources_chain`, where
+        the input step that runs it is). Override to customise retrieval."""
+        return resources_chain(self)
 
     def settings_for(self, config: RunnableConfig | None) -> RetrievalSettings | None:
         """The pipeline settings a run with `config` uses (`rag.compose.request`); None for a plain RAG."""
@@ -242,29 +215,6 @@ class RAG(BaseModel):
         called directly, e.g. `resources_retrieval_chain.invoke`)."""
         found = request_of(config)
         return found if found is not None else self.open_request(question, config)
-
-    def _branch(self, resource: Resource) -> Runnable[str, Branch]:
-        """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
-
-        def run(question: str, config: RunnableConfig) -> Branch:
-            request = self.request_for(question, config)
-            settings = request.settings
-            branch = search_branch(question, resource, settings, search_kwargs=request.for_resource(resource.name),
-                                   config=config)
-            set_run_attributes(config, resource=resource.name, k=branch.max_chunks or settings.k, filter=branch.filter is not None,
-                               documents=sum(len(docs) for docs in branch.lists.values()))
-            return branch
-
-        return RunnableLambda(run, name=resource.name)
-
-    def _aggregate(self, branches: Mapping[str, Branch], config: RunnableConfig) -> list[Document]:
-        """The cross-resource half: fuse, rerank, sections, diversify, expand / RSE, budget (`combine`)."""
-        question = next(iter(branches.values())).question if branches else ""
-        result = combine(list(branches.values()), self.resources, self.request_for(question, config).settings)
-        sink = configurable(config).get(SINK_KEY)
-        if isinstance(sink, list):
-            sink.append(result)
-        return result.context
 
     def as_retriever(self, *, k: int | None = None, filter: dict[str, Any] | None = None, principal: Any = None,
                      public_by_default: bool = False) -> BaseRetriever:

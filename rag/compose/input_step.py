@@ -1,10 +1,17 @@
-"""The chain's input step: the door every request enters by, where it is checked and resolved once.
+"""The chain's input step: the door every request enters by, where it is checked and resolved once, and the
+retrieval it runs.
 
 `input_step(rag, defaults)` is the first step of `RAG(...).chain()` (`RAG.retrieval_step`): it checks
 the input (a question string or a dict with `"question"`), resolves the request once into a
 `rag.compose.request.RagRequest` (`RAG.open_request`: the pipeline settings, each resource's search
 settings, the principal), puts it in the run's config for every stage, and runs the RAG's
 `resources_retrieval_chain`. `retrieve`, `airag`, chat, `rag ask`, the HTTP routes and MCP all enter here.
+
+A RAG's own retrieval is built here too (`resources_chain`, what `RAG.resources_retrieval_chain` returns
+unless a subclass overrides it): one parallel branch per resource reading the request the input step
+resolved (`rag.compose.pipeline.search_branch`: rephrase, route, search), then the aggregate (`combine`:
+fuse, rerank, sections, diversify, expand / RSE, budget). So a request is followed in one place, from the
+door to its context.
 
 Example:
     >>> normalise_input("Where is Rome?")
@@ -17,13 +24,18 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from langchain_core.documents import Document
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableParallel
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 
 from rag.base.errors import InputError
-from rag.compose.request import BUILD_KEY, CONFIG_SPECS, RAG_REQUEST_KEY, RagRequest, configurable
+from rag.base.tracing import set_run_attributes
+from rag.compose.pipeline import Branch, combine, search_branch, tag_resource
+from rag.compose.request import BUILD_KEY, CONFIG_SPECS, RAG_REQUEST_KEY, SINK_KEY, RagRequest, configurable
+from rag.compose.resource import Resource
+from rag.compose.retrieval_settings import RetrievalSettings
 
-__all__ = ["OpensRequests", "enter", "input_step", "normalise_input"]
+__all__ = ["OpensRequests", "RetrievesResources", "aggregate_documents", "enter", "input_step", "normalise_input",
+           "resources_chain"]
 
 
 class OpensRequests(Protocol):
@@ -34,6 +46,18 @@ class OpensRequests(Protocol):
 
     def open_request(self, value: Any, config: RunnableConfig | None, *,
                      defaults: Mapping[str, Any] | None = None) -> RagRequest: ...
+
+
+class RetrievesResources(Protocol):
+    """What a RAG's own retrieval (`resources_chain`) needs of it: its resources, settings and run's request."""
+
+    @property
+    def resources(self) -> list[Resource]: ...
+
+    @property
+    def retrieval(self) -> RetrievalSettings | None: ...
+
+    def request_for(self, question: str, config: RunnableConfig | None) -> RagRequest: ...
 
 
 def enter(rag: OpensRequests, value: Any, config: RunnableConfig | None, *,
@@ -106,3 +130,65 @@ def normalise_input(value: Any) -> dict[str, Any]:
     if not isinstance(question, str) or not question.strip():
         raise InputError("the question must be a non-empty string")
     return value
+
+
+def aggregate_documents(results: Mapping[str, list[Document]]) -> list[Document]:
+    """Merge `{resource: docs}` into one list, tag `metadata["resource"]`, drop duplicates.
+
+    The documents are fused by reciprocal rank (`rag.compose.pipeline.combine` without settings):
+    every resource's first hit, then every second hit, ..., so no resource's best match is pushed
+    to the end of the context by another's long tail; a chunk found by several resources keeps
+    its first resource's tag and moves up.
+
+    Example:
+        >>> a, b, c = (Document(page_content=t) for t in "abc")
+        >>> [(d.page_content, d.metadata["resource"]) for d in aggregate_documents({"r1": [a, b], "r2": [a, c]})]
+        [('a', 'r1'), ('b', 'r1'), ('c', 'r2')]
+    """
+    return combine([Branch("", name, [""], {0: tag_resource(docs or [], name)}) for name, docs in results.items()],
+                   [], None).context
+
+
+def resources_chain(rag: RetrievesResources) -> Runnable[str, list[Document]]:
+    """A RAG's retrieval: one parallel branch per resource, then the aggregate (`RAG.resources_retrieval_chain`).
+
+    A plain RAG (`retrieval` None) runs the seed's branches: each resource's own search with its settings and
+    the request's k and filter, fused (`aggregate_documents`).
+    """
+    if not rag.resources:
+        return RunnableLambda(lambda _: [], name="no_resources")
+    if rag.retrieval is None:
+        parallel = RunnableParallel({r.name: r.as_runnable() for r in rag.resources})
+        return (parallel | RunnableLambda(aggregate_documents, name="aggregate")).with_config(run_name="resources")
+    parallel = RunnableParallel({r.name: _branch(rag, r) for r in rag.resources})
+    return (parallel | _aggregate(rag)).with_config(run_name="resources")
+
+
+def _branch(rag: RetrievesResources, resource: Resource) -> Runnable[str, Branch]:
+    """One resource's half of the pipeline: rephrase, route, search (`search_branch`)."""
+
+    def run(question: str, config: RunnableConfig) -> Branch:
+        request = rag.request_for(question, config)
+        settings = request.settings
+        branch = search_branch(question, resource, settings, search_kwargs=request.for_resource(resource.name),
+                               config=config)
+        set_run_attributes(config, resource=resource.name, k=branch.max_chunks or settings.k, filter=branch.filter is not None,
+                           documents=sum(len(docs) for docs in branch.lists.values()))
+        return branch
+
+    return RunnableLambda(run, name=resource.name)
+
+
+def _aggregate(rag: RetrievesResources) -> Runnable[Mapping[str, Branch], list[Document]]:
+    """The cross-resource half: fuse, rerank, sections, diversify, expand / RSE, budget (`combine`); the run's
+    `RAGResult` goes to the sink `retrieve` / `airag` put in the config (`SINK_KEY`)."""
+
+    def aggregate(branches: Mapping[str, Branch], config: RunnableConfig) -> list[Document]:
+        question = next(iter(branches.values())).question if branches else ""
+        result = combine(list(branches.values()), rag.resources, rag.request_for(question, config).settings)
+        sink = configurable(config).get(SINK_KEY)
+        if isinstance(sink, list):
+            sink.append(result)
+        return result.context
+
+    return RunnableLambda(aggregate, name="aggregate")

@@ -6,6 +6,10 @@
         kind: knowledge_base
         index: {paths: [filings]}
         store: {kind: pgvector, url_env: RAG_PG_URL, table: filings}   # chunks in PostgreSQL
+      - name: notes
+        kind: knowledge_base
+        index: {paths: [notes]}
+        store: {kind: chroma, path: /data/chroma, collection: notes}  # chunks in a Chroma store of its own
 
 Example:
     >>> spec = KnowledgeBaseResourceConfig(kind="knowledge_base", name="docs",
@@ -49,10 +53,12 @@ def store_config(spec: dict[str, Any], name: str) -> Any:
     """
     if not isinstance(spec, dict) or spec.get("kind") not in STORE_KINDS:
         got = spec.get("kind") if isinstance(spec, dict) else spec
-        raise ConfigError(f"store: kind must be one of {', '.join(STORE_KINDS)} (Chroma is the default: leave "
-                          f"store: out); got {got!r}")
+        raise ConfigError(f"store: kind must be one of {', '.join(STORE_KINDS)} (Chroma in the knowledge base's "
+                          f"path is the default: leave store: out); got {got!r}")
     if "name" in spec:
         raise ConfigError("store: takes no name (the knowledge base's name is used)")
+    if "index" in spec:
+        raise ConfigError("store: takes no index (the knowledge base's own index: block fills the store)")
     try:
         return STORE_KINDS[spec["kind"]](**{"create": True, **spec, "name": name})
     except ValidationError as exc:

@@ -307,6 +307,8 @@ class ChromaServerResourceConfig(_OwnDirectory):
             raise StoreError(f"resource {self.name!r}: cannot reach the {self._where()}: {exc}") from exc
 
 
-#: the store kinds a knowledge base can keep its chunks in (`store:` of `kind: knowledge_base`)
+#: the store kinds a knowledge base can keep its chunks in (`store:` of `kind: knowledge_base`): every backend's,
+#: the default one's (`chroma`: a collection in a directory of its own) among them
 STORE_KINDS: dict[str, type[_StoreBase]] = {kind_of(model): model for model in (
-    PGVectorResourceConfig, QdrantResourceConfig, MilvusResourceConfig, LanceDBResourceConfig, FaissResourceConfig)}
+    ChromaResourceConfig, PGVectorResourceConfig, QdrantResourceConfig, MilvusResourceConfig, LanceDBResourceConfig,
+    FaissResourceConfig)}

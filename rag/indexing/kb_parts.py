@@ -149,7 +149,7 @@ class IndexTarget:
         # one pass through the manifest: its owner, embedding model and components checked (Manifest.reopen)
         parts = resolve_parts(name, self.directory, existing, embedding=embedding, chunker=chunker,
                               autocontext=autocontext, tagger=tagger, description=description,
-                              backend=self.backend, store_name=own)
+                              backend=self.backend, store_name=own, given=self._given_store)
         self.manifest = parts.manifest
         #: the chunker, tagger and AutoContext (`rag.indexing.ingest.Components`)
         self.components = parts.components

@@ -30,7 +30,7 @@ from rag.indexing.chunking import TokenChunker
 from rag.indexing.ingest import Components
 from rag.indexing.manifest import EmbeddingInfo, Manifest, StoreInfo
 from rag.models.embeddings import default_embeddings, embedding_id
-from rag.stores.registry import store_name
+from rag.stores.registry import DEFAULT, store_name
 
 __all__ = ["Parts", "check_name", "is_name", "knowledge_base_name", "resolve_parts"]
 
@@ -84,11 +84,11 @@ class Parts:
 
 def resolve_parts(name: str, directory: Path, existing: Manifest | None, *, embedding: Embeddings | None,
                   chunker: Any, autocontext: AutoContext | None, tagger: Any, description: str, backend: str,
-                  store_name: str) -> Parts:
+                  store_name: str, given: bool = False) -> Parts:
     """The parts of knowledge base `name` from the arguments given and its manifest (`existing`, if any).
 
-    `backend` and `store_name`: the store it is opened with (an existing manifest must name them, a new one
-    records them).
+    `backend` and `store_name`: the store it is opened with, and `given`: whether that store was given to it
+    (else its directory's own Chroma store); an existing manifest must name them, a new one records them.
 
     Raises:
         StoreError: the manifest names another knowledge base or store.
@@ -97,7 +97,7 @@ def resolve_parts(name: str, directory: Path, existing: Manifest | None, *, embe
     """
     if existing is not None:
         parts = existing.reopen(name, directory, backend=backend, collection=store_name, embedding=embedding,
-                                chunker=chunker, autocontext=autocontext, tagger=tagger)
+                                chunker=chunker, autocontext=autocontext, tagger=tagger, given=given)
         changed = bool(description) and description != existing.description
         if changed:
             existing.description = description
@@ -111,5 +111,5 @@ def resolve_parts(name: str, directory: Path, existing: Manifest | None, *, embe
         name=name, description=description, embedding=EmbeddingInfo(id=model_id),
         chunking=chunker.settings(), autocontext=autocontext.settings(),
         tagger=tagger.settings() if tagger is not None else None,
-        store=StoreInfo(type=backend, collection=store_name))
+        store=StoreInfo(type=backend, collection=store_name, given=given and backend == DEFAULT))
     return Parts(manifest, False, embedding, model_id, Components(chunker, tagger, autocontext))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from rag.base.errors import ConfigError, StoreError
 from rag.indexing.autocontext import AutoContext
@@ -51,7 +51,9 @@ __all__ = ["DEFAULT_DIRECTORY", "MANIFEST_VERSION", "MAX_DIMENSION", "STORE_TYPE
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_VERSION = 1
+#: the newest manifest format this rag reads; a manifest records the oldest format that holds what it says
+#: (version 2 only for `StoreInfo.given`), so every other knowledge base stays readable by a rag reading version 1
+MANIFEST_VERSION = 2
 MAX_DIMENSION = 65_536  # embedding models in use have at most a few thousand dimensions
 _FAKE = re.compile(r"DeterministicFakeEmbedding\(size=(\d+)\)")
 
@@ -102,12 +104,27 @@ def missing_knowledge_base(name: str, directory: Path) -> StoreError:
 
 
 class StoreInfo(BaseModel):
-    """Where the chunks live: a Chroma collection in cosine space (or another backend, `type`)."""
+    """Where the chunks live: a Chroma collection in cosine space (or another backend, `type`).
+
+    `given`: the collection of the default backend (`type` chroma) is in a store given to the knowledge base
+    (`store=` in Python, a `store:` block, `--backend`), not in the Chroma store of its own directory, so it
+    opens with that store only. Another backend's store is always given (its `type` says so). A manifest
+    without the field (every one written before it, and every one that is not such a store: it is written
+    only when true) is its directory's own store.
+    """
 
     model_config = ConfigDict(extra="forbid")
     type: str = DEFAULT
     collection: str
     space: str = "cosine"
+    given: bool = False
+
+    @model_serializer(mode="wrap")
+    def _written_when_given(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if not self.given:
+            data.pop("given", None)
+        return data
 
 
 class Reopened(NamedTuple):
@@ -124,7 +141,7 @@ class Manifest(BaseModel):
     """Everything needed to reopen a knowledge base with the same components."""
 
     model_config = ConfigDict(extra="forbid")
-    format_version: int = MANIFEST_VERSION
+    format_version: int = 1
     name: str
     description: str = ""
     embedding: EmbeddingInfo
@@ -132,6 +149,12 @@ class Manifest(BaseModel):
     autocontext: dict[str, Any] = Field(default_factory=dict)
     tagger: dict[str, Any] | None = None
     store: StoreInfo
+
+    @model_validator(mode="after")
+    def _format_of_what_it_says(self) -> Manifest:
+        if self.store.given and self.format_version < 2:   # (a rag reading version 1 would open it wrongly)
+            self.format_version = 2
+        return self
 
     @classmethod
     def load(cls, path: Path) -> Manifest:
@@ -154,13 +177,17 @@ class Manifest(BaseModel):
                               f"{MANIFEST_VERSION}: upgrade rag")
         return manifest
 
-    def check_owner(self, name: str, backend: str, collection: str, path: Path, home: Path) -> None:
+    def check_owner(self, name: str, backend: str, collection: str, path: Path, home: Path, *,
+                    given: bool = False) -> None:
         """This manifest must describe knowledge base `name` on `backend`: never redirect to another one's data.
+
+        `given`: it is opened with a store given to it (else with its directory's own Chroma store).
 
         Raises:
             StoreError: it names another knowledge base, space, store (collection or table) or an
                 unknown store type (edited or copied).
-            ConfigError: it was built on another backend than the one it is opened with.
+            ConfigError: it was built on another backend than the one it is opened with, or on a Chroma store
+                given to it and opened without one (or the other way round).
         """
         problems = [f"{what} {got!r} (expected {want!r})" for what, got, want in (
             ("name", self.name, name), ("store.space", self.store.space, "cosine")) if got != want]
@@ -173,6 +200,14 @@ class Manifest(BaseModel):
                    "block in a config (docs/stores.md)")
             raise ConfigError(f"knowledge base {name!r} keeps its chunks in {self.store.type}, not {backend}: "
                               f"open it {how}")
+        elif self.store.type == DEFAULT and self.store.given != given:
+            raise ConfigError(
+                f"knowledge base {name!r} keeps its chunks in the Chroma collection {self.store.collection!r} of a "
+                "store given to it, not in the Chroma store of its directory: open it with that store (store= in "
+                "Python, --backend on the command line, a store: block in a config, docs/stores.md)"
+                if self.store.given else
+                f"knowledge base {name!r} keeps its chunks in the Chroma store of its directory, not in a store "
+                "given to it: open it without store= or --backend (and without a store: block in a config)")
         elif self.store.collection != collection:
             problems.append(f"store.collection {self.store.collection!r} (expected {collection!r})")
         if problems:
@@ -182,9 +217,10 @@ class Manifest(BaseModel):
                              f"those values or open it with its own store, or delete {home} and index again")
 
     def reopen(self, name: str, directory: Path, *, backend: str, collection: str, embedding: Embeddings | None,
-               chunker: Any, autocontext: AutoContext | None, tagger: Any) -> Reopened:
+               chunker: Any, autocontext: AutoContext | None, tagger: Any, given: bool = False) -> Reopened:
         """Knowledge base `name` in `directory` reopened through this manifest, in one pass: the manifest
-        must be its own on `backend` and `collection` (`check_owner`); the embedding model, chunker and
+        must be its own on `backend` and `collection`, in a store given to it or not (`given`, `check_owner`);
+        the embedding model, chunker and
         AutoContext given must be those it was built with (`check_embedding`, `check_same`); those not
         given, and the tagger, are rebuilt from it.
 
@@ -194,7 +230,7 @@ class Manifest(BaseModel):
                 or no `chunker` for one built with a chunker rag cannot make by itself.
         """
         home = Path(directory) / "kb" / name
-        self.check_owner(name, backend, collection, home / "manifest.json", home)
+        self.check_owner(name, backend, collection, home / "manifest.json", home, given=given)
         embedding = (embedding_from_id(self.embedding.id) if embedding is None
                      else recorded_precision(embedding, self.embedding.id))
         model_id = embedding_id(embedding)

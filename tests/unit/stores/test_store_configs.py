@@ -1,4 +1,5 @@
-"""Config kinds pgvector, qdrant, milvus, lancedb and faiss: real stores, reopened, filtered natively."""
+"""Config kinds pgvector, qdrant, milvus, lancedb and faiss: real stores, reopened, filtered natively; every backend's
+kind, chroma's too, as the `store:` of a knowledge base."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def _specs(tmp_path) -> dict[str, dict]:
         "milvus": {"kind": "milvus", "path": str(tmp_path / "milvus.db"), "collection": "cities"},
         "lancedb": {"kind": "lancedb", "path": str(tmp_path / "lance"), "table": "cities"},
         "faiss": {"kind": "faiss", "path": str(tmp_path / "faiss")},
+        "chroma": {"kind": "chroma", "path": str(tmp_path / "chroma"), "collection": "cities"},
     }
 
 
@@ -72,7 +74,7 @@ def test_path_and_server_together_are_rejected():
         parse_config({"resources": [{"name": "x", "kind": "milvus", "path": "m.db", "uri_env": "MILVUS_URI"}]})
 
 
-@pytest.mark.parametrize("kind", ["pgvector", "qdrant", "milvus", "lancedb", "faiss"])
+@pytest.mark.parametrize("kind", ["pgvector", "qdrant", "milvus", "lancedb", "faiss", "chroma"])
 def test_a_knowledge_base_config_keeps_its_chunks_in_a_store_kind(request, tmp_path, monkeypatch, kind):
     if kind == "pgvector":
         monkeypatch.setenv("TEST_PG_URL", request.getfixturevalue("pg_url"))
@@ -94,10 +96,16 @@ def test_a_knowledge_base_config_keeps_its_chunks_in_a_store_kind(request, tmp_p
         reopened = _resource({**spec, "store": store})
         assert [d.id for d in reopened.retrieve("Rome", search_kwargs={"k": 3})] == \
                [d.id for d in on_store.retrieve("Rome", search_kwargs={"k": 3})]
+    if kind == "chroma":   # a Chroma store of its own, not the one of its path: the manifest says so
+        assert '"given": true' in manifest and (tmp_path / "chroma" / "chroma.sqlite3").exists()
+        assert not (tmp_path / "kb" / "chroma.sqlite3").exists()
+        with pytest.raises(ConfigError, match="of a store given to it, not in the Chroma store of its directory"):
+            _resource({**spec, "index": None})
 
 
 @pytest.mark.parametrize(("store", "message"), [
-    ({"kind": "chroma"}, "store: kind must be one of pgvector, qdrant, milvus, lancedb, faiss"),
+    ({"kind": "chroma_server"}, "store: kind must be one of chroma, pgvector, qdrant, milvus, lancedb, faiss"),
+    ({"kind": "chroma", "path": "x", "index": {"paths": ["docs"]}}, "store: takes no index"),
     ({"path": "x"}, "store: kind must be one of"),
     ({"kind": "faiss", "path": "x", "name": "other"}, "store: takes no name"),
     ({"kind": "qdrant", "path": "x", "url_env": "QDRANT_URL"}, "give exactly one of 'path'"),
