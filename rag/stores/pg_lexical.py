@@ -9,8 +9,8 @@ are one grouped upsert), the document frequency of every term (``<table>_rag_ter
 and total length of the indexed rows (``<table>_rag_stats``). A search is one SQL
 statement: the GIN index selects the rows holding a query term, among those the caller's filter
 allows (`rag.stores.pgvector.where_clause`, inside the same statement), and they are scored with
-Okapi BM25 exactly as `BM25Index` scores (k1 = 1.5, b = 0.75, idf ``ln(1 + (N - df + 0.5) / (df +
-0.5))``, each query term once). Nothing is read whole, nothing is rebuilt after a change, and every
+Okapi BM25 as `BM25Index` scores, with the parameters of the other engines' indexes (k1 = 1.2, b = 0.75,
+idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, each query term once). Nothing is read whole, nothing is rebuilt after a change, and every
 process that opens the table sees every write at its next query.
 
 Writes: the knowledge base writes the rows (vectors, text, metadata) through `PGVectorStore`, then
@@ -39,7 +39,9 @@ from rag.stores.pgvector import _execute, _ident, _inner, _rows, where_clause
 
 __all__ = ["PGLexical", "tsvector_literal"]
 
-K1, B = 1.5, 0.75
+#: the BM25 parameters of every engine index of rag (FTS5's `bm25()`, Qdrant's and LanceDB's indexes): the same
+#: question ranks the same on each (with 1.5, `BM25Index`'s default, FinanceBench's development row lost one question)
+K1, B = 1.2, 0.75
 _ID_TYPES = {"uuid": "uuid", "text": "text", "character varying": "varchar", "bigint": "bigint", "integer": "integer"}
 _BATCH = 500
 
