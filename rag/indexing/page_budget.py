@@ -43,9 +43,9 @@ class PageTimeout(BaseException):  # noqa: N818 - a signal to the step, not an e
     """Raised inside a step that outlived its budget (see the module docstring)."""
 
 
-def _interrupt(thread_id: int, exc: Any) -> None:
-    """Raise `exc` in the thread at its next bytecode (None: withdraw one not delivered yet)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+def _interrupt(thread_id: int) -> None:
+    """Raise `PageTimeout` in the thread at its next bytecode."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(PageTimeout))
 
 
 class Watchdog:
@@ -111,7 +111,7 @@ class Watchdog:
                     continue
                 if self._inside.locked():   # in the block: sent again until it ends (one that lands in a
                     self._seen = True         # garbage-collector callback is swallowed there as "unraisable")
-                    _interrupt(self._target, PageTimeout)
+                    _interrupt(self._target)
                 elif self._seen:   # the block ended after an interrupt: nothing more to send
                     self._deadline = left = None
                     continue

@@ -78,6 +78,7 @@ class LanceLexical(InStoreLexical):
         self.store = chunks.store
         #: how messages name it
         self.where = f"LanceDB's full-text index ({self.store.table_name}.{TOKENS})"
+        self._indexed = False   # the table has its full-text index (set when seen or made)
 
     # ------------------------------------------------------------------ writing
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
@@ -96,22 +97,28 @@ class LanceLexical(InStoreLexical):
             return False
         stats = self._stats(table)
         if stats is None:
-            if table.count_rows() == 0:
-                return False
-            table.create_fts_index(TOKENS, use_tantivy=False, base_tokenizer="whitespace", lower_case=False,
-                                   stem=False, remove_stop_words=False, ascii_folding=False, with_position=False,
-                                   max_token_length=None, replace=True)
-            return True
+            return self._create(table)
         stale = stats.num_unindexed_rows
         if stale and (force or stale >= max(STALE_ROWS, STALE_SHARE * stats.num_indexed_rows)):
             table.optimize()
             return True
         return False
 
-    @staticmethod
-    def _stats(table: Any) -> Any:
+    def _create(self, table: Any) -> bool:
+        """Create the full-text index over the table's rows (none: nothing to index yet); whether it now has one."""
+        if table.count_rows() == 0:
+            return False
+        table.create_fts_index(TOKENS, use_tantivy=False, base_tokenizer="whitespace", lower_case=False,
+                               stem=False, remove_stop_words=False, ascii_folding=False, with_position=False,
+                               max_token_length=None, replace=True)
+        self._indexed = True
+        return True
+
+    def _stats(self, table: Any) -> Any:
+        """The index's statistics (None: the table has none yet)."""
         if _INDEX not in {i.name for i in table.list_indices()}:
             return None
+        self._indexed = True
         return table.index_stats(_INDEX)
 
     # ------------------------------------------------------------------ reading
@@ -133,8 +140,8 @@ class LanceLexical(InStoreLexical):
         terms = list(dict.fromkeys(tokenize(query)))
         if table is None or not terms:
             return []
-        if self._stats(table) is None:
-            self.refresh()
+        if not self._indexed and self._stats(table) is None:   # (once seen, an index stays: no lookup per search)
+            self._create(table)
         search = (table.search(" ".join(terms), query_type="fts", fts_columns=TOKENS)
                   .select([*columns, "_score"]).limit(k))
         if canon is not None:

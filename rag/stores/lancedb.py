@@ -191,7 +191,8 @@ class LanceStore(VectorStore):
         new = dict(zip(ids, metadatas, strict=True))
         where = "id IN (" + ", ".join(_literal(str(i), "$in") for i in new) + ")"
         old = table.search().where(where).select(["id", "text", "vector"]).limit(len(new)).to_list()
-        rows = [_row(r["id"], r["text"], r["vector"], new[r["id"]], self.lexical) for r in old]
+        lexical = self.lexical   # (reads the table's schema: once, not per row)
+        rows = [_row(r["id"], r["text"], r["vector"], new[r["id"]], lexical) for r in old]
         if not rows:
             return
         self._add_columns(table, rows)

@@ -34,14 +34,11 @@ from rag.base.errors import ConfigError, StoreError
 from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.fts_index import DEFAULT_FIELDS
-from rag.stores.in_store_lexical import InStoreLexical
+from rag.stores.in_store_lexical import B, K1, InStoreLexical
 from rag.stores.pgvector import _execute, _ident, _inner, _rows, where_clause
 
 __all__ = ["PGLexical", "tsvector_literal"]
 
-#: the BM25 parameters of every engine index of rag (FTS5's `bm25()`, Qdrant's and LanceDB's indexes): the same
-#: question ranks the same on each (with 1.5, `BM25Index`'s default, FinanceBench's development row lost one question)
-K1, B = 1.2, 0.75
 _ID_TYPES = {"uuid": "uuid", "text": "text", "character varying": "varchar", "bigint": "bigint", "integer": "integer"}
 _BATCH = 500
 

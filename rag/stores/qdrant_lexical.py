@@ -47,14 +47,13 @@ from rag.base.filters import validate_filter
 from rag.base.portable import check_k
 from rag.base.text import tokenize
 from rag.stores.fts_index import DEFAULT_FIELDS
-from rag.stores.in_store_lexical import InStoreLexical
+from rag.stores.in_store_lexical import B, K1, InStoreLexical
 from rag.stores.qdrant import LEXICAL_VECTOR, QdrantChunks, _document, translate
 
 __all__ = ["AVG_TOKENS", "VECTOR", "QdrantLexical", "has_lexical_vector", "term_id"]
 
 #: the sparse vector's name in a knowledge base's collection
 VECTOR = LEXICAL_VECTOR
-K1, B = 1.2, 0.75
 #: the chunk length (in tokens) BM25's length normalisation takes as average: about what rag's default chunker's
 #: 200 word pieces leave after stop words, with a title and a section
 AVG_TOKENS = 100.0
