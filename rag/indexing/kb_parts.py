@@ -51,7 +51,7 @@ from rag.stores.chunk_store import DAMAGED_MARKER, ChunkStore
 from rag.stores.fts_index import FTSIndex
 from rag.stores.lexical_chunks import LexicalChunks, lexical_beside, with_engine_lexical
 from rag.stores.kb_side import kb_tables
-from rag.stores.registry import DEFAULT, knowledge_base_store, open_local, require_chunks
+from rag.stores.registry import DEFAULT, knowledge_base_store, open_local, reaches_server, require_chunks
 
 __all__ = ["LEXICAL_FILE", "IndexTarget", "KnowledgeBaseView"]
 
@@ -149,7 +149,8 @@ class IndexTarget:
         # one pass through the manifest: its owner, embedding model and components checked (Manifest.reopen)
         parts = resolve_parts(name, self.directory, existing, embedding=embedding, chunker=chunker,
                               autocontext=autocontext, tagger=tagger, description=description,
-                              backend=self.backend, store_name=own, given=self._given_store)
+                              backend=self.backend, store_name=own,
+                              given=self._given_store or _server_given(client, existing))
         self.manifest = parts.manifest
         #: the chunker, tagger and AutoContext (`rag.indexing.ingest.Components`)
         self.components = parts.components
@@ -320,3 +321,11 @@ class IndexTarget:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {str(self.directory)!r})"
+
+
+def _server_given(client: Any, existing: Manifest | None) -> bool:
+    """Whether a knowledge base opened on `client` is in a store given to it: a server's client (`kind:
+    chroma_server`) is, and is recorded so, since opened without it the knowledge base would read its directory's
+    own collection of the same name (none, or another). One built on a server before rag recorded this opens with
+    its server as it did (its manifest is not upgraded: it could have been built in its directory)."""
+    return client is not None and reaches_server(client) and (existing is None or existing.store.given)

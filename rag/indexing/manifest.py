@@ -203,8 +203,9 @@ class Manifest(BaseModel):
         elif self.store.type == DEFAULT and self.store.given != given:
             raise ConfigError(
                 f"knowledge base {name!r} keeps its chunks in the Chroma collection {self.store.collection!r} of a "
-                "store given to it, not in the Chroma store of its directory: open it with that store (store= in "
-                "Python, --backend on the command line, a store: block in a config, docs/stores.md)"
+                "store given to it, not in the Chroma store of its directory: open it with that store (store= or a "
+                "server's client= in Python, --backend on the command line, a store: block or a chroma_server "
+                "resource in a config, docs/stores.md)"
                 if self.store.given else
                 f"knowledge base {name!r} keeps its chunks in the Chroma store of its directory, not in a store "
                 "given to it: open it without store= or --backend (and without a store: block in a config)")

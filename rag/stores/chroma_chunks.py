@@ -364,6 +364,11 @@ def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str,
     return chroma.http_client(host, port, ssl=ssl, headers=headers)
 
 
+def reaches_server(client: Any) -> bool:
+    """Whether `client` is a Chroma server's (its collections are not in any knowledge base's directory)."""
+    return bool(client.get_settings().chroma_server_host)
+
+
 def collections(client: Any) -> list[str]:
     """The names of the collections `client` holds."""
     return [c if isinstance(c, str) else c.name for c in client.list_collections()]

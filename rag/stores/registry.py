@@ -34,7 +34,7 @@ from rag.stores.chunk_store import OPTIONAL, Capability, ChunkStore
 
 __all__ = ["Backend", "DEFAULT", "DirectoryBackend", "backend", "chunks_of", "collections", "directory_backend", "having", "holds_store", "is_engine_error",
            "knowledge_base_store", "knowledge_base_stores",
-           "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store",
+           "local_client", "names", "new_vectorstore", "open_chunks", "open_connection", "open_local", "open_store", "reaches_server",
            "require_chunks", "scratch_store", "server_client", "serves", "store_name", "store_stamp"]
 
 
@@ -90,6 +90,7 @@ class DirectoryBackend(Protocol):
     open_local: Callable[..., Any]           # (directory, name, *, client=None, where, marker) -> ChunkStore
     local_client: Callable[..., Any]         # (path=None) -> a client on a directory (in memory when None)
     server_client: Callable[..., Any]        # (host, port, *, ssl=False, headers=None) -> a server's client
+    reaches_server: Callable[[Any], bool]    # whether a client is a server's (not a directory's)
     collections: Callable[[Any], list[str]]  # the store names a client holds
     holds_store: Callable[[Any], bool]       # whether a directory holds a store of the backend
     store_stamp: Callable[[Any], str | None]   # the identity of a directory's store files (None: none there)
@@ -259,6 +260,11 @@ def local_client(path: Any = None) -> Any:
 def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
     """A client of a running server of the default backend (raises on connection errors)."""
     return _default().server_client(host, port, ssl=ssl, headers=headers)
+
+
+def reaches_server(client: Any) -> bool:
+    """Whether a client of the default backend is a server's, not a directory's."""
+    return _default().reaches_server(client)
 
 
 def collections(client: Any) -> list[str]:

@@ -109,3 +109,43 @@ def test_unreachable_server_is_a_store_error_naming_it():
     port = free_port()
     with pytest.raises(StoreError, match=f"cannot reach the Chroma server 127.0.0.1:{port}"):
         _rag({"name": "x", "kind": "chroma_server", "port": port, "create": True})
+
+
+def _server_spec(corpus: Path, tmp_path: Path, port: int) -> dict:
+    return {"name": "notes", "kind": "chroma_server", "port": port, "collection": f"given-{tmp_path.name[-20:]}",
+            "path": str(tmp_path / "records"), "index": {"paths": [str(corpus)], "glob": "*.md"}}
+
+
+def _manifest(spec: dict) -> Path:
+    (found,) = Path(spec["path"]).glob("kb/*/manifest.json")
+    return found
+
+
+def test_a_knowledge_base_on_a_server_opens_with_its_server_only(chroma_server_port, corpus, tmp_path):
+    import json
+
+    from rag.base.errors import ConfigError
+
+    spec = _server_spec(corpus, tmp_path, chroma_server_port)
+    assert _rag(spec).resources[0].retriever.chunks.count() == len(FILES)
+    assert json.loads(_manifest(spec).read_text())["store"]["given"] is True
+    own_directory = {k: v for k, v in spec.items() if k != "port"} | {"kind": "chroma"}
+    with pytest.raises(ConfigError, match="store given to it.*chroma_server"):
+        _rag(own_directory)   # (before: its directory's own collection of that name, empty, indexed anew)
+    from rag.stores.registry import collections, local_client
+
+    assert collections(local_client(tmp_path / "records")) == []   # nothing was indexed into the directory
+    assert _rag(spec).resources[0].retriever.chunks.count() == len(FILES)
+
+
+def test_a_knowledge_base_built_on_a_server_by_an_older_rag_still_opens_with_it(chroma_server_port, corpus, tmp_path):
+    import json
+
+    spec = _server_spec(corpus, tmp_path, chroma_server_port)
+    _rag(spec)
+    path = _manifest(spec)
+    old = json.loads(path.read_text())
+    del old["store"]["given"]
+    path.write_text(json.dumps({**old, "format_version": 1}))
+    assert _rag(spec).resources[0].retriever.chunks.count() == len(FILES)
+    assert "given" not in json.loads(path.read_text())["store"]   # (not upgraded: it may have been built locally)
