@@ -215,9 +215,12 @@ def context_hit(question: dict, context: list[dict]) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- running
-def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, reuse: bool) -> list[dict]:
-    """Each question through `rag ask --json` (cached per corpus; `reuse` reads the cache)."""
+def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, reuse: bool,
+            backend: str | None = None) -> list[dict]:
+    """Each question through `rag ask --json` (cached per corpus; `reuse` reads the cache); `backend`: the
+    `--backend` block of `rag index` and `rag ask` (the chunks in another store)."""
     store = str(cache / "store")
+    where = ("--backend", backend) if backend else ()
     collection = "financebench" if name == "financebench_check" else name
     cached_file = cache / f"asked_{name}.json"
     cached = json.loads(cached_file.read_text(encoding="utf-8")) if reuse and cached_file.exists() else {}
@@ -227,13 +230,14 @@ def ask_all(name: str, files: list[str], questions: list[dict], cache: Path, *, 
                          f"{name}=DIR with DIR/store that knowledge base")
     if files and not all(q["question"] in cached for q in questions):
         started = time.perf_counter()
-        rag_cli("index", *files, "--store", store, "--collection", name)
+        rag_cli("index", *files, "--store", store, "--collection", name, *where)
         print(f"{name}: indexed {len(files)} files in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     out = []
     for q in questions:
         if q["question"] not in cached:
             started = time.perf_counter()
-            asked = json.loads(rag_cli("ask", q["question"], "--store", store, "--collection", collection, "--json"))
+            asked = json.loads(rag_cli("ask", q["question"], "--store", store, "--collection", collection, "--json",
+                                         *where))
             cached[q["question"]] = {"answer": asked["answer"], "refused": asked.get("refused"),
                                      "confidence": asked.get("confidence"), "passage": asked.get("passage"),
                                      "context": asked["context"], "seconds": time.perf_counter() - started}
@@ -353,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the stores, corpus copies and asked contexts go (default: %(default)s)")
     parser.add_argument("--corpus-cache", action="append", default=[], metavar="NAME=DIR",
                         help="another cache for one corpus (e.g. financebench=/work/cache/answers); repeatable")
+    parser.add_argument("--backend", metavar="JSON", default=None,
+                        help="keep the chunks in another store, as `rag index --backend` (e.g. "
+                             "'{\"kind\": \"pgvector\", \"url_env\": \"RAG_PG_URL\"}'); default: the embedded one")
     parser.add_argument("--reuse", action="store_true", help="answer the cached contexts again (no retrieval)")
     parser.add_argument("--out", default=str(ROOT / "bench/results/answers"),
                         help="writes OUT.md and OUT.json (default: %(default)s)")
@@ -366,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             files, questions = (_financebench_corpus if name == "financebench" else _check_corpus)(args.data)
         else:
             files, questions = _docs_corpus(name, cache)
-        asked = ask_all(name, files, questions, cache, reuse=args.reuse)
+        asked = ask_all(name, files, questions, cache, reuse=args.reuse, backend=args.backend)
         res = judge(name, questions, asked, reuse=args.reuse)
         results.append(res)
         for r in res["rows"]:
