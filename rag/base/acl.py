@@ -35,13 +35,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 from rag.base.errors import ConfigError, short_repr
 from rag.base.filters import Filter, ReadOnlyDict, ReadOnlyList
 
 __all__ = ["ACL_PREFIX", "ADMIN_ROLE", "MAX_GROUPS", "PRINCIPAL_KEY", "PUBLIC_BY_DEFAULT_KEY", "PUBLIC_KEY",
-           "SOURCE_KEYS", "Permissions", "Principal", "group_key", "permission_filter", "principal_of",
+           "SOURCE_KEYS", "Permissions", "PermissionsLike", "Principal", "group_key", "permission_filter", "principal_of",
            "strip_permissions", "user_key"]
 
 #: Every metadata key this module writes starts with it; loaded metadata may not set such keys itself.
@@ -158,6 +158,10 @@ class Permissions:
     def stamp(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """`metadata` with its permission keys replaced by these."""
         return {**strip_permissions(metadata), **self.metadata()}
+
+
+#: what `Permissions.of` reads: `Permissions`, `"public"`, or a mapping with users / groups / public
+PermissionsLike = Union[Permissions, str, Mapping[str, Any]]  # noqa: UP007 - a runtime alias
 
 
 def strip_permissions(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, Union
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -45,6 +45,7 @@ from rag.base.answer import Answer
 from rag.checks.citations import source_map
 from rag.checks.postprocess import AS_CHAIN, finalise
 from rag.generation.prompts import format_docs
+from rag.generation.factory import LLMLike
 from rag.generation.rag_with_source import rag_chain_from_docs
 from rag.models.usage import UsageTracker, with_tracker
 
@@ -55,7 +56,17 @@ __all__ = ["CheckAnswer", "GenerateAnswer", "LLMRefiner", "Step", "TakeContext",
 Step = Callable[[RAGResult, RunnableConfig], None]
 
 
-def as_rag(rag_or_index: Any, *, llm: Any = None) -> Any:
+class AsResource(Protocol):
+    """Anything that gives a `Resource` (a `KnowledgeBase`, an index)."""
+
+    def as_resource(self) -> Resource: ...
+
+
+#: what `airag` and `as_rag` take: a RAG, a Resource, a list of them, or anything with `.as_resource()`
+RagLike = Union[RAG, Resource, AsResource, Sequence[Union[Resource, AsResource]]]  # noqa: UP007 - a runtime alias
+
+
+def as_rag(rag_or_index: RagLike, *, llm: LLMLike = None) -> RAG:
     """A `RAG` from a RAG, a `Resource`, a list of resources, or anything with `.as_resource()`.
 
     With `llm`, the RAG's generation chain is rebuilt on that model.
@@ -79,7 +90,7 @@ def as_rag(rag_or_index: Any, *, llm: Any = None) -> Any:
     return rag
 
 
-def retrieve_into(rag: Any, question: str, *, config: RunnableConfig | None = None,
+def retrieve_into(rag: RAG, question: str, *, config: RunnableConfig | None = None,
                   result: RAGResult | None = None) -> RAGResult:
     """Run the RAG's retrieval (`run_retrieval`: every stage recorded); into `result` when given."""
     found = run_retrieval(rag, question, config=config)
@@ -187,7 +198,7 @@ def _run_step(name: str, step: Step, result: RAGResult, config: RunnableConfig |
     result.usage[name] = tracker.summary()
 
 
-def generate(result: RAGResult, *, rag: Any = None, generation_chain: Runnable | None = None,
+def generate(result: RAGResult, *, rag: RAG | None = None, generation_chain: Runnable | None = None,
              build_context: Step | None = None, answer: Step | None = None, refine: Step | None = None,
              postprocess: Step | None = None, embedding: Embeddings | str | None = AS_CHAIN,
              threshold: Any = AS_CHAIN, config: RunnableConfig | None = None) -> RAGResult:
@@ -223,7 +234,7 @@ def generate(result: RAGResult, *, rag: Any = None, generation_chain: Runnable |
 _GENERATE_OPTIONS = ("generation_chain", "build_context", "answer", "refine", "postprocess", "embedding", "threshold")
 
 
-def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: Any = None,
+def airag(rag_or_index: RagLike, question: str, *, return_all: bool = False, llm: LLMLike = None,
           search_kwargs: dict[str, Any] | None = None, config: RunnableConfig | None = None,
           **kwargs: Any) -> str | RAGResult:
     """Retrieve and answer in one call.
@@ -264,7 +275,7 @@ def airag(rag_or_index: Any, question: str, *, return_all: bool = False, llm: An
     return result if return_all else (result.final_answer or "")
 
 
-def _retrieve(rag: Any, question: str, *, config: RunnableConfig | None, settings: dict[str, Any],
+def _retrieve(rag: RAG, question: str, *, config: RunnableConfig | None, settings: dict[str, Any],
               options: dict[str, Any]) -> RAGResult:
     """The retrieval step of the RAG's chain, with `search_kwargs` as every resource's request settings."""
     if options and type(rag).resources_retrieval_chain is not RAG.resources_retrieval_chain:

@@ -33,18 +33,23 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
 
+from rag.base.acl import PermissionsLike
 from rag.base.errors import ConfigError, StoreError, short_repr
 from rag.compose.resource import Resource
 from rag.indexing.access import AccessRules
 from rag.indexing.autocontext import AutoContext
+from rag.indexing.executors import ExecutorLike
 from rag.indexing.formats import Chunker
 from rag.indexing.kb_parts import IndexTarget
 from rag.indexing.kb_retriever import KnowledgeBaseRetriever
 from rag.indexing.kb_settings import is_name
+from rag.indexing.limits import LimitsLike
 from rag.indexing.manifest import DEFAULT_DIRECTORY, missing_knowledge_base
 from rag.indexing.neighbours import neighbours
 from rag.indexing.records import DocumentRecord, RecordStore
+from rag.indexing.tags import KeywordTagger
 from rag.indexing.sync import IndexReport, Source, Syncer
 from rag.indexing.write_path import change_permissions, delete_source, index_sources, reindex_source, sync_source
 from rag.retrieval.kb_search import (
@@ -124,8 +129,9 @@ class KnowledgeBase:
     def __init__(self, name: str, directory: str | Path | None = DEFAULT_DIRECTORY, *,
                  embedding: Embeddings | None = None,
                  chunker: Chunker | None = None, autocontext: AutoContext | None = None,
-                 tagger: Any = None, description: str = "", cache: bool = True, lock_timeout: float = 0.0,
-                 client: Any = None, store: Any = None, permissions: Mapping[str, Any] | None = None) -> None:
+                 tagger: KeywordTagger | None = None, description: str = "", cache: bool = True,
+                 lock_timeout: float = 0.0, client: Any = None, store: VectorStore | ChunkStore | None = None,
+                 permissions: Mapping[str, Any] | None = None) -> None:
         #: its storage: manifest, lock, records, chunk store, embedding, components (`IndexTarget`)
         self.storage = IndexTarget(name, directory, embedding=embedding, chunker=chunker, autocontext=autocontext,
                                    tagger=tagger, description=description, cache=cache,
@@ -165,12 +171,12 @@ class KnowledgeBase:
     exists = _part("exists", "Whether it has been created (its manifest is on disk).")
 
     @property
-    def chunker(self) -> Any:
+    def chunker(self) -> Chunker:
         """Its chunker (`TokenChunker` by default)."""
         return self.storage.components.chunker
 
     @property
-    def tagger(self) -> Any:
+    def tagger(self) -> KeywordTagger | None:
         """Its tagger, or None."""
         return self.storage.components.tagger
 
@@ -231,8 +237,8 @@ class KnowledgeBase:
     def add_documents(self, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                       exclude: str | Sequence[str] = (), cleanup: str | None = None,
                       progress: Callable[[str, int], None] | None = None,
-                      follow_symlinks: bool = False, executor: Any = None, limits: Any = None,
-                      permissions: Any = None) -> IndexReport:
+                      follow_symlinks: bool = False, executor: ExecutorLike = None,
+                      limits: LimitsLike = None, permissions: PermissionsLike | None = None) -> IndexReport:
         """Index files, folders or Documents; unchanged ones are skipped without embedding.
 
         Creates the knowledge base on first use (under the writer lock, as every write).
@@ -266,8 +272,8 @@ class KnowledgeBase:
                              progress=progress, follow_symlinks=follow_symlinks, executor=executor,
                              syncer=self.syncer, limits=limits, permissions=permissions)
 
-    def sync(self, source: Any, *, progress: Callable[[str, int], None] | None = None, executor: Any = None,
-             limits: Any = None, force: bool = False) -> IndexReport:
+    def sync(self, source: Any, *, progress: Callable[[str, int], None] | None = None, executor: ExecutorLike = None,
+             limits: LimitsLike = None, force: bool = False) -> IndexReport:
         """Bring the knowledge base in line with a source (`rag.sources`: object stores, web sites, git, any
         LangChain loader, `FolderSource`): new items added, changed ones replaced, vanished ones deleted,
         unchanged ones not even fetched (docs/sources.md).
@@ -281,12 +287,12 @@ class KnowledgeBase:
                            limits=limits, force=force)
 
     def update_document(self, source: str | Path, documents: Sequence[Document] | None = None, *,
-                        limits: Any = None) -> IndexReport:
+                        limits: LimitsLike = None) -> IndexReport:
         """Re-index one file now within `limits` (see `add_documents`), or replace a source's content with
         `documents`."""
         return reindex_source(self.storage, source, documents, syncer=self.syncer, limits=limits)
 
-    def set_permissions(self, source: str | Path, permissions: Any) -> int:
+    def set_permissions(self, source: str | Path, permissions: PermissionsLike) -> int:
         """Change who may read one document (by path, source or doc_id): its chunks' metadata is updated in
         place, nothing is embedded again; returns the chunks changed.
 

@@ -25,7 +25,11 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import Any, Union
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.prompts import BasePromptTemplate
+from langchain_core.runnables import Runnable
 
 from rag.base.errors import ConfigError
 from rag.generation.answerer import Answerer
@@ -34,9 +38,13 @@ from rag.generation.llm_answerer import LLMAnswerer
 from rag.models.llms import LocalLlamaChatModel, openai_chat_model
 from rag.models.ollama import OllamaChatModel, ollama_host, probe_ollama
 
-__all__ = ["LLM_CHOICES", "ExtractiveAnswerer", "answerer_for", "default_answerer", "default_llm", "fallback_answerer"]
+__all__ = ["LLM_CHOICES", "ExtractiveAnswerer", "LLMLike", "answerer_for", "default_answerer", "default_llm", "fallback_answerer"]
 
 LLM_CHOICES = ("auto", "openai", "local", "ollama", "extractive")
+
+#: what answers (`llm=` of `rag_chain_from_docs`, `airag`, ...): an `Answerer`, a chat model or LLM, any runnable
+#: from prompt to text (behind `LLMAnswerer`), or None for the configured default (`RAG_LLM`)
+LLMLike = Union[Answerer, BaseLanguageModel, Runnable, None]  # noqa: UP007 - a runtime alias
 
 
 def fallback_answerer(embedding: Any = "env") -> Answerer:
@@ -90,7 +98,7 @@ def default_answerer(prompt: Any = None, *, context_window: int | None = None) -
     return fallback_answerer() if model is None else LLMAnswerer(model, prompt, context_window=context_window)
 
 
-def answerer_for(llm: Any = None, prompt: Any = None, *, context_window: int | None = None) -> Answerer:
+def answerer_for(llm: LLMLike = None, prompt: BasePromptTemplate | str | None = None, *, context_window: int | None = None) -> Answerer:
     """An `Answerer` for what `llm=` was given (see the module docstring)."""
     if llm is None:
         return default_answerer(prompt, context_window=context_window)

@@ -10,6 +10,7 @@ run's config (`ANSWER_SINK`), which `stream_events` reads for its closing events
 
 Example:
     >>> from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
     >>> from langchain_core.language_models import FakeListChatModel
     >>> chain = rag_chain_from_docs(llm=FakeListChatModel(responses=["Paris [1] [4]"]), checks_embedding=None)
     >>> out = chain.invoke({"question": "Where?", "context": [Document(page_content="Paris.")]})
@@ -24,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ensure_config
@@ -33,7 +35,7 @@ from rag.base.errors import ConfigError, InputError
 from rag.base.text import neutralise_citation_markers
 from rag.base.answer import Answer, as_answer
 from rag.generation.answerer import Answerer, RunnableAnswerer
-from rag.generation.factory import answerer_for
+from rag.generation.factory import LLMLike, answerer_for
 from rag.checks.postprocess import ON_UNSUPPORTED, finalise
 
 __all__ = ["ANSWER_SINK", "GENERATION_SETTINGS", "GenerationChain", "as_generation_chain", "rag_chain_from_docs"]
@@ -70,8 +72,8 @@ class GenerationChain(Runnable[dict, Answer]):
         checks_embedding: the embedding of the support checks (`"default"`, an Embeddings, or None: lexical).
     """
 
-    def __init__(self, llm: Any = None, prompt: BasePromptTemplate | str | None = None, *,
-                 on_unsupported: str = "flag", checks_embedding: Any = "default",
+    def __init__(self, llm: LLMLike = None, prompt: BasePromptTemplate | str | None = None, *,
+                 on_unsupported: str = "flag", checks_embedding: Embeddings | str | None = "default",
                  context_window: int | None = None) -> None:
         if on_unsupported not in ON_UNSUPPORTED:
             raise ConfigError(f"on_unsupported must be one of {ON_UNSUPPORTED}, got {on_unsupported!r}")
@@ -216,8 +218,8 @@ def as_generation_chain(generation: Any) -> GenerationChain:
     return GenerationChain(RunnableAnswerer(generation))
 
 
-def rag_chain_from_docs(llm: Any = None, prompt: BasePromptTemplate | str | None = None, *,
-                        on_unsupported: str = "flag", checks_embedding: Any = "default",
+def rag_chain_from_docs(llm: LLMLike = None, prompt: BasePromptTemplate | str | None = None, *,
+                        on_unsupported: str = "flag", checks_embedding: Embeddings | str | None = "default",
                         context_window: int | None = None) -> GenerationChain:
     """Build the generation chain.
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rag.base.acl import Permissions, strip_permissions
+from rag.base.acl import Permissions, PermissionsLike, strip_permissions
 from rag.base.errors import ConfigError, StoreError, short_repr
 from rag.stores.chunk_store import Capability
 
@@ -42,7 +42,7 @@ class AccessRules:
     default: Permissions | None = None
 
     @classmethod
-    def of(cls, *, permissions: Any = None, rules: Sequence[Mapping[str, Any]] | None = None,
+    def of(cls, *, permissions: PermissionsLike | None = None, rules: Sequence[Mapping[str, Any]] | None = None,
            public_by_default: bool = False) -> AccessRules:
         """From an argument's permissions, rules `[{"match": glob, "groups"?, "users"?, "public"?}]`, and the
         knowledge base's default.
@@ -59,7 +59,7 @@ class AccessRules:
         return cls(None if permissions is None else Permissions.of(permissions), tuple(parsed),
                    Permissions(public=True) if public_by_default else None)
 
-    def with_given(self, permissions: Any) -> AccessRules:
+    def with_given(self, permissions: PermissionsLike | None) -> AccessRules:
         """These rules with `add_documents(permissions=...)` on top (None: unchanged)."""
         if permissions is None:
             return self
@@ -114,7 +114,7 @@ def stamp_metadatas(access: AccessRules | None, sources: Mapping[str, tuple[str,
     return out
 
 
-def set_permissions(target: Any, record: Any, permissions: Any) -> int:
+def set_permissions(target: Any, record: Any, permissions: PermissionsLike) -> int:
     """Give the stored chunks of one document (`record`: its `DocumentRecord`) new permissions; returns chunks
     changed. The caller holds the writer lock. Nothing is embedded: the chunks' metadata is replaced.
 

@@ -30,9 +30,9 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 from rag.base.errors import ConfigError, MissingDependencyError
 from rag.base.tracing import index_span
@@ -57,7 +57,7 @@ from rag.indexing.plan import Plan
 from rag.indexing.report import IndexReport
 from rag.indexing.writer import Writer
 
-__all__ = ["EXECUTORS", "LocalExecutor", "RayExecutor", "executor_from"]
+__all__ = ["EXECUTORS", "ExecutorLike", "LocalExecutor", "RayExecutor", "executor_from"]
 
 EXECUTORS = ("local", "ray")
 _GROUP_CHARS = STREAM_CHARS  # text per processing group (~5,000 chunks): bounded memory; a larger file streams
@@ -269,7 +269,11 @@ class RayExecutor:
         run_on_ray(self, target, plan, report, emit)
 
 
-def executor_from(spec: Any) -> LocalExecutor | RayExecutor:
+#: what `executor_from` reads: None or "local" (this process), "ray", a mapping `{kind: ray, ...}`, or an executor
+ExecutorLike = Union[None, str, Mapping[str, Any], LocalExecutor, RayExecutor]  # noqa: UP007 - a runtime alias
+
+
+def executor_from(spec: ExecutorLike) -> LocalExecutor | RayExecutor:
     """An executor from None / "local" / "ray", a mapping `{kind: ray, address, concurrency, ...}` or an executor."""
     if spec is None:
         return LocalExecutor()

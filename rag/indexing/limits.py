@@ -33,12 +33,12 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Union
 
 from rag.base.errors import ConfigError
 from rag.indexing.ocr import DEFAULT_OCR_DPI
 
-__all__ = ["DEFAULT_MAX_BYTES", "LIMIT_NAMES", "TABLE_FINDERS", "TABLE_MODES", "LoadLimits"]
+__all__ = ["DEFAULT_MAX_BYTES", "LIMIT_NAMES", "TABLE_FINDERS", "TABLE_MODES", "LimitsLike", "LoadLimits"]
 
 #: the values of `LoadLimits.tables`: True is "pdfium", False (or "none") reads every page as text
 TABLE_FINDERS = ("pdfium", "pdfplumber")
@@ -161,3 +161,7 @@ class LoadLimits:
 
 
 LIMIT_NAMES = tuple(f.name for f in fields(LoadLimits))
+
+
+#: what `LoadLimits.of` reads: `LoadLimits`, a mapping of its fields, or None (the defaults)
+LimitsLike = Union[LoadLimits, Mapping[str, Any], None]  # noqa: UP007 - a runtime alias

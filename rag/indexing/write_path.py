@@ -28,13 +28,13 @@ from typing import Any, TypeVar
 
 from langchain_core.documents import Document
 
-from rag.base.acl import Permissions
+from rag.base.acl import Permissions, PermissionsLike
 from rag.base.errors import ConfigError, RagError
 from rag.base.tracing import index_span
 from rag.indexing.access import AccessRules, set_permissions
-from rag.indexing.executors import executor_from
+from rag.indexing.executors import ExecutorLike, executor_from
 from rag.indexing.kb_parts import IndexTarget
-from rag.indexing.limits import LoadLimits
+from rag.indexing.limits import LimitsLike, LoadLimits
 from rag.indexing.loaders import path_text
 from rag.indexing.store_files import store_write_error
 from rag.indexing.source_sync import check_source
@@ -70,8 +70,8 @@ def write(target: IndexTarget, run: Callable[[], T]) -> T:
 def index_sources(target: IndexTarget, sources: Source | Sequence[Source], *, include: str | Sequence[str] = "**/*",
                   exclude: str | Sequence[str] = (), cleanup: str | None = None,
                   progress: Callable[[str, int], None] | None = None, follow_symlinks: bool = False,
-                  executor: Any = None, syncer: Syncer | None = None, limits: Any = None,
-                  permissions: Any = None) -> IndexReport:
+                  executor: ExecutorLike = None, syncer: Syncer | None = None, limits: LimitsLike = None,
+                  permissions: PermissionsLike | None = None) -> IndexReport:
     """Index files, folders or Documents into `target`; unchanged ones are skipped without embedding.
 
     The arguments are `rag.KnowledgeBase.add_documents`'; `syncer` is the knowledge base's own (one is
@@ -105,7 +105,7 @@ def index_sources(target: IndexTarget, sources: Source | Sequence[Source], *, in
 
 
 def sync_source(target: IndexTarget, source: Any, *, progress: Callable[[str, int], None] | None = None,
-                executor: Any = None, syncer: Syncer | None = None, limits: Any = None,
+                executor: ExecutorLike = None, syncer: Syncer | None = None, limits: LimitsLike = None,
                 force: bool = False) -> IndexReport:
     """Sync a `rag.sources.Source` into `target` under its writer lock (see `rag.indexing.source_sync`).
 
@@ -135,7 +135,7 @@ def sync_source(target: IndexTarget, source: Any, *, progress: Callable[[str, in
 
 
 def reindex_source(target: IndexTarget, source: str | Path, documents: Sequence[Document] | None = None, *,
-                   syncer: Syncer | None = None, limits: Any = None) -> IndexReport:
+                   syncer: Syncer | None = None, limits: LimitsLike = None) -> IndexReport:
     """Re-index one file now within `limits` (see `index_sources`), or replace a source's content with `documents`."""
     if documents is not None:
         docs = [Document(page_content=d.page_content, metadata={**d.metadata, "source": str(source)})
@@ -157,7 +157,7 @@ def base_access(target: IndexTarget) -> AccessRules:
     return getattr(target, "access", None) or AccessRules()
 
 
-def change_permissions(target: IndexTarget, source: str | Path, permissions: Any) -> int:
+def change_permissions(target: IndexTarget, source: str | Path, permissions: PermissionsLike) -> int:
     """Give one document's stored chunks new permissions (under the writer lock); returns chunks changed.
 
     Raises:
