@@ -108,6 +108,7 @@ class QdrantChunks(VectorStoreChunks):
 
     backend = BACKEND
     uuid_ids = True
+    _size: int | None = None   # the collection's vector size, read at the first search
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
@@ -115,6 +116,12 @@ class QdrantChunks(VectorStoreChunks):
         from qdrant_client import models
 
         store = self.store
+        if self._size is None:
+            self._size = int(_dense_params(store.client, store.collection_name).size)
+        if len(vector) != self._size:
+            raise StoreError(f"qdrant: the collection {store.collection_name!r} holds {self._size}-dimensional "
+                             f"vectors and the query's embedding has {len(vector)}: search it with the embedding "
+                             "model it was built with")
         points = store.client.query_points(
             collection_name=store.collection_name, query=list(vector), using=store.vector_name or None,
             query_filter=None if flt is None else translate(flt, store.metadata_payload_key),
@@ -216,7 +223,28 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
                                                                                 distance=models.Distance.COSINE),
                                  sparse_vectors_config={LEXICAL_VECTOR: models.SparseVectorParams(
                                      modifier=models.Modifier.IDF)})   # (`rag.stores.qdrant_lexical`)
-    return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding)
+    # checked here without embedding anything (langchain-qdrant's own check embeds a text to learn the model's
+    # size, which loads the document model on every open); the size is checked against each query's vector
+    distance = _dense_distance(client, collection)
+    return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding, distance=distance,
+                             validate_collection_config=False)
+
+
+def _dense_params(client: Any, collection: str) -> Any:
+    """The collection's unnamed dense vector parameters; `StoreError` when it has none (named vectors only)."""
+    vectors = client.get_collection(collection_name=collection).config.params.vectors
+    if isinstance(vectors, dict):
+        if "" not in vectors:
+            raise StoreError(f"qdrant: the collection {collection!r} has only named dense vectors "
+                             f"({', '.join(sorted(vectors)) or 'none'}); rag reads a collection's unnamed vector")
+        vectors = vectors[""]
+    if vectors is None:
+        raise StoreError(f"qdrant: the collection {collection!r} has no dense vectors")
+    return vectors
+
+
+def _dense_distance(client: Any, collection: str) -> Any:
+    return _dense_params(client, collection).distance
 
 
 def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
