@@ -17,6 +17,7 @@ under the writer lock, with a message (`migrate_to_server`). Nothing is removed 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,12 @@ class ServerWriterLock(WriterLock):
         self.tables = tables
 
     def acquire(self) -> None:
+        """Take both locks within `timeout` seconds in all (the server's gets what the folder's left of it)."""
+        started = time.monotonic()
         super().acquire()
         if self._depth == 1:
             try:
-                self.tables.acquire(self.timeout)
+                self.tables.acquire(max(0.0, self.timeout - (time.monotonic() - started)))
             except BaseException:
                 super().release()
                 raise
