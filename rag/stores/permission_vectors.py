@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,7 @@ from langchain_core.documents import Document
 from rag.base.filters import matches_canonical
 
 __all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "distances", "exact_ms", "over_fetch", "over_fetch_depth",
-           "over_fetch_ms", "packs", "ranked", "walk"]
+           "over_fetch_ms", "ranked", "walk"]
 
 #: The cost model's coefficients (CPU ms: only their ratios decide), fitted to what each path added to the search
 #: without a principal (median of pairs on the same questions; 100 hits; 100,000 chunks; 0-1,000 groups) at 64 and
@@ -102,10 +102,10 @@ def choose(*, k: int, permitted: int, stored: int, dim: int) -> str:
     return "exact" if exact_ms(permitted, dim) <= over_fetch_ms(depth, dim) else "over-fetch"
 
 
-def distances(packs: Sequence[tuple[bytes, bytes]], query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def distances(packs: Iterable[tuple[bytes, bytes]], query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(chunk numbers, cosine distances) of the vectors of `packs` ((numbers, vectors) as bytes: int64 and normalised
-    float32) to the normalised `query`; a chunk of two packs twice. Each pack is scored where it lies (no copy of
-    them all into one matrix); a product and a sum, not BLAS (its threads spin against a busy machine's other work:
+    float32) to the normalised `query`; a chunk of two packs twice. Each pack is scored as it comes (a cursor's rows:
+    only the scores are kept, no copy of them all into one matrix); a product and a sum, not BLAS (its threads spin against a busy machine's other work:
     measured 7x slower at 11,000 vectors on 2 loaded cores). None: a pack of another dimension."""
     size = query.size
     numbers, scores = [], []
@@ -182,21 +182,6 @@ def allowed_ids(side: sqlite3.Connection, ids: list[str], keys: frozenset[str]) 
             f"SELECT c.id, a.key FROM chunks AS c JOIN acl_keys AS a ON a.n = c.n "
             f"WHERE c.id IN ({','.join('?' * len(part))}) AND a.value = 1", part) if key in keys)
     return allowed
-
-
-def packs(side: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[bytes, bytes]]:
-    """The (numbers, vectors) of the chunks holding one of `keys` as true (a chunk of two keys twice): the keys'
-    packs, and for a key not packed (a write by a version without packs) one more pack from its rows."""
-    marks = ",".join("?" * len(keys))
-    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
-    packed = {key for key, _, _ in packs}
-    out = [(numbers, vectors) for _, numbers, vectors in packs]
-    loose = [key for key in keys if key not in packed]
-    if loose:
-        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
-                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
-        out.append((np.array([n for n, _ in rows], dtype=np.int64).tobytes(), b"".join(v for _, v in rows)))
-    return out
 
 
 def walk(side: sqlite3.Connection, numbers: np.ndarray, dists: np.ndarray, k: int,
