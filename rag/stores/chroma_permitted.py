@@ -308,10 +308,10 @@ class PermittedVectors:
             side.execute("DELETE FROM chunks")
             permission_segments.clear(side)
             count, touched = 0, set()
-            for rows in pages:   # (one segment per key and page, merged once at the end: each entry written twice)
+            for rows in pages:   # (one segment per key and page, merged into one at the end: each entry written twice)
                 touched.update(permission_segments.insert(side, rows))
                 count += len(rows)
-            permission_segments.settle(side, sorted(touched))
+            permission_segments.settle(side, sorted(touched), whole=True)
             side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
                          (str(seq) if seq is not None else "none",))
         except BaseException:

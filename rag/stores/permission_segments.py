@@ -24,8 +24,8 @@ Example:
     >>> vec = np.ones(2, dtype=np.float32).tobytes()
     >>> for n in range(4):   # four writes of one chunk each
     ...     append(db, {"acl_g_a": ([n], [vec])}); settle(db, ["acl_g_a"])
-    >>> db.execute("SELECT size FROM key_segments").fetchall()   # (1 + 1, then 2 + (1 + 1))
-    [(4,)]
+    >>> db.execute("SELECT size FROM key_segments").fetchall()   # (1 + 1, 2 + 1, then 3 and 1)
+    [(3,), (1,)]
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ CREATE TABLE IF NOT EXISTS key_segments (id INTEGER PRIMARY KEY, key TEXT NOT NU
 CREATE INDEX IF NOT EXISTS key_segments_by_key ON key_segments (key, id);
 CREATE TABLE IF NOT EXISTS key_dead (key TEXT PRIMARY KEY, dead INTEGER NOT NULL) WITHOUT ROWID;
 """
-#: the newest two segments of a key are merged while the older holds at most `RATIO` times the newer's entries
-RATIO = 1.0
+#: the newest two segments of a key are merged while the older holds at most `RATIO` times the newer's entries (1 would
+#: keep a segment per write when each write gives a key fewer chunks than the one before)
+RATIO = 2.0
 #: a key is rewritten whole when its dead entries pass this share of its live ones (and `_PURGE_FLOOR`)
 PURGE = 0.5
 _PURGE_FLOOR = 64
@@ -75,8 +76,9 @@ def clear(side: sqlite3.Connection) -> None:
     side.execute("DELETE FROM key_dead")
 
 
-def settle(side: sqlite3.Connection, keys: Iterable[str]) -> None:
-    """Merge each of `keys`' newest segments (`RATIO`), or all of them when its dead entries passed `PURGE`."""
+def settle(side: sqlite3.Connection, keys: Iterable[str], *, whole: bool = False) -> None:
+    """Merge each of `keys`' newest segments (`RATIO`), or all of them when its dead entries passed `PURGE` (or
+    `whole`: a file written whole, one segment per key)."""
     for key in dict.fromkeys(keys):
         segments = side.execute("SELECT id, size FROM key_segments WHERE key = ? ORDER BY id", (key,)).fetchall()
         dead = side.execute("SELECT dead FROM key_dead WHERE key = ?", (key,)).fetchone()
@@ -85,10 +87,12 @@ def settle(side: sqlite3.Connection, keys: Iterable[str]) -> None:
             side.execute("DELETE FROM key_dead WHERE key = ?", (key,))
             continue
         live = sum(size for _, size in segments) - dead
-        if dead > max(_PURGE_FLOOR, PURGE * live):
-            _merge(side, key, [id_ for id_, _ in segments], True, whole=True)
+        if whole or dead > max(_PURGE_FLOOR, PURGE * live):
+            if len(segments) == 1 and not dead:
+                continue
+            _merge(side, key, [id_ for id_, _ in segments], dead > 0, whole=True)
             continue
-        take, merged = 1, segments[-1][1] if segments else 0
+        take, merged = 1, segments[-1][1]
         while take < len(segments) and segments[-take - 1][1] <= RATIO * merged:   # (the binary counter's carry)
             merged += segments[-take - 1][1]
             take += 1
