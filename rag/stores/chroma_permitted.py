@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT 
 _PAGE = 65536
 #: what the file says it is (another value: emptied and written again)
 FORMAT = "rag-chroma-acl/5"
-#: the file of the versions before segments (`rag-chroma-acl/4`, 4 KB pages): its rows are copied once, then it is removed
+#: the file of the versions before segments (4 KB pages): its rows are copied once, then it is removed
 _OLD_FORMAT = "rag-chroma-acl/4"
 #: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
 #: by the plan's other paths, never by a stale file)
@@ -356,11 +356,11 @@ class PermittedVectors:
                 found = permission_vectors.over_fetch(side, k, frozenset(keys), most, stored, keep, read, nearest)
                 if found is not None:
                     return found[0], "over-fetch", found[1]
-            scored = permission_vectors.distances(permission_segments.read(side, keys), query)
+            scored = permission_vectors.estimates(permission_segments.read(side, keys), query)
             if scored is None:
                 return None   # (vectors of another size: Chroma answers)
-            numbers, dists = scored
-            return permission_vectors.walk(side, numbers, dists, k, keep, rest, read), "exact", most
+            batches = permission_vectors.exactly(side, *scored, query, max(k + 4, 32))
+            return permission_vectors.walk(side, batches, k, keep, rest, read), "exact", most
         finally:
             side.execute("COMMIT")
 

@@ -2,13 +2,16 @@
 
 Chroma's permission file (`rag.stores.chroma_permitted`) answers a principal by scoring the vectors of
 the chunks its keys grant. Those are kept per key in **segments** (``key_segments``: a key, how many
-entries, their chunk numbers as int64 and their normalised float32 vectors, each as one blob), so a
-search reads a few rows per key, not one row per chunk. A write appends one segment per key it gave
-a chunk (only that write's chunks), then `settle` merges the key's newest segments while the older
-of the last two is at most `RATIO` times the newer: a key holds O(log n) segments and each entry is
-rewritten O(log n) times in all (the binary counter), so a write costs in proportion to what it
-writes, times that logarithm, whatever the key already holds (rewriting every touched key's whole
-pack on each write made a 100,000-chunk build at 384 dimensions take 48 minutes).
+entries, their chunk numbers as int64, and their normalised vectors quantized to int8 with a float32
+scale each: a quarter of the bytes to read and score, and a bound on each cosine that lets
+`rag.stores.permission_vectors` re-rank exactly from the chunks' float32 vectors), so a search reads a
+few rows per key, not one row per chunk. A write appends one segment per key it gave a chunk (only
+that write's chunks), then `settle` merges the key's newest two segments while the older holds at
+most `RATIO` times the newer's entries: each segment is more than twice the next, so a key holds at
+most log2(n) of them, and each entry is rewritten O(log n) times in all, so a write costs in
+proportion to what it writes, times that logarithm, whatever the key already holds (simulated: 11
+writes per entry over 2,000 writes of ~10 chunks per key, 4 over 20; rewriting each touched key's
+whole pack on every write made a 100,000-chunk build at 384 dimensions take 48 minutes).
 
 An entry is **dead** when its chunk was deleted or lost the key: it stays in its segment until a
 merge drops it (the reader maps numbers to live chunks, and every returned chunk is checked against
@@ -40,12 +43,12 @@ import numpy as np
 
 from rag.base.errors import StoreError
 
-__all__ = ["PURGE", "RATIO", "SCHEMA", "append", "clear", "forget", "insert", "keys_of", "lose", "old_rows", "read", "relabel",
-           "settle"]
+__all__ = ["PURGE", "RATIO", "SCHEMA", "append", "clear", "forget", "insert", "keys_of", "lose", "old_rows", "quantize",
+           "read", "relabel", "settle"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS key_segments (id INTEGER PRIMARY KEY, key TEXT NOT NULL, size INTEGER NOT NULL,
-                                         numbers BLOB NOT NULL, vectors BLOB NOT NULL);
+                                         numbers BLOB NOT NULL, scales BLOB NOT NULL, codes BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS key_segments_by_key ON key_segments (key, id);
 CREATE TABLE IF NOT EXISTS key_dead (key TEXT PRIMARY KEY, dead INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -59,10 +62,25 @@ _BATCH = 500
 
 
 def append(side: sqlite3.Connection, entries: Mapping[str, tuple[Sequence[int], Sequence[bytes]]]) -> None:
-    """One new segment per key of `entries` (key -> (chunk numbers, their vectors' bytes))."""
-    side.executemany("INSERT INTO key_segments (key, size, numbers, vectors) VALUES (?, ?, ?, ?)",
-                     [(key, len(numbers), np.asarray(numbers, dtype=np.int64).tobytes(), b"".join(vectors))
-                      for key, (numbers, vectors) in entries.items() if len(numbers)])
+    """One new segment per key of `entries` (key -> (chunk numbers, their normalised float32 vectors' bytes)), its
+    vectors quantized (`quantize`)."""
+    rows = []
+    for key, (numbers, vectors) in entries.items():
+        if len(numbers):
+            scales, codes = quantize(np.frombuffer(b"".join(vectors), dtype=np.float32).reshape(len(numbers), -1))
+            rows.append((key, len(numbers), np.asarray(numbers, dtype=np.int64).tobytes(), scales.tobytes(),
+                         codes.tobytes()))
+    side.executemany("INSERT INTO key_segments (key, size, numbers, scales, codes) VALUES (?, ?, ?, ?, ?)", rows)
+
+
+def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each vector as a scale (float32) and int8 codes, ``vector ~ scale * codes``: each component within half a
+    scale of the truth (`rag.stores.permission_vectors.estimates` bounds a cosine by it)."""
+    scales = (np.abs(vectors).max(axis=1) / 127).astype(np.float32) if vectors.size else np.zeros(len(vectors),
+                                                                                                   dtype=np.float32)
+    scales = np.where(scales > 0, scales, np.float32(1))
+    codes = np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8)
+    return scales, codes
 
 
 def lose(side: sqlite3.Connection, counts: Mapping[str, int]) -> None:
@@ -101,11 +119,11 @@ def settle(side: sqlite3.Connection, keys: Iterable[str], *, whole: bool = False
 
 
 def _merge(side: sqlite3.Connection, key: str, ids: list[int], filter_dead: bool, whole: bool) -> None:
-    rows = side.execute(f"SELECT numbers, vectors FROM key_segments WHERE id IN ({','.join('?' * len(ids))}) "
+    rows = side.execute(f"SELECT numbers, scales, codes FROM key_segments WHERE id IN ({','.join('?' * len(ids))}) "
                         "ORDER BY id", ids).fetchall()
-    numbers = np.concatenate([np.frombuffer(ns, dtype=np.int64) for ns, _ in rows])
-    blob = b"".join(vs for _, vs in rows)
-    width = len(blob) // max(len(numbers), 1)
+    numbers = np.concatenate([np.frombuffer(ns, dtype=np.int64) for ns, _, _ in rows])
+    scales = np.concatenate([np.frombuffer(ss, dtype=np.float32) for _, ss, _ in rows])
+    codes = b"".join(cs for _, _, cs in rows)
     keep = np.zeros(len(numbers), dtype=bool)
     _, first = np.unique(numbers, return_index=True)   # (a chunk that lost the key and got it again: once)
     keep[first] = True
@@ -123,10 +141,11 @@ def _merge(side: sqlite3.Connection, key: str, ids: list[int], filter_dead: bool
             side.execute("DELETE FROM key_dead WHERE key = ?", (key,))
         elif removed:
             side.execute("UPDATE key_dead SET dead = max(0, dead - ?) WHERE key = ?", (removed, key))
-    vectors = np.frombuffer(blob, dtype=np.uint8).reshape(len(numbers), width)[keep] if len(numbers) else None
     side.execute(f"DELETE FROM key_segments WHERE id IN ({','.join('?' * len(ids))})", ids)
-    if vectors is not None and len(vectors):
-        append(side, {key: (numbers[keep], [vectors.tobytes()])})
+    if keep.any():
+        matrix = np.frombuffer(codes, dtype=np.int8).reshape(len(numbers), -1)[keep]
+        side.execute("INSERT INTO key_segments (key, size, numbers, scales, codes) VALUES (?, ?, ?, ?, ?)",
+                     (key, int(keep.sum()), numbers[keep].tobytes(), scales[keep].tobytes(), matrix.tobytes()))
 
 
 def keys_of(acl: str) -> list[str]:
@@ -221,9 +240,10 @@ def old_rows(path: Path, seq: int | None, old_format: str) -> Iterator[list[tupl
     return pages()
 
 
-def read(side: sqlite3.Connection, keys: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:
-    """The (numbers, vectors) segments of `keys`, one at a time (a chunk of two keys, or a dead entry, included)."""
+def read(side: sqlite3.Connection, keys: Sequence[str]) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """The (numbers, scales, codes) segments of `keys`, one at a time (a chunk of two keys, or a dead entry,
+    included)."""
     for start in range(0, len(keys), _BATCH):
         part = list(keys[start:start + _BATCH])
-        yield from side.execute(f"SELECT numbers, vectors FROM key_segments WHERE key IN ({','.join('?' * len(part))})",
-                                part)
+        yield from side.execute("SELECT numbers, scales, codes FROM key_segments "
+                                f"WHERE key IN ({','.join('?' * len(part))})", part)

@@ -46,8 +46,8 @@ from langchain_core.documents import Document
 
 from rag.base.filters import matches_canonical
 
-__all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "distances", "exact_ms", "over_fetch", "over_fetch_depth",
-           "over_fetch_ms", "ranked", "walk"]
+__all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "estimates", "exact_ms", "exactly", "over_fetch",
+           "over_fetch_depth", "over_fetch_ms", "walk"]
 
 #: The cost model's coefficients (CPU ms: only their ratios decide), fitted to what each path added to the search
 #: without a principal (median of pairs on the same questions; 100 hits; 100,000 chunks; 0-1,000 groups) at 64 and
@@ -102,48 +102,74 @@ def choose(*, k: int, permitted: int, stored: int, dim: int) -> str:
     return "exact" if exact_ms(permitted, dim) <= over_fetch_ms(depth, dim) else "over-fetch"
 
 
-def distances(packs: Iterable[tuple[bytes, bytes]], query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(chunk numbers, cosine distances) of the vectors of `packs` ((numbers, vectors) as bytes: int64 and normalised
-    float32) to the normalised `query`; a chunk of two packs twice. Each pack is scored as it comes (a cursor's rows:
-    only the scores are kept, no copy of them all into one matrix); a product and a sum, not BLAS (its threads spin against a busy machine's other work:
-    measured 7x slower at 11,000 vectors on 2 loaded cores). None: a pack of another dimension."""
+def estimates(segments: Iterable[tuple[bytes, bytes, bytes]], query: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(chunk numbers, estimated cosine similarities, how far each may be from the truth) of the quantized vectors of
+    `segments` ((numbers, scales, codes) as bytes: int64, float32, int8; `rag.stores.permission_segments`) to the
+    normalised `query`; a chunk of two segments twice. Each segment is scored as the cursor yields it (only the
+    scores are kept). A component is within half its vector's scale of the truth, so a cosine is within
+    ``scale / 2 * sum(|query|)`` (plus float rounding). A product and a sum, not BLAS (its threads spin against a
+    busy machine's other work: measured 7x slower at 11,000 vectors on 2 loaded cores). None: codes of another
+    dimension."""
     size = query.size
-    numbers, scores = [], []
-    for ns, vs in packs:
+    numbers, scores, scales = [], [], []
+    for ns, ss, cs in segments:
         number = np.frombuffer(ns, dtype=np.int64)
-        matrix = np.frombuffer(vs, dtype=np.float32)
-        if matrix.size != number.size * size:
+        codes = np.frombuffer(cs, dtype=np.int8)
+        if codes.size != number.size * size:
             return None
         numbers.append(number)
-        scores.append(np.einsum("ij,j->i", matrix.reshape(number.size, size), query, dtype=np.float32))
+        scale = np.frombuffer(ss, dtype=np.float32)
+        scales.append(scale)
+        scores.append(np.einsum("ij,j->i", codes.reshape(number.size, size), query, dtype=np.float32) * scale)
     if not numbers:
+        empty = np.zeros(0, dtype=np.float32)
+        return np.zeros(0, dtype=np.int64), empty, empty
+    slack = np.concatenate(scales) * np.float32(np.abs(query).sum() / 2 * 1.001) + np.float32(1e-5)
+    return np.concatenate(numbers), np.concatenate(scores), slack
+
+
+def exactly(side: sqlite3.Connection, numbers: np.ndarray, sims: np.ndarray, slack: np.ndarray, query: np.ndarray,
+            first: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The chunks in exact order (cosine distance of their float32 vectors; ties by number), each once, in batches,
+    from the estimates (`estimates`): a round takes a threshold ``t`` (the `first`-th highest lower bound, then 4x
+    deeper each round the caller reads on), reads the float32 vectors of the chunks whose upper bound reaches ``t``
+    (any chunk whose true cosine reaches ``t`` is among them, and no other reaches it) and yields those whose true
+    cosine reaches ``t``, in order: the next ranks of the whole exact ranking. A chunk the file no longer holds is
+    left out."""
+    lower, upper = sims - slack, sims + slack
+    done = np.zeros(0, dtype=np.int64)
+    depth = first
+    while True:
+        whole = depth >= len(numbers)
+        floor = -np.inf if whole else np.partition(lower, len(lower) - depth)[len(lower) - depth]
+        wanted = np.unique(numbers[upper >= floor])
+        wanted = wanted[~np.isin(wanted, done)] if len(done) else wanted
+        found, dists = _exact(side, wanted, query)
+        near = dists <= 1.0 - floor
+        found, dists = found[near], dists[near]
+        order = np.lexsort((found, dists))
+        yield found[order], dists[order]
+        if whole:
+            return
+        done = np.concatenate([done, found])
+        depth *= 4
+
+
+def _exact(side: sqlite3.Connection, numbers: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the chunk numbers the file holds, cosine distances of their float32 vectors to `query`)."""
+    found, vectors = [], []
+    listed = numbers.tolist()
+    for start in range(0, len(listed), _LOOKUP):
+        part = listed[start:start + _LOOKUP]
+        for n, vector in side.execute(f"SELECT n, vector FROM chunks WHERE n IN ({','.join('?' * len(part))})", part):
+            if len(vector) == 4 * query.size:
+                found.append(n)
+                vectors.append(vector)
+    if not found:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    return np.concatenate(numbers), 1.0 - np.concatenate(scores)
-
-
-def ranked(numbers: np.ndarray, dists: np.ndarray, first: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The chunks in order, closest first (ties by number), each once (its closest copy), in batches: the `first`
-    closest (and any tied with the last of them) found by a partition, then, only when the caller reads on, the rest
-    sorted."""
-    if len(dists) > 2 * first:
-        bound = np.partition(dists, first)[first]
-        near = dists <= bound
-        head_n, head_d = _ordered(numbers[near], dists[near])
-        yield head_n, head_d
-        rest = ~near & ~np.isin(numbers, head_n)
-        if rest.any():
-            yield _ordered(numbers[rest], dists[rest])
-        return
-    if len(dists):
-        yield _ordered(numbers, dists)
-
-
-def _ordered(numbers: np.ndarray, dists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((numbers, dists))
-    numbers, dists = numbers[order], dists[order]
-    _, first = np.unique(numbers, return_index=True)   # (a chunk of two keys: its first, closest, copy)
-    first.sort()
-    return numbers[first], dists[first]
+    matrix = np.frombuffer(b"".join(vectors), dtype=np.float32).reshape(len(found), query.size)
+    return np.array(found, dtype=np.int64), 1.0 - np.einsum("ij,j->i", matrix, query, dtype=np.float32)
 
 
 def over_fetch(side: sqlite3.Connection, k: int, keys: frozenset[str], most: int, stored: int,
@@ -184,14 +210,14 @@ def allowed_ids(side: sqlite3.Connection, ids: list[str], keys: frozenset[str]) 
     return allowed
 
 
-def walk(side: sqlite3.Connection, numbers: np.ndarray, dists: np.ndarray, k: int,
-          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
-          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
-    """The scored chunks (their numbers here; `permission_vectors.ranked`: closest first, each once) read from Chroma
+def walk(side: sqlite3.Connection, batches: Iterable[tuple[np.ndarray, np.ndarray]], k: int,
+         keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+         read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
+    """The scored chunks (their numbers here, in `batches` closest first, each once: `exactly`) read from Chroma
     in their order, in batches, the first `k` whose metadata passes."""
     out: list[tuple[Document, float]] = []
     size = max(k + 4, 32)
-    for batch_numbers, batch_dists in ranked(numbers, dists, 2 * size):
+    for batch_numbers, batch_dists in batches:
         for start in range(0, len(batch_numbers), size):
             part = [int(n) for n in batch_numbers[start:start + size]]
             ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})",
