@@ -4,9 +4,12 @@ A collection in a directory keeps each chunk's permission keys and vector in a f
 (`rag.stores.chroma_permitted`). A principal whose filter is "one of these keys is true" is then
 answered one of two ways, whichever this module's cost model says costs less:
 
-- **exact**: every permitted chunk's vector is read from the file and scored (cosine, NumPy); the
-  answer is the exact nearest permitted chunks. Its cost grows with how many chunks are permitted
-  times their dimension.
+- **exact**: every permitted chunk's vector, quantized to int8 (`rag.stores.permission_segments`), is
+  read from the file and scored (NumPy); each estimate is within a known bound of the cosine, so only
+  the chunks whose bound reaches the best ones' are read again as float32 and ranked exactly
+  (`exactly`: 130-340 vectors for 100 hits at 2-99% of 100,000 chunks). The answer is the exact
+  nearest permitted chunks. Its cost grows with how many chunks are permitted times their dimension
+  (a quarter of the float32 bytes).
 - **over-fetch**: Chroma's own nearest-neighbour list (HNSW) with the request's own conditions, read
   `depth` deep as ids only; the file says which of them the principal may read (expected: the
   principal's share of `depth`), and only those are read from Chroma. The answer is the unrestricted
@@ -22,16 +25,18 @@ and its coefficients were measured, at 64 and 384 dimensions, by
 ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (docs/security.md "What it costs"): the
 share at which the exact path stops paying is derived from them, per request, from the principal's
 chunk count, `k`, the collection's size and the vectors' dimension. With 100 candidates over
-100,000 chunks it is about 45% at 64 dimensions, 19% at 384 and 16% at 768 (by the sum of the
-principal's keys' counts).
+100,000 chunks it is about 69% at 64 dimensions, 50% at 384 and 44% at 768 (by the sum of the
+principal's keys' counts; 19% at 384 with the float32 packs of before, read whole).
 
 Example:
     >>> choose(k=100, permitted=2_000, stored=100_000, dim=384)     # 2%: reading 2,000 vectors is cheaper
     'exact'
-    >>> choose(k=100, permitted=45_000, stored=100_000, dim=384)    # 45%: ~280 candidates are
+    >>> choose(k=100, permitted=20_000, stored=100_000, dim=384)    # 20%: reading 20,000 int8 vectors is too
+    'exact'
+    >>> choose(k=100, permitted=60_000, stored=100_000, dim=384)    # 60%: ~210 candidates are
     'over-fetch'
-    >>> over_fetch_depth(100, 45_000, 100_000)
-    282
+    >>> over_fetch_depth(100, 60_000, 100_000)
+    213
 """
 
 from __future__ import annotations
@@ -51,18 +56,19 @@ __all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "estimates", "exact_ms", "
 
 #: The cost model's coefficients (CPU ms: only their ratios decide), fitted to what each path added to the search
 #: without a principal (median of pairs on the same questions; 100 hits; 100,000 chunks; 0-1,000 groups) at 64 and
-#: 384 dimensions: ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (load average 15-25 on 2 cores, which
-#: inflates every figure about alike; bench/results/acl.txt). The exact path: per float of each permitted vector read
-#: and scored (per vector beyond that, and fixed: within noise of 0).
+#: 384 dimensions: ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (session 39, load average 9-10 on 2
+#: cores, which inflates every figure about alike; bench/results/acl.txt). The exact path: per permitted vector (its
+#: number, scale and the bookkeeping) and per float of it (an int8 code read and scored); fixed: the float32 re-rank
+#: of ~300 vectors, about what the over-fetch path's ids cost, so 0.
 EXACT_FIXED_MS = 0.0
-EXACT_PER_VECTOR_MS = 0.0
-EXACT_PER_FLOAT_MS = 0.0000102
+EXACT_PER_VECTOR_MS = 0.00008
+EXACT_PER_FLOAT_MS = 0.00000044
 #: The over-fetch path: what its HNSW query costs that the exact path does not (fixed, and per dimension), per
 #: candidate (its id looked up in the file) and per candidate and dimension (HNSW's distances grow with the depth).
-QUERY_FIXED_MS = 20.0
-QUERY_FIXED_PER_FLOAT_MS = 0.0625
-QUERY_PER_CANDIDATE_MS = 0.0139
-QUERY_PER_CANDIDATE_FLOAT_MS = 0.000075
+QUERY_FIXED_MS = 5.6
+QUERY_FIXED_PER_FLOAT_MS = 0.0094
+QUERY_PER_CANDIDATE_MS = 0.00543
+QUERY_PER_CANDIDATE_FLOAT_MS = 0.0000165
 #: How much deeper than the principal's share says the HNSW list is read (the share is an upper bound from the keys'
 #: counts, a chunk of two keys counted twice, but a list's permitted hits vary).
 SLACK = 1.25
