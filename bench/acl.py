@@ -282,8 +282,13 @@ def main() -> None:
                         help="Chroma with its permission file only (needs --store-dir): time the exact and the "
                              "over-fetch path for each principal, their recall, and fit the cost model")
     parser.add_argument("--queries", type=int, default=12, help="questions per path and principal with --paths")
+    parser.add_argument("--force-path", choices=["exact", "over-fetch"], default=None,
+                        help="Chroma with its permission file: take this path whatever the cost model says")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
+    if args.force_path:
+        from rag.stores import permission_vectors
+        permission_vectors.FORCE = args.force_path
     texts, metas = corpus(args.chunks, args.groups)
     rng = random.Random(3)
     principals = [Principal("user1", frozenset(f"g{g}" for g in rng.sample(range(args.groups), size)))
