@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -259,6 +260,31 @@ def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict]
                   f"{'permitted vectors' if path == 'exact' else 'candidates'} at {dim} dimensions", flush=True)
 
 
+def writes(texts: list[str], metas: list[dict], dim: int, batch: int = 5000) -> None:
+    """`--writes`: what Chroma's permission file (`rag.stores.chroma_permitted`) costs to write, per batch of `batch`
+    chunks, as a fresh store grows to all of them (Chroma's own add left out: the file is written directly)."""
+    from rag.stores import chroma
+    from rag.stores.chroma_permitted import PermittedVectors
+
+    folder = Path(tempfile.mkdtemp(prefix="acl-writes-"))
+    collection = chroma.open_collection(chroma.open_client(folder), "acl-writes")
+    side = PermittedVectors(folder, str(collection.id))
+    side.start_empty()
+    vectors = np.random.default_rng(5).standard_normal((len(texts), dim), dtype=np.float32)
+    total_wall = total_cpu = 0.0
+    for start in range(0, len(texts), batch):
+        part = slice(start, start + batch)
+        wall, cpu = timed(lambda: side.put(True, [f"{i:032x}" for i in range(start, min(start + batch, len(texts)))],
+                                           vectors[part], metas[part]))
+        total_wall, total_cpu = total_wall + wall, total_cpu + cpu
+        print(json.dumps({"batch": start // batch + 1, "chunks": min(start + batch, len(texts)), "wall_s": round(wall, 2),
+                          "cpu_s": round(cpu, 2), "load": round(os.getloadavg()[0], 1)}), flush=True)
+    print(f"wrote {len(texts)} chunks at {dim} dimensions in {total_wall:.1f} s wall, {total_cpu:.1f} s CPU; file "
+          f"{side.path.stat().st_size / 1e6:.0f} MB", flush=True)
+    side.remove()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
@@ -282,6 +308,8 @@ def main() -> None:
                         help="Chroma with its permission file only (needs --store-dir): time the exact and the "
                              "over-fetch path for each principal, their recall, and fit the cost model")
     parser.add_argument("--queries", type=int, default=12, help="questions per path and principal with --paths")
+    parser.add_argument("--writes", action="store_true",
+                        help="time writing Chroma's permission file alone, per 5,000-chunk batch, into a fresh folder")
     parser.add_argument("--force-path", choices=["exact", "over-fetch"], default=None,
                         help="Chroma with its permission file: take this path whatever the cost model says")
     args = parser.parse_args()
@@ -294,6 +322,9 @@ def main() -> None:
     principals = [Principal("user1", frozenset(f"g{g}" for g in rng.sample(range(args.groups), size)))
                   for size in args.principal_groups]
     rows = []
+    if args.writes:
+        writes(texts, metas, args.dim)
+        return
     if args.paths:
         suffix = f"-d{args.dim}" if args.dim != 64 else ""
         folder = args.store_dir / f"chroma-{args.chunks}-{args.groups}{suffix}"
