@@ -265,6 +265,12 @@ class PermittedVectors:
             permission_segments.clear(side)
             return []
         self._write(True, change)
+        self._drop_old()
+
+    def _drop_old(self) -> None:
+        """Remove the file of the versions before segments (its rows are in this one, or the collection's are)."""
+        for path in (self.old_path, Path(f"{self.old_path}-wal"), Path(f"{self.old_path}-shm")):
+            path.unlink(missing_ok=True)
 
     def remove(self) -> None:
         """The collection is gone (replaced): its file too."""
@@ -275,9 +281,9 @@ class PermittedVectors:
             for db in pair:
                 db.close()
         self._local = threading.local()
-        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"), self.old_path,
-                     Path(f"{self.old_path}-wal"), Path(f"{self.old_path}-shm")):
+        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
             path.unlink(missing_ok=True)
+        self._drop_old()
 
     def rebuild(self, pages: Callable[[], Any]) -> bool:
         """Write the file again from the collection (`pages`: its records with metadata and embeddings, page by
@@ -293,8 +299,7 @@ class PermittedVectors:
                                 zip(page["ids"], page["metadatas"], _unit(page["embeddings"]) if page["ids"] else [],
                                     strict=True)] for page in pages())
                 count = self._write_all(side, rows)
-            for path in (self.old_path, Path(f"{self.old_path}-wal"), Path(f"{self.old_path}-shm")):
-                path.unlink(missing_ok=True)
+            self._drop_old()
         if count:
             _log.warning("%s: wrote the permission keys and vectors of its %d chunks%s in %.1f s (once; later writes "
                          "keep them)", self.path, count, f" from {self.old_path.name}" if old else "",
