@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -204,12 +205,19 @@ def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict]
         return statistics.median(cpu), statistics.median(wall), out
 
     fits = {"exact": [], "over-fetch": []}
+    reranked: list[int] = []
+    exact_of = permission_vectors._exact
+
+    def counted(side_db, numbers, query):
+        reranked.append(len(numbers))
+        return exact_of(side_db, numbers, query)
+    permission_vectors._exact = counted
     base, unrestricted = cpu_ms(lambda v: [d.id for d, _ in store.search(v, k=k, filter=None)])
     ids, matrix = zip(*db.execute("SELECT id, vector FROM chunks WHERE length(vector) > 0").fetchall())
     matrix = np.frombuffer(b"".join(matrix), dtype=np.float32).reshape(len(ids), dim)
-    exact_all = [[ids[i] for i in np.argsort(-(matrix @ (np.asarray(v) / np.linalg.norm(v))), kind="stable")[:k]]
-                 for v in vectors]
+    sims = [matrix @ (np.asarray(v, dtype=np.float32) / np.linalg.norm(v)) for v in vectors]
     del matrix
+    exact_all = [[ids[i] for i in np.argsort(-s, kind="stable")[:k]] for s in sims]
     print(json.dumps({"dim": dim, "k": k, "stored": stored, "unrestricted_search_cpu_ms": round(base, 2),
                       "unrestricted_recall_of_exact": round(statistics.mean(
                           len(set(a) & set(b)) / k for a, b in zip(unrestricted, exact_all)), 4),
@@ -224,17 +232,22 @@ def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict]
                "model_choice": permission_vectors.choose(k=k, permitted=most, stored=stored, dim=dim)}
         found = {}
         for path in ("exact", "over-fetch", "lists"):
-            if path == "exact" and most > 0.6 * stored:
-                continue   # (reading most of the vectors: seconds, never chosen)
             permission_vectors.FORCE = path
+            reranked.clear()
             try:
                 cpu, wall, found[path] = paired(lambda v: [d.id for d, _ in store.search(v, k=k, filter=principal.filter())],
                                                 lambda v: store.search(v, k=k, filter=None))
             finally:
                 permission_vectors.FORCE = None
+            if path == "exact":   # (float32 vectors read to rank exactly, per search: the int8 bounds' candidates)
+                row["exact_float32_vectors_read"] = round(sum(reranked) / max(len(vectors), 1))
             row[f"{path}_added_cpu_ms"], row[f"{path}_added_wall_ms"] = round(cpu, 2), round(wall, 2)
             if path in fits:
                 fits[path].append((most if path == "exact" else depth, cpu))
+        mask = np.array([any(metas[int(id_, 16)].get(key) is True for key in keys) for id_ in ids])
+        brute = [{ids[i] for i in np.flatnonzero(mask)[np.argsort(-s[mask], kind="stable")[:k]]} for s in sims]
+        row["exact_recall_of_brute_force"] = round(statistics.mean(   # (float32 ties may order the kth apart)
+            len(set(a) & b) / max(len(b), 1) for a, b in zip(found["exact"], brute)), 4)
         for path in ("over-fetch", "lists"):
             if "exact" in found and path in found:
                 row[f"{path}_recall_of_exact"] = round(statistics.mean(
@@ -245,6 +258,31 @@ def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict]
             slope, fixed = np.polyfit([x for x, _ in points], [y for _, y in points], 1)
             print(f"{path}: added CPU {fixed:.3f} ms + {slope * 1000:.4f} ms per 1,000 "
                   f"{'permitted vectors' if path == 'exact' else 'candidates'} at {dim} dimensions", flush=True)
+
+
+def writes(texts: list[str], metas: list[dict], dim: int, batch: int = 5000) -> None:
+    """`--writes`: what Chroma's permission file (`rag.stores.chroma_permitted`) costs to write, per batch of `batch`
+    chunks, as a fresh store grows to all of them (Chroma's own add left out: the file is written directly)."""
+    from rag.stores import chroma
+    from rag.stores.chroma_permitted import PermittedVectors
+
+    folder = Path(tempfile.mkdtemp(prefix="acl-writes-"))
+    collection = chroma.open_collection(chroma.open_client(folder), "acl-writes")
+    side = PermittedVectors(folder, str(collection.id))
+    side.start_empty()
+    vectors = np.random.default_rng(5).standard_normal((len(texts), dim), dtype=np.float32)
+    total_wall = total_cpu = 0.0
+    for start in range(0, len(texts), batch):
+        part = slice(start, start + batch)
+        wall, cpu = timed(lambda: side.put(True, [f"{i:032x}" for i in range(start, min(start + batch, len(texts)))],
+                                           vectors[part], metas[part]))
+        total_wall, total_cpu = total_wall + wall, total_cpu + cpu
+        print(json.dumps({"batch": start // batch + 1, "chunks": min(start + batch, len(texts)), "wall_s": round(wall, 2),
+                          "cpu_s": round(cpu, 2), "load": round(os.getloadavg()[0], 1)}), flush=True)
+    print(f"wrote {len(texts)} chunks at {dim} dimensions in {total_wall:.1f} s wall, {total_cpu:.1f} s CPU; file "
+          f"{side.path.stat().st_size / 1e6:.0f} MB", flush=True)
+    side.remove()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def main() -> None:
@@ -270,13 +308,23 @@ def main() -> None:
                         help="Chroma with its permission file only (needs --store-dir): time the exact and the "
                              "over-fetch path for each principal, their recall, and fit the cost model")
     parser.add_argument("--queries", type=int, default=12, help="questions per path and principal with --paths")
+    parser.add_argument("--writes", action="store_true",
+                        help="time writing Chroma's permission file alone, per 5,000-chunk batch, into a fresh folder")
+    parser.add_argument("--force-path", choices=["exact", "over-fetch"], default=None,
+                        help="Chroma with its permission file: take this path whatever the cost model says")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
+    if args.force_path:
+        from rag.stores import permission_vectors
+        permission_vectors.FORCE = args.force_path
     texts, metas = corpus(args.chunks, args.groups)
     rng = random.Random(3)
     principals = [Principal("user1", frozenset(f"g{g}" for g in rng.sample(range(args.groups), size)))
                   for size in args.principal_groups]
     rows = []
+    if args.writes:
+        writes(texts, metas, args.dim)
+        return
     if args.paths:
         suffix = f"-d{args.dim}" if args.dim != 64 else ""
         folder = args.store_dir / f"chroma-{args.chunks}-{args.groups}{suffix}"

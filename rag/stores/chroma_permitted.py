@@ -4,24 +4,24 @@ Chroma evaluates a principal's `$or` of permission keys over its whole metadata 
 booleans: hundreds of milliseconds at 100,000 chunks), and reading the permitted chunks' vectors back
 from Chroma (``get(ids=..., include=["embeddings"])``) costs 120 ms for 2,000 of them. So a
 collection in a directory (a knowledge base's embedded store) has a SQLite file beside Chroma's,
-``acl-<collection id>.sqlite``, with one row per chunk: its id, its permission keys (JSON) and, when
-it has any, its vector (float32, normalised; a knowledge base without permissions keeps no copy of its
-vectors), the key tables of `rag.stores.permission_index`, and each key's
-chunk numbers and vectors packed in one row (``key_packs``: a change of the key's chunks deletes
-it, by trigger; each write packs the keys it changed again, so a principal's vectors are one row
-per key). A principal whose filter is "one of these keys is true" is answered from it, the way
-`rag.stores.permission_vectors` says costs less: exactly over its chunks (their vectors read in one
-statement, cosine distances in NumPy), or from Chroma's own nearest list read deeper, the file saying
-which candidates it may read. The closest are read from Chroma in order, each checked against the
-whole filter on Chroma's own metadata (a chunk the file wrongly lists is never returned; one it
-misses is missed).
+``permitted-<collection id>.sqlite`` (64 KB pages), with one row per chunk: its id, its permission
+keys (JSON) and, when it has any, its vector (float32, normalised; a knowledge base without
+permissions keeps no copy of its vectors), the key tables of `rag.stores.permission_index`, and each
+key's chunk numbers and vectors in a few segments (`rag.stores.permission_segments`: each write
+appends what it wrote, merged lazily). A principal whose filter is "one of these keys is true" is
+answered from it, the way `rag.stores.permission_vectors` says costs less: exactly over its chunks
+(its keys' segments read and scored one at a time, NumPy), or from Chroma's own nearest list read
+deeper, the file saying which candidates it may read. The closest are read from Chroma in order,
+each checked against the whole filter on Chroma's own metadata (a chunk the file wrongly lists is
+never returned; one it misses is missed).
 
 **Current across processes.** `ChromaChunkStore` writes the file after each write of Chroma, with
 the sequence number Chroma's metadata segment of the collection reached (``max_seq_id``). A search
 uses the file only when that number is still Chroma's: a write by anything else (another version,
 another tool) makes it stale, and the next search that needs it reads the collection once to build
 it again (logged), or the plan's other paths answer meanwhile. A file that is missing is built the
-same way: stores written before it need no step.
+same way: stores written before it need no step (the file of the versions before segments,
+``acl-<collection id>.sqlite``, is copied when current, then removed).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from langchain_core.documents import Document
 
 from rag.base.acl import ACL_PREFIX
 from rag.base.errors import StoreError
-from rag.stores import permission_index, permission_vectors
+from rag.stores import permission_index, permission_segments, permission_vectors
 from rag.stores.files import refuse_symlinks
 
 __all__ = ["FORMAT", "REBUILD_EVERY", "PermittedVectors"]
@@ -50,17 +50,16 @@ __all__ = ["FORMAT", "REBUILD_EVERY", "PermittedVectors"]
 _log = logging.getLogger(__name__)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, acl TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, acl TEXT NOT NULL,
                                    vector BLOB NOT NULL);
-""" + permission_index.schema("chunks", "acl") + """
-CREATE TABLE IF NOT EXISTS key_packs (key TEXT PRIMARY KEY, numbers BLOB NOT NULL, vectors BLOB NOT NULL) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS key_pack_grown AFTER INSERT ON acl_keys WHEN new.value = 1 BEGIN
-  DELETE FROM key_packs WHERE key = new.key; END;
-CREATE TRIGGER IF NOT EXISTS key_pack_shrunk AFTER DELETE ON acl_keys WHEN old.value = 1 BEGIN
-  DELETE FROM key_packs WHERE key = old.key; END;
-"""
+""" + permission_index.schema("chunks", "acl") + permission_segments.SCHEMA
+#: the file's pages (set when it is created): a principal's segments are read as blobs, and SQLite walks a blob's
+#: overflow pages one by one (18 MB: 7 ms in 4 KB pages, 3.5 ms in 64 KB ones, mapped)
+_PAGE = 65536
 #: what the file says it is (another value: emptied and written again)
-FORMAT = "rag-chroma-acl/4"
+FORMAT = "rag-chroma-acl/5"
+#: the file of the versions before segments (4 KB pages): its rows are copied once, then it is removed
+_OLD_FORMAT = "rag-chroma-acl/4"
 #: seconds between two builds of a stale file by one process (a store written by other tools meanwhile is searched
 #: by the plan's other paths, never by a stale file)
 REBUILD_EVERY = 60.0
@@ -96,7 +95,8 @@ class PermittedVectors:
     """The file beside one collection (see the module docstring)."""
 
     def __init__(self, directory: Path, collection_id: str) -> None:
-        self.path = Path(directory) / f"acl-{collection_id}.sqlite"
+        self.path = Path(directory) / f"permitted-{collection_id}.sqlite"
+        self.old_path = Path(directory) / f"acl-{collection_id}.sqlite"
         self.chroma_file = Path(directory) / "chroma.sqlite3"
         self.collection_id = collection_id
         self._local = threading.local()
@@ -158,13 +158,15 @@ class PermittedVectors:
     def _open(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
         refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
         side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        side.execute(f"PRAGMA page_size = {_PAGE}")   # (a new file's; an existing one keeps its own)
         side.execute("PRAGMA journal_mode=WAL")
-        side.execute("PRAGMA mmap_size = 1073741824")   # (packs are read whole: mapped, not copied page by page)
+        side.execute("PRAGMA mmap_size = 1073741824")   # (segments are read whole: mapped, not copied page by page)
         side.executescript(_SCHEMA)
         found = side.execute("SELECT value FROM settings WHERE key = 'format'").fetchone()
         if not permission_index.ready(side) or found is None or found[0] != FORMAT:
             side.execute("BEGIN IMMEDIATE")   # (another layout: emptied, stale, written again when searched)
             side.execute("DELETE FROM chunks")
+            permission_segments.clear(side)
             side.execute("DELETE FROM settings WHERE key = 'chroma_seq'")
             side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('format', ?)", (FORMAT,))
             permission_index.build(side, "chunks", "acl")
@@ -212,11 +214,10 @@ class PermittedVectors:
         except (sqlite3.Error, StoreError):
             return
 
-    def _apply(self, side: sqlite3.Connection, change: Callable[[sqlite3.Connection], None]) -> None:
+    def _apply(self, side: sqlite3.Connection, change: Callable[[sqlite3.Connection], Iterable[str]]) -> None:
         side.execute("BEGIN IMMEDIATE")
         try:
-            change(side)
-            _repack(side)
+            permission_segments.settle(side, change(side))
             self._stamp(side)
         except BaseException:
             side.execute("ROLLBACK")
@@ -225,41 +226,51 @@ class PermittedVectors:
 
     def put(self, was_current: bool, ids: Sequence[str], vectors: Any, metadatas: Sequence[Mapping[str, Any]]) -> None:
         """Chunks added or replaced (their vectors and permission keys)."""
-        def change(side: sqlite3.Connection) -> None:
-            units = _unit(vectors) if len(ids) else []
+        def change(side: sqlite3.Connection) -> list[str]:
+            units, touched = _unit(vectors) if len(ids) else [], []
             for start in range(0, len(ids), _BATCH):
                 part = [str(i) for i in ids[start:start + _BATCH]]
-                side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
-                side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
-                                 [_row(id_, md, units[start + i]) for i, (id_, md) in
-                                  enumerate(zip(part, metadatas[start:start + _BATCH], strict=True))])
+                touched += permission_segments.forget(side, part)
+                touched += permission_segments.insert(side, [_row(id_, md, units[start + i]) for i, (id_, md) in
+                                          enumerate(zip(part, metadatas[start:start + _BATCH], strict=True))])
+            return touched
         self._write(was_current, change)
 
     def drop(self, was_current: bool, ids: Sequence[str]) -> None:
         """Chunks deleted."""
-        def change(side: sqlite3.Connection) -> None:
-            for start in range(0, len(ids), _BATCH):
-                part = [str(i) for i in ids[start:start + _BATCH]]
-                side.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+        def change(side: sqlite3.Connection) -> list[str]:
+            return [key for start in range(0, len(ids), _BATCH)
+                    for key in permission_segments.forget(side, [str(i) for i in ids[start:start + _BATCH]])]
         self._write(was_current, change)
 
     def relabel(self, was_current: bool, ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]],
                 vectors_of: Callable[[list[str]], Mapping[str, Any]]) -> None:
         """Chunks' metadata replaced (a permission change re-embeds nothing: only their keys change; a chunk that gets
-        its first key gets its vector too, read from Chroma by `vectors_of`, id -> vector)."""
-        def change(side: sqlite3.Connection) -> None:
-            side.executemany("UPDATE chunks SET acl = ?, vector = CASE WHEN ? = '{}' THEN X'' ELSE vector END "
-                             "WHERE id = ?", [(acl, acl, str(i)) for i, md in zip(ids, metadatas, strict=True)
-                                              for acl in [_acl(md)]])
-            bare = [id_ for id_, in side.execute("SELECT id FROM chunks WHERE acl != '{}' AND length(vector) = 0")]
-            found = vectors_of(bare) if bare else {}
-            side.executemany("UPDATE chunks SET vector = ? WHERE id = ?",
-                             [(_unit(found[id_])[0].tobytes(), id_) for id_ in bare if id_ in found])
+        its first key gets its vector too, read from Chroma by `vectors_of`, id -> vector). Each key a chunk gained
+        gets an entry in a new segment; each it lost, a dead one."""
+        def change(side: sqlite3.Connection) -> list[str]:
+            touched = []
+            for start in range(0, len(ids), _BATCH):
+                acls = {str(i): _acl(md) for i, md in zip(ids[start:start + _BATCH], metadatas[start:start + _BATCH],
+                                                          strict=True)}
+                touched += permission_segments.relabel(side, acls, lambda bare: {
+                    id_: _unit(vector)[0].tobytes() for id_, vector in vectors_of(bare).items()})
+            return touched
         self._write(was_current, change)
 
     def start_empty(self) -> None:
         """The collection holds nothing: the file holds nothing, current from now."""
-        self._write(True, lambda side: side.execute("DELETE FROM chunks"))
+        def change(side: sqlite3.Connection) -> list[str]:
+            side.execute("DELETE FROM chunks")
+            permission_segments.clear(side)
+            return []
+        self._write(True, change)
+        self._drop_old()
+
+    def _drop_old(self) -> None:
+        """Remove the file of the versions before segments (its rows are in this one, or the collection's are)."""
+        for path in (self.old_path, Path(f"{self.old_path}-wal"), Path(f"{self.old_path}-shm")):
+            path.unlink(missing_ok=True)
 
     def remove(self) -> None:
         """The collection is gone (replaced): its file too."""
@@ -272,34 +283,40 @@ class PermittedVectors:
         self._local = threading.local()
         for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
             path.unlink(missing_ok=True)
+        self._drop_old()
 
     def rebuild(self, pages: Callable[[], Any]) -> bool:
         """Write the file again from the collection (`pages`: its records with metadata and embeddings, page by
-        page), at most once per `REBUILD_EVERY` seconds in this process; whether it did."""
+        page), or from the file of the versions before segments when it is current (no Chroma read; removed after),
+        at most once per `REBUILD_EVERY` seconds in this process; whether it did."""
         with self._build_lock:
             if time.monotonic() - self._built_at < REBUILD_EVERY:
                 return False
             self._built_at = time.monotonic()
-            with self._held() as (side, _):
-                count = self._write_all(side, pages)
+            with self._held() as (side, chroma):
+                old = permission_segments.old_rows(self.old_path, self._chroma_seq(), _OLD_FORMAT)
+                rows = old or ([_row(id_, md, unit) for id_, md, unit in
+                                zip(page["ids"], page["metadatas"], _unit(page["embeddings"]) if page["ids"] else [],
+                                    strict=True)] for page in pages())
+                count = self._write_all(side, rows)
+            self._drop_old()
         if count:
-            _log.warning("%s: wrote the permission keys and vectors of its %d chunks in %.1f s (once; later writes "
-                         "keep them)", self.path, count, time.monotonic() - self._built_at)
+            _log.warning("%s: wrote the permission keys and vectors of its %d chunks%s in %.1f s (once; later writes "
+                         "keep them)", self.path, count, f" from {self.old_path.name}" if old else "",
+                         time.monotonic() - self._built_at)
         return True
 
-    def _write_all(self, side: sqlite3.Connection, pages: Callable[[], Any]) -> int:
+    def _write_all(self, side: sqlite3.Connection, pages: Iterable[list[tuple[str, str, bytes]]]) -> int:
         seq = self._chroma_seq()
         side.execute("BEGIN IMMEDIATE")
         try:
             side.execute("DELETE FROM chunks")
-            count = 0
-            for page in pages():
-                ids, units = page["ids"], _unit(page["embeddings"]) if len(page["ids"]) else []
-                side.executemany("INSERT INTO chunks (id, acl, vector) VALUES (?, ?, ?)",
-                                 [_row(id_, md, units[i])
-                                  for i, (id_, md) in enumerate(zip(ids, page["metadatas"], strict=True))])
-                count += len(ids)
-            _repack(side)
+            permission_segments.clear(side)
+            count, touched = 0, set()
+            for rows in pages:   # (one segment per key and page, merged into one at the end: each entry written twice)
+                touched.update(permission_segments.insert(side, rows))
+                count += len(rows)
+            permission_segments.settle(side, sorted(touched), whole=True)
             side.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('chroma_seq', ?)",
                          (str(seq) if seq is not None else "none",))
         except BaseException:
@@ -344,12 +361,11 @@ class PermittedVectors:
                 found = permission_vectors.over_fetch(side, k, frozenset(keys), most, stored, keep, read, nearest)
                 if found is not None:
                     return found[0], "over-fetch", found[1]
-            packs = permission_vectors.packs(side, keys)
-            scored = permission_vectors.distances(packs, query)
+            scored = permission_vectors.estimates(permission_segments.read(side, keys), query)
             if scored is None:
                 return None   # (vectors of another size: Chroma answers)
-            numbers, dists = scored
-            return permission_vectors.walk(side, numbers, dists, k, keep, rest, read), "exact", most
+            batches = permission_vectors.exactly(side, *scored, query, max(k + 4, 32))
+            return permission_vectors.walk(side, batches, k, keep, rest, read), "exact", most
         finally:
             side.execute("COMMIT")
 
@@ -370,15 +386,3 @@ class PermittedVectors:
             while len(self._shares) > _SHARES_KEPT:
                 self._shares.popitem(last=False)
         return counted
-
-
-def _repack(side: sqlite3.Connection) -> None:
-    """Pack again each key whose chunks changed (its pack deleted by trigger): its numbers and vectors in one row."""
-    stale = [key for key, in side.execute("SELECT key FROM acl_counts WHERE key != '' AND count > 0 AND key NOT IN "
-                                          "(SELECT key FROM key_packs)").fetchall()]
-    for key in stale:
-        rows = side.execute("SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
-                            "WHERE a.key = ? AND a.value = 1 ORDER BY c.n", (key,)).fetchall()
-        side.execute("INSERT OR REPLACE INTO key_packs (key, numbers, vectors) VALUES (?, ?, ?)",
-                     (key, np.array([n for n, _ in rows], dtype=np.int64).tobytes(),
-                      b"".join(vector for _, vector in rows)))

@@ -4,9 +4,12 @@ A collection in a directory keeps each chunk's permission keys and vector in a f
 (`rag.stores.chroma_permitted`). A principal whose filter is "one of these keys is true" is then
 answered one of two ways, whichever this module's cost model says costs less:
 
-- **exact**: every permitted chunk's vector is read from the file and scored (cosine, NumPy); the
-  answer is the exact nearest permitted chunks. Its cost grows with how many chunks are permitted
-  times their dimension.
+- **exact**: every permitted chunk's vector, quantized to int8 (`rag.stores.permission_segments`), is
+  read from the file and scored (NumPy); each estimate is within a known bound of the cosine, so only
+  the chunks whose bound reaches the best ones' are read again as float32 and ranked exactly
+  (`exactly`: 130-340 vectors for 100 hits at 2-99% of 100,000 chunks). The answer is the exact
+  nearest permitted chunks. Its cost grows with how many chunks are permitted times their dimension
+  (a quarter of the float32 bytes).
 - **over-fetch**: Chroma's own nearest-neighbour list (HNSW) with the request's own conditions, read
   `depth` deep as ids only; the file says which of them the principal may read (expected: the
   principal's share of `depth`), and only those are read from Chroma. The answer is the unrestricted
@@ -22,23 +25,25 @@ and its coefficients were measured, at 64 and 384 dimensions, by
 ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (docs/security.md "What it costs"): the
 share at which the exact path stops paying is derived from them, per request, from the principal's
 chunk count, `k`, the collection's size and the vectors' dimension. With 100 candidates over
-100,000 chunks it is about 45% at 64 dimensions, 19% at 384 and 16% at 768 (by the sum of the
-principal's keys' counts).
+100,000 chunks it is about 69% at 64 dimensions, 50% at 384 and 44% at 768 (by the sum of the
+principal's keys' counts; 19% at 384 with the float32 packs of before, read whole).
 
 Example:
     >>> choose(k=100, permitted=2_000, stored=100_000, dim=384)     # 2%: reading 2,000 vectors is cheaper
     'exact'
-    >>> choose(k=100, permitted=45_000, stored=100_000, dim=384)    # 45%: ~280 candidates are
+    >>> choose(k=100, permitted=20_000, stored=100_000, dim=384)    # 20%: reading 20,000 int8 vectors is too
+    'exact'
+    >>> choose(k=100, permitted=60_000, stored=100_000, dim=384)    # 60%: ~210 candidates are
     'over-fetch'
-    >>> over_fetch_depth(100, 45_000, 100_000)
-    282
+    >>> over_fetch_depth(100, 60_000, 100_000)
+    213
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,23 +51,24 @@ from langchain_core.documents import Document
 
 from rag.base.filters import matches_canonical
 
-__all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "distances", "exact_ms", "over_fetch", "over_fetch_depth",
-           "over_fetch_ms", "packs", "ranked", "walk"]
+__all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "estimates", "exact_ms", "exactly", "over_fetch",
+           "over_fetch_depth", "over_fetch_ms", "walk"]
 
 #: The cost model's coefficients (CPU ms: only their ratios decide), fitted to what each path added to the search
 #: without a principal (median of pairs on the same questions; 100 hits; 100,000 chunks; 0-1,000 groups) at 64 and
-#: 384 dimensions: ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (load average 15-25 on 2 cores, which
-#: inflates every figure about alike; bench/results/acl.txt). The exact path: per float of each permitted vector read
-#: and scored (per vector beyond that, and fixed: within noise of 0).
+#: 384 dimensions: ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (session 39, load average 9-10 on 2
+#: cores, which inflates every figure about alike; bench/results/acl.txt). The exact path: per permitted vector (its
+#: number, scale and the bookkeeping) and per float of it (an int8 code read and scored); fixed: the float32 re-rank
+#: of ~300 vectors, about what the over-fetch path's ids cost, so 0.
 EXACT_FIXED_MS = 0.0
-EXACT_PER_VECTOR_MS = 0.0
-EXACT_PER_FLOAT_MS = 0.0000102
+EXACT_PER_VECTOR_MS = 0.00008
+EXACT_PER_FLOAT_MS = 0.00000044
 #: The over-fetch path: what its HNSW query costs that the exact path does not (fixed, and per dimension), per
 #: candidate (its id looked up in the file) and per candidate and dimension (HNSW's distances grow with the depth).
-QUERY_FIXED_MS = 20.0
-QUERY_FIXED_PER_FLOAT_MS = 0.0625
-QUERY_PER_CANDIDATE_MS = 0.0139
-QUERY_PER_CANDIDATE_FLOAT_MS = 0.000075
+QUERY_FIXED_MS = 5.6
+QUERY_FIXED_PER_FLOAT_MS = 0.0094
+QUERY_PER_CANDIDATE_MS = 0.00543
+QUERY_PER_CANDIDATE_FLOAT_MS = 0.0000165
 #: How much deeper than the principal's share says the HNSW list is read (the share is an upper bound from the keys'
 #: counts, a chunk of two keys counted twice, but a list's permitted hits vary).
 SLACK = 1.25
@@ -102,48 +108,74 @@ def choose(*, k: int, permitted: int, stored: int, dim: int) -> str:
     return "exact" if exact_ms(permitted, dim) <= over_fetch_ms(depth, dim) else "over-fetch"
 
 
-def distances(packs: Sequence[tuple[bytes, bytes]], query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(chunk numbers, cosine distances) of the vectors of `packs` ((numbers, vectors) as bytes: int64 and normalised
-    float32) to the normalised `query`; a chunk of two packs twice. Each pack is scored where it lies (no copy of
-    them all into one matrix); a product and a sum, not BLAS (its threads spin against a busy machine's other work:
-    measured 7x slower at 11,000 vectors on 2 loaded cores). None: a pack of another dimension."""
+def estimates(segments: Iterable[tuple[bytes, bytes, bytes]], query: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(chunk numbers, estimated cosine similarities, how far each may be from the truth) of the quantized vectors of
+    `segments` ((numbers, scales, codes) as bytes: int64, float32, int8; `rag.stores.permission_segments`) to the
+    normalised `query`; a chunk of two segments twice. Each segment is scored as the cursor yields it (only the
+    scores are kept). A component is within half its vector's scale of the truth, so a cosine is within
+    ``scale / 2 * sum(|query|)`` (plus float rounding). A product and a sum, not BLAS (its threads spin against a
+    busy machine's other work: measured 7x slower at 11,000 vectors on 2 loaded cores). None: codes of another
+    dimension."""
     size = query.size
-    numbers, scores = [], []
-    for ns, vs in packs:
+    numbers, scores, scales = [], [], []
+    for ns, ss, cs in segments:
         number = np.frombuffer(ns, dtype=np.int64)
-        matrix = np.frombuffer(vs, dtype=np.float32)
-        if matrix.size != number.size * size:
+        codes = np.frombuffer(cs, dtype=np.int8)
+        if codes.size != number.size * size:
             return None
         numbers.append(number)
-        scores.append(np.einsum("ij,j->i", matrix.reshape(number.size, size), query, dtype=np.float32))
+        scale = np.frombuffer(ss, dtype=np.float32)
+        scales.append(scale)
+        scores.append(np.einsum("ij,j->i", codes.reshape(number.size, size), query, dtype=np.float32) * scale)
     if not numbers:
+        empty = np.zeros(0, dtype=np.float32)
+        return np.zeros(0, dtype=np.int64), empty, empty
+    slack = np.concatenate(scales) * np.float32(np.abs(query).sum() / 2 * 1.001) + np.float32(1e-5)
+    return np.concatenate(numbers), np.concatenate(scores), slack
+
+
+def exactly(side: sqlite3.Connection, numbers: np.ndarray, sims: np.ndarray, slack: np.ndarray, query: np.ndarray,
+            first: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The chunks in exact order (cosine distance of their float32 vectors; ties by number), each once, in batches,
+    from the estimates (`estimates`): a round takes a threshold ``t`` (the `first`-th highest lower bound, then 4x
+    deeper each round the caller reads on), reads the float32 vectors of the chunks whose upper bound reaches ``t``
+    (any chunk whose true cosine reaches ``t`` is among them, and no other reaches it) and yields those whose true
+    cosine reaches ``t``, in order: the next ranks of the whole exact ranking. A chunk the file no longer holds is
+    left out."""
+    lower, upper = sims - slack, sims + slack
+    done = np.zeros(0, dtype=np.int64)
+    depth = first
+    while True:
+        whole = depth >= len(numbers)
+        floor = -np.inf if whole else np.partition(lower, len(lower) - depth)[len(lower) - depth]
+        wanted = np.unique(numbers[upper >= floor])
+        wanted = wanted[~np.isin(wanted, done)] if len(done) else wanted
+        found, dists = _exact(side, wanted, query)
+        near = dists <= 1.0 - floor
+        found, dists = found[near], dists[near]
+        order = np.lexsort((found, dists))
+        yield found[order], dists[order]
+        if whole:
+            return
+        done = np.concatenate([done, found])
+        depth *= 4
+
+
+def _exact(side: sqlite3.Connection, numbers: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the chunk numbers the file holds, cosine distances of their float32 vectors to `query`)."""
+    found, vectors = [], []
+    listed = numbers.tolist()
+    for start in range(0, len(listed), _LOOKUP):
+        part = listed[start:start + _LOOKUP]
+        for n, vector in side.execute(f"SELECT n, vector FROM chunks WHERE n IN ({','.join('?' * len(part))})", part):
+            if len(vector) == 4 * query.size:
+                found.append(n)
+                vectors.append(vector)
+    if not found:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    return np.concatenate(numbers), 1.0 - np.concatenate(scores)
-
-
-def ranked(numbers: np.ndarray, dists: np.ndarray, first: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The chunks in order, closest first (ties by number), each once (its closest copy), in batches: the `first`
-    closest (and any tied with the last of them) found by a partition, then, only when the caller reads on, the rest
-    sorted."""
-    if len(dists) > 2 * first:
-        bound = np.partition(dists, first)[first]
-        near = dists <= bound
-        head_n, head_d = _ordered(numbers[near], dists[near])
-        yield head_n, head_d
-        rest = ~near & ~np.isin(numbers, head_n)
-        if rest.any():
-            yield _ordered(numbers[rest], dists[rest])
-        return
-    if len(dists):
-        yield _ordered(numbers, dists)
-
-
-def _ordered(numbers: np.ndarray, dists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((numbers, dists))
-    numbers, dists = numbers[order], dists[order]
-    _, first = np.unique(numbers, return_index=True)   # (a chunk of two keys: its first, closest, copy)
-    first.sort()
-    return numbers[first], dists[first]
+    matrix = np.frombuffer(b"".join(vectors), dtype=np.float32).reshape(len(found), query.size)
+    return np.array(found, dtype=np.int64), 1.0 - np.einsum("ij,j->i", matrix, query, dtype=np.float32)
 
 
 def over_fetch(side: sqlite3.Connection, k: int, keys: frozenset[str], most: int, stored: int,
@@ -184,29 +216,14 @@ def allowed_ids(side: sqlite3.Connection, ids: list[str], keys: frozenset[str]) 
     return allowed
 
 
-def packs(side: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[bytes, bytes]]:
-    """The (numbers, vectors) of the chunks holding one of `keys` as true (a chunk of two keys twice): the keys'
-    packs, and for a key not packed (a write by a version without packs) one more pack from its rows."""
-    marks = ",".join("?" * len(keys))
-    packs = side.execute(f"SELECT key, numbers, vectors FROM key_packs WHERE key IN ({marks})", list(keys)).fetchall()
-    packed = {key for key, _, _ in packs}
-    out = [(numbers, vectors) for _, numbers, vectors in packs]
-    loose = [key for key in keys if key not in packed]
-    if loose:
-        rows = side.execute(f"SELECT c.n, c.vector FROM acl_keys AS a JOIN chunks AS c ON c.n = a.n "
-                            f"WHERE a.key IN ({','.join('?' * len(loose))}) AND a.value = 1", loose).fetchall()
-        out.append((np.array([n for n, _ in rows], dtype=np.int64).tobytes(), b"".join(v for _, v in rows)))
-    return out
-
-
-def walk(side: sqlite3.Connection, numbers: np.ndarray, dists: np.ndarray, k: int,
-          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
-          read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
-    """The scored chunks (their numbers here; `permission_vectors.ranked`: closest first, each once) read from Chroma
+def walk(side: sqlite3.Connection, batches: Iterable[tuple[np.ndarray, np.ndarray]], k: int,
+         keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None,
+         read: Callable[[list[str]], list[Document]]) -> list[tuple[Document, float]]:
+    """The scored chunks (their numbers here, in `batches` closest first, each once: `exactly`) read from Chroma
     in their order, in batches, the first `k` whose metadata passes."""
     out: list[tuple[Document, float]] = []
     size = max(k + 4, 32)
-    for batch_numbers, batch_dists in ranked(numbers, dists, 2 * size):
+    for batch_numbers, batch_dists in batches:
         for start in range(0, len(batch_numbers), size):
             part = [int(n) for n in batch_numbers[start:start + size]]
             ids = dict(side.execute(f"SELECT n, id FROM chunks WHERE n IN ({','.join('?' * len(part))})",

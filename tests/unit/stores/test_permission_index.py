@@ -194,7 +194,7 @@ def test_fts5s_ranking_of_the_permitted_chunks_is_fts5s_to_the_bit(corpus, princ
 
 
 def test_a_permission_file_that_is_a_link_is_never_opened(tmp_path):
-    """A store copied from elsewhere with ``acl-<collection>.sqlite`` linked to another file: nothing is written
+    """A store copied from elsewhere with ``permitted-<collection>.sqlite`` linked to another file: nothing is written
     there, and searches are answered by the plan's other paths, the same answers."""
     stores = Stores(tmp_path)
     elsewhere = tmp_path / "elsewhere.sqlite"

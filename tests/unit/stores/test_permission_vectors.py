@@ -1,6 +1,6 @@
 """Chroma's two ways of answering a principal from its permission file (`rag.stores.permission_vectors`).
 
-The exact path's ranking must be the full sort whatever part of it is read; the over-fetch path must
+The exact path's ranking (int8 estimates, then float32 vectors) must be the full sort whatever part of it is read; the over-fetch path must
 give Chroma's own filtered answer also when its first list held too few of the principal's chunks;
 the cost model must pick the exact path below one share and the list above it; a store searched from many threads opens a bounded number of
 connections to its file. The answers of both paths against Chroma's filter over generated corpora,
@@ -10,6 +10,7 @@ tests/unit/stores/test_permission_index.py (after every write).
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 
 import numpy as np
@@ -18,23 +19,42 @@ from hypothesis import strategies as st
 
 from rag.base.acl import Permissions, Principal
 from rag.base.tracing import stage
-from rag.stores import chroma_permitted, permission_vectors
+from rag.stores import chroma_permitted, permission_segments, permission_vectors
 from tests.unit.stores.test_permission_plan import _EMBEDDING, _chroma, plan_mode
 
 
 @settings(max_examples=200, deadline=None)
-@given(chunks=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 5)), min_size=0, max_size=120),
-       copies=st.lists(st.integers(1, 3), min_size=41, max_size=41), first=st.integers(1, 30))
-def test_the_ranking_read_in_parts_is_the_whole_sort(chunks, copies, first):
-    """Chunks of several keys come once per key, with the same distance; ties are broken by number."""
-    numbers = [n for n, _ in chunks for _ in range(copies[n])]
-    dists = [d / 4 for n, d in chunks for _ in range(copies[n])]
-    numbers, dists = np.array(numbers, dtype=np.int64), np.array(dists, dtype=np.float32)
-    whole = {}
-    for n, d in zip(numbers.tolist(), dists.tolist(), strict=True):
-        whole[n] = min(d, whole.get(n, d))
-    expected = sorted(whole.items(), key=lambda item: (item[1], item[0]))
-    got = [(int(n), float(d)) for part_n, part_d in permission_vectors.ranked(numbers, dists, first)
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(0, 150), dim=st.sampled_from([3, 16, 64]),
+       keys=st.lists(st.sets(st.integers(0, 3), min_size=1), min_size=150, max_size=150),
+       dead=st.sets(st.integers(0, 149)), twins=st.integers(0, 20), first=st.integers(1, 40))
+def test_the_exact_ranking_from_quantized_segments_is_the_whole_sort(seed, count, dim, keys, dead, twins, first):
+    """Chunks of several keys come once per key, chunks the file no longer holds are in segments, equal vectors tie
+    (broken by number): the ranking, read round by round from the int8 estimates, is the float32 sort of the live
+    chunks, and every estimate is within its bound of the truth."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((count, dim)).astype(np.float32)
+    vectors[:twins] = vectors[0] if count else vectors[:twins]
+    units = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = rng.standard_normal(dim).astype(np.float32)
+    query /= np.linalg.norm(query)
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.executescript("CREATE TABLE acl_keys (key, value, n);" + permission_segments.SCHEMA)
+    db.execute("CREATE TABLE chunks (n INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
+    db.executemany("INSERT INTO chunks VALUES (?, ?)", [(n, units[n].tobytes()) for n in range(count) if n not in dead])
+    for key in range(4):   # (one segment per key and write of a few chunks)
+        mine = [n for n in range(count) if key in keys[n]]
+        for start in range(0, len(mine), 7):
+            permission_segments.append(db, {f"k{key}": (mine[start:start + 7],
+                                                        [units[n].tobytes() for n in mine[start:start + 7]])})
+    numbers, sims, slack = permission_vectors.estimates(
+        permission_segments.read(db, [f"k{key}" for key in range(4)]), query)
+    truth = np.einsum("ij,j->i", units[numbers], query) if len(numbers) else np.zeros(0)
+    assert np.all(np.abs(sims - truth) <= slack)
+    live = np.array([n for n in range(count) if n not in dead], dtype=np.int64)
+    found, dists = permission_vectors._exact(db, live, query)
+    order = np.lexsort((found, dists))
+    expected = list(zip(found[order].tolist(), dists[order].tolist(), strict=True))
+    got = [(int(n), float(d)) for part_n, part_d in permission_vectors.exactly(db, numbers, sims, slack, query, first)
            for n, d in zip(part_n, part_d, strict=True)]
     assert got == expected
 
