@@ -31,6 +31,14 @@ from langchain_core.vectorstores import VectorStore
 from rag.base.errors import StoreError
 from rag.base.filters import validate_filter
 from rag.stores import chroma
+from rag.stores.chroma_clients import (
+    collections,
+    holds_store,
+    local_client,
+    reaches_server,
+    server_client,
+    store_stamp,
+)
 from rag.stores.chroma_where import to_chroma_where
 from rag.stores.chunk_store import Capability, ChunkStoreBase
 from rag.stores.files import refuse_symlinks, store_condition, store_write_error
@@ -39,7 +47,9 @@ from rag.stores import permission_vectors
 from rag.stores.permission_plan import PermissionPlan, note_exact, planned_search
 
 __all__ = ["scratch_store", "STORE", "ChromaChunkStore", "new_vectorstore", "open_local", "open_store", "store_name",
-           "knowledge_base_store"]
+           "knowledge_base_store",
+           # the backend's client functions (`rag.stores.chroma_clients`)
+           "collections", "holds_store", "local_client", "reaches_server", "server_client", "store_stamp"]
 
 _BATCH = 1000
 
@@ -317,16 +327,6 @@ def open_store(name: str, embedding: Embeddings, *, path: str | Path | None = No
     return chroma.new_chroma(name, embedding, persist_directory=path, client=client)
 
 
-def store_name(name: str) -> str:
-    """A valid Chroma collection name for `name` (cleaned: names differing by what cleaning changes get one)."""
-    return chroma.collection_name(name)
-
-
-def knowledge_base_store(name: str) -> str:
-    """The collection of the knowledge base called `name`: distinct names get distinct ones."""
-    return chroma.knowledge_base_collection(name)
-
-
 def open_local(directory: str | Path, collection: str, *, client: Any = None, where: str,
                marker: Path | None) -> ChromaChunkStore:
     """The collection a knowledge base keeps in `directory` (a persistent client there), or on `client`.
@@ -354,40 +354,11 @@ def scratch_store(embedding: Embeddings, workdir: Any, name: str, *, url: str | 
     return chroma.new_chroma(name, embedding)
 
 
-def local_client(path: str | Path | None = None) -> Any:
-    """A persistent client on the directory `path` (an in-process ephemeral one when None)."""
-    return chroma.open_client(path)
+def store_name(name: str) -> str:
+    """A valid Chroma collection name for `name` (cleaned: names differing by what cleaning changes get one)."""
+    return chroma.collection_name(name)
 
 
-def server_client(host: str, port: int, *, ssl: bool = False, headers: dict[str, str] | None = None) -> Any:
-    """A client of a running Chroma server, checked with a heartbeat (raises on connection errors)."""
-    return chroma.http_client(host, port, ssl=ssl, headers=headers)
-
-
-def reaches_server(client: Any) -> bool:
-    """Whether `client` is a Chroma server's (its collections are not in any knowledge base's directory)."""
-    return bool(client.get_settings().chroma_server_host)
-
-
-def collections(client: Any) -> list[str]:
-    """The names of the collections `client` holds."""
-    return [c if isinstance(c, str) else c.name for c in client.list_collections()]
-
-
-def store_stamp(directory: str | Path) -> str | None:
-    """The identity of the Chroma database file in `directory` (None when there is none): its device and
-    inode, and the sequence number of the last write Chroma logged in it (`chroma.last_write`). A store moved
-    aside and recreated, or restored from an older copy, differs (also when the new file reuses the inode of
-    a deleted one); reads leave it as it is (`rag.indexing.reconcile`). The file's size and time are not part
-    of it: Chroma writes the file on every open, reads included."""
-    path = Path(directory) / "chroma.sqlite3"
-    try:
-        info = path.lstat()
-    except OSError:
-        return None
-    return f"{info.st_dev}:{info.st_ino}:{chroma.last_write(path) if not path.is_symlink() else None}"
-
-
-def holds_store(directory: str | Path) -> bool:
-    """Whether `directory` holds a store of this backend (Chroma's database file)."""
-    return (Path(directory) / "chroma.sqlite3").is_file()
+def knowledge_base_store(name: str) -> str:
+    """The collection of the knowledge base called `name`: distinct names get distinct ones."""
+    return chroma.knowledge_base_collection(name)
