@@ -27,8 +27,11 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import uuid
+import weakref
 from typing import Any
 
 from langchain_core.documents import Document
@@ -212,7 +215,7 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
     if url is not None:
         client = QdrantClient(url=url, api_key=api_key)
     else:
-        client = QdrantClient(location=":memory:") if path == ":memory:" else QdrantClient(path=path)
+        client = QdrantClient(location=":memory:") if path == ":memory:" else _local_client(path)
     if not client.collection_exists(collection):
         if not create:
             existing = sorted(c.name for c in client.get_collections().collections)
@@ -228,6 +231,24 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
     distance = _dense_distance(client, collection)
     return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding, distance=distance,
                              validate_collection_config=False)
+
+
+#: the open local-mode clients of this process, by folder: Qdrant's local mode lets one client at a time hold a
+#: folder, so stores opened on one folder share its client (a second would fail with "already accessed")
+_LOCAL_CLIENTS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+_LOCAL_LOCK = threading.Lock()
+
+
+def _local_client(path: str) -> Any:
+    """The local-mode client of the folder `path`: the one this process has open, else a new one."""
+    from qdrant_client import QdrantClient
+
+    key = os.path.realpath(path)
+    with _LOCAL_LOCK:
+        client = _LOCAL_CLIENTS.get(key)
+        if client is None or getattr(getattr(client, "_client", None), "closed", False):
+            client = _LOCAL_CLIENTS[key] = QdrantClient(path=path)
+        return client
 
 
 def _dense_params(client: Any, collection: str) -> Any:

@@ -72,3 +72,30 @@ def test_the_collections_distance_is_the_stores(tmp_path):
     store = open_store("dot", DeterministicFakeEmbedding(size=4), path=str(tmp_path / "q"))
     assert store.distance == models.Distance.DOT
     store.client.close()
+
+
+def test_stores_opened_on_one_folder_in_one_process_share_its_client(path):
+    first = open_store("notes", DeterministicFakeEmbedding(size=16), path=path)
+    second = open_store("notes", DeterministicFakeEmbedding(size=16), path=path)   # (before: "already accessed")
+    assert second.client is first.client and chunks_of(second).count() == 2
+    first.client.close()
+    third = open_store("notes", DeterministicFakeEmbedding(size=16), path=path)   # a closed one is not reused
+    assert chunks_of(third).count() == 2
+    third.client.close()
+
+
+@pytest.mark.integration
+def test_rag_index_then_ask_on_a_qdrant_folder_in_one_process(tmp_path, capsys):
+    import json
+
+    from rag import cli
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "tides.md").write_text("# Tides\n\nThe moon's pull raises the tides twice a day.\n")
+    backend = json.dumps({"kind": "qdrant", "path": str(tmp_path / "qdrant")})
+    store = ["--store", str(tmp_path / "store"), "--collection", "notes", "--backend", backend]
+    assert cli.main(["index", str(corpus), *store]) == 0
+    capsys.readouterr()
+    assert cli.main(["ask", "What raises the tides?", *store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context"][0]["metadata"]["source"].endswith("tides.md")
