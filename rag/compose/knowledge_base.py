@@ -169,6 +169,8 @@ class KnowledgeBase:
     backend = _part("backend", "Where the chunks are kept: the default backend, or the `store` given's.")
     remote_store = _part("remote", "Whether the chunks live apart from the records (a Chroma server, a store).")
     exists = _part("exists", "Whether it has been created (its manifest is on disk).")
+    tables = _part("tables", "Where its manifest, records and writer lock live beside its chunks (pgvector's tables, "
+                             "an engine's side collection: `rag.stores.kb_side.kb_tables`), or None (in its folder).")
 
     @property
     def chunker(self) -> Chunker:

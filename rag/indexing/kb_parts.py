@@ -84,6 +84,9 @@ class KnowledgeBaseView(Protocol):
     @property
     def lock(self) -> WriterLock: ...
 
+    @property
+    def tables(self) -> Any: ...
+
 
 class IndexTarget:
     """A knowledge base's storage: manifest, writer lock, records, chunk store, embedding and components.

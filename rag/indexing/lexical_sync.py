@@ -48,6 +48,7 @@ from rag.base.errors import StoreError
 from rag.indexing.locking import WriterLock
 from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.fts_index import FTSIndex
+from rag.stores.kb_side import SideTables
 
 __all__ = ["FollowingLexical", "engine_lexical", "reconcile"]
 
@@ -70,7 +71,9 @@ def engine_lexical(target: Any) -> Any:
     except StoreError as exc:   # cannot be opened here (a read-only copy): the in-process index
         logger.info("%s: searching %r with an in-process index", exc, target.name)
         return None
-    follows = isinstance(lexical, FTSIndex) and hasattr(getattr(target, "tables", None), "stamp")
+    # a folder's copy of the index of a knowledge base whose records live in an engine's side collection, which
+    # keeps the change stamp other processes' writes move
+    follows = isinstance(lexical, FTSIndex) and isinstance(target.tables, SideTables)
     seen = target.tables.stamp() if follows else None   # (read first: a change after it is caught up on)
     if held != chunks.count():
         try:
