@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -237,8 +238,26 @@ def open_store(collection: str, embedding: Any, *, uri: str, token: str | None =
             raise StoreError(f"milvus: no collection {collection!r} at {uri}; existing: "
                              f"{', '.join(sorted(existing)) or '(none)'}; create: true makes an empty one")
         create_collection(client, collection, len(embedding.embed_query("dimension")))
-    return Milvus(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
-                  index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False, primary_field="pk")
+    return _milvus_class(Milvus)(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
+                                 index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False,
+                                 primary_field="pk")
+
+
+@functools.cache
+def _milvus_class(base: type) -> type:
+    """`langchain_milvus.Milvus` writing each row's `TOKENS` where its collection has them, so its own writes
+    (`add_texts`, `add_documents`, `upsert`: a store used as a plain LangChain vector store) fill them too."""
+
+    class RagMilvus(base):   # type: ignore[misc,valid-type]
+        def _prepare_insert_list(self, texts: Any, embeddings: Any, metadatas: Any = None, ids: Any = None,
+                                 force_ids: bool = False) -> list[dict]:
+            rows = super()._prepare_insert_list(texts, embeddings, metadatas, ids, force_ids)
+            if TOKENS in self.fields:
+                for row in rows:
+                    row[TOKENS] = row_tokens(row[self._text_field], row.get(self._metadata_field) or {})
+            return rows
+
+    return RagMilvus
 
 
 def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:

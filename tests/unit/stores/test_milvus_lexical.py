@@ -174,3 +174,14 @@ def test_an_engine_that_refuses_bm25_gets_the_collection_without_it(tmp_path, mo
     assert not has_lexical_field(store) and SPARSE not in store.fields
     assert isinstance(kb.storage.chunks.lexical, FTSIndex) and kb.storage.chunks.lexical.count() == 4
     assert kb.as_resource(search="bm25").retriever.invoke("revenue", k=5)
+
+
+def test_langchain_writes_to_a_collection_rag_created_carry_their_tokens(tmp_path):
+    """The store used as a plain LangChain vector store (add_texts, upsert) writes each row's tokens too."""
+    store = _store(tmp_path)
+    store.add_texts(["Paris is in France.", "Rome is in Italy."], metadatas=[{"title": "Capitals"}, {}],
+                    ids=["a" * 32, "b" * 32])
+    store.upsert(ids=["b" * 32], documents=[Document(page_content="Rome is in Lazio.", metadata={})])
+    lexical = MilvusLexical(MilvusChunks(store))
+    assert [d.id for d, _ in lexical.search("capitals")] == ["a" * 32]   # (the title is indexed with the text)
+    assert [d.page_content for d, _ in lexical.search("lazio")] == ["Rome is in Lazio."]
