@@ -2,11 +2,12 @@
 
 A knowledge base on the embedded default keeps its lexical index in SQLite FTS5
 (`rag.stores.fts_index.FTSIndex`) beside the Chroma collection, and so does one on a Qdrant or
-Milvus collection or a LanceDB table made elsewhere, beside its records (`lexical_beside`). Every write of the library's one
-write path reaches the chunks through the knowledge base's `ChunkStore`; this wrapper is that
-store: it writes the vectors first, then the same chunks' rows of the lexical index (add, upsert,
-delete, metadata update, rebuild), and answers everything else from the store it wraps. So the
-lexical index changes chunk by chunk with the vectors and is never rebuilt after a change.
+Milvus collection or a LanceDB table made elsewhere, beside its records (`lexical_beside`). Every
+write of the library's one write path reaches the chunks through the knowledge base's `ChunkStore`;
+this wrapper is that store: it writes the vectors first, then the same chunks' rows of the lexical
+index (add, upsert, delete, metadata update, rebuild), and answers everything else from the store it
+wraps. So the lexical index changes chunk by chunk with the vectors and is never rebuilt after a
+change.
 
 A write cut short between the two (a crash) leaves the index holding fewer or more chunks than
 the store; the knowledge base compares the two counts when it opens its lexical index and fills it

@@ -99,12 +99,12 @@ class MilvusLexical(InStoreLexical):
             entity = hit["entity"]
             score = abs(float(hit["distance"]))   # (Milvus Lite: the negated score)
             metadata = {**(entity.get(store._metadata_field) or {}), "score": score, "scores": {"bm25": score}}
-            out.append((Document(page_content=entity[store._text_field], metadata=metadata, id=str(_primary_key(hit, store._primary_field))),
-                        score))
+            id_ = str(_primary_key(hit, store._primary_field))
+            out.append((Document(page_content=entity[store._text_field], metadata=metadata, id=id_), score))
         return out
 
     def mentions(self, word: str) -> Counter:
-        """``doc_id`` -> how many chunks hold a token of `word` (among the 16,384 best: Milvus' most hits per search)."""
+        """``doc_id`` -> how many chunks hold a token of `word` (of the best 16,384: Milvus' most hits a search)."""
         field = self.store._metadata_field
         hits = self._hits(word, k=max(self.count(), 1), canon=None, fields=[field])
         return Counter((hit["entity"].get(field) or {}).get("doc_id") for hit in hits)

@@ -101,13 +101,14 @@ def test_tokens_the_analyzer_would_split_are_found_whole(tmp_path):
     """'1,234.5', accented and long words are rag's tokens: found by themselves, not by their pieces."""
     chunks = MilvusChunks(_store(tmp_path))
     texts = ["sales of 1,234.5 units", "sales of 1 unit and 234 more", "café résumé", "a supercalifragilistic" * 3]
-    chunks.add([f"{i:032x}" for i in range(4)], [[1.0] + [0.0] * 15] * 4, texts, [{"doc_id": f"d{i}"} for i in range(4)])
+    ids = [f"{i:032x}" for i in range(4)]
+    chunks.add(ids, [[1.0] + [0.0] * 15] * 4, texts, [{"doc_id": f"d{i}"} for i in range(4)])
     lexical = MilvusLexical(chunks)
     assert [d.page_content for d, _ in lexical.search("1,234.5")] == [texts[0]]
     assert [d.page_content for d, _ in lexical.search("résumé")] == [texts[2]]
     assert [d.page_content for d, _ in lexical.search("cafe")] == []   # (rag keeps accents: as FTS5 does)
     assert [d.page_content for d, _ in lexical.search("supercalifragilisticasupercalifragilistic")] == []
-    docs = chunks.get_by_ids([f"{i:032x}" for i in range(4)])
+    docs = chunks.get_by_ids(ids)
     assert_scores_are_okapi_bm25(lexical, docs, ["sales 1,234.5", "unit", "résumé café"], rel=1e-5)
 
 
