@@ -12,10 +12,11 @@ same index, and a chunk is never written without its tokens (the field is requir
 
 **Scores** are Okapi BM25 (idf ``ln(1 + (N - n + 0.5) / (n + 0.5))``, the mean length) over the
 statistics Milvus keeps. Milvus Lite keeps them per segment (its own note: "each segment currently
-uses its own IDF statistics"): while the rows are in one segment (until a client closes the file or
-its memory table fills, 128 MB) the scores are exactly Okapi's; across segments each row is scored
-with its segment's statistics until Lite compacts them. Milvus Lite also reports a BM25 score as a
-negative distance; the score is its absolute value on every engine.
+uses its own IDF statistics"), and each process that writes leaves a segment when it closes the
+file (four of a size are merged into one): in one segment the scores are Okapi's to float
+precision; across segments each row is scored with its own segment's statistics (measured in
+docs/stores.md). Milvus Lite also reports a BM25 score as a negative distance; the score is its
+absolute value on every engine.
 
 A collection made elsewhere or by an earlier version, without these fields, keeps an SQLite FTS5
 index beside its knowledge base's records (`rag.stores.lexical_chunks.lexical_beside`).
