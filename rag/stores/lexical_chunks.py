@@ -63,7 +63,7 @@ def with_engine_lexical(chunks: Any) -> Any:
         return LexicalChunks(chunks, QdrantLexical(chunks))
     if isinstance(chunks, LanceChunks) and has_lexical_column(chunks.store):
         return LexicalChunks(chunks, LanceLexical(chunks))
-    if isinstance(chunks, MilvusChunks) and chunks.lexical:
+    if isinstance(chunks, MilvusChunks) and chunks.writes_tokens:
         return LexicalChunks(chunks, MilvusLexical(chunks))
     return chunks
 

@@ -123,21 +123,21 @@ class MilvusChunks(VectorStoreChunks):
     backend = BACKEND
     #: Milvus returns at most this many hits per search (its `topk` limit)
     max_k = 16_384
-    _lexical: bool | None = None
+    _tokens: bool | None = None
 
     @property
-    def lexical(self) -> bool:
+    def writes_tokens(self) -> bool:
         """Whether the collection has rag's tokens and Milvus' BM25 (`rag.stores.milvus_schema.has_lexical_field`;
         known once the collection exists)."""
-        if self._lexical is None:
+        if self._tokens is None:
             if self.store.col is None:
                 return False   # (not made yet: langchain-milvus makes it at the first write, without them)
-            self._lexical = has_lexical_field(self.store)
-        return self._lexical
+            self._tokens = has_lexical_field(self.store)
+        return self._tokens
 
     def _write(self, ids: list[str], vectors: list[list[float]], texts: list[str],
                metadatas: list[dict[str, Any]]) -> None:
-        if not self.lexical:
+        if not self.writes_tokens:
             super()._write(ids, vectors, texts, metadatas)
             return
         store = self.store
@@ -181,7 +181,7 @@ class MilvusChunks(VectorStoreChunks):
         return get_by_ids(self.store, ids)   # (LangChain's Milvus has no get_by_ids)
 
     def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
-        update_metadatas(self.store, ids, metadatas, lexical=self.lexical)
+        update_metadatas(self.store, ids, metadatas, lexical=self.writes_tokens)
 
 
 STORE = MilvusChunks
