@@ -240,14 +240,14 @@ def open_store(collection: str, embedding: Any, *, uri: str, token: str | None =
                              f"{', '.join(sorted(existing)) or '(none)'}; create: true makes an empty one")
         create_collection(client, collection, len(embedding.embed_query("dimension")))
     langchain_log = logging.getLogger("langchain_milvus.vectorstores.milvus")
-    if _LAYOUT_NOTE not in langchain_log.filters:
-        langchain_log.addFilter(_LAYOUT_NOTE)
+    if _drop_layout_note not in langchain_log.filters:
+        langchain_log.addFilter(_drop_layout_note)
     return _milvus_class(Milvus)(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
                                  index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False,
                                  primary_field="pk")
 
 
-def _LAYOUT_NOTE(record: logging.LogRecord) -> bool:   # noqa: N802 - a logging filter, installed once
+def _drop_layout_note(record: logging.LogRecord) -> bool:   # (a logging filter, installed once)
     """Drop langchain-milvus' note that `metadata_field` is deprecated: rag's stores keep metadata in that JSON
     field on purpose (the field `translate` filters on), so the note asks nothing of the user."""
     return "`metadata_field` is about to be deprecated" not in record.getMessage()
