@@ -138,7 +138,7 @@ class IndexTarget:
         self.home = self.directory / "kb" / name
         self.manifest_path = self.home / "manifest.json"
         refuse_symlinks([self.directory / "kb", self.home, self.manifest_path])
-        if self._chunks is not None:   # (Qdrant, Milvus, LanceDB: an FTS5 index beside the records)
+        if self._chunks is not None:   # (Qdrant, Milvus, LanceDB made elsewhere: FTS5 beside the records)
             self._chunks = lexical_beside(self._chunks, self.home / LEXICAL_FILE)
         existing = server_manifest(self.tables) if self.tables is not None else None
         if existing is not None and existing.name != self.name:

@@ -7,7 +7,8 @@ there (`ServerWriterLock`): on pgvector, tables of the same database and an advi
 ``<collection>_rag_kb`` and a lease in it (`rag.stores.kb_side`, `rag.indexing.engine_records`,
 `rag.stores.lease_lock`). The connection names the knowledge base, and the local folder
 (`--store`) only holds what a process may keep for itself (the embedding cache, a copy of the
-manifest, the lock file of the writers on this machine, and on Milvus its lexical index).
+manifest, the lock file of the writers on this machine, and for a collection made elsewhere its
+copy of the lexical index).
 
 A knowledge base indexed into one of them by an earlier version keeps its manifest and records in
 its folder; the first process that opens it with its folder copies them into the engine once,

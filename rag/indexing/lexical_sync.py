@@ -17,13 +17,13 @@ When another process holds the writer lock (it is writing), an index that holds 
 it is (a write in flight shows at the next search) and an empty one is not used: the caller
 searches with the in-process index (`rag.retrieval.bm25_cache`) this time.
 
-A knowledge base whose chunks are in a server engine but whose lexical index is a file of the
-folder (Milvus; a Qdrant collection made without rag's sparse vector) is opened by processes in
-other folders too, each with its own copy of the index. Its copy is a `FollowingLexical`: before
-each search it reads the knowledge base's change stamp (`rag.stores.kb_side.SideTables.stamp`,
-one read of the engine) and, when another process changed the records since, brings the copy in
-line (`reconcile`, under this folder's lock only), so a document indexed through another process
-is searched at the next query, without a restart.
+A knowledge base whose chunks are in a server engine but whose lexical index is a file of the folder
+(a Qdrant or Milvus collection made elsewhere, without rag's sparse vector or BM25 function) is
+opened by processes in other folders too, each with its own copy of the index. Its copy is a
+`FollowingLexical`: before each search it reads the knowledge base's change stamp
+(`rag.stores.kb_side.SideTables.stamp`, one read of the engine) and, when another process changed
+the records since, brings the copy in line (`reconcile`, under this folder's lock only), so a
+document indexed through another process is searched at the next query, without a restart.
 
 Example:
     >>> import tempfile

@@ -1,4 +1,5 @@
-"""`InStoreLexical`: what a lexical index kept in its chunks' own store has in common (pgvector, Qdrant, LanceDB).
+"""`InStoreLexical`: what a lexical index kept in its chunks' own store has in common (pgvector, Qdrant, LanceDB,
+Milvus).
 
 Such an index lives with the chunks (`rag.stores.pg_lexical`: a column of the chunks' table;
 `rag.stores.qdrant_lexical`: a sparse vector of the chunks' points), so a deleted chunk takes its
@@ -21,8 +22,9 @@ from rag.stores.fts_index import DEFAULT_FIELDS
 __all__ = ["B", "K1", "InStoreLexical", "chunk_tokens"]
 
 #: the BM25 parameters every engine index of rag ranks with (FTS5's `bm25()` and LanceDB's index have them built in;
-#: pgvector's SQL and Qdrant's sparse weights take them from here), so a question ranks the same on each (pgvector
-#: with `BM25Index`'s k1 = 1.5 lost one question of FinanceBench's development row against the embedded default)
+#: pgvector's SQL, Qdrant's sparse weights and Milvus' BM25 index take them from here), so a question ranks the same
+#: on each (pgvector with `BM25Index`'s k1 = 1.5 lost one question of FinanceBench's development row against the
+#: embedded default)
 K1, B = 1.2, 0.75
 
 

@@ -1,12 +1,13 @@
 """`LexicalChunks`: a chunk store whose every write also goes to its engine's lexical index.
 
 A knowledge base on the embedded default keeps its lexical index in SQLite FTS5
-(`rag.stores.fts_index.FTSIndex`) beside the Chroma collection, and so does one on Milvus, or on a
-Qdrant collection or LanceDB table made elsewhere, beside its records (`lexical_beside`). Every write of the library's one
-write path reaches the chunks through the knowledge base's `ChunkStore`; this wrapper is that
-store: it writes the vectors first, then the same chunks' rows of the lexical index (add, upsert,
-delete, metadata update, rebuild), and answers everything else from the store it wraps. So the
-lexical index changes chunk by chunk with the vectors and is never rebuilt after a change.
+(`rag.stores.fts_index.FTSIndex`) beside the Chroma collection, and so does one on a Qdrant or
+Milvus collection or a LanceDB table made elsewhere, beside its records (`lexical_beside`). Every
+write of the library's one write path reaches the chunks through the knowledge base's `ChunkStore`;
+this wrapper is that store: it writes the vectors first, then the same chunks' rows of the lexical
+index (add, upsert, delete, metadata update, rebuild), and answers everything else from the store it
+wraps. So the lexical index changes chunk by chunk with the vectors and is never rebuilt after a
+change.
 
 A write cut short between the two (a crash) leaves the index holding fewer or more chunks than
 the store; the knowledge base compares the two counts when it opens its lexical index and fills it
@@ -35,6 +36,8 @@ from typing import Any
 from rag.stores.fts_index import FTSIndex
 from rag.stores.lance_lexical import LanceLexical, has_lexical_column
 from rag.stores.lancedb import LanceChunks
+from rag.stores.milvus import MilvusChunks
+from rag.stores.milvus_lexical import MilvusLexical
 from rag.stores.pg_lexical import PGLexical
 from rag.stores.pgvector import PGVectorChunks, can_update_metadata
 from rag.stores.qdrant import QdrantChunks
@@ -43,8 +46,8 @@ from rag.stores.qdrant_lexical import QdrantLexical, has_lexical_vector
 __all__ = ["BESIDE", "LexicalChunks", "lexical_beside", "with_engine_lexical"]
 
 #: backends whose knowledge bases keep their lexical index in SQLite FTS5 beside their records when the engine's
-#: own cannot be used (Milvus: not wired in yet; a Qdrant collection or LanceDB table made elsewhere); FAISS and
-#: the in-memory stores keep the in-process index of one process
+#: own cannot be used (a collection or table made elsewhere or by an earlier version; a Milvus engine without
+#: BM25); FAISS and the in-memory stores keep the in-process index of one process
 BESIDE = frozenset({"qdrant", "milvus", "lancedb"})
 
 
@@ -52,13 +55,16 @@ def with_engine_lexical(chunks: Any) -> Any:
     """`chunks` writing its engine's lexical index too, when its backend has one a knowledge base can use
     (pgvector with all metadata in its JSON column: `rag.stores.pg_lexical`; a Qdrant collection rag created, with
     its sparse BM25 vector: `rag.stores.qdrant_lexical`; a LanceDB table rag created, with its tokens' column:
-    `rag.stores.lance_lexical`); else `chunks` as it is."""
+    `rag.stores.lance_lexical`; a Milvus collection rag created, with its tokens and BM25 function:
+    `rag.stores.milvus_lexical`); else `chunks` as it is."""
     if isinstance(chunks, PGVectorChunks) and can_update_metadata(chunks.store):
         return LexicalChunks(chunks, PGLexical(chunks))
     if isinstance(chunks, QdrantChunks) and has_lexical_vector(chunks.store):
         return LexicalChunks(chunks, QdrantLexical(chunks))
     if isinstance(chunks, LanceChunks) and has_lexical_column(chunks.store):
         return LexicalChunks(chunks, LanceLexical(chunks))
+    if isinstance(chunks, MilvusChunks) and chunks.writes_tokens:
+        return LexicalChunks(chunks, MilvusLexical(chunks))
     return chunks
 
 

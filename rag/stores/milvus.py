@@ -27,7 +27,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 from typing import Any
 
 from langchain_core.documents import Document
@@ -35,7 +37,8 @@ from langchain_core.documents import Document
 from rag.base.errors import MissingDependencyError, StoreError
 from rag.base.filters import Comparison, normal_form
 from rag.stores.chunk_store import unsupported
-from rag.stores.vector_store_chunks import VectorStoreChunks
+from rag.stores.milvus_schema import SPARSE, TOKENS, create_collection, has_lexical_field, row_tokens
+from rag.stores.vector_store_chunks import BATCH, VectorStoreChunks
 
 __all__ = ["scratch_store", "STORE", "MilvusChunks", "get_by_ids", "literal", "open_store", "translate", "update_metadatas"]
 
@@ -111,11 +114,38 @@ def _primary_key(hit: Any, field: str) -> Any:
 
 
 class MilvusChunks(VectorStoreChunks):
-    """The `ChunkStore` of `langchain_milvus.Milvus` (one dense vector field)."""
+    """The `ChunkStore` of `langchain_milvus.Milvus` (one dense vector field).
+
+    In a collection rag created (`rag.stores.milvus_schema`), each chunk's tokens are written in the same insert
+    as its vector, and a metadata update writes the tokens its new title and section make.
+    """
 
     backend = BACKEND
     #: Milvus returns at most this many hits per search (its `topk` limit)
     max_k = 16_384
+    _tokens: bool | None = None
+
+    @property
+    def writes_tokens(self) -> bool:
+        """Whether the collection has rag's tokens and Milvus' BM25 (`rag.stores.milvus_schema.has_lexical_field`;
+        known once the collection exists)."""
+        if self._tokens is None:
+            if self.store.col is None:
+                return False   # (not made yet: langchain-milvus makes it at the first write, without them)
+            self._tokens = has_lexical_field(self.store)
+        return self._tokens
+
+    def _write(self, ids: list[str], vectors: list[list[float]], texts: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        if not self.writes_tokens:
+            super()._write(ids, vectors, texts, metadatas)
+            return
+        store = self.store
+        rows = [{store._primary_field: id_, store._text_field: text, store._vector_field: vector,
+                 store._metadata_field: md, TOKENS: row_tokens(text, md)}
+                for id_, vector, text, md in zip(ids, vectors, texts, metadatas, strict=True)]
+        for start in range(0, len(rows), BATCH):
+            store.client.insert(store.collection_name, data=rows[start:start + BATCH])
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
@@ -151,7 +181,7 @@ class MilvusChunks(VectorStoreChunks):
         return get_by_ids(self.store, ids)   # (LangChain's Milvus has no get_by_ids)
 
     def _update(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
-        update_metadatas(self.store, ids, metadatas)
+        update_metadatas(self.store, ids, metadatas, lexical=self.writes_tokens)
 
 
 STORE = MilvusChunks
@@ -167,8 +197,9 @@ def get_by_ids(store: Any, ids: list[str]) -> list[Document]:
                      id=str(row[store._primary_field])) for row in rows]
 
 
-def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
-    """Replace the metadata of entities by id: each entity is read whole and upserted with the new metadata."""
+def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]], *, lexical: bool = False) -> None:
+    """Replace the metadata of entities by id: each entity is read whole and upserted with the new metadata (and,
+    with `lexical`, the tokens it makes: `rag.stores.milvus_schema`; the BM25 function writes their vector)."""
     if not ids or store.col is None:
         return
     rows = store.client.query(store.collection_name, filter=f"{store._primary_field} in {json.dumps(ids)}",
@@ -176,6 +207,9 @@ def update_metadatas(store: Any, ids: list[str], metadatas: list[dict[str, Any]]
     new = dict(zip(ids, metadatas, strict=True))
     for row in rows:
         row[store._metadata_field] = new[row[store._primary_field]]
+        row.pop(SPARSE, None)   # (a function's output is not written)
+        if lexical:
+            row[TOKENS] = row_tokens(row[store._text_field], row[store._metadata_field])
     store.client.upsert(store.collection_name, data=rows)
 
 
@@ -184,8 +218,10 @@ def open_store(collection: str, embedding: Any, *, uri: str, token: str | None =
     """A `langchain_milvus.Milvus` store on `collection` at `uri` (a Milvus Lite file or a server URL).
 
     Metadata goes to one JSON field (``metadata``), ids to a string primary key, vectors are compared
-    by cosine: the layout `translate` filters on. With `create`, a missing collection is made on the
-    first write.
+    by cosine: the layout `translate` filters on. With `create`, a missing collection is made now
+    (the embedding's size), with the fields of Milvus' BM25 full-text search its knowledge base's
+    lexical search uses (`rag.stores.milvus_schema`); an engine that refuses them gets the
+    collection without them at the first write.
 
     Raises:
         StoreError: the collection is missing and not `create` (the message lists the existing ones).
@@ -196,13 +232,42 @@ def open_store(collection: str, embedding: Any, *, uri: str, token: str | None =
     except ImportError as exc:
         raise MissingDependencyError.for_extra(exc.name or "langchain-milvus", "stores", "Milvus") from exc
     args = {"uri": uri, **({"token": token} if token else {})}
-    if not create:
-        existing = MilvusClient(**args).list_collections()
-        if collection not in existing:
+    client = MilvusClient(**args)
+    existing = client.list_collections()
+    if collection not in existing:
+        if not create:
             raise StoreError(f"milvus: no collection {collection!r} at {uri}; existing: "
-                             f"{', '.join(sorted(existing)) or '(none)'}; create: true makes one on the first write")
-    return Milvus(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
-                  index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False, primary_field="pk")
+                             f"{', '.join(sorted(existing)) or '(none)'}; create: true makes an empty one")
+        create_collection(client, collection, len(embedding.embed_query("dimension")))
+    langchain_log = logging.getLogger("langchain_milvus.vectorstores.milvus")
+    if _drop_layout_note not in langchain_log.filters:
+        langchain_log.addFilter(_drop_layout_note)
+    return _milvus_class(Milvus)(embedding, connection_args=args, collection_name=collection, metadata_field="metadata",
+                                 index_params={"metric_type": "COSINE", "index_type": "FLAT"}, auto_id=False,
+                                 primary_field="pk")
+
+
+def _drop_layout_note(record: logging.LogRecord) -> bool:   # (a logging filter, installed once)
+    """Drop langchain-milvus' note that `metadata_field` is deprecated: rag's stores keep metadata in that JSON
+    field on purpose (the field `translate` filters on), so the note asks nothing of the user."""
+    return "`metadata_field` is about to be deprecated" not in record.getMessage()
+
+
+@functools.cache
+def _milvus_class(base: type) -> type:
+    """`langchain_milvus.Milvus` writing each row's `TOKENS` where its collection has them, so its own writes
+    (`add_texts`, `add_documents`, `upsert`: a store used as a plain LangChain vector store) fill them too."""
+
+    class RagMilvus(base):   # type: ignore[misc,valid-type]
+        def _prepare_insert_list(self, texts: Any, embeddings: Any, metadatas: Any = None, ids: Any = None,
+                                 force_ids: bool = False) -> list[dict]:
+            rows = super()._prepare_insert_list(texts, embeddings, metadatas, ids, force_ids)
+            if TOKENS in self.fields:
+                for row in rows:
+                    row[TOKENS] = row_tokens(row[self._text_field], row.get(self._metadata_field) or {})
+            return rows
+
+    return RagMilvus
 
 
 def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:

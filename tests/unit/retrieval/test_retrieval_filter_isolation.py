@@ -186,8 +186,9 @@ def test_the_reported_case_expand_two_with_a_page_filter_returns_page_zero_only(
 
 
 #: each lexical path a knowledge base can take: FTS5 beside Chroma (the embedded default), the engine's own index
-#: (Qdrant's sparse vectors, LanceDB's full-text index), FTS5 beside the records (Milvus); pgvector's full-text search
-#: is checked against a real PostgreSQL in tests/unit/stores/test_pg_lexical.py
+#: (Qdrant's sparse vectors, LanceDB's full-text index, Milvus' BM25 function); FTS5 beside the records (a collection
+#: made elsewhere) is the default's index; pgvector's full-text search is checked against a real PostgreSQL in
+#: tests/unit/stores/test_pg_lexical.py
 ENGINES = ["default", "qdrant", "lancedb", "milvus"]
 
 
@@ -207,7 +208,7 @@ def knowledge_base(request, tmp_path_factory):
     store = None if request.param == "default" else empty_store(request.param, _EMBEDDING, root, "iso")
     kb = KnowledgeBase("iso", root / "store", embedding=_EMBEDDING, chunker=TokenChunker.sized(40), store=store)
     kb.add_documents(corpus)
-    lexical = {"default": "FTSIndex", "qdrant": "QdrantLexical", "lancedb": "LanceLexical", "milvus": "FTSIndex"}
+    lexical = {"default": "FTSIndex", "qdrant": "QdrantLexical", "lancedb": "LanceLexical", "milvus": "MilvusLexical"}
     assert type(kb.storage.chunks.lexical).__name__ == lexical[request.param]   # the path this case is meant to check
     return kb
 

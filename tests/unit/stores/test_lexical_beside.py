@@ -1,7 +1,8 @@
-"""Knowledge bases on Milvus (real engine: Milvus Lite) keep their lexical index in SQLite FTS5 beside their records:
-written with the chunks, never rebuilt after a change, the filter inside the query, and a knowledge base indexed
-before it existed is filled once from its store. (Qdrant and LanceDB: the engine's own index, or FTS5 beside for a
-collection or table made elsewhere: tests/unit/stores/test_qdrant_lexical.py, test_lance_lexical.py.)"""
+"""Knowledge bases on a Milvus collection made elsewhere or by an earlier version (real engine: Milvus Lite) keep
+their lexical index in SQLite FTS5 beside their records: written with the chunks, never rebuilt after a change, the
+filter inside the query, and a knowledge base indexed before it existed is filled once from its store. (A collection
+or table rag created: the engine's own index, tests/unit/stores/test_milvus_lexical.py, test_qdrant_lexical.py,
+test_lance_lexical.py.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rag.compose.knowledge_base import KnowledgeBase
 from rag.indexing.kb_parts import LEXICAL_FILE
 from rag.stores.fts_index import FTSIndex
 from rag.stores.lexical_chunks import BESIDE, LexicalChunks
-from rag.testing.stores import empty_store
+from rag.stores.milvus import open_store
 
 EMB = DeterministicFakeEmbedding(size=16)
 _labels = (f"beside{i}" for i in itertools.count())
@@ -29,9 +30,22 @@ def _docs(start: int = 0, n: int = 12) -> list[Document]:
                      metadata={"source": f"s{i}", "team": ["a", "b"][i % 2]}) for i in range(start, start + n)]
 
 
-@pytest.fixture(params=sorted(BESIDE - {"qdrant", "lancedb"}))   # (made by rag: their own index)
+def _made_elsewhere(tmp_path: Path):
+    """A Milvus collection langchain-milvus made at its first write (as rag did before 2026-11-29): no BM25."""
+    from langchain_milvus import Milvus
+
+    label = next(_labels)
+    theirs = Milvus(EMB, connection_args={"uri": str(tmp_path / "milvus.db")}, collection_name=label,
+                    metadata_field="metadata", index_params={"metric_type": "COSINE", "index_type": "FLAT"},
+                    auto_id=False, primary_field="pk")
+    theirs.add_texts(["seed"], ids=["x" * 32])
+    theirs.delete(["x" * 32])
+    return open_store(label, EMB, uri=str(tmp_path / "milvus.db"))   # (opened, not created)
+
+
+@pytest.fixture(params=sorted(BESIDE - {"qdrant", "lancedb"}))   # (theirs made elsewhere: test_*_lexical.py)
 def kb(request, tmp_path: Path) -> KnowledgeBase:
-    store = empty_store(request.param, EMB, tmp_path, next(_labels))
+    store = _made_elsewhere(tmp_path)
     kb = KnowledgeBase("notes", tmp_path / "kbdir", embedding=EMB, store=store)
     kb.add_documents(_docs())
     return kb
