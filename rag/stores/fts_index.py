@@ -14,9 +14,10 @@ process reads every chunk's text to search or to start: a search is one SQL stat
   OR-ed.
 - **Ranking.** FTS5's ``bm25()`` (Okapi BM25, k1 = 1.2, b = 0.75, over the same tokens); the score
   is ``-bm25()`` (higher is better), ties broken by insertion order.
-- **Filter.** The caller's portable filter is a condition of the same statement, over the chunk's
-  metadata kept as JSON (`rag.stores.sqlite_where`): a filtered search returns `k` matching chunks
-  whenever `k` match.
+- **Filter.** The caller's portable filter is a condition of the same statement, one index lookup per
+  comparison in each chunk's metadata values (`rag.stores.metadata_values`, written with the chunk;
+  its JSON, `rag.stores.sqlite_where`, where they cannot say): a filtered search returns `k`
+  matching chunks whenever `k` match.
 - **Chunks.** Each row keeps the chunk's id, text and metadata, so the index is also a chunk
   source (`get_documents`, `chunks_of` for neighbours, by an index on ``(doc_id, chunk_index)``).
 
@@ -52,8 +53,8 @@ from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.files import refuse_symlinks, store_write_error
-from rag.stores import permission_index
-from rag.stores.fts_permitted import permitted_ranking
+from rag.stores import metadata_values, permission_index
+from rag.stores.fts_permitted import filtered_ranking, permitted_ranking
 from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
 from rag.stores.sqlite_where import where_sql
 
@@ -125,7 +126,7 @@ class FTSIndex:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(_SCHEMA)
                 self._check_settings(db)
-                self._permission_keys(db)
+                self._side_tables(db)
             except sqlite3.OperationalError as exc:   # cannot open or write it (a read-only folder, a full disk)
                 db.close()
                 raise store_write_error(exc, self.path, f"cannot open the lexical index {self.path}") from None
@@ -149,20 +150,21 @@ class FTSIndex:
             raise DamagedStoreError(f"{self.path} was built with other settings ({found[:200]}); this process asks for "
                              f"{wanted}")
 
-    def _permission_keys(self, db: sqlite3.Connection) -> None:
-        """Write every chunk's permission keys (`rag.stores.permission_index`) into a file written before them (one
-        that cannot be written, read-only, is searched without them)."""
-        if permission_index.ready(db):
-            return
-        try:
-            db.executescript(permission_index.schema("chunks", "metadata"))
-            with _transaction(db):
-                if permission_index.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
-                    _log.warning("%s: indexed the permission keys of its %d chunks (once: later writes keep them)",
-                                 self.where, chunks)
-        except sqlite3.OperationalError as exc:
-            _log.warning("%s: cannot index its permission keys (%s); principals are searched without them",
-                         self.where, exc)
+    def _side_tables(self, db: sqlite3.Connection) -> None:
+        """Write every chunk's permission keys (`rag.stores.permission_index`) and metadata values
+        (`rag.stores.metadata_values`) into a file written before them, once (one that cannot be written, read-only, is
+        searched without them: the filters on the metadata's JSON)."""
+        for name, module in (("permission keys", permission_index), ("metadata values", metadata_values)):
+            if module.ready(db):
+                continue
+            try:
+                db.executescript(module.schema("chunks", "metadata"))
+                with _transaction(db):
+                    if module.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
+                        _log.warning("%s: indexed the %s of its %d chunks (once: later writes keep them)",
+                                     self.where, name, chunks)
+            except sqlite3.OperationalError as exc:
+                _log.warning("%s: cannot index its %s (%s); it is searched without them", self.where, name, exc)
 
     @staticmethod
     def count_in(db: sqlite3.Connection) -> int:
@@ -266,7 +268,8 @@ class FTSIndex:
             return []
         plan = PermissionPlan.of(canon)
         if plan is None:
-            return self._ranked(match, canon, k)
+            few = None if canon is None else filtered_ranking(self._db(), self._terms(query), canon, k)
+            return self._ranked(match, canon, k) if few is None else [(_document(*row), row[3]) for row in few]
         exact = self._permitted(query, plan, k)
         if exact is not None:
             return exact
@@ -298,15 +301,26 @@ class FTSIndex:
         """The top `k` matches the filter allows: (document, score), or (id, score) with `ids_only`."""
         # ranked first on row numbers alone, the text read for the top k only (sorting every match with its text
         # costs 50x more); the filter, when there is one, joins the metadata inside the ranking
-        where, params = ("", []) if canon is None else where_sql(canon, "f.metadata")
-        joined = f"JOIN chunks AS f ON f.n = terms.rowid WHERE terms MATCH ? AND {where}" if where else "WHERE terms MATCH ?"
+        where, params, db = "", [], self._db()
+        if canon is not None:
+            where, params = self._where(db, canon, "terms.rowid")
+        joined = f"WHERE terms MATCH ? AND {where}" if where else "WHERE terms MATCH ?"
         columns = "c.id, r.rank" if ids_only else "c.id, c.text, c.metadata, r.rank"
         sql = (f"SELECT {columns} FROM (SELECT terms.rowid AS n, bm25(terms) AS rank FROM terms "
                f"{joined} ORDER BY rank, terms.rowid LIMIT ?) AS r JOIN chunks AS c ON c.n = r.n ORDER BY r.rank, r.n")
-        rows = self._db().execute(sql, [match, *params, k]).fetchall()
+        rows = db.execute(sql, [match, *params, k]).fetchall()
         if ids_only:
             return [(id_, -rank) for id_, rank in rows]
         return [(_document(id_, text, metadata, -rank), -rank) for id_, text, metadata, rank in rows]
+
+    @staticmethod
+    def _where(db: sqlite3.Connection, canon: dict[str, Any], row: str) -> tuple[str, list[Any]]:
+        """The filter on the chunk numbered `row`: by the indexed metadata values (a lookup per condition), or on
+        its metadata's JSON when they are not written (a read-only file of before them) or cannot say."""
+        found = metadata_values.where_sql(canon, row) if metadata_values.ready(db) else None
+        if found is not None:
+            return found
+        return where_sql(canon, f"(SELECT metadata FROM chunks WHERE n = {row})")
 
     def search_documents(self, query: str, *, k: int = 4,
                          filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
@@ -334,7 +348,7 @@ class FTSIndex:
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Chunks matching a portable filter (all when None), in the order they were indexed."""
         canon = validate_filter(filter)
-        where, params = ("", []) if canon is None else where_sql(canon, "metadata")
+        where, params = ("", []) if canon is None else self._where(self._db(), canon, "chunks.n")
         return self._documents(f"SELECT id, text, metadata FROM chunks {'WHERE ' + where if where else ''} ORDER BY n",
                                params)
 
