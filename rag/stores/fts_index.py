@@ -14,10 +14,11 @@ process reads every chunk's text to search or to start: a search is one SQL stat
   OR-ed.
 - **Ranking.** FTS5's ``bm25()`` (Okapi BM25, k1 = 1.2, b = 0.75, over the same tokens); the score
   is ``-bm25()`` (higher is better), ties broken by insertion order.
-- **Filter.** The caller's portable filter is a condition of the same statement, one index lookup per
-  comparison in each chunk's metadata values (`rag.stores.metadata_values`, written with the chunk;
-  its JSON, `rag.stores.sqlite_where`, where they cannot say): a filtered search returns `k`
-  matching chunks whenever `k` match.
+- **Filter.** The caller's portable filter is a condition of the same statement on each match, before
+  `bm25()` ranks it: one index lookup per comparison in the chunk's metadata values, and first, when
+  the filter's candidates are fewer than the matches, membership in them (`rag.stores.metadata_values`,
+  written with the chunk; its JSON, `rag.stores.sqlite_where`, where they cannot say): a filtered
+  search returns `k` matching chunks whenever `k` match.
 - **Chunks.** Each row keeps the chunk's id, text and metadata, so the index is also a chunk
   source (`get_documents`, `chunks_of` for neighbours, by an index on ``(doc_id, chunk_index)``).
 
@@ -54,9 +55,8 @@ from rag.base.text import tokenize
 from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.files import refuse_symlinks, store_write_error
 from rag.stores import metadata_values, permission_index
-from rag.stores.fts_permitted import filtered_ranking, permitted_ranking
+from rag.stores.fts_permitted import permitted_ranking
 from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
-from rag.stores.sqlite_where import where_sql
 
 __all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
 
@@ -268,8 +268,7 @@ class FTSIndex:
             return []
         plan = PermissionPlan.of(canon)
         if plan is None:
-            few = None if canon is None else filtered_ranking(self._db(), self._terms(query), canon, k)
-            return self._ranked(match, canon, k) if few is None else [(_document(*row), row[3]) for row in few]
+            return self._ranked(match, canon, k)
         exact = self._permitted(query, plan, k)
         if exact is not None:
             return exact
@@ -300,10 +299,11 @@ class FTSIndex:
     def _ranked(self, match: str, canon: dict[str, Any] | None, k: int, *, ids_only: bool = False) -> list[Any]:
         """The top `k` matches the filter allows: (document, score), or (id, score) with `ids_only`."""
         # ranked first on row numbers alone, the text read for the top k only (sorting every match with its text
-        # costs 50x more); the filter, when there is one, joins the metadata inside the ranking
+        # costs 50x more); the filter, when there is one, is a condition on each match before bm25() ranks it
         where, params, db = "", [], self._db()
         if canon is not None:
-            where, params = self._where(db, canon, "terms.rowid")
+            matches = db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?", (match,)).fetchone()[0]
+            where, params = metadata_values.narrowed_sql(db, canon, "terms.rowid", matches)
         joined = f"WHERE terms MATCH ? AND {where}" if where else "WHERE terms MATCH ?"
         columns = "c.id, r.rank" if ids_only else "c.id, c.text, c.metadata, r.rank"
         sql = (f"SELECT {columns} FROM (SELECT terms.rowid AS n, bm25(terms) AS rank FROM terms "
@@ -312,15 +312,6 @@ class FTSIndex:
         if ids_only:
             return [(id_, -rank) for id_, rank in rows]
         return [(_document(id_, text, metadata, -rank), -rank) for id_, text, metadata, rank in rows]
-
-    @staticmethod
-    def _where(db: sqlite3.Connection, canon: dict[str, Any], row: str) -> tuple[str, list[Any]]:
-        """The filter on the chunk numbered `row`: by the indexed metadata values (a lookup per condition), or on
-        its metadata's JSON when they are not written (a read-only file of before them) or cannot say."""
-        found = metadata_values.where_sql(canon, row) if metadata_values.ready(db) else None
-        if found is not None:
-            return found
-        return where_sql(canon, f"(SELECT metadata FROM chunks WHERE n = {row})")
 
     def search_documents(self, query: str, *, k: int = 4,
                          filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
@@ -348,7 +339,7 @@ class FTSIndex:
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Chunks matching a portable filter (all when None), in the order they were indexed."""
         canon = validate_filter(filter)
-        where, params = ("", []) if canon is None else self._where(self._db(), canon, "chunks.n")
+        where, params = ("", []) if canon is None else metadata_values.filter_sql(self._db(), canon, "chunks.n")
         return self._documents(f"SELECT id, text, metadata FROM chunks {'WHERE ' + where if where else ''} ORDER BY n",
                                params)
 

@@ -14,9 +14,7 @@ average over every token; the same operations in the same order, in IEEE doubles
 - each permitted chunk's tokens: FTS5's content table, split on spaces: exactly FTS5's tokens when
   they hold only lowercase letters, digits, ``.`` and ``,`` (`_plain`); any other token (a
   character the ``unicode61`` tokenizer splits on or folds) and the whole search goes back to FTS5
-  (None). Only the chunks whose tokens hold a query term as a substring are looked at: a chunk
-  without one holds no such token, for FTS5's tokens are pieces of the stored tokens (which
-  `rag.base.text.tokenize` wrote lowercase; FTS5 folds only case here, ``remove_diacritics 0``).
+  (None).
 
 The scores are FTS5's to the bit (the tests compare them with FTS5's own filtered search), and the
 order is FTS5's (score, then row). Everything is read in one read transaction.
@@ -31,15 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rag.base.filters import matches_canonical
-from rag.stores import metadata_values, permission_index
+from rag.stores import permission_index
 
-__all__ = ["FILTER_SHARE", "filtered_ranking", "permitted_ranking", "ranking_over"]
+__all__ = ["permitted_ranking"]
 
 _K1, _B = 1.2, 0.75
-#: a filter's candidates are ranked here when they are at most this share of the rows FTS5 would rank (the chunks
-#: holding a query term, by FTS5's own counts): a candidate costs here about 12 times what a matching row costs FTS5
-#: (CPU time at 100,000 chunks: ~7 us a candidate read and counted, ~0.7 us a row FTS5 iterates and ranks)
-FILTER_SHARE = 0.08
 _READ = 256
 
 
@@ -74,9 +68,11 @@ def _statistics(db: sqlite3.Connection, terms: Sequence[str]) -> tuple[float, li
     if len(numbers) < 2 or numbers[0] <= 0:
         return None
     rows, tokens = numbers[0], sum(numbers[1:])
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_term_rows USING fts5vocab(main, terms, row)")
     idf = []
     for term in terms:
-        hits = _term_rows(db, term)
+        found = db.execute("SELECT doc FROM temp.rag_term_rows WHERE term = ?", (term,)).fetchone()
+        hits = found[0] if found else 0
         value = math.log((rows - hits + 0.5) / (hits + 0.5))
         idf.append(value if value > 0.0 else 1e-6)
     return float(tokens) / float(rows), idf
@@ -119,61 +115,26 @@ def permitted_ranking(db: sqlite3.Connection, terms: Sequence[str], keys: Sequen
     distinct tokens, FTS5's phrases in order), whose metadata `keep` (the whole permission check) and `rest` (the
     request's own conditions) allow: (id, text, metadata JSON, score = -bm25), best first; None when FTS5 must
     rank them itself (a term or a chunk's tokens FTS5 would read otherwise)."""
-    sql, params = permission_index.allowed_sql(keys)
-    return ranking_over(db, terms, sql, params, k,
-                        keep=lambda md: keep(md) and (rest is None or matches_canonical(md, rest)))
-
-
-def filtered_ranking(db: sqlite3.Connection, terms: Sequence[str], canon: dict[str, Any],
-                     k: int) -> list[tuple[str, str, str, float]] | None:
-    """The top `k` chunks the canonical filter allows that match one of `terms`, ranked here over the filter's
-    candidates (`rag.stores.metadata_values.candidates_sql`) when they are few beside the rows FTS5 would rank;
-    None otherwise (FTS5 ranks them, the filter inside its statement)."""
-    found = metadata_values.candidates_sql(canon) if terms and metadata_values.ready(db) else None
-    if found is None:
-        return None
-    sql, params = found
-    holding = sum(_term_rows(db, term) for term in terms)
-    most = int(holding * FILTER_SHARE)
-    if db.execute(f"SELECT count(*) FROM (SELECT 1 FROM ({sql}) LIMIT ?)", [*params, most + 1]).fetchone()[0] > most:
-        return None
-    return ranking_over(db, terms, sql, params, k, keep=lambda md: matches_canonical(md, canon))
-
-
-def _term_rows(db: sqlite3.Connection, term: str) -> int:
-    """How many rows hold `term` (FTS5's own count)."""
-    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.rag_term_rows USING fts5vocab(main, terms, row)")
-    found = db.execute("SELECT doc FROM temp.rag_term_rows WHERE term = ?", (term,)).fetchone()
-    return found[0] if found else 0
-
-
-def ranking_over(db: sqlite3.Connection, terms: Sequence[str], rows_sql: str, params: Sequence[Any], k: int, *,
-                 keep: Callable[[Mapping[str, Any]], bool]) -> list[tuple[str, str, str, float]] | None:
-    """The top `k` of the chunks numbered by `rows_sql` (a statement selecting ``n``, each once) that match one of
-    `terms` and whose metadata `keep` allows, ranked as FTS5 ranks them: (id, text, metadata JSON, score = -bm25),
-    best first; None when FTS5 must rank them itself."""
     if not terms or not all(_plain(term) and " " not in term for term in terms):
         return None
+    sql, params = permission_index.allowed_sql(keys)
     db.execute("BEGIN")
     try:
         stats = _statistics(db, terms)
         if stats is None:
             return []
-        rows = db.execute(f"SELECT a.n, t.c0 FROM ({rows_sql}) AS a JOIN terms_content AS t ON t.id = a.n",
-                          list(params)).fetchall()
-        spaced = [f" {term} " for term in terms]
-        rows = [(n, text) for n, text in rows if any(term in padded for padded in (f" {text} ",) for term in spaced)]
+        rows = db.execute(f"SELECT a.n, t.c0 FROM ({sql}) AS a JOIN terms_content AS t ON t.id = a.n", params).fetchall()
         ranked = _scores(rows, terms, *stats)
         if ranked is None:
             return None
         ranked.sort()
-        return _read(db, ranked, k, keep)
+        return _read(db, ranked, k, keep, rest)
     finally:
         db.execute("COMMIT")
 
 
 def _read(db: sqlite3.Connection, ranked: list[tuple[float, int]], k: int,
-          keep: Callable[[Mapping[str, Any]], bool]) -> list[tuple[str, str, str, float]]:
+          keep: Callable[[Mapping[str, Any]], bool], rest: dict[str, Any] | None) -> list[tuple[str, str, str, float]]:
     """The ranked rows' chunks, read in their order in batches, the first `k` whose metadata passes."""
     out: list[tuple[str, str, str, float]] = []
     for start in range(0, len(ranked), max(k, _READ)):
@@ -185,7 +146,7 @@ def _read(db: sqlite3.Connection, ranked: list[tuple[float, int]], k: int,
                 continue
             id_, text, md = found[n]
             metadata = json.loads(md)
-            if isinstance(metadata, dict) and keep(metadata):
+            if isinstance(metadata, dict) and keep(metadata) and (rest is None or matches_canonical(metadata, rest)):
                 out.append((id_, text, md, -rank))
                 if len(out) >= k:
                     return out

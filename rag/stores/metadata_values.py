@@ -13,7 +13,8 @@ matching chunk is one B-tree lookup:
   neither has text longer than `MAX_TEXT` characters (it equals no operand up to that length; a filter
   comparing with a longer operand is evaluated on the JSON instead: `where_sql` says None);
 - an index on ``(key, kind, value)`` answers "which chunks may a filter allow" (`candidates_sql`): a
-  set of chunks holding every chunk the filter allows, read from the index alone.
+  set of chunks holding every chunk the filter allows, read from the index alone; a statement testing
+  more rows than that checks membership in it first (`narrowed_sql`).
 
 The rows are written by triggers on the chunks' table in the statement that writes a chunk, so a
 reader never sees a chunk without them; a file written before them gets them once (`build`).
@@ -42,8 +43,10 @@ import sqlite3
 from typing import Any
 
 from rag.base.filters import Comparison, normal_form
+from rag.stores.sqlite_where import where_sql as json_where_sql
 
-__all__ = ["MAX_TEXT", "VERSION", "build", "candidates_sql", "ready", "schema", "where_sql"]
+__all__ = ["MAX_TEXT", "VERSION", "build", "candidates_sql", "filter_sql", "narrowed_sql", "ready", "schema",
+           "where_sql"]
 
 #: what the table's settings row says (another value, or none: built again from the chunks)
 VERSION = "rag-metadata-values/1"
@@ -91,6 +94,28 @@ def ready(db: sqlite3.Connection, *, settings: str = "settings") -> bool:
     """Whether the table holds every chunk's values (`build` ran with this `VERSION`)."""
     found = db.execute(f"SELECT value FROM {settings} WHERE key = 'metadata_values'").fetchone()
     return found is not None and found[0] == VERSION
+
+
+def filter_sql(db: sqlite3.Connection, canon: dict[str, Any], row: str) -> tuple[str, list[Any]]:
+    """The filter on the chunk numbered `row` of the table ``chunks (n, metadata)``: by its values (a lookup per
+    comparison), or on its metadata's JSON where they are not written (a read-only file of before them) or cannot say
+    (`where_sql` None)."""
+    found = where_sql(canon, row) if ready(db) else None
+    return found if found is not None else json_where_sql(canon, f"(SELECT metadata FROM chunks WHERE n = {row})")
+
+
+def narrowed_sql(db: sqlite3.Connection, canon: dict[str, Any], row: str, most: int) -> tuple[str, list[Any]]:
+    """`filter_sql`, preceded by membership in the filter's candidates when they are at most `most` chunks (counted
+    on the index, reading at most `most` + 1 entries; `most`: how many rows the statement will test). SQLite builds
+    that set once per statement, and each row outside it then costs one lookup in memory instead of the filter's
+    lookups on disk (FTS5 at 1M chunks, a filter to 1%: 96 ms of CPU to 16). The ``+`` keeps a virtual table such as
+    FTS5 from being asked for each candidate by row number (which reads a query's whole doclists every time)."""
+    sql, params = filter_sql(db, canon, row)
+    found = candidates_sql(canon) if ready(db) else None
+    if found is None or db.execute(f"SELECT count(*) FROM (SELECT 1 FROM ({found[0]}) LIMIT ?)",
+                                   [*found[1], most + 1]).fetchone()[0] > most:
+        return sql, params
+    return f"+{row} IN ({found[0]}) AND {sql}", [*found[1], *params]
 
 
 def where_sql(canon: dict[str, Any], row: str) -> tuple[str, list[Any]] | None:

@@ -1,10 +1,9 @@
 """A filtered FTS5 search by the indexed metadata values returns exactly what the filter on the JSON returned.
 
-`rag.stores.metadata_values` answers a filter by index lookups (inside FTS5's statement) or ranks a
-filter's few candidates itself (`rag.stores.fts_permitted.filtered_ranking`); the JSON path
-(`rag.stores.sqlite_where`) is what every filtered search did before and what a file without the
-values still gets. Generated metadata, filters and texts: the same ids, the same scores to the bit,
-the same order.
+`rag.stores.metadata_values` answers a filter by index lookups inside FTS5's statement, after
+membership in the filter's candidates when they are few; the JSON path (`rag.stores.sqlite_where`)
+is what every filtered search did before and what a file without the values still gets. Generated
+metadata, filters and texts: the same ids, the same scores to the bit, the same order.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag.base.filters import matches, validate_filter
-from rag.stores import fts_permitted, metadata_values
+from rag.stores import metadata_values
 from rag.stores.fts_index import FTSIndex
 from rag.stores.sqlite_where import where_sql
 from tests.unit.stores.test_fts_index import KEYS, filters
@@ -70,14 +69,16 @@ def _json_only(index: FTSIndex, query: str, k: int, flt: dict) -> list[tuple[str
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(texts, metadatas), min_size=1, max_size=12), flt=st.one_of(filters, long_filters),
        query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join), k=st.integers(1, 6),
-       share=st.sampled_from([0.0, 1e9]))
+       most=st.sampled_from([None, 0, 10**9]))
 def test_a_filtered_search_returns_exactly_what_the_json_filter_returned(tmp_path_factory, rows, flt, query, k,
-                                                                        share):
+                                                                        most):
     index = FTSIndex(tmp_path_factory.mktemp("fts") / "lexical.sqlite")
     index.add([f"c{i}" for i in range(len(rows))], [t for t, _ in rows], [md for _, md in rows])
     before = _json_only(index, query, k, flt)
-    with pytest.MonkeyPatch.context() as patch:   # 0: FTS5 ranks, the values inside its statement; 1e9: ranked here
-        patch.setattr(fts_permitted, "FILTER_SHARE", share)
+    narrowed = metadata_values.narrowed_sql
+    with pytest.MonkeyPatch.context() as patch:   # None: as planned; 0: never narrowed to the candidates; 1e9: always
+        if most is not None:
+            patch.setattr(metadata_values, "narrowed_sql", lambda db, canon, row, _: narrowed(db, canon, row, most))
         assert [(d.id, s) for d, s in index.search(query, k=k, filter=flt)] == before
     index.close()
 
