@@ -101,7 +101,8 @@ def filter_sql(db: sqlite3.Connection, canon: dict[str, Any], row: str) -> tuple
     comparison), or on its metadata's JSON where they are not written (a read-only file of before them) or cannot say
     (`where_sql` None)."""
     found = where_sql(canon, row) if ready(db) else None
-    return found if found is not None else json_where_sql(canon, f"(SELECT metadata FROM chunks WHERE n = {row})")
+    json = f"(SELECT own.metadata FROM chunks AS own WHERE own.n = {row})"   # (`row` may name the outer chunks)
+    return found if found is not None else json_where_sql(canon, json)
 
 
 def narrowed_sql(db: sqlite3.Connection, canon: dict[str, Any], row: str, most: int) -> tuple[str, list[Any]]:

@@ -59,11 +59,12 @@ def test_the_values_select_what_the_json_selects_and_the_candidates_hold_it(rows
         assert set(expected) <= {n for n, in db.execute(candidates[0], candidates[1])}
 
 
-def _json_only(index: FTSIndex, query: str, k: int, flt: dict) -> list[tuple[str, float]]:
-    """The search as before the values: the filter on the metadata's JSON, FTS5 ranking every match."""
+def _json_only(index: FTSIndex, query: str, k: int, flt: dict) -> tuple[list[tuple[str, float]], list[str]]:
+    """The search and the chunks a filter selects as before the values: the filter on the metadata's JSON."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(metadata_values, "ready", lambda db, **_: False)
-        return [(d.id, s) for d, s in index.search(query, k=k, filter=flt)]
+        return ([(d.id, s) for d, s in index.search(query, k=k, filter=flt)],
+                [d.id for d in index.get_documents(flt)])
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -74,7 +75,9 @@ def test_a_filtered_search_returns_exactly_what_the_json_filter_returned(tmp_pat
                                                                         most):
     index = FTSIndex(tmp_path_factory.mktemp("fts") / "lexical.sqlite")
     index.add([f"c{i}" for i in range(len(rows))], [t for t, _ in rows], [md for _, md in rows])
-    before = _json_only(index, query, k, flt)
+    before, selected = _json_only(index, query, k, flt)
+    assert selected == [f"c{i}" for i, (_, md) in enumerate(rows) if matches(md, flt)] == [
+        d.id for d in index.get_documents(flt)]
     narrowed = metadata_values.narrowed_sql
     with pytest.MonkeyPatch.context() as patch:   # None: as planned; 0: never narrowed to the candidates; 1e9: always
         if most is not None:
