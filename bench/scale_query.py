@@ -22,9 +22,14 @@ the disk each index takes. Prints a Markdown table and the load average.
 sizes whose knowledge base takes too long to build here: building each, one new document then the
 next query (FTS5: its rows written; in process: the index built again, as the cache does after a
 change), a query's p50 (the lexical side of hybrid: fetch_k = 20), the memory a process adds to
-open each and query it once (the saved `BM25Index` loaded whole; FTS5 opened), and the disk.
+open each and query it once (the saved `BM25Index` loaded whole; FTS5 opened), and the disk. FTS5's
+queries are timed in a fresh process (p50 / p99, and the p50 of the process's CPU time, which a loaded
+machine inflates less; unfiltered, filtered to one document and to 1% of the chunks) with that
+process's memory. `--engine-only` leaves out `BM25Index` (at 1M chunks it needs about
+10 GB to build); `--sizes` measures several sizes in one run; `--reuse` keeps an FTS5 file already built.
 
     python bench/scale_query.py --lexical-only --n 100000 --dir /tmp/lexical-100k
+    nice -n 10 python bench/scale_query.py --lexical-only --engine-only --reuse --sizes 100000,1000000 --dir /tmp/lex
 """
 
 from __future__ import annotations
@@ -118,7 +123,55 @@ def _rss_mb() -> float:
         return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS")) / 1024
 
 
-def lexical_only(directory: Path, n: int) -> dict:
+def _chunk(i: int) -> tuple[str, str, dict]:
+    """The `--lexical-only` corpus' chunk number `i`: (id, text, metadata); documents of 1,000 chunks."""
+    return f"c{i}", " ".join(_words(i)), {"doc_id": f"d{i // 1000}", "chunk_index": i % 1000,
+                                          "title": f"Report {i // 1000}"}
+
+
+def _questions() -> list[str]:
+    rng = random.Random(7)
+    return [" ".join(f"term{rng.randrange(3000)}" for _ in range(5)) for _ in range(50)]
+
+
+def _filters(n: int) -> dict[str, dict]:
+    """The filters the probe times: one document (1,000 chunks), and 1% of the chunks (documents by `$in`)."""
+    return {"one_document": {"doc_id": "d3"},
+            "one_percent": {"doc_id": {"$in": [f"d{d}" for d in range(3, 3 + max(1, n // 100_000))]}}}
+
+
+def fts_probe(path: Path, n: int) -> dict:
+    """In a fresh process: open the FTS5 index, answer the questions (unfiltered and filtered), and say what it
+    cost: p50 / p99 (ms) and the process's memory (MB: after the imports, after opening and one query, peak)."""
+    import resource
+
+    from rag.stores.fts_index import FTSIndex
+
+    questions, out = _questions(), {"rss_after_imports_mb": round(_rss_mb())}
+    opened = FTSIndex(path)
+    opened.search(questions[0], k=20)
+    out["rss_after_open_and_query_mb"] = round(_rss_mb())
+
+    def timed(flt: dict | None) -> tuple[float, float, float]:
+        opened.search(questions[0], k=20, filter=flt)
+        times, cpu = [], []
+        for q in questions:
+            t, c = time.perf_counter(), time.process_time()
+            opened.search(q, k=20, filter=flt)
+            times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+        times.sort()
+        return (round(statistics.median(times), 1), round(times[int(0.99 * (len(times) - 1))], 1),
+                round(statistics.median(cpu), 1))
+
+    out["query_p50_ms"], out["query_p99_ms"], out["query_cpu_p50_ms"] = timed(None)
+    for name, flt in _filters(n).items():
+        out[f"query_{name}_p50_ms"], out[f"query_{name}_p99_ms"], out[f"query_{name}_cpu_p50_ms"] = timed(flt)
+    out["rss_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return out
+
+
+def lexical_only(directory: Path, n: int, *, in_process: bool = True, reuse: bool = False) -> dict:
     """Both lexical indexes over the same N synthetic chunks, without vectors (see the module docstring)."""
     import gc
 
@@ -128,22 +181,40 @@ def lexical_only(directory: Path, n: int) -> dict:
     from rag.stores.fts_index import FTSIndex
 
     directory.mkdir(parents=True, exist_ok=True)
-    docs = [Document(page_content=" ".join(_words(i)), metadata={"doc_id": f"d{i // 1000}", "chunk_index": i % 1000,
-                                                                   "title": f"Report {i // 1000}"}, id=f"c{i}")
-            for i in range(n)]
-    rng = random.Random(7)
-    questions = [" ".join(f"term{rng.randrange(3000)}" for _ in range(5)) for _ in range(50)]
     new = Document(page_content="A new note.\nIt names term17.\nThird line.", metadata={"doc_id": "new"}, id="new")
     out: dict = {"n": n}
     fts_path = directory / "lexical.sqlite"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{fts_path}{suffix}").unlink(missing_ok=True)
+    fts, started = FTSIndex(fts_path), time.perf_counter()
+    if reuse and fts_path.exists() and fts.count() in (n, n + 1):
+        out["fts_build_s"] = "reused"
+        out["fts_first_open_s"] = round(time.perf_counter() - started, 1)   # a file of before: its side tables built
+    else:
+        fts.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{fts_path}{suffix}").unlink(missing_ok=True)
+        started = time.perf_counter()
+        fts = FTSIndex(fts_path)
+        for start in range(0, n, 5000):
+            part = [_chunk(i) for i in range(start, min(n, start + 5000))]
+            fts.add([c[0] for c in part], [c[1] for c in part], [c[2] for c in part])
+        out["fts_build_s"] = round(time.perf_counter() - started, 1)
+    fts.delete([new.id])
+    probe = subprocess.run([sys.executable, __file__, "--fts-probe", str(fts_path), "--n", str(n)],
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False)
+    if probe.returncode:
+        raise SystemExit(f"the FTS5 probe failed: {probe.stderr[-2000:]}")
+    out["fts_fresh_process"] = json.loads(probe.stdout)
+    opened = FTSIndex(fts_path)
+    opened.search("term17 note", k=20)
     started = time.perf_counter()
-    fts = FTSIndex(fts_path)
-    for start in range(0, n, 5000):
-        part = docs[start:start + 5000]
-        fts.add([d.id for d in part], [d.page_content for d in part], [d.metadata for d in part])
-    out["fts_build_s"] = round(time.perf_counter() - started, 1)
+    fts.add([new.id], [new.page_content], [new.metadata])
+    opened.search("term17 note", k=20)
+    out["fts_new_document_then_query_s"] = round(time.perf_counter() - started, 3)
+    out["fts_disk_mb"] = round(_size([fts_path]))
+    if not in_process:
+        return out
+    docs = [Document(page_content=text, metadata=md, id=id_) for id_, text, md in map(_chunk, range(n))]
+    questions = _questions()
     started = time.perf_counter()
     bm25 = BM25Index.from_documents(docs, metadata_fields=["title", "section"])
     bm25.save(directory / "bm25")
@@ -160,16 +231,6 @@ def lexical_only(directory: Path, n: int) -> dict:
             times.append((time.perf_counter() - t) * 1000)
         return round(statistics.median(times), 1)
 
-    before = _rss_mb()
-    opened = FTSIndex(fts_path)
-    opened.search(questions[0], k=20)
-    out["fts_open_and_query_mb"] = round(_rss_mb() - before)
-    out["fts_query_p50_ms"] = p50(lambda q: opened.search(q, k=20))
-    out["fts_query_filtered_p50_ms"] = p50(lambda q: opened.search(q, k=20, filter={"doc_id": "d3"}))
-    started = time.perf_counter()
-    fts.add([new.id], [new.page_content], [new.metadata])
-    opened.search("term17 note", k=20)
-    out["fts_new_document_then_query_s"] = round(time.perf_counter() - started, 3)
     before, started = _rss_mb(), time.perf_counter()
     loaded = BM25Index.load(directory / "bm25")
     loaded.search(questions[0], k=20)
@@ -182,7 +243,6 @@ def lexical_only(directory: Path, n: int) -> dict:
     started = time.perf_counter()
     BM25Index.from_documents([*docs, new], metadata_fields=["title", "section"]).search("term17 note", k=20)
     out["bm25_new_document_then_query_s"] = round(time.perf_counter() - started, 1)
-    out["fts_disk_mb"] = round(_size([fts_path]))
     out["bm25_disk_mb"] = round(_size([directory / "bm25"]))
     return out
 
@@ -198,10 +258,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None)
     parser.add_argument("--lexical-only", action="store_true", help="the two lexical indexes alone (no vectors)")
+    parser.add_argument("--engine-only", action="store_true",
+                        help="with --lexical-only: FTS5 alone (no BM25Index: at 1M chunks it needs ~10 GB to build)")
+    parser.add_argument("--sizes", default=None,
+                        help="with --lexical-only: comma-separated sizes, one folder each under --dir (n-<size>)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --lexical-only: keep an FTS5 file of the right size in --dir instead of building it")
+    parser.add_argument("--fts-probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.fts_probe:
+        print(json.dumps(fts_probe(Path(args.fts_probe), args.n)))
+        return 0
     if args.lexical_only:
-        result = lexical_only(Path(args.dir), args.n)
-        result["load_average"] = round(os.getloadavg()[0], 1)
+        sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [args.n]
+        result: dict = {"load_average_start": [round(x, 1) for x in os.getloadavg()]}
+        for size in sizes:
+            folder = Path(args.dir) / f"n-{size}" if args.sizes else Path(args.dir)
+            result[str(size)] = lexical_only(folder, size, in_process=not args.engine_only, reuse=args.reuse)
+            result[str(size)]["load_average"] = [round(x, 1) for x in os.getloadavg()]
         print(json.dumps(result, indent=1))
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1))

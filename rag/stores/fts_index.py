@@ -14,9 +14,11 @@ process reads every chunk's text to search or to start: a search is one SQL stat
   OR-ed.
 - **Ranking.** FTS5's ``bm25()`` (Okapi BM25, k1 = 1.2, b = 0.75, over the same tokens); the score
   is ``-bm25()`` (higher is better), ties broken by insertion order.
-- **Filter.** The caller's portable filter is a condition of the same statement, over the chunk's
-  metadata kept as JSON (`rag.stores.sqlite_where`): a filtered search returns `k` matching chunks
-  whenever `k` match.
+- **Filter.** The caller's portable filter is a condition of the same statement on each match, before
+  `bm25()` ranks it: one index lookup per comparison in the chunk's metadata values, and first, when
+  the filter's candidates are fewer than the matches, membership in them (`rag.stores.metadata_values`,
+  written with the chunk; its JSON, `rag.stores.sqlite_where`, where they cannot say): a filtered
+  search returns `k` matching chunks whenever `k` match.
 - **Chunks.** Each row keeps the chunk's id, text and metadata, so the index is also a chunk
   source (`get_documents`, `chunks_of` for neighbours, by an index on ``(doc_id, chunk_index)``).
 
@@ -52,10 +54,9 @@ from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.chunk_store import DamagedStoreError
 from rag.stores.files import refuse_symlinks, store_write_error
-from rag.stores import permission_index
+from rag.stores import metadata_values, permission_index
 from rag.stores.fts_permitted import permitted_ranking
 from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
-from rag.stores.sqlite_where import where_sql
 
 __all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
 
@@ -125,7 +126,7 @@ class FTSIndex:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(_SCHEMA)
                 self._check_settings(db)
-                self._permission_keys(db)
+                self._side_tables(db)
             except sqlite3.OperationalError as exc:   # cannot open or write it (a read-only folder, a full disk)
                 db.close()
                 raise store_write_error(exc, self.path, f"cannot open the lexical index {self.path}") from None
@@ -149,20 +150,21 @@ class FTSIndex:
             raise DamagedStoreError(f"{self.path} was built with other settings ({found[:200]}); this process asks for "
                              f"{wanted}")
 
-    def _permission_keys(self, db: sqlite3.Connection) -> None:
-        """Write every chunk's permission keys (`rag.stores.permission_index`) into a file written before them (one
-        that cannot be written, read-only, is searched without them)."""
-        if permission_index.ready(db):
-            return
-        try:
-            db.executescript(permission_index.schema("chunks", "metadata"))
-            with _transaction(db):
-                if permission_index.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
-                    _log.warning("%s: indexed the permission keys of its %d chunks (once: later writes keep them)",
-                                 self.where, chunks)
-        except sqlite3.OperationalError as exc:
-            _log.warning("%s: cannot index its permission keys (%s); principals are searched without them",
-                         self.where, exc)
+    def _side_tables(self, db: sqlite3.Connection) -> None:
+        """Write every chunk's permission keys (`rag.stores.permission_index`) and metadata values
+        (`rag.stores.metadata_values`) into a file written before them, once (one that cannot be written, read-only, is
+        searched without them: the filters on the metadata's JSON)."""
+        for name, module in (("permission keys", permission_index), ("metadata values", metadata_values)):
+            if module.ready(db):
+                continue
+            try:
+                db.executescript(module.schema("chunks", "metadata"))
+                with _transaction(db):
+                    if module.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
+                        _log.warning("%s: indexed the %s of its %d chunks (once: later writes keep them)",
+                                     self.where, name, chunks)
+            except sqlite3.OperationalError as exc:
+                _log.warning("%s: cannot index its %s (%s); it is searched without them", self.where, name, exc)
 
     @staticmethod
     def count_in(db: sqlite3.Connection) -> int:
@@ -297,13 +299,16 @@ class FTSIndex:
     def _ranked(self, match: str, canon: dict[str, Any] | None, k: int, *, ids_only: bool = False) -> list[Any]:
         """The top `k` matches the filter allows: (document, score), or (id, score) with `ids_only`."""
         # ranked first on row numbers alone, the text read for the top k only (sorting every match with its text
-        # costs 50x more); the filter, when there is one, joins the metadata inside the ranking
-        where, params = ("", []) if canon is None else where_sql(canon, "f.metadata")
-        joined = f"JOIN chunks AS f ON f.n = terms.rowid WHERE terms MATCH ? AND {where}" if where else "WHERE terms MATCH ?"
+        # costs 50x more); the filter, when there is one, is a condition on each match before bm25() ranks it
+        where, params, db = "", [], self._db()
+        if canon is not None:
+            matches = db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?", (match,)).fetchone()[0]
+            where, params = metadata_values.narrowed_sql(db, canon, "terms.rowid", matches)
+        joined = f"WHERE terms MATCH ? AND {where}" if where else "WHERE terms MATCH ?"
         columns = "c.id, r.rank" if ids_only else "c.id, c.text, c.metadata, r.rank"
         sql = (f"SELECT {columns} FROM (SELECT terms.rowid AS n, bm25(terms) AS rank FROM terms "
                f"{joined} ORDER BY rank, terms.rowid LIMIT ?) AS r JOIN chunks AS c ON c.n = r.n ORDER BY r.rank, r.n")
-        rows = self._db().execute(sql, [match, *params, k]).fetchall()
+        rows = db.execute(sql, [match, *params, k]).fetchall()
         if ids_only:
             return [(id_, -rank) for id_, rank in rows]
         return [(_document(id_, text, metadata, -rank), -rank) for id_, text, metadata, rank in rows]
@@ -334,7 +339,7 @@ class FTSIndex:
     def get_documents(self, filter: dict[str, Any] | None = None) -> list[Document]:
         """Chunks matching a portable filter (all when None), in the order they were indexed."""
         canon = validate_filter(filter)
-        where, params = ("", []) if canon is None else where_sql(canon, "metadata")
+        where, params = ("", []) if canon is None else metadata_values.filter_sql(self._db(), canon, "chunks.n")
         return self._documents(f"SELECT id, text, metadata FROM chunks {'WHERE ' + where if where else ''} ORDER BY n",
                                params)
 
