@@ -6,14 +6,8 @@ alone (a "stream" table finder, as financial statements are drawn: rows of a lab
 columns aligned by their right edges, rarely ruled). Steps 1 to 3 read the page's printed rows
 (`rag.indexing.pdfium_rows`); this module finds the tables among them:
 
-1. **Words**: runs of characters between the spaces and line breaks of pdfium's text (pdfium adds
-   them where glyphs leave a gap or a line), boxed from their first and last character's loose box
-   (the font's ascent and descent: one height for a whole line, commas and "p" included).
-2. **Rows**: words grouped by the vertical centre of their line (baseline clustering), left to right.
-3. **Cells**: a row is cut where the gap between words is wider than `CELL_GAP` line heights; a
-   group of figures gives one cell per figure (a lone "$" joins its figure, see
-   `rag.indexing.tables.render_table`, and a "%" or ")" printed apart too); a row printed as one
-   run ("Segment 3 1,234 567") is split into its label and trailing figures (`split_row`).
+1.-3. **Words, rows, cells** (`rag.indexing.pdfium_rows`): words boxed from pdfium's characters, grouped
+   into printed rows by baseline, cut into cells at wide gaps; data rows and rows of years marked.
 4. **Tables**: a data row has two cells or more and ends on a figure or a dash (or on a column
    of text after figures: "(9) | Interest expense"). A table is a run of data rows, not broken
    by a sentence, a long line of text, a row of years ("2022 2021 2020": a column header, which

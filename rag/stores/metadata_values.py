@@ -43,6 +43,7 @@ import sqlite3
 from typing import Any
 
 from rag.base.filters import Comparison, normal_form
+from rag.stores.sqlite_where import ORDER, boolean_sql, exists_sql
 from rag.stores.sqlite_where import where_sql as json_where_sql
 
 __all__ = ["MAX_TEXT", "VERSION", "build", "candidates_sql", "filter_sql", "narrowed_sql", "ready", "schema",
@@ -52,7 +53,6 @@ __all__ = ["MAX_TEXT", "VERSION", "build", "candidates_sql", "filter_sql", "narr
 VERSION = "rag-metadata-values/1"
 #: the longest text value with a row (longer ones are long prose, not what a filter names)
 MAX_TEXT = 256
-_ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 _VALUES_OF = ("SELECT {n}, j.key, CASE j.type WHEN 'text' THEN 't' WHEN 'true' THEN 'b' WHEN 'false' THEN 'b' "
               "ELSE 'n' END, j.atom FROM {rows}json_each(CASE WHEN json_valid({md}) THEN {md} ELSE '{{}}' END) AS j "
@@ -135,22 +135,8 @@ class _TooLong(Exception):
 
 
 def _node(node: Any, row: str, params: list[Any]) -> str:
-    if isinstance(node, Comparison):
-        return _comparison(node, row, params)
-    (op, parts), = node.items()
-    return "(" + f" {op[1:].upper()} ".join(_node(part, row, params) for part in parts) + ")"
-
-
-def _comparison(cmp: Comparison, row: str, params: list[Any]) -> str:
-    params.append(cmp.field)
-    if cmp.op in _ORDER:
-        params.append(cmp.value)
-        test = f"m.kind = 'n' AND m.value {_ORDER[cmp.op]} ?"
-    else:
-        values = cmp.value if cmp.op in ("$in", "$nin") else [cmp.value]
-        test = "(" + " OR ".join(_same(v, params) for v in values) + ")"
-    exists = f"EXISTS (SELECT 1 FROM meta_values AS m WHERE m.n = {row} AND m.key = ? AND {test})"
-    return f"NOT {exists}" if cmp.op in ("$ne", "$nin") else exists
+    return boolean_sql(node, lambda cmp: exists_sql(cmp, params, rows="meta_values AS m", key=f"m.n = {row} AND m.key",
+                                                    number="m.kind = 'n' AND m.value", same=_same))
 
 
 def _same(value: Any, params: list[Any]) -> str:
@@ -188,8 +174,8 @@ def _candidates(node: Any) -> tuple[str, list[Any]] | None:
 def _candidate_rows(cmp: Comparison) -> tuple[str, list[Any]] | None:
     if cmp.op in ("$ne", "$nin"):
         return None
-    if cmp.op in _ORDER:
-        return f"SELECT n FROM meta_values WHERE key = ? AND kind = 'n' AND value {_ORDER[cmp.op]} ?", [cmp.field,
+    if cmp.op in ORDER:
+        return f"SELECT n FROM meta_values WHERE key = ? AND kind = 'n' AND value {ORDER[cmp.op]} ?", [cmp.field,
                                                                                                          cmp.value]
     values = list(cmp.value) if cmp.op == "$in" else [cmp.value]   # (one kind per list: validate_filter)
     if any(isinstance(v, str) and len(v) > MAX_TEXT for v in values):

@@ -24,13 +24,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rag.base.filters import Comparison, normal_form
 
-__all__ = ["where_sql"]
+__all__ = ["ORDER", "boolean_sql", "exists_sql", "where_sql"]
 
-_ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+#: the orderings and their SQL operators
+ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
 def where_sql(canon: dict[str, Any], column: str) -> tuple[str, list[Any]]:
@@ -41,21 +43,31 @@ def where_sql(canon: dict[str, Any], column: str) -> tuple[str, list[Any]]:
 
 
 def _node(node: Any, column: str, params: list[Any]) -> str:
+    return boolean_sql(node, lambda cmp: exists_sql(cmp, params, rows=f"json_each({column}) AS j", key="j.key",
+                                                    number="j.type IN ('integer', 'real') AND j.atom", same=_same))
+
+
+def boolean_sql(node: Any, comparison: Callable[[Comparison], str]) -> str:
+    """A normal-form filter node as SQL: its comparisons by `comparison`, joined by AND / OR as the node says."""
     if isinstance(node, Comparison):
-        return _comparison(node, column, params)
+        return comparison(node)
     (op, parts), = node.items()
-    return "(" + f" {op[1:].upper()} ".join(_node(part, column, params) for part in parts) + ")"
+    return "(" + f" {op[1:].upper()} ".join(boolean_sql(part, comparison) for part in parts) + ")"
 
 
-def _comparison(cmp: Comparison, column: str, params: list[Any]) -> str:
+def exists_sql(cmp: Comparison, params: list[Any], *, rows: str, key: str, number: str,
+               same: Callable[[Any, list[Any]], str]) -> str:
+    """One comparison as ``[NOT] EXISTS`` a row of `rows` whose `key` column is the field (a bound parameter) and
+    whose value passes: an ordering on `number` (the value, when it is a number), an equality by `same` (the
+    value is the operand, of its kind); ``$ne`` / ``$nin`` are the negation, so true on a missing key."""
     params.append(cmp.field)
-    if cmp.op in _ORDER:
+    if cmp.op in ORDER:
         params.append(cmp.value)
-        test = f"j.type IN ('integer', 'real') AND j.atom {_ORDER[cmp.op]} ?"
+        test = f"{number} {ORDER[cmp.op]} ?"
     else:
         values = cmp.value if cmp.op in ("$in", "$nin") else [cmp.value]
-        test = "(" + " OR ".join(_same(v, params) for v in values) + ")"
-    exists = f"EXISTS (SELECT 1 FROM json_each({column}) AS j WHERE j.key = ? AND {test})"
+        test = "(" + " OR ".join(same(v, params) for v in values) + ")"
+    exists = f"EXISTS (SELECT 1 FROM {rows} WHERE {key} = ? AND {test})"
     return f"NOT {exists}" if cmp.op in ("$ne", "$nin") else exists
 
 
