@@ -38,7 +38,6 @@ Example:
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 import threading
 import time
@@ -49,18 +48,16 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from rag.base.errors import ConfigError, StoreError
+from rag.base.errors import ConfigError
 from rag.base.filters import validate_filter
 from rag.base.text import tokenize
-from rag.stores.chunk_store import DamagedStoreError
-from rag.stores.files import refuse_symlinks, store_write_error
 from rag.stores import metadata_values, permission_index
+from rag.stores.fts_file import count_in, open_index_file, transaction
 from rag.stores.fts_permitted import permitted_ranking
 from rag.stores.permission_plan import PermissionPlan, exact_too_many, note_exact, planned_search
 
 __all__ = ["DEFAULT_FIELDS", "FORMAT", "FTSIndex"]
 
-_log = logging.getLogger(__name__)
 #: what a file written by this module says it is (another value: built again)
 FORMAT = "rag-fts5/1"
 #: the metadata fields indexed with each chunk's text by default (as knowledge bases' BM25 does)
@@ -76,13 +73,6 @@ FTS_SLACK = 3.0
 #: and each deeper list ranks every match again: about what checking 2 permission comparisons per chunk costs
 #: (the plain search of bench/acl.py, ~175 ms at 100,000 chunks, and a principal of no group's native filter, +175 ms)
 FTS_ROUND_COST = 2.0
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, doc_id TEXT,
-                                   chunk_index INTEGER, text TEXT NOT NULL, metadata TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks (doc_id, chunk_index);
-CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5 (tokens, tokenize = "unicode61 remove_diacritics 0 tokenchars '.,'");
-"""
 
 
 class FTSIndex:
@@ -119,56 +109,14 @@ class FTSIndex:
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            refuse_symlinks([self.path])
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(_SCHEMA)
-                self._check_settings(db)
-                self._side_tables(db)
-            except sqlite3.OperationalError as exc:   # cannot open or write it (a read-only folder, a full disk)
-                db.close()
-                raise store_write_error(exc, self.path, f"cannot open the lexical index {self.path}") from None
-            except sqlite3.DatabaseError as exc:
-                db.close()
-                raise DamagedStoreError(f"{self.path} is not a lexical index ({type(exc).__name__}: {exc}); delete it "
-                                        "and it is built again from the knowledge base's chunks") from None
-            except StoreError:
-                db.close()
-                raise
-            self._local.db = db
+            db = self._local.db = open_index_file(self.path, self.settings(), self.where)
             with self._guard:
                 self._connections.append(db)
         return db
 
-    def _check_settings(self, db: sqlite3.Connection) -> None:
-        wanted = json.dumps(self.settings(), sort_keys=True)
-        db.execute("INSERT OR IGNORE INTO settings (key, value) VALUES ('index', ?)", (wanted,))
-        found = db.execute("SELECT value FROM settings WHERE key = 'index'").fetchone()[0]
-        if found != wanted:
-            raise DamagedStoreError(f"{self.path} was built with other settings ({found[:200]}); this process asks for "
-                             f"{wanted}")
-
-    def _side_tables(self, db: sqlite3.Connection) -> None:
-        """Write every chunk's permission keys (`rag.stores.permission_index`) and metadata values
-        (`rag.stores.metadata_values`) into a file written before them, once (one that cannot be written, read-only, is
-        searched without them: the filters on the metadata's JSON)."""
-        for name, module in (("permission keys", permission_index), ("metadata values", metadata_values)):
-            if module.ready(db):
-                continue
-            try:
-                db.executescript(module.schema("chunks", "metadata"))
-                with _transaction(db):
-                    if module.build(db, "chunks", "metadata") and (chunks := self.count_in(db)):
-                        _log.warning("%s: indexed the %s of its %d chunks (once: later writes keep them)",
-                                     self.where, name, chunks)
-            except sqlite3.OperationalError as exc:
-                _log.warning("%s: cannot index its %s (%s); it is searched without them", self.where, name, exc)
-
     @staticmethod
     def count_in(db: sqlite3.Connection) -> int:
-        return int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return count_in(db)
 
     def close(self) -> None:
         """Close every connection this object opened (one per thread that used it)."""
@@ -191,7 +139,7 @@ class FTSIndex:
         if not rows:
             return
         db = self._db()
-        with _transaction(db):
+        with transaction(db):
             for start in range(0, len(rows), _BATCH):
                 part = rows[start:start + _BATCH]
                 self._delete(db, [r[0] for r in part])
@@ -208,7 +156,7 @@ class FTSIndex:
         if not len(ids):
             return
         db = self._db()
-        with _transaction(db):
+        with transaction(db):
             for start in range(0, len(ids), _BATCH):
                 self._delete(db, [str(i) for i in ids[start:start + _BATCH]])
 
@@ -229,7 +177,7 @@ class FTSIndex:
     def clear(self) -> None:
         """Delete every chunk (a store replaced by an empty one)."""
         db = self._db()
-        with _transaction(db):
+        with transaction(db):
             db.execute("DELETE FROM terms")
             db.execute("DELETE FROM chunks")
 
@@ -352,19 +300,6 @@ class FTSIndex:
 
     def _documents(self, sql: str, params: Iterable[Any]) -> list[Document]:
         return [_document(*row) for row in self._db().execute(sql, list(params))]
-
-
-class _transaction:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
 
 def _document(id_: str, text: str, metadata: str, score: float | None = None) -> Document:
