@@ -84,6 +84,11 @@ def _row(id_: str, metadata: Mapping[str, Any] | None, unit: np.ndarray) -> tupl
     return id_, acl, unit.tobytes() if acl != "{}" else b""
 
 
+def _sqlite_files(path: Path) -> list[Path]:
+    """An SQLite file and its write-ahead log and shared-memory files."""
+    return [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+
+
 def _unit(vectors: Any) -> np.ndarray:
     array = np.asarray(vectors, dtype=np.float32)
     array = array.reshape(1, -1) if array.ndim == 1 else array
@@ -156,7 +161,7 @@ class PermittedVectors:
         return found
 
     def _open(self) -> tuple[sqlite3.Connection, sqlite3.Connection]:
-        refuse_symlinks([self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")])
+        refuse_symlinks(_sqlite_files(self.path))
         side = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         side.execute(f"PRAGMA page_size = {_PAGE}")   # (a new file's; an existing one keeps its own)
         side.execute("PRAGMA journal_mode=WAL")
@@ -269,7 +274,7 @@ class PermittedVectors:
 
     def _drop_old(self) -> None:
         """Remove the file of the versions before segments (its rows are in this one, or the collection's are)."""
-        for path in (self.old_path, Path(f"{self.old_path}-wal"), Path(f"{self.old_path}-shm")):
+        for path in _sqlite_files(self.old_path):
             path.unlink(missing_ok=True)
 
     def remove(self) -> None:
@@ -281,7 +286,7 @@ class PermittedVectors:
             for db in pair:
                 db.close()
         self._local = threading.local()
-        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+        for path in _sqlite_files(self.path):
             path.unlink(missing_ok=True)
         self._drop_old()
 
@@ -293,7 +298,7 @@ class PermittedVectors:
             if time.monotonic() - self._built_at < REBUILD_EVERY:
                 return False
             self._built_at = time.monotonic()
-            with self._held() as (side, chroma):
+            with self._held() as (side, _):
                 old = permission_segments.old_rows(self.old_path, self._chroma_seq(), _OLD_FORMAT)
                 rows = old or ([_row(id_, md, unit) for id_, md, unit in
                                 zip(page["ids"], page["metadatas"], _unit(page["embeddings"]) if page["ids"] else [],

@@ -107,5 +107,5 @@ class MilvusLexical(InStoreLexical):
     def mentions(self, word: str) -> Counter:
         """``doc_id`` -> how many chunks hold a token of `word` (of the best 16,384: Milvus' most hits a search)."""
         field = self.store._metadata_field
-        hits = self._hits(word, k=max(self.count(), 1), canon=None, fields=[field])
+        hits = self._hits(word, k=MilvusChunks.max_k, canon=None, fields=[field])
         return Counter((hit["entity"].get(field) or {}).get("doc_id") for hit in hits)

@@ -79,8 +79,7 @@ CREATE TRIGGER IF NOT EXISTS acl_chunk_changed AFTER UPDATE OF {metadata} ON {ta
 def build(db: sqlite3.Connection, table: str, metadata: str, *, settings: str = "settings") -> bool:
     """Fill the tables from the chunks of `table` when `settings` (key, value) does not say they are `VERSION`'s (a
     store written before them, or by a version that wrote none): in the caller's write transaction. Whether it did."""
-    found = db.execute(f"SELECT value FROM {settings} WHERE key = 'permission_keys'").fetchone()
-    if found is not None and found[0] == VERSION:
+    if ready(db, settings=settings):
         return False
     db.execute("DELETE FROM acl_keys")
     db.execute("DELETE FROM acl_counts")

@@ -228,7 +228,7 @@ def open_store(collection: str, embedding: Any, *, path: str | None = None, url:
                                      modifier=models.Modifier.IDF)})   # (`rag.stores.qdrant_lexical`)
     # checked here without embedding anything (langchain-qdrant's own check embeds a text to learn the model's
     # size, which loads the document model on every open); the size is checked against each query's vector
-    distance = _dense_distance(client, collection)
+    distance = _dense_params(client, collection).distance
     return QdrantVectorStore(client=client, collection_name=collection, embedding=embedding, distance=distance,
                              validate_collection_config=False)
 
@@ -262,10 +262,6 @@ def _dense_params(client: Any, collection: str) -> Any:
     if vectors is None:
         raise StoreError(f"qdrant: the collection {collection!r} has no dense vectors")
     return vectors
-
-
-def _dense_distance(client: Any, collection: str) -> Any:
-    return _dense_params(client, collection).distance
 
 
 def scratch_store(embedding: Any, workdir: Any, name: str, *, url: str | None = None) -> Any:
