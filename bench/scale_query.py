@@ -18,6 +18,11 @@ the disk each index takes. Prints a Markdown table and the load average.
 
     python bench/scale_query.py --n 100000 --dir /tmp/scale-100k [--runs 3] [--json out.json]
 
+`--backend JSON` keeps the chunks in another store, as `rag index --backend` (e.g. `{"kind": "pgvector",
+"url_env": "RAG_PG_URL"}`): the writes, every `rag ask` and the warm queries go to it, so "engine" is that
+store's own lexical search (PostgreSQL full-text search for pgvector) and "in process" the `BM25Index`
+beside it; the lexical index's disk is then the engine's and is not reported.
+
 `--lexical-only`: the two lexical indexes alone over the same N chunks (no vectors, no `rag ask`), for
 sizes whose knowledge base takes too long to build here: building each, one new document then the
 next query (FTS5: its rows written; in process: the index built again, as the cache does after a
@@ -59,7 +64,19 @@ def _words(seed: int, vocabulary: int = 5000) -> list[str]:
     return [f"term{i}" for i in rng.choices(range(vocabulary), weights=weights, k=120)]
 
 
-def build(directory: Path, n: int) -> float:
+def _store(backend: str | None, *, create: bool = False) -> dict:
+    """`KnowledgeBase`'s `store=` for `--backend` (opened with the fake embedding), or nothing (the default)."""
+    if not backend:
+        return {}
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from rag.config.knowledge_base import store_config
+
+    return {"store": store_config({**json.loads(backend), "create": create}, NAME).open(
+        DeterministicFakeEmbedding(size=384))}
+
+
+def build(directory: Path, n: int, backend: str | None = None) -> float:
     """N chunks through the write path, 1,000 per document; seconds taken."""
     from langchain_core.documents import Document
     from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -69,7 +86,8 @@ def build(directory: Path, n: int) -> float:
     from rag.indexing.chunking import PassthroughChunker
 
     kb = KnowledgeBase(NAME, directory, embedding=DeterministicFakeEmbedding(size=384),
-                       chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False), cache=False)
+                       chunker=PassthroughChunker(), autocontext=AutoContext(enabled=False), cache=False,
+                       **_store(backend, create=True))
     started = time.perf_counter()
     for d in range(0, n, 1000):
         docs = [Document(page_content=" ".join(_words(d + i)),
@@ -80,10 +98,11 @@ def build(directory: Path, n: int) -> float:
     return time.perf_counter() - started
 
 
-def ask(directory: Path, prefix: str = "") -> tuple[float, float]:
+def ask(directory: Path, prefix: str = "", backend: str | None = None) -> tuple[float, float]:
     """A `rag ask --json` in a fresh process: (wall seconds, the child's peak RSS in MB)."""
+    where = ["--backend", backend] if backend else []
     code = (f"{prefix}from rag.cli import main; raise SystemExit(main(['ask', {QUESTION!r}, '--store', "
-            f"{str(directory)!r}, '--collection', {NAME!r}, '--json']))")
+            f"{str(directory)!r}, '--collection', {NAME!r}, '--json', *{where!r}]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     started = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -94,7 +113,7 @@ def ask(directory: Path, prefix: str = "") -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
-def query_p50(directory: Path, engine: bool) -> tuple[float, float]:
+def query_p50(directory: Path, engine: bool, backend: str | None = None) -> tuple[float, float]:
     """p50 and p99 (ms) of the hybrid retriever's query, warm, 50 questions."""
     import rag.retrieval.kb_search as kb_search
     from rag.compose.knowledge_base import KnowledgeBase
@@ -103,7 +122,7 @@ def query_p50(directory: Path, engine: bool) -> tuple[float, float]:
     if not engine:
         kb_search.engine_lexical = lambda kb: None
     try:
-        retriever = KnowledgeBase(NAME, directory).as_resource(search="hybrid").retriever
+        retriever = KnowledgeBase(NAME, directory, **_store(backend)).as_resource(search="hybrid").retriever
     finally:
         kb_search.engine_lexical = original
     rng = random.Random(7)
@@ -264,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --lexical-only: comma-separated sizes, one folder each under --dir (n-<size>)")
     parser.add_argument("--reuse", action="store_true",
                         help="with --lexical-only: keep an FTS5 file of the right size in --dir instead of building it")
+    parser.add_argument("--backend", metavar="JSON", default=None,
+                        help='keep the chunks in another store, as `rag index --backend` (e.g. '
+                             '\'{"kind": "pgvector", "url_env": "RAG_PG_URL"}\')')
     parser.add_argument("--fts-probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.fts_probe:
@@ -283,12 +305,21 @@ def main(argv: list[str] | None = None) -> int:
     directory = Path(args.dir)
     home = directory / "kb" / NAME
     out: dict = {"n": args.n}
-    if not (home / "manifest.json").exists():
-        out["build_s"] = round(build(directory, args.n), 1)
+    built = (home / "manifest.json").exists()
+    if args.backend:
+        from rag.base.errors import StoreError
+        from rag.compose.knowledge_base import KnowledgeBase
+
+        try:
+            built = KnowledgeBase(NAME, directory, **_store(args.backend)).exists
+        except StoreError:   # no table yet
+            built = False
+    if not built:
+        out["build_s"] = round(build(directory, args.n, args.backend), 1)
         print(f"built {args.n:,} chunks in {out['build_s']} s (vectors and lexical rows)", file=sys.stderr)
     for label, prefix in (("engine", ""), ("in_process", IN_PROCESS)):
-        first = ask(directory, prefix)   # in process: builds and saves the BM25 index when none is current
-        runs = [ask(directory, prefix) for _ in range(args.runs)]
+        first = ask(directory, prefix, args.backend)   # in process: builds and saves the BM25 index when none is current
+        runs = [ask(directory, prefix, args.backend) for _ in range(args.runs)]
         out[label] = {"first_ask_s": round(first[0], 2), "ask_s": round(statistics.median(r[0] for r in runs), 2),
                       "ask_rss_mb": round(max(r[1] for r in runs)), "first_ask_rss_mb": round(first[1])}
         print(label, out[label], file=sys.stderr)
@@ -297,24 +328,25 @@ def main(argv: list[str] | None = None) -> int:
     from rag.compose.knowledge_base import KnowledgeBase
 
     for label, prefix in (("engine", ""), ("in_process", IN_PROCESS)):
-        kb = KnowledgeBase(NAME, directory)
+        kb = KnowledgeBase(NAME, directory, **_store(args.backend))
         kb.add_documents([Document(page_content=f"A new note.\nIt names term17 for {label}.\nThird line.",
                                    metadata={"source": f"new-{label}-{time.time_ns()}"})])
         kb.close()
-        wall, rss = ask(directory, prefix)
+        wall, rss = ask(directory, prefix, args.backend)
         out[label].update({"ask_after_new_document_s": round(wall, 2), "ask_after_new_document_rss_mb": round(rss)})
         print(label, "after a new document", wall, file=sys.stderr)
     for label in ("engine", "in_process"):
-        p50, p99 = query_p50(directory, label == "engine")
+        p50, p99 = query_p50(directory, label == "engine", args.backend)
         out[label].update({"hybrid_p50_ms": round(p50, 1), "hybrid_p99_ms": round(p99, 1)})
-    out["engine"]["disk_mb"] = round(_size([home / "lexical.sqlite"]))
+    out["engine"]["disk_mb"] = "in the engine" if args.backend else round(_size([home / "lexical.sqlite"]))
     out["in_process"]["disk_mb"] = round(_size(list(home.glob("bm25-*"))))
     out["load_average"] = round(os.getloadavg()[0], 1)
     rows = [("`rag ask`, steady (s, median)", "ask_s"), ("`rag ask` peak memory (MB)", "ask_rss_mb"),
             ("one new document, then `rag ask` (s)", "ask_after_new_document_s"),
             ("hybrid query p50 (ms, warm)", "hybrid_p50_ms"), ("hybrid query p99 (ms, warm)", "hybrid_p99_ms"),
             ("lexical index on disk (MB)", "disk_mb")]
-    print(f"| {args.n:,} chunks | SQLite FTS5 (engine) | BM25Index (in process) |\n|---|---|---|")
+    engine = f"{json.loads(args.backend)['kind']} (engine)" if args.backend else "SQLite FTS5 (engine)"
+    print(f"| {args.n:,} chunks | {engine} | BM25Index (in process) |\n|---|---|---|")
     for title, key in rows:
         print(f"| {title} | {out['engine'][key]} | {out['in_process'][key]} |")
     print(f"load average {out['load_average']}")
