@@ -40,6 +40,7 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError, short_repr
 from rag.base.filters import Comparison, normal_form
+from rag.stores import pg_ann
 from rag.stores.chunk_store import Capability, unsupported
 from rag.stores.vector_store_chunks import BATCH, VectorStoreChunks
 
@@ -123,10 +124,13 @@ def _query(vs: Any, vector: list[float], k: int, flt: dict[str, Any] | None) -> 
     return sql, {**params, "query_vector": str([float(x) for x in vector]), "limit_k": k}
 
 
-async def _rows(vs: Any, sql: str, params: dict[str, Any]) -> list[Any]:
+async def _rows(vs: Any, sql: str, params: dict[str, Any], settings: Sequence[tuple[str, str]] = ()) -> list[Any]:
+    """The rows of `sql`, run after `settings` (name, value) made for its transaction only."""
     from sqlalchemy import text
 
     async with vs.engine.connect() as conn:
+        for name, value in settings:
+            await conn.execute(text("SELECT set_config(:name, :value, true)"), {"name": name, "value": value})
         result = await conn.execute(text(sql), params)
         return list(result.mappings().fetchall())
 
@@ -159,22 +163,35 @@ class PGVectorChunks(VectorStoreChunks):
 
     def __init__(self, store: Any, **options: Any) -> None:
         super().__init__(store, **options)
+        self._version: tuple[int, ...] | None = None
         if not can_update_metadata(store):
             self.capabilities = type(self).capabilities - {Capability.UPDATE_METADATA}
 
     def _native_search(self, vector: list[float], *, k: int,
                        flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
-        """The `k` rows closest to `vector` among those `flt` allows: (document, relevance)."""
+        """The `k` rows closest to `vector` among those `flt` allows: (document, relevance); through the table's
+        HNSW index where it has one (`rag.stores.pg_ann`: its settings are made for this search)."""
         vs = _inner(self.store)
         sql, params = _query(vs, vector, k, flt)
-        return _documents(self.store, vs, self.store._engine._run_as_sync(_rows(vs, sql, params)))
+        settings = pg_ann.search_settings(self._pgvector(), k)
+        return _documents(self.store, vs, self.store._engine._run_as_sync(_rows(vs, sql, params, settings)))
 
     async def _anative_search(self, vector: list[float], *, k: int,
                               flt: dict[str, Any] | None) -> list[tuple[Document, float]]:
         """Async search, on the store's own event loop (as `PGVectorStore`'s async methods run)."""
         vs = _inner(self.store)
         sql, params = _query(vs, vector, k, flt)
-        return _documents(self.store, vs, await self.store._engine._run_as_async(_rows(vs, sql, params)))
+        settings = pg_ann.search_settings(self._pgvector(), k)
+        return _documents(self.store, vs, await self.store._engine._run_as_async(_rows(vs, sql, params, settings)))
+
+    def _pgvector(self) -> tuple[int, ...]:
+        """The database's pgvector version (asked once)."""
+        if self._version is None:
+            vs = _inner(self.store)
+            found = self.store._engine._run_as_sync(_rows(
+                vs, "SELECT extversion FROM pg_extension WHERE extname = 'vector'", {}))
+            self._version = pg_ann.version(found[0]["extversion"] if found else None)
+        return self._version
 
     def count(self) -> int:
         return count_rows(self.store)
@@ -304,8 +321,8 @@ def count_rows(store: Any) -> int:
 def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", create: bool = False) -> Any:
     """A `PGVectorStore` on `table` of the database at `url` (SQLAlchemy URL, e.g. ``postgresql+psycopg://...``).
 
-    With `create`, a missing table is created (JSON metadata, UUID ids, vectors of the embedding's size);
-    an existing one is opened as it is.
+    With `create`, a missing table is created (JSON metadata, UUID ids, vectors of the embedding's size) with
+    an HNSW index on its vectors (`rag.stores.pg_ann`); an existing one is opened as it is.
 
     Raises:
         StoreError: the database cannot be reached, or the table is missing and not `create`.
@@ -333,8 +350,10 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
     try:   # `create`: the table is missing (an existing one is opened above, never overwritten)
         engine.init_vectorstore_table(table, len(embedding.embed_query("dimension")), schema_name=schema,
                                       overwrite_existing=False)
-        return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
-                                         embedding_service=embedding)
+        store = PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
+                                          embedding_service=embedding)
+        engine._run_as_sync(pg_ann.create_index(_inner(store)))   # its HNSW index (rag.stores.pg_ann)
+        return store
     except Exception as exc:
         raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {_first_line(exc)}") from exc
 
