@@ -223,7 +223,10 @@ END $body$"""
                f"WHERE rag_tokens @@ CAST(:query AS tsquery) {'AND ' + where if where else ''}), "
                "r AS (SELECT c.id, sum(q.idf * (cardinality(u.positions) * (:k1 + 1)) / (cardinality(u.positions) + "
                ":k1 * (1 - :b + :b * c.rag_length / s.avg))) AS score FROM c CROSS JOIN s "
-               "CROSS JOIN LATERAL unnest(c.rag_tokens) AS u JOIN q ON q.term = u.lexeme GROUP BY c.id "
+               # only the query's lexemes are unnested: marked by setweight and kept by ts_filter, in C, where
+               # unnesting each row's whole tsvector sent every lexeme of it through the join (2.2x the time)
+               "CROSS JOIN LATERAL unnest(ts_filter(setweight(setweight(c.rag_tokens, 'D'), 'A', "
+               "CAST(:terms AS text[])), '{a}')) AS u JOIN q ON q.term = u.lexeme GROUP BY c.id "
                "ORDER BY score DESC, c.id LIMIT :limit_k) "
                f"SELECT r.id, r.score, t.{content} AS content, t.{md} AS metadata FROM r JOIN {self.table} t "
                f"ON t.{idc} = r.id ORDER BY r.score DESC, r.id")
