@@ -16,6 +16,8 @@ each row counts which path its requests took (post-filter, deepened, native).
 
     python bench/acl.py [--chunks 100000] [--groups 1000] [--requests 25] [--stores memory chroma fts]
                         [--principal-groups 0 5 50 1000] [--case-seconds 60] [--compare-native 50]
+    python bench/acl.py --paths [--paths-k 100 20 8] --dim 384 --store-dir DIR > rows.txt   # Chroma's two paths
+    python bench/acl.py --fit rows.txt [more.txt ...]   # the cost model's coefficients fitted to those rows
 
 Prints, per store and principal size, the median time per request with and without the principal,
 the median of the paired differences (the added time; the target is < 1 ms) in wall-clock and in CPU

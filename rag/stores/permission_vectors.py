@@ -62,11 +62,12 @@ __all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "estimates", "exact_ms", "
 #: without a principal on the same questions (which cancels), at 64 and 384 dimensions, k = 100 (the hits the default
 #: pipeline asks a store for: `RetrievalSettings().fetch_k`), 20 and 8, 100,000 chunks, principals of 0-1,000 of
 #: 1,000 groups (2-99%), two runs: ``python bench/acl.py --paths --paths-k 100 20 8 --dim 384`` (and ``--dim 64``),
-#: then ``python bench/acl.py --fit`` on their output (session 40, 2026-11-29 04:20-04:28 UTC, load average 3.8-6.0
-#: on 2 shared cores; the rows: bench/results/acl_paths.txt). 72 rows; the model chooses the path measured cheaper in 70, and in the
-#: other two (43% at 384 dimensions, k = 20 and 8) the paths differ by 0.04-0.7 ms CPU, within the noise. The exact
-#: path: per permitted vector (its number, scale and the bookkeeping) and per float of it (an int8 code read and
-#: scored); its fixed part (the float32 re-rank of 80-300 vectors) is folded into the over-fetch path's, 0 here.
+#: then ``python bench/acl.py --fit`` on their rows (bench/results/acl_paths.txt; session 40, 2026-11-29
+#: 04:20-04:28 UTC, load average 3.8-6.0 on 2 shared cores). Of the 72 rows the model chooses the path measured
+#: cheaper in 70; in the other two (43% at 384 dimensions, k = 20 and 8) the paths differ by 0.04-0.7 ms CPU, within
+#: the noise. The exact path: per permitted vector (its number, scale and the bookkeeping) and per float of it (an
+#: int8 code read and scored); its fixed part (the float32 re-rank of 80-300 vectors) is folded into the over-fetch
+#: path's, 0 here.
 EXACT_FIXED_MS = 0.0
 EXACT_PER_VECTOR_MS = 0.0000538
 EXACT_PER_FLOAT_MS = 0.000000328

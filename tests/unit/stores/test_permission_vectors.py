@@ -75,7 +75,8 @@ def test_the_cost_model_picks_exact_below_one_share_and_the_list_above(k, stored
 #: CPU, either way: not listed.
 MEASURED = ([(dim, k, permitted, "exact") for dim in (64, 384) for k in (100, 20, 8)
              for permitted in (1_970, 2_900, 11_330, 21_010)]
-            + [(dim, k, 196_210, "over-fetch") for dim in (64, 384) for k in (100, 20, 8)] + [(64, 100, 50_210, "exact")])
+            + [(dim, k, 196_210, "over-fetch") for dim in (64, 384) for k in (100, 20, 8)]
+            + [(64, 100, 50_210, "exact")])
 
 
 @pytest.mark.parametrize(("dim", "k", "permitted", "cheaper"), MEASURED)
