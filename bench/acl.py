@@ -16,6 +16,8 @@ each row counts which path its requests took (post-filter, deepened, native).
 
     python bench/acl.py [--chunks 100000] [--groups 1000] [--requests 25] [--stores memory chroma fts]
                         [--principal-groups 0 5 50 1000] [--case-seconds 60] [--compare-native 50]
+    python bench/acl.py --paths [--paths-k 100 20 8] --dim 384 --store-dir DIR > rows.txt   # Chroma's two paths
+    python bench/acl.py --fit rows.txt [more.txt ...]   # the cost model's coefficients fitted to those rows
 
 Prints, per store and principal size, the median time per request with and without the principal,
 the median of the paired differences (the added time; the target is < 1 ms) in wall-clock and in CPU
@@ -111,6 +113,28 @@ def build(store: str, texts: list[str], metas: list[dict], folder: Path | None =
     return Resource.from_vectorstore("kb", vectorstore)
 
 
+def pipeline_k(resource: Resource) -> int:
+    """The hits the default pipeline asks `resource`'s Chroma store for, read off one `rag.retrieve(..., k=8)` (the
+    bench's request: 8 is the context's cap; the store is asked for the pipeline's candidates, `RetrievalSettings`'
+    `fetch_k`, see `rag.compose.branch`; a knowledge base's hybrid search asks its dense half for as many)."""
+    from rag.stores.chroma_chunks import ChromaChunkStore
+
+    asked: list[int] = []
+    search = ChromaChunkStore.search
+
+    def spy(self, vector, *, k, filter=None):
+        asked.append(k)
+        return search(self, vector, k=k, filter=filter)
+    ChromaChunkStore.search = spy
+    try:
+        retrieve("topic 3 part 1", resource, k=8)
+    finally:
+        ChromaChunkStore.search = search
+    if not asked:
+        raise SystemExit("the pipeline did not search the Chroma store: give --paths-k")
+    return max(asked)
+
+
 def readable(principal: Principal, metas: list[dict]) -> float:
     """The share of the chunks `principal` may read."""
     keys = [key for clause in principal.filter()["$or"] for key in clause]
@@ -163,11 +187,12 @@ def run(resource: Resource, principal: Principal, requests: int, budget: float, 
             "context_chunks_with_principal": found, "plan_paths": dict(paths)}
 
 
-def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict], k: int, queries: int) -> None:
-    """`--paths`: each way Chroma with its permission file can answer each principal: what it adds to the search
-    without a principal (`k` hits; CPU and wall ms, median of pairs on the same questions), the over-fetch path's
-    recall of the exact one (and the unrestricted search's of an exact one), and the cost model's lines fitted to
-    them (`rag.stores.permission_vectors`)."""
+def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict], ks: list[int], queries: int) -> None:
+    """`--paths`: each way Chroma with its permission file can answer each principal, for each `k` of `ks` (the hits
+    asked of the store): what it adds to the search without a principal (CPU and wall ms, median of pairs on the same
+    questions), the over-fetch path's recall of the exact one (and the unrestricted search's of an exact one), what
+    the cost model predicts and chooses, and the cost model's lines fitted to them (`rag.stores.permission_vectors`).
+    Each row is also printed as one JSON line; `fit_cost_model` fits the model's coefficients to such lines."""
     from rag.stores import chroma, permission_index, permission_vectors
     from rag.stores.chroma_chunks import ChromaChunkStore
 
@@ -212,52 +237,86 @@ def paths(folder: Path, dim: int, principals: list[Principal], metas: list[dict]
         reranked.append(len(numbers))
         return exact_of(side_db, numbers, query)
     permission_vectors._exact = counted
-    base, unrestricted = cpu_ms(lambda v: [d.id for d, _ in store.search(v, k=k, filter=None)])
     ids, matrix = zip(*db.execute("SELECT id, vector FROM chunks WHERE length(vector) > 0").fetchall())
     matrix = np.frombuffer(b"".join(matrix), dtype=np.float32).reshape(len(ids), dim)
     sims = [matrix @ (np.asarray(v, dtype=np.float32) / np.linalg.norm(v)) for v in vectors]
     del matrix
-    exact_all = [[ids[i] for i in np.argsort(-s, kind="stable")[:k]] for s in sims]
-    print(json.dumps({"dim": dim, "k": k, "stored": stored, "unrestricted_search_cpu_ms": round(base, 2),
-                      "unrestricted_recall_of_exact": round(statistics.mean(
-                          len(set(a) & set(b)) / k for a, b in zip(unrestricted, exact_all)), 4),
-                      "load": os.getloadavg()}), flush=True)
-    for principal in principals:
-        keys = permission_index.granted_keys(principal.filter())
-        most, _ = permission_index.share(db, keys)
-        depth = permission_vectors.over_fetch_depth(k, most, stored)
-        row = {"groups": len(principal.groups), "readable_share": round(readable(principal, metas), 4),
-               "load": round(os.getloadavg()[0], 1),
-               "key_count_sum": most, "over_fetch_depth": depth,
-               "model_choice": permission_vectors.choose(k=k, permitted=most, stored=stored, dim=dim)}
-        found = {}
-        for path in ("exact", "over-fetch", "lists"):
-            permission_vectors.FORCE = path
-            reranked.clear()
-            try:
-                cpu, wall, found[path] = paired(lambda v: [d.id for d, _ in store.search(v, k=k, filter=principal.filter())],
-                                                lambda v: store.search(v, k=k, filter=None))
-            finally:
-                permission_vectors.FORCE = None
-            if path == "exact":   # (float32 vectors read to rank exactly, per search: the int8 bounds' candidates)
-                row["exact_float32_vectors_read"] = round(sum(reranked) / max(len(vectors), 1))
-            row[f"{path}_added_cpu_ms"], row[f"{path}_added_wall_ms"] = round(cpu, 2), round(wall, 2)
-            if path in fits:
-                fits[path].append((most if path == "exact" else depth, cpu))
-        mask = np.array([any(metas[int(id_, 16)].get(key) is True for key in keys) for id_ in ids])
-        brute = [{ids[i] for i in np.flatnonzero(mask)[np.argsort(-s[mask], kind="stable")[:k]]} for s in sims]
-        row["exact_recall_of_brute_force"] = round(statistics.mean(   # (float32 ties may order the kth apart)
-            len(set(a) & b) / max(len(b), 1) for a, b in zip(found["exact"], brute)), 4)
-        for path in ("over-fetch", "lists"):
-            if "exact" in found and path in found:
-                row[f"{path}_recall_of_exact"] = round(statistics.mean(
-                    len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(found[path], found["exact"])), 4)
-        print(json.dumps(row), flush=True)
+    for k in ks:
+        base, unrestricted = cpu_ms(lambda v: [d.id for d, _ in store.search(v, k=k, filter=None)])
+        exact_all = [[ids[i] for i in np.argsort(-s, kind="stable")[:k]] for s in sims]
+        print(json.dumps({"dim": dim, "k": k, "stored": stored, "unrestricted_search_cpu_ms": round(base, 2),
+                          "unrestricted_recall_of_exact": round(statistics.mean(
+                              len(set(a) & set(b)) / k for a, b in zip(unrestricted, exact_all)), 4),
+                          "load": os.getloadavg()}), flush=True)
+        for principal in principals:
+            keys = permission_index.granted_keys(principal.filter())
+            most, _ = permission_index.share(db, keys)
+            depth = permission_vectors.over_fetch_depth(k, most, stored)
+            row = {"dim": dim, "k": k, "groups": len(principal.groups),
+                   "readable_share": round(readable(principal, metas), 4), "load": round(os.getloadavg()[0], 1),
+                   "key_count_sum": most, "stored": stored, "over_fetch_depth": depth,
+                   "model_exact_ms": round(permission_vectors.exact_ms(most, dim), 2),
+                   "model_over_fetch_ms": round(permission_vectors.over_fetch_ms(depth, dim), 2),
+                   "model_choice": permission_vectors.choose(k=k, permitted=most, stored=stored, dim=dim)}
+            found = {}
+            for path in ("exact", "over-fetch", "lists") if k == ks[0] else ("exact", "over-fetch"):
+                permission_vectors.FORCE = path   # (the plan without the file, "lists", at the first k only)
+                reranked.clear()
+                try:
+                    cpu, wall, found[path] = paired(
+                        lambda v: [d.id for d, _ in store.search(v, k=k, filter=principal.filter())],
+                        lambda v: store.search(v, k=k, filter=None))
+                finally:
+                    permission_vectors.FORCE = None
+                if path == "exact":   # (float32 vectors read to rank exactly, per search: the int8 bounds' candidates)
+                    row["exact_float32_vectors_read"] = round(sum(reranked) / max(len(vectors), 1))
+                row[f"{path}_added_cpu_ms"], row[f"{path}_added_wall_ms"] = round(cpu, 2), round(wall, 2)
+                if path in fits:
+                    fits[path].append((most if path == "exact" else depth, cpu))
+            cheaper = "exact" if row["exact_added_cpu_ms"] <= row["over-fetch_added_cpu_ms"] else "over-fetch"
+            row["measured_cheaper_cpu"] = cheaper
+            mask = np.array([any(metas[int(id_, 16)].get(key) is True for key in keys) for id_ in ids])
+            brute = [{ids[i] for i in np.flatnonzero(mask)[np.argsort(-s[mask], kind="stable")[:k]]} for s in sims]
+            row["exact_recall_of_brute_force"] = round(statistics.mean(   # (float32 ties may order the kth apart)
+                len(set(a) & b) / max(len(b), 1) for a, b in zip(found["exact"], brute)), 4)
+            for path in ("over-fetch", "lists"):
+                if "exact" in found and path in found:
+                    row[f"{path}_recall_of_exact"] = round(statistics.mean(
+                        len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(found[path], found["exact"])), 4)
+            print(json.dumps(row), flush=True)
+    permission_vectors._exact = exact_of
     for path, points in fits.items():
         if len(points) >= 2:
             slope, fixed = np.polyfit([x for x, _ in points], [y for _, y in points], 1)
             print(f"{path}: added CPU {fixed:.3f} ms + {slope * 1000:.4f} ms per 1,000 "
                   f"{'permitted vectors' if path == 'exact' else 'candidates'} at {dim} dimensions", flush=True)
+
+
+def fit_cost_model(files: list[Path]) -> None:
+    """`--fit`: the cost model's coefficients (`rag.stores.permission_vectors`) fitted to the rows `--paths` printed
+    into `files` (any dimensions, `k`s and runs together), by least squares on what decides the choice: the exact
+    path's added CPU time minus the over-fetch path's (the search without a principal, measured beside each, cancels)
+    = permitted vectors x (a + b x dim) - (c + e x dim) - candidates x (f + g x dim). Then each row whose cheaper
+    path measured is not the one the fitted model chooses, with what the wrong choice costs there."""
+    rows = [json.loads(line) for file in files for line in file.read_text().splitlines()
+            if line.startswith("{") and '"exact_added_cpu_ms"' in line]
+    if len(rows) < 6:
+        raise SystemExit(f"--fit: {len(rows)} rows of --paths in {[str(f) for f in files]}; at least 6 are needed")
+    features = np.array([[r["key_count_sum"], r["key_count_sum"] * r["dim"], -1.0, -r["dim"], -r["over_fetch_depth"],
+                          -r["over_fetch_depth"] * r["dim"]] for r in rows], dtype=float)
+    measured = np.array([r["exact_added_cpu_ms"] - r["over-fetch_added_cpu_ms"] for r in rows])
+    scale = np.abs(features).max(axis=0)
+    coefficients = np.linalg.lstsq(features / scale, measured, rcond=None)[0] / scale
+    names = ["EXACT_PER_VECTOR_MS", "EXACT_PER_FLOAT_MS", "QUERY_FIXED_MS", "QUERY_FIXED_PER_FLOAT_MS",
+             "QUERY_PER_CANDIDATE_MS", "QUERY_PER_CANDIDATE_FLOAT_MS"]
+    print(json.dumps({name: float(f"{value:.3g}") for name, value in zip(names, coefficients)}), flush=True)
+    predicted = features @ coefficients
+    wrong = [(r, m) for r, m, p in zip(rows, measured, predicted) if (m <= 0) != (p <= 0)]
+    print(f"{len(rows)} rows; residual (measured - fitted) median {np.median(np.abs(measured - predicted)):.2f} ms; "
+          f"choices against the cheaper path measured: {len(wrong)}", flush=True)
+    for r, m in wrong:
+        print(f"  dim {r['dim']} k {r['k']} share {r['readable_share']}: exact - over-fetch measured {m:+.2f} ms CPU "
+              f"(wall {r['exact_added_wall_ms'] - r['over-fetch_added_wall_ms']:+.2f})", flush=True)
 
 
 def writes(texts: list[str], metas: list[dict], dim: int, batch: int = 5000) -> None:
@@ -308,12 +367,20 @@ def main() -> None:
                         help="Chroma with its permission file only (needs --store-dir): time the exact and the "
                              "over-fetch path for each principal, their recall, and fit the cost model")
     parser.add_argument("--queries", type=int, default=12, help="questions per path and principal with --paths")
+    parser.add_argument("--paths-k", type=int, nargs="+", default=None, metavar="K",
+                        help="with --paths: the hits asked of the store, one pass per K (default: what the default "
+                             "pipeline asks a resource's store for, `pipeline_k()`)")
     parser.add_argument("--writes", action="store_true",
                         help="time writing Chroma's permission file alone, per 5,000-chunk batch, into a fresh folder")
+    parser.add_argument("--fit", type=Path, nargs="+", default=None, metavar="FILE",
+                        help="fit the cost model's coefficients to the rows --paths printed into FILEs (no store)")
     parser.add_argument("--force-path", choices=["exact", "over-fetch"], default=None,
                         help="Chroma with its permission file: take this path whatever the cost model says")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
+    if args.fit:
+        fit_cost_model(args.fit)
+        return
     if args.force_path:
         from rag.stores import permission_vectors
         permission_vectors.FORCE = args.force_path
@@ -328,8 +395,8 @@ def main() -> None:
     if args.paths:
         suffix = f"-d{args.dim}" if args.dim != 64 else ""
         folder = args.store_dir / f"chroma-{args.chunks}-{args.groups}{suffix}"
-        build("chroma", texts, metas, folder, args.dim)
-        paths(folder / "chroma", args.dim, principals, metas, 100, args.queries)
+        ks = args.paths_k or [pipeline_k(build("chroma", texts, metas, folder, args.dim))]
+        paths(folder / "chroma", args.dim, principals, metas, ks, args.queries)
         return
     for store in args.stores:
         start = time.perf_counter()

@@ -21,22 +21,25 @@ recall, never let a chunk through).
 
 **The cost model** (`exact_ms`, `over_fetch_ms`: CPU milliseconds of the path's own work; what both
 paths share, reading the `k` answers from Chroma, is left out) is linear in what each path touches,
-and its coefficients were measured, at 64 and 384 dimensions, by
-``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (docs/security.md "What it costs"): the
+and its coefficients were fitted to what the two paths cost against each other, at 64 and 384
+dimensions and k = 100, 20 and 8, by ``python bench/acl.py --paths --paths-k 100 20 8`` and
+``--fit`` (docs/security.md "What it costs"). The default pipeline asks a store for 100 hits
+(`RetrievalSettings().fetch_k`, its candidates; the `k` a request gives caps only the context). The
 share at which the exact path stops paying is derived from them, per request, from the principal's
-chunk count, `k`, the collection's size and the vectors' dimension. With 100 candidates over
-100,000 chunks it is about 69% at 64 dimensions, 50% at 384 and 44% at 768 (by the sum of the
-principal's keys' counts; 19% at 384 with the float32 packs of before, read whole).
+chunk count, `k`, the collection's size and the vectors' dimension. With 100 hits over 100,000
+chunks it is about 78% at 64 dimensions, 59% at 384 and 54% at 768 (by the sum of the principal's
+keys' counts, which counts a chunk of two keys twice: 50% for a principal who may read 43%); with
+8-20 hits, 67-68%, 48-50% and 43-45%.
 
 Example:
     >>> choose(k=100, permitted=2_000, stored=100_000, dim=384)     # 2%: reading 2,000 vectors is cheaper
     'exact'
-    >>> choose(k=100, permitted=20_000, stored=100_000, dim=384)    # 20%: reading 20,000 int8 vectors is too
+    >>> choose(k=100, permitted=50_000, stored=100_000, dim=384)    # 50%: reading 50,000 int8 vectors is too
     'exact'
-    >>> choose(k=100, permitted=60_000, stored=100_000, dim=384)    # 60%: ~210 candidates are
+    >>> choose(k=100, permitted=70_000, stored=100_000, dim=384)    # 70%: ~180 candidates are
     'over-fetch'
-    >>> over_fetch_depth(100, 60_000, 100_000)
-    213
+    >>> over_fetch_depth(100, 70_000, 100_000)
+    183
 """
 
 from __future__ import annotations
@@ -54,21 +57,26 @@ from rag.base.filters import matches_canonical
 __all__ = ["FORCE", "SLACK", "allowed_ids", "choose", "estimates", "exact_ms", "exactly", "over_fetch",
            "over_fetch_depth", "over_fetch_ms", "walk"]
 
-#: The cost model's coefficients (CPU ms: only their ratios decide), fitted to what each path added to the search
-#: without a principal (median of pairs on the same questions; 100 hits; 100,000 chunks; 0-1,000 groups) at 64 and
-#: 384 dimensions: ``python bench/acl.py --paths --dim 64`` and ``--dim 384`` (session 39, load average 9-10 on 2
-#: cores, which inflates every figure about alike; bench/results/acl.txt). The exact path: per permitted vector (its
-#: number, scale and the bookkeeping) and per float of it (an int8 code read and scored); fixed: the float32 re-rank
-#: of ~300 vectors, about what the over-fetch path's ids cost, so 0.
+#: The cost model's coefficients (CPU ms: only their ratios and signs decide), fitted by least squares to what decides
+#: the choice: the exact path's added CPU time minus the over-fetch path's, each the median of pairs against the search
+#: without a principal on the same questions (which cancels), at 64 and 384 dimensions, k = 100 (the hits the default
+#: pipeline asks a store for: `RetrievalSettings().fetch_k`), 20 and 8, 100,000 chunks, principals of 0-1,000 of
+#: 1,000 groups (2-99%), two runs: ``python bench/acl.py --paths --paths-k 100 20 8 --dim 384`` (and ``--dim 64``),
+#: then ``python bench/acl.py --fit`` on their rows (bench/results/acl_paths.txt; session 40, 2026-11-29
+#: 04:20-04:28 UTC, load average 3.8-6.0 on 2 shared cores). Of the 72 rows the model chooses the path measured
+#: cheaper in 70; in the other two (43% at 384 dimensions, k = 20 and 8) the paths differ by 0.04-0.7 ms CPU, within
+#: the noise. The exact path: per permitted vector (its number, scale and the bookkeeping) and per float of it (an
+#: int8 code read and scored); its fixed part (the float32 re-rank of 80-300 vectors) is folded into the over-fetch
+#: path's, 0 here.
 EXACT_FIXED_MS = 0.0
-EXACT_PER_VECTOR_MS = 0.00008
-EXACT_PER_FLOAT_MS = 0.00000044
+EXACT_PER_VECTOR_MS = 0.0000538
+EXACT_PER_FLOAT_MS = 0.000000328
 #: The over-fetch path: what its HNSW query costs that the exact path does not (fixed, and per dimension), per
 #: candidate (its id looked up in the file) and per candidate and dimension (HNSW's distances grow with the depth).
-QUERY_FIXED_MS = 5.6
-QUERY_FIXED_PER_FLOAT_MS = 0.0094
-QUERY_PER_CANDIDATE_MS = 0.00543
-QUERY_PER_CANDIDATE_FLOAT_MS = 0.0000165
+QUERY_FIXED_MS = 4.14
+QUERY_FIXED_PER_FLOAT_MS = 0.0111
+QUERY_PER_CANDIDATE_MS = 0.00514
+QUERY_PER_CANDIDATE_FLOAT_MS = 0.0000137
 #: How much deeper than the principal's share says the HNSW list is read (the share is an upper bound from the keys'
 #: counts, a chunk of two keys counted twice, but a list's permitted hits vary).
 SLACK = 1.25
