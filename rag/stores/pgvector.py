@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -339,7 +340,7 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
         from langchain_postgres import PGEngine, PGVectorStore
     except ImportError as exc:
         raise MissingDependencyError.for_extra("langchain-postgres", "stores", "pgvector") from exc
-    engine = PGEngine.from_connection_string(url)
+    engine = _engine(PGEngine, url)
     try:
         return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
                                          embedding_service=embedding)
@@ -356,6 +357,22 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
         return store
     except Exception as exc:
         raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {_first_line(exc)}") from exc
+
+
+_ENGINES: dict[str, Any] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _engine(pg_engine: Any, url: str) -> Any:
+    """The process's one `PGEngine` (its connection pool) for `url`: every store opened on that database shares it.
+    An engine per open kept its pooled connections until garbage collection, so a process opening the same
+    knowledge base again and again (a `rag ask` per question in one process, a server rebuilding its chain)
+    held two more connections each time and met PostgreSQL's "too many clients". Connections are checked
+    before use (`pool_pre_ping`), so a server that restarted is reconnected to."""
+    with _ENGINES_LOCK:
+        if url not in _ENGINES:
+            _ENGINES[url] = pg_engine.from_connection_string(url, pool_pre_ping=True)
+        return _ENGINES[url]
 
 
 def _first_line(exc: BaseException) -> str:
