@@ -1,13 +1,13 @@
 """The embedded default's write path against Chroma alone on the same chunks, as the store grows.
 
 Writes N synthetic chunks (bench/scale_query.py's corpus: documents of 1,000 chunks of 120 words,
-`DeterministicFakeEmbedding` 384-d vectors computed before each timed call, no AutoContext) through `KnowledgeBase.add_documents`
-(Chroma, the SQLite FTS5 lexical index, the records, the permission file) and, document by document
-in the same process, the same texts, vectors and metadata into a bare Chroma collection made with the
-knowledge base's settings (`rag.stores.chroma.NEW_COLLECTION`): the floor, what Chroma itself costs.
-Alternating per document, load from other processes hits both alike. Each step of `--every` chunks
-prints both rates in wall time and in this process' CPU time (Chroma's own threads included), which a
-loaded machine inflates less. The texts are made and embedded before each timed call, for both.
+`DeterministicFakeEmbedding` 384-d vectors computed before each timed call, no AutoContext) through
+`KnowledgeBase.add_documents` (Chroma, the SQLite FTS5 lexical index, the records, the permission
+file) and, document by document in the same process, the same texts, vectors and metadata into a
+bare Chroma collection made with the knowledge base's settings (`rag.stores.chroma.NEW_COLLECTION`):
+the floor, what Chroma itself costs. Alternating per document, load from other processes hits both
+alike. Each step of `--every` chunks prints both rates in wall time and in this process' CPU time
+(Chroma's own threads included), which a loaded machine inflates less.
 
     python bench/write_path.py --n 30000 [--every 5000] [--json out.json]
     python bench/write_path.py --n 5000 --code /path/to/another/checkout   # that checkout's rag, same bench
@@ -90,9 +90,10 @@ def run(n: int, every: int, directory: Path) -> dict:
             size = done - (steps[-1]["chunks"] if steps else 0)
             steps.append({"chunks": done, **{k: round(size / v, 1) for k, v in step.items()},
                           "load": round(os.getloadavg()[0], 1)})
-            print(f"{done:>9,} chunks: write path {steps[-1]['kb_wall']:7.0f}/s wall {steps[-1]['kb_cpu']:7.0f}/s CPU | "
-                  f"Chroma alone {steps[-1]['chroma_wall']:7.0f}/s wall {steps[-1]['chroma_cpu']:7.0f}/s CPU | "
-                  f"write path CPU {steps[-1]['chroma_cpu'] / steps[-1]['kb_cpu']:.2f}x Chroma's | load {steps[-1]['load']}",
+            last = steps[-1]
+            print(f"{done:>9,} chunks: write path {last['kb_wall']:7.0f}/s wall {last['kb_cpu']:7.0f}/s CPU | "
+                  f"Chroma alone {last['chroma_wall']:7.0f}/s wall {last['chroma_cpu']:7.0f}/s CPU | "
+                  f"write path CPU {last['chroma_cpu'] / last['kb_cpu']:.2f}x Chroma's | load {last['load']}",
                   flush=True)
             step = dict.fromkeys(step, 0.0)
     kb.close()

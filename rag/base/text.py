@@ -204,9 +204,11 @@ def _token(word: str, stem: bool, stop_words: bool) -> str:
 
 
 #: (stem, stop_words) -> word -> its token: a text repeats its words, so each is worked out once (emptied when it
-#: holds `_TOKENS_KEPT`, so a stream of distinct words cannot grow it without bound)
+#: holds `_TOKENS_KEPT`, so a stream of distinct words cannot grow it without bound; a word longer than
+#: `_TOKEN_CHARS` is not kept)
 _TOKENS: dict[tuple[bool, bool], dict[str, str]] = {}
-_TOKENS_KEPT = 1 << 17
+_TOKENS_KEPT = 1 << 16
+_TOKEN_CHARS = 64
 
 
 def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[str]:
@@ -222,9 +224,11 @@ def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[s
     for word in _WORD.findall(text.lower()):
         token = known.get(word)
         if token is None:
-            if len(known) >= _TOKENS_KEPT:
-                known.clear()
-            token = known[word] = _token(word, *settings)
+            token = _token(word, *settings)
+            if len(word) <= _TOKEN_CHARS:
+                if len(known) >= _TOKENS_KEPT:
+                    known.clear()
+                known[word] = token
         if token:
             tokens.append(token)
     return tokens

@@ -152,8 +152,8 @@ class FTSIndex:
                     chunks.append((n, str(id_), _text_or_none(metadata.get("doc_id")),
                                    _int_or_none(metadata.get("chunk_index")), text, json.dumps(metadata, default=str)))
                     terms.append((n, self.tokens(text, metadata)))
-                db.executemany("INSERT INTO chunks (n, id, doc_id, chunk_index, text, metadata) VALUES (?, ?, ?, ?, ?, ?)",
-                               chunks)
+                db.executemany("INSERT INTO chunks (n, id, doc_id, chunk_index, text, metadata) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", chunks)
                 db.executemany("INSERT INTO terms (rowid, tokens) VALUES (?, ?)", terms)
 
     def delete(self, ids: Sequence[str]) -> None:

@@ -27,7 +27,8 @@ def _word_by_word(value: str, stem: bool, stop_words: bool) -> list[str]:
 
 
 _texts = st.lists(st.one_of(st.text(alphabet=list("aBe1,.'’_ -éßİ9xZ\n"), max_size=8),
-                            st.sampled_from(["the ", "Running ", "1,234.5", "it's ", "U.S. ", "ﬁnal "]), st.text(max_size=4)),
+                            st.sampled_from(["the ", "Running ", "1,234.5", "it's ", "U.S. ", "ﬁnal "]),
+                            st.text(max_size=4)),
                   max_size=12).map("".join)
 
 
@@ -40,9 +41,10 @@ def test_tokens_are_the_word_by_word_rules(value, stem, stop_words):
 def test_the_kept_tokens_are_bounded_and_emptying_them_changes_no_token(monkeypatch):
     monkeypatch.setattr(text, "_TOKENS_KEPT", 50)
     monkeypatch.setattr(text, "_TOKENS", {})
-    words = " ".join(f"running{i} stemmed{i} The x{i}" for i in range(200))
+    words = " ".join(f"running{i} stemmed{i} The x{i} {'long' * 20}{i}" for i in range(200))
     first = text.tokenize(words)
-    assert 0 < len(text._TOKENS[True, True]) <= 50
+    kept = text._TOKENS[True, True]
+    assert 0 < len(kept) <= 50 and not any(len(word) > text._TOKEN_CHARS for word in kept)
     assert text.tokenize(words) == first == _word_by_word(words, True, True)
 
 

@@ -135,12 +135,11 @@ def _rows(index: FTSIndex) -> list:
             db.execute("SELECT * FROM acl_keys ORDER BY n, key").fetchall()]
 
 
+_chunk_rows = st.tuples(st.sampled_from("abcdefgh"),
+                        st.sampled_from(["Rome rises", "the revenue", "1,234.5 costs", ""]),
+                        metadatas.map(lambda md: {**md, "doc_id": "d", "chunk_index": 1, "acl_x": True}))
 _writes = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.lists(st.tuples(st.sampled_from("abcdefgh"), st.sampled_from(["Rome rises", "the revenue",
-                                                                                             "1,234.5 costs", ""]),
-                                                  metadatas.map(lambda md: {**md, "doc_id": "d", "chunk_index": 1,
-                                                                            "acl_x": True})),
-                                        max_size=7, unique_by=lambda r: r[0])),
+    st.tuples(st.just("add"), st.lists(_chunk_rows, max_size=7, unique_by=lambda r: r[0])),
     st.tuples(st.just("delete"), st.lists(st.sampled_from("abcdefghz"), max_size=4))), max_size=6)
 
 
