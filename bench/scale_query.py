@@ -40,6 +40,8 @@ process's memory. `--engine-only` leaves out `BM25Index` (at 1M chunks it needs 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import os
 import random
@@ -58,10 +60,15 @@ QUESTION = "What did the report say about term17 and term233?"
 IN_PROCESS = "import rag.retrieval.kb_search as s; s.engine_lexical = lambda kb: None; "
 
 
+@functools.cache
+def _cumulative(vocabulary: int) -> list[float]:
+    """The Zipf-like law's cumulative weights (what `random.choices` makes of ``weights`` on every call)."""
+    return list(itertools.accumulate(1 / (i + 1) for i in range(vocabulary)))
+
+
 def _words(seed: int, vocabulary: int = 5000) -> list[str]:
     rng = random.Random(seed)
-    weights = [1 / (i + 1) for i in range(vocabulary)]
-    return [f"term{i}" for i in rng.choices(range(vocabulary), weights=weights, k=120)]
+    return [f"term{i}" for i in rng.choices(range(vocabulary), cum_weights=_cumulative(vocabulary), k=120)]
 
 
 def _store(backend: str | None, *, create: bool = False) -> dict:

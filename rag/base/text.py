@@ -192,21 +192,45 @@ def _stem(word: str) -> str:
     return _stemmer().stemWord(word)
 
 
+def _token(word: str, stem: bool, stop_words: bool) -> str:
+    """The token of one lowercased word match ("" when it is dropped)."""
+    if "'" in word:
+        word = word.split("'", 1)[0]
+    if word.isalpha() or not any(c.isdigit() for c in word):   # isalpha: the common case, no scan
+        word = word.replace(",", "").replace(".", "")
+    if not word or (stop_words and word in STOP_WORDS):
+        return ""
+    return _stem(word) if stem and not word[0].isdigit() else word
+
+
+#: (stem, stop_words) -> word -> its token: a text repeats its words, so each is worked out once (emptied when it
+#: holds `_TOKENS_KEPT`, so a stream of distinct words cannot grow it without bound; a word longer than
+#: `_TOKEN_CHARS` is not kept)
+_TOKENS: dict[tuple[bool, bool], dict[str, str]] = {}
+_TOKENS_KEPT = 1 << 16
+_TOKEN_CHARS = 64
+
+
 def tokenize(text: str, *, stem: bool = True, stop_words: bool = True) -> list[str]:
     """Lowercase word tokens without punctuation; stop words removed and stemmed by default.
 
     Numbers keep their inner separators ("1,234.5" stays one token); possessive "'s" is dropped.
     """
+    settings = (bool(stem), bool(stop_words))
+    known = _TOKENS.get(settings)
+    if known is None:
+        known = _TOKENS.setdefault(settings, {})
     tokens = []
-    for match in _WORD.finditer(text.lower()):
-        word = match.group()
-        if "'" in word:
-            word = word.split("'", 1)[0]
-        if word.isalpha() or not any(c.isdigit() for c in word):   # isalpha: the common case, no scan
-            word = word.replace(",", "").replace(".", "")
-        if not word or (stop_words and word in STOP_WORDS):
-            continue
-        tokens.append(_stem(word) if stem and not word[0].isdigit() else word)
+    for word in _WORD.findall(text.lower()):
+        token = known.get(word)
+        if token is None:
+            token = _token(word, *settings)
+            if len(word) <= _TOKEN_CHARS:
+                if len(known) >= _TOKENS_KEPT:
+                    known.clear()
+                known[word] = token
+        if token:
+            tokens.append(token)
     return tokens
 
 

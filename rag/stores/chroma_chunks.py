@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -139,7 +140,8 @@ class ChromaChunkStore(ChunkStoreBase):
             ids, vectors, texts, metadatas = rows(False)
         if len(ids):
             current = self._side_before_write()
-            chroma.add_chunks(self.collection, ids, [list(map(float, v)) for v in vectors], texts, metadatas)
+            vectors = [np.asarray(v, dtype=np.float32) for v in vectors]   # (what Chroma makes of a list of floats)
+            chroma.add_chunks(self.collection, ids, vectors, texts, metadatas)
             if self._side:
                 self._side.put(current, ids, vectors, metadatas)
 

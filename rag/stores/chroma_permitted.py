@@ -76,7 +76,7 @@ def _acl(metadata: Mapping[str, Any] | None) -> str:
                        and isinstance(v, bool)})
 
 
-def _row(id_: str, metadata: Mapping[str, Any] | None, unit: np.ndarray) -> tuple[str, str, bytes]:
+def _row(id_: str, metadata: Mapping[str, Any] | None, unit: np.ndarray | None) -> tuple[str, str, bytes]:
     """A chunk's row: its id, its permission keys and, when it has any, its vector (a chunk without keys is in no
     principal's exact set: the file holds no copy of its vector, so a knowledge base without permissions pays
     a row of its id)."""
@@ -232,11 +232,13 @@ class PermittedVectors:
     def put(self, was_current: bool, ids: Sequence[str], vectors: Any, metadatas: Sequence[Mapping[str, Any]]) -> None:
         """Chunks added or replaced (their vectors and permission keys)."""
         def change(side: sqlite3.Connection) -> list[str]:
-            units, touched = _unit(vectors) if len(ids) else [], []
+            keyed = len(ids) and any(_acl(md) != "{}" for md in metadatas)   # (else no row keeps a vector)
+            units, touched = _unit(vectors) if keyed else None, []
             for start in range(0, len(ids), _BATCH):
                 part = [str(i) for i in ids[start:start + _BATCH]]
                 touched += permission_segments.forget(side, part)
-                touched += permission_segments.insert(side, [_row(id_, md, units[start + i]) for i, (id_, md) in
+                touched += permission_segments.insert(side, [_row(id_, md, None if units is None else units[start + i])
+                                                             for i, (id_, md) in
                                           enumerate(zip(part, metadatas[start:start + _BATCH], strict=True))])
             return touched
         self._write(was_current, change)

@@ -143,13 +143,18 @@ class FTSIndex:
             for start in range(0, len(rows), _BATCH):
                 part = rows[start:start + _BATCH]
                 self._delete(db, [r[0] for r in part])
-                for id_, text, metadata in part:
+                # the row numbers SQLite would give one insert at a time (the largest + 1), given here so that each
+                # table takes its rows in one statement
+                first = db.execute("SELECT coalesce(max(n), 0) + 1 FROM chunks").fetchone()[0]
+                chunks, terms = [], []
+                for n, (id_, text, metadata) in enumerate(part, first):
                     metadata = dict(metadata or {})
-                    n = db.execute("INSERT INTO chunks (id, doc_id, chunk_index, text, metadata) VALUES (?, ?, ?, ?, ?)",
-                                   (str(id_), _text_or_none(metadata.get("doc_id")),
-                                    _int_or_none(metadata.get("chunk_index")), text,
-                                    json.dumps(metadata, default=str))).lastrowid
-                    db.execute("INSERT INTO terms (rowid, tokens) VALUES (?, ?)", (n, self.tokens(text, metadata)))
+                    chunks.append((n, str(id_), _text_or_none(metadata.get("doc_id")),
+                                   _int_or_none(metadata.get("chunk_index")), text, json.dumps(metadata, default=str)))
+                    terms.append((n, self.tokens(text, metadata)))
+                db.executemany("INSERT INTO chunks (n, id, doc_id, chunk_index, text, metadata) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", chunks)
+                db.executemany("INSERT INTO terms (rowid, tokens) VALUES (?, ?)", terms)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete chunks by id (ids not indexed are ignored)."""

@@ -108,3 +108,56 @@ def test_another_connection_sees_a_write_at_its_next_query(tmp_path):
     thread.start()
     thread.join()
     assert found == [1]
+
+
+def _added_row_by_row(index: FTSIndex, ids: list[str], texts: list[str], metadatas: list[dict]) -> None:
+    """What `add` wrote before it wrote a batch per statement: each chunk's row and then its tokens, one statement
+    each, numbered by SQLite."""
+    import json
+
+    db = index._db()
+    db.execute("BEGIN IMMEDIATE")
+    index._delete(db, ids)
+    for id_, text, md in zip(ids, texts, metadatas, strict=True):
+        n = db.execute("INSERT INTO chunks (id, doc_id, chunk_index, text, metadata) VALUES (?, ?, ?, ?, ?)",
+                       (id_, md.get("doc_id") if isinstance(md.get("doc_id"), str) else None,
+                        md.get("chunk_index") if type(md.get("chunk_index")) is int else None, text,
+                        json.dumps(md, default=str))).lastrowid
+        db.execute("INSERT INTO terms (rowid, tokens) VALUES (?, ?)", (n, index.tokens(text, md)))
+    db.execute("COMMIT")
+
+
+def _rows(index: FTSIndex) -> list:
+    db = index._db()
+    return [db.execute("SELECT * FROM chunks ORDER BY n").fetchall(),
+            db.execute("SELECT rowid, tokens FROM terms ORDER BY rowid").fetchall(),
+            db.execute("SELECT * FROM meta_values ORDER BY n, key").fetchall(),
+            db.execute("SELECT * FROM acl_keys ORDER BY n, key").fetchall()]
+
+
+_chunk_rows = st.tuples(st.sampled_from("abcdefgh"),
+                        st.sampled_from(["Rome rises", "the revenue", "1,234.5 costs", ""]),
+                        metadatas.map(lambda md: {**md, "doc_id": "d", "chunk_index": 1, "acl_x": True}))
+_writes = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.lists(_chunk_rows, max_size=7, unique_by=lambda r: r[0])),
+    st.tuples(st.just("delete"), st.lists(st.sampled_from("abcdefghz"), max_size=4))), max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=_writes)
+def test_a_batch_writes_the_rows_one_statement_per_chunk_wrote(tmp_path_factory, monkeypatch, writes):
+    monkeypatch.setattr("rag.stores.fts_index._BATCH", 3)   # (several statements per add)
+    folder = tmp_path_factory.mktemp("fts")
+    batched, one_by_one = FTSIndex(folder / "a.sqlite"), FTSIndex(folder / "b.sqlite")
+    for kind, rows in writes:
+        if kind == "delete":
+            batched.delete(rows)
+            one_by_one.delete(rows)
+            continue
+        ids, texts, mds = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+        batched.add(ids, texts, mds)
+        for start in range(0, len(rows), 3):
+            _added_row_by_row(one_by_one, ids[start:start + 3], texts[start:start + 3], mds[start:start + 3])
+    assert _rows(batched) == _rows(one_by_one)
+    batched.close()
+    one_by_one.close()
