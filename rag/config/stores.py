@@ -138,6 +138,9 @@ class PGVectorResourceConfig(_StoreBase):
     url_env: str
     table: str | None = None
     schema_name: str = "public"
+    #: the index a table this entry creates gets on its vectors (`rag.stores.pg_ann`): ``hnsw``, or ``none`` for a
+    #: bulk load that adds the index afterwards (faster than keeping it current row by row)
+    vector_index: Literal["hnsw", "none"] = "hnsw"
 
 
     @field_validator("table", "schema_name")
@@ -151,7 +154,7 @@ class PGVectorResourceConfig(_StoreBase):
     def _open(self, embedding: Any) -> Any:
         url = _env(self.url_env, self.name, "PostgreSQL URL")
         return open_store(self.kind, url, self.table or self.name, embedding, schema=self.schema_name,
-                          create=self.create)
+                          create=self.create, vector_index=self.vector_index)
 
 
 class QdrantResourceConfig(_PathOrEnv):

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -41,7 +40,7 @@ from langchain_core.documents import Document
 
 from rag.base.errors import ConfigError, MissingDependencyError, StoreError, short_repr
 from rag.base.filters import Comparison, normal_form
-from rag.stores import pg_ann
+from rag.stores import pg_ann, pg_engines
 from rag.stores.chunk_store import Capability, unsupported
 from rag.stores.vector_store_chunks import BATCH, VectorStoreChunks
 
@@ -319,15 +318,19 @@ def count_rows(store: Any) -> int:
     return int(store._engine._run_as_sync(_rows(vs, sql, {}))[0]["n"])
 
 
-def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", create: bool = False) -> Any:
+def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", create: bool = False,
+               vector_index: str = "hnsw") -> Any:
     """A `PGVectorStore` on `table` of the database at `url` (SQLAlchemy URL, e.g. ``postgresql+psycopg://...``).
 
     With `create`, a missing table is created (JSON metadata, UUID ids, vectors of the embedding's size) with
-    an HNSW index on its vectors (`rag.stores.pg_ann`); an existing one is opened as it is.
+    an HNSW index on its vectors (`rag.stores.pg_ann`; `vector_index="none"` leaves it out, for a bulk load that
+    creates it afterwards); an existing one is opened as it is.
 
     Raises:
         StoreError: the database cannot be reached, or the table is missing and not `create`.
     """
+    if vector_index not in ("hnsw", "none"):
+        raise ConfigError(f"pgvector: vector_index must be 'hnsw' or 'none', got {short_repr(vector_index)}")
     for what, name in (("table", table), ("schema", schema)):   # quoted into SQL by the client: names only
         if not isinstance(name, str) or not _SQL_NAME.fullmatch(name):
             raise ConfigError(f"pgvector: {short_repr(name)} is not a {what} name: use 1-63 letters, digits and "
@@ -337,10 +340,10 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
         raise ConfigError(f"pgvector needs a PostgreSQL URL (postgresql+psycopg://HOST:PORT/DB, with the user and password); "
                           f"got {'scheme ' + short_repr(scheme) if scheme else 'no scheme'}")
     try:
-        from langchain_postgres import PGEngine, PGVectorStore
+        from langchain_postgres import PGVectorStore
     except ImportError as exc:
         raise MissingDependencyError.for_extra("langchain-postgres", "stores", "pgvector") from exc
-    engine = _engine(PGEngine, url)
+    engine = pg_engines.engine_for(url)
     try:
         return PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
                                          embedding_service=embedding)
@@ -353,26 +356,11 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
                                       overwrite_existing=False)
         store = PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
                                           embedding_service=embedding)
-        engine._run_as_sync(pg_ann.create_index(_inner(store)))   # its HNSW index (rag.stores.pg_ann)
+        if vector_index == "hnsw":
+            engine._run_as_sync(pg_ann.create_index(_inner(store)))   # its HNSW index (rag.stores.pg_ann)
         return store
     except Exception as exc:
         raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {_first_line(exc)}") from exc
-
-
-_ENGINES: dict[str, Any] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-def _engine(pg_engine: Any, url: str) -> Any:
-    """The process's one `PGEngine` (its connection pool) for `url`: every store opened on that database shares it.
-    An engine per open kept its pooled connections until garbage collection, so a process opening the same
-    knowledge base again and again (a `rag ask` per question in one process, a server rebuilding its chain)
-    held two more connections each time and met PostgreSQL's "too many clients". Connections are checked
-    before use (`pool_pre_ping`), so a server that restarted is reconnected to."""
-    with _ENGINES_LOCK:
-        if url not in _ENGINES:
-            _ENGINES[url] = pg_engine.from_connection_string(url, pool_pre_ping=True)
-        return _ENGINES[url]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -101,3 +101,36 @@ def test_a_table_made_elsewhere_is_searched_as_it_is(pg_url):
     assert not chunks.store._engine._run_as_sync(_rows(
         vs, "SELECT 1 FROM pg_indexes WHERE tablename = :t AND indexdef LIKE '%hnsw%'", {"t": name}))
     assert [d.page_content for d, _ in chunks.search([1.0] + [0.0] * (DIM - 1), k=5, filter={"team": "rare"})] == ["one"]
+
+
+def _hnsw_indexes(chunks: PGVectorChunks) -> list:
+    vs = _inner(chunks.store)
+    return chunks.store._engine._run_as_sync(_rows(
+        vs, "SELECT indexname FROM pg_indexes WHERE tablename = :t AND indexdef LIKE '%USING hnsw%'",
+        {"t": vs.table_name}))
+
+
+def test_a_bulk_load_can_create_its_table_without_the_index_and_add_it_afterwards(pg_url, monkeypatch):
+    """`vector_index: none` (config) / `vector_index="none"`: no index is kept current row by row during a bulk
+    load; `CREATE INDEX` afterwards gives the same index, which searches then use."""
+    from rag.config.stores import PGVectorResourceConfig
+
+    monkeypatch.setenv("RAG_PG_URL", pg_url)
+    name = next(_tables)
+    config = PGVectorResourceConfig(name=name, kind="pgvector", url_env="RAG_PG_URL", create=True, vector_index="none")
+    chunks = PGVectorChunks(config.open(EMB))
+    assert _hnsw_indexes(chunks) == []
+    chunks.add(["b" * 32], [[0.0, 1.0] + [0.0] * (DIM - 2)], ["two"], [{"team": "rare"}])
+    chunks.store._engine._run_as_sync(pg_ann.create_index(_inner(chunks.store)))
+    assert [r["indexname"] for r in _hnsw_indexes(chunks)] == [pg_ann.index_name(name)]
+    assert [d.page_content for d, _ in chunks.search([0.0, 1.0] + [0.0] * (DIM - 2), k=3, filter=None)] == ["two"]
+
+
+def test_an_unknown_vector_index_is_refused_with_the_valid_ones(pg_url):
+    from rag.base.errors import ConfigError
+    from rag.config.stores import PGVectorResourceConfig
+
+    with pytest.raises(ConfigError, match="'hnsw' or 'none'"):
+        open_store(pg_url, next(_tables), EMB, create=True, vector_index="ivfflat")
+    with pytest.raises(ValueError, match="hnsw"):
+        PGVectorResourceConfig(name="x", kind="pgvector", url_env="RAG_PG_URL", vector_index="ivfflat")
