@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -73,6 +74,13 @@ FTS_SLACK = 3.0
 #: and each deeper list ranks every match again: about what checking 2 permission comparisons per chunk costs
 #: (the plain search of bench/acl.py, ~175 ms at 100,000 chunks, and a principal of no group's native filter, +175 ms)
 FTS_ROUND_COST = 2.0
+#: a principal the search over its own chunks declined (it may read more than `EXACT_SHARE`) gets a first list deep
+#: enough to hold `k` permitted chunks plus this many standard deviations of a random draw at its share: each further
+#: list ranks every match again (+76 ms a request at 43% of 100,000 chunks, bench/acl.py), where a row more in the
+#: first costs a read by row number (about 8 us)
+FTS_FIRST_SIGMAS = 3.0
+#: ... for a principal whose share is at least this (a smaller one's first list would be long: the plan's own rounds)
+FTS_FIRST_MIN_SHARE = 0.25
 
 
 class FTSIndex:
@@ -99,6 +107,7 @@ class FTSIndex:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
+        self._shares: dict[int, tuple[Any, float]] = {}   # id(permission filter) -> (it, the share its keys hold)
 
     # ------------------------------------------------------------------ connections
     def settings(self) -> dict[str, Any]:
@@ -229,7 +238,7 @@ class FTSIndex:
             plan, k, search=lambda n: (found := self._ranked(match, plan.rest, n), len(found)),
             ranked=lambda n: self._ranked(match, plan.rest, n, ids_only=True), read=self.get_by_ids,
             native=lambda: self._ranked(match, canon, k), stored=self.count, candidate_cost=FTS_CANDIDATE_COST,
-            slack=FTS_SLACK, round_cost=FTS_ROUND_COST, memo=self)
+            slack=FTS_SLACK, round_cost=FTS_ROUND_COST, memo=self, first=self._first_depth(plan, k))
         return [(_scored(doc, score), score) for doc, score in hits]
 
     def _permitted(self, query: str, plan: PermissionPlan, k: int) -> list[tuple[Document, float]] | None:
@@ -240,6 +249,9 @@ class FTSIndex:
             return None
         start = time.perf_counter()
         most, stored = permission_index.share(db, keys)
+        if len(self._shares) > 256:
+            self._shares.clear()
+        self._shares[id(plan.permission)] = (plan.permission, most / stored if stored else 1.0)
         if most > permission_index.EXACT_SHARE * stored:
             exact_too_many(self, plan, now=True)
             return None
@@ -248,6 +260,15 @@ class FTSIndex:
             return None
         note_exact(most, start)
         return [(_document(id_, text, md, score), score) for id_, text, md, score in rows]
+
+    def _first_depth(self, plan: PermissionPlan, k: int) -> int | None:
+        """How deep the first list of a principal whose share `_permitted` looked up goes (`FTS_FIRST_SIGMAS`), or
+        None (not looked up, or under `FTS_FIRST_MIN_SHARE`: the plan's own). The share is at most its keys' counts' sum, so
+        the depth errs short."""
+        found = self._shares.get(id(plan.permission))
+        if found is None or found[0] is not plan.permission or found[1] < FTS_FIRST_MIN_SHARE:
+            return None   # (a smaller share's list would be long: the plan's rounds, or its native filter)
+        return math.ceil((k + FTS_FIRST_SIGMAS * math.sqrt(k) + 4) / min(found[1], 1.0))
 
     def _ranked(self, match: str, canon: dict[str, Any] | None, k: int, *, ids_only: bool = False) -> list[Any]:
         """The top `k` matches the filter allows: (document, score), or (id, score) with `ids_only`."""

@@ -227,7 +227,7 @@ def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tupl
                    ranked: Callable[[int], list[tuple[str, float]]], read: Callable[[Sequence[str]], list[Document]],
                    native: Callable[[], Hits], stored: Callable[[], int],
                    candidate_cost: float | None = None, slack: float = DEEPEN_SLACK,
-                   round_cost: float = 0.0, memo: Any = None) -> tuple[Hits, str]:
+                   round_cost: float = 0.0, memo: Any = None, first: int | None = None) -> tuple[Hits, str]:
     """The top `k` hits the whole filter allows, and which path found them ("post-filter", "deepened", "native").
 
     The store's callables, each with the request's own conditions (`plan.rest`) as its native filter:
@@ -235,14 +235,15 @@ def planned_search(plan: PermissionPlan, k: int, *, search: Callable[[int], tupl
     `ranked(n)`: the `n` closest as (id, score) only; `read(ids)`: those chunks' documents; `native()`: the search
     with the whole filter; `stored()`: how many chunks the store holds; `candidate_cost`, `slack`, `round_cost`: see
     `deepen_to`; `memo`: the store (a principal whose last search there went native goes native again, up to
-    `NATIVE_AGAIN` times, without the lists first)
+    `NATIVE_AGAIN` times, without the lists first); `first`: how deep the first list goes when the store knows
+    the principal's share (at least `first_depth(k)`)
     (a deeper list is read in its order, in batches, only as far as `k` permitted hits: a store whose ranked list
     costs little beyond its first search asks a deeper one, `slack`, to need fewer rounds).
     """
     start = time.perf_counter()
     if _went_native(memo, plan):   # (this principal's last search here found too few in the lists: skip them)
         return _done(native(), "native", k, start)
-    depth = first_depth(k)
+    depth = max(first_depth(k), first or 0)
     hits, returned = search(depth)
     kept = [hit for hit in hits if plan.allows(hit[0].metadata)]
     if len(kept) >= k or returned < depth:

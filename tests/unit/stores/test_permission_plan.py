@@ -51,7 +51,7 @@ def plan_mode(mode: str) -> Iterator[None]:
     "default": as shipped. "deepen" and "native" never search over the permitted chunks only."""
     saved = (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
              fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE,
-             permission_vectors.FORCE)
+             permission_vectors.FORCE, fts_index.FTS_FIRST_MIN_SHARE)
     if mode == "exact":
         permission_index.EXACT_SHARE = math.inf   # (a sum of key counts may exceed the chunks)
         permission_vectors.FORCE = "exact"
@@ -60,6 +60,7 @@ def plan_mode(mode: str) -> Iterator[None]:
     elif mode in ("deepen", "native"):
         permission_index.EXACT_SHARE = -1.0
         permission_vectors.FORCE = "lists"
+        fts_index.FTS_FIRST_MIN_SHARE = math.inf   # (FTS5's first list as short as the plan's)
     if mode == "off":
         permission_plan.ENABLED = False
     elif mode in ("deepen", "native"):
@@ -75,7 +76,7 @@ def plan_mode(mode: str) -> Iterator[None]:
         permission_plan._MANY.clear()
         (permission_plan.ENABLED, permission_plan.FIRST_EXTRA, permission_plan.ROW_BRANCHES_PER_CANDIDATE,
          fts_index.FTS_CANDIDATE_COST, fts_index.FTS_ROUND_COST, permission_index.EXACT_SHARE,
-         permission_vectors.FORCE) = saved
+         permission_vectors.FORCE, fts_index.FTS_FIRST_MIN_SHARE) = saved
 
 
 permissions = st.sampled_from([None, Permissions(public=True), Permissions(users=frozenset({"ann"})),
@@ -177,6 +178,21 @@ def test_each_path_runs_when_it_should_and_says_so():
             assert ran == path
             assert got == _planned(search, "off")[0]
             assert {int(i, 16) for i in got} <= readable and len(got) == min(5, len(readable))
+
+
+def test_fts5_asks_a_first_list_as_deep_as_a_large_share_needs():
+    """A principal reading a third of the chunks (over `EXACT_SHARE`: not searched over its chunks alone): FTS5,
+    whose every deeper list ranks every match again, asks one first list deep enough for that share (its keys'
+    counts, looked up for the exact path) and answers from it, what its native filter answers."""
+    ann = Principal("ann", frozenset({"team-a"}))
+    index = _fts(_labelled(60, set(range(0, 60, 3))))
+    for k in (3, 5, 8):
+        got, ran = _planned(lambda: index.search("revenue", k=k, filter=ann.filter()), "default")
+        assert ran == "post-filter"
+        assert got == _planned(lambda: index.search("revenue", k=k, filter=ann.filter()), "off")[0]
+        assert len(got) == k and all(int(i, 16) % 3 == 0 for i in got)
+    with plan_mode("deepen"):   # (the plan's short first list: a deeper one is needed)
+        assert _planned(lambda: index.search("revenue", k=8, filter=ann.filter()), "deepen")[1] == "deepened"
 
 
 def test_a_request_reports_the_path_in_its_timings():
