@@ -24,9 +24,16 @@ def test_one_timeout_bounds_the_folders_lock_and_the_servers_together(tmp_path):
     side = QdrantSide(QdrantClient(location=":memory:"), "locks")
     elsewhere = ServerWriterLock(tmp_path / "other-machine", SideTables(side))
     elsewhere.acquire()   # a writer on another machine holds the server's lock throughout
-    here = WriterLock(tmp_path / "mine")
-    here.acquire()        # and a writer in this folder holds its lock for 1.5 s
-    threading.Timer(1.5, here.release).start()
+    here, held = WriterLock(tmp_path / "mine"), threading.Event()
+
+    def hold() -> None:   # a writer in this folder holds its lock for 1.5 s (taken and released in its own thread)
+        with here:
+            held.set()
+            time.sleep(1.5)
+
+    writer = threading.Thread(target=hold)
+    writer.start()
+    assert held.wait(10)
     lock = ServerWriterLock(tmp_path / "mine", SideTables(side), timeout=2.0)
     started = time.monotonic()
     with pytest.raises(StoreError, match="being written by"):
@@ -34,5 +41,6 @@ def test_one_timeout_bounds_the_folders_lock_and_the_servers_together(tmp_path):
     waited = time.monotonic() - started
     assert 1.5 <= waited < 3.0, waited   # (each lock its own 2 s: about 3.5 s)
     elsewhere.release()
+    writer.join()
     lock.acquire()        # nobody holds either now
     lock.release()
