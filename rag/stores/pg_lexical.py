@@ -23,6 +23,7 @@ missing ones at its next search (`rag.indexing.lexical_sync`).
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -204,9 +205,27 @@ END $body$"""
     def _terms(self, query: str) -> list[str]:
         return list(dict.fromkeys(tokenize(query)))
 
+    def _rare_terms(self, terms: list[str]) -> tuple[list[str], float]:
+        """The query terms held by at most half the rows, and the most the others can add to any row's score, when
+        both kinds are there (else ``([], 0)``).
+
+        A row holding none of the rare terms scores at most the sum of the common terms' largest contributions,
+        ``idf * (k1 + 1)`` each (a term frequency without bound in a row of no length): when the k-th best score
+        among the rows holding a rare term is above that, no other row can rank, and the common terms' rows (a
+        pass over most of the table) are never scored. Exact, or the search over every term's rows."""
+        found = self._run(f"SELECT t.term, t.df, s.n FROM {self._t('terms')} t, {self._t('stats')} s "
+                          "WHERE t.term = ANY(:terms) AND t.df > 0", {"terms": terms})
+        common = [r for r in found if 2 * int(r["df"]) > int(r["n"])]
+        rare = [t for t in terms if t not in {r["term"] for r in common}]
+        if not common or not rare:
+            return [], 0.0
+        bound = sum(math.log(1 + (int(r["n"]) - int(r["df"]) + 0.5) / (int(r["df"]) + 0.5)) * (K1 + 1) for r in common)
+        return rare, bound * 1.01 + 1e-9   # (a margin: the statistics may move between the two statements)
+
     def search(self, query: str, *, k: int = 4,
                filter: dict[str, Any] | None = None) -> list[tuple[Document, float]]:
-        """The top-`k` chunks for `query` among those the portable `filter` allows, BM25-scored, best first."""
+        """The top-`k` chunks for `query` among those the portable `filter` allows, BM25-scored, best first
+        (the rows holding only very common terms are skipped when they cannot rank: `_rare_terms`)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         canon = validate_filter(filter)
@@ -230,8 +249,15 @@ END $body$"""
                "ORDER BY score DESC, c.id LIMIT :limit_k) "
                f"SELECT r.id, r.score, t.{content} AS content, t.{md} AS metadata FROM r JOIN {self.table} t "
                f"ON t.{idc} = r.id ORDER BY r.score DESC, r.id")
-        rows = self._run(sql, {**params, "terms": terms, "query": " | ".join(map(_lexeme, terms)), "k1": K1,
-                               "b": B, "limit_k": k})
+        args = {**params, "terms": terms, "k1": K1, "b": B, "limit_k": k}
+        rare, bound = self._rare_terms(terms)
+        rows = None
+        if rare:   # the rows holding a rare term, scored on every term; exact when the k-th beats the common terms'
+            rows = self._run(sql, {**args, "query": " | ".join(map(_lexeme, rare))})
+            if len(rows) < k or float(rows[-1]["score"]) <= bound:
+                rows = None
+        if rows is None:
+            rows = self._run(sql, {**args, "query": " | ".join(map(_lexeme, terms))})
         out = []
         for row in rows:
             metadata = dict(row["metadata"] or {}) if not isinstance(row["metadata"], str) else json.loads(row["metadata"])

@@ -168,3 +168,42 @@ def test_a_table_with_the_per_row_trigger_of_earlier_versions_gets_the_statement
                                                {"t": lexical.table})}
     assert {f"{table}_rag_{n}" for n in ("ins", "upd", "del")} <= names and f"{table}_rag_count" not in names
     assert _statistics_disagree(reopened.storage.chunks.lexical) == []
+
+
+@pytest.fixture(scope="module")
+def common_kb(pg_url, tmp_path_factory):
+    """Chunks that all hold "report" and most hold "annual" (terms in more than half the rows), and rarer words."""
+    rng = __import__("random").Random(4)
+    rare = [f"w{i}" for i in range(30)]
+    docs = [Document(page_content=" ".join(["report"] * rng.randint(1, 3) + (["annual"] if i % 5 else [])
+                                           + rng.sample(rare, rng.randint(0, 4))),
+                     metadata={"source": f"c{i}", "tenant": TENANTS[i % 2], "page": PAGES[i % 3]})
+            for i in range(120)]
+    kb = _kb(pg_url, tmp_path_factory.mktemp("common"))
+    kb.add_documents(docs)
+    return kb
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.sampled_from(["report", "annual", *(f"w{i}" for i in range(32))]), min_size=1, max_size=5),
+       k=st.integers(1, 30), flt=st.sampled_from([None, {"tenant": "acme"}, {"page": {"$gt": 0}}]))
+def test_skipping_the_rows_of_only_common_terms_changes_nothing(common_kb, words, k, flt):
+    """The search over the rows holding a rare term (kept when its k-th score beats what the common terms can add)
+    returns exactly what scoring every row holding any term returns: the same chunks, order and scores."""
+    lexical = common_kb.storage.chunks.lexical
+    question = " ".join(words)
+    pruned = [(d.id, round(s, 9)) for d, s in lexical.search(question, k=k, filter=flt)]
+    original = lexical._rare_terms
+    lexical._rare_terms = lambda terms: ([], 0.0)
+    try:
+        full = [(d.id, round(s, 9)) for d, s in lexical.search(question, k=k, filter=flt)]
+    finally:
+        lexical._rare_terms = original
+    assert pruned == full
+
+
+def test_a_question_with_a_term_in_every_row_skips_those_rows(common_kb):
+    lexical = common_kb.storage.chunks.lexical
+    rare, bound = lexical._rare_terms(["report", "annual", "w3"])
+    assert rare == ["w3"] and 0 < bound < 2.2 * 0.7   # ("report" in every row: idf ~0; "annual" in 80%)
+    assert lexical._rare_terms(["report", "annual"]) == ([], 0.0)   # (no rare term: every row is scored)
