@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EF_SEARCH", "create_index", "create_index_sql", "index_name", "search_settings", "version"]
+__all__ = ["EF_SEARCH", "create_index_sql", "index_name", "search_settings", "version"]
 
 #: the least candidate list a search asks the HNSW index for (pgvector's default is 40; see the module docstring)
 EF_SEARCH = 400
@@ -77,12 +77,3 @@ def search_settings(pgvector: tuple[int, ...], k: int) -> list[tuple[str, str]]:
     if pgvector >= (0, 8):
         out.append(("hnsw.iterative_scan", "strict_order"))
     return out
-
-
-async def create_index(vs: Any) -> None:
-    """Create the HNSW index on the vectors of the `AsyncPGVectorStore` `vs` (nothing when it has it)."""
-    from sqlalchemy import text
-
-    async with vs.engine.connect() as conn:
-        await conn.execute(text(create_index_sql(vs)))
-        await conn.commit()

@@ -36,7 +36,7 @@ from rag.base.filters import validate_filter
 from rag.base.text import tokenize
 from rag.stores.fts_index import DEFAULT_FIELDS
 from rag.stores.in_store_lexical import B, K1, InStoreLexical
-from rag.stores.pgvector import _execute, _ident, _inner, _rows, where_clause
+from rag.stores.pgvector import _execute, _ident, _in_one_transaction, _inner, _rows, where_clause
 
 __all__ = ["PGLexical", "tsvector_literal"]
 
@@ -59,15 +59,6 @@ def tsvector_literal(tokens: Sequence[str]) -> str:
     for i, token in enumerate(tokens[:16383], start=1):   # (PostgreSQL's largest position)
         positions.setdefault(token, []).append(i)
     return " ".join(f"{_lexeme(t)}:{','.join(map(str, p[:256]))}" for t, p in positions.items())
-
-
-async def _in_one_transaction(vs: Any, statements: list[str]) -> None:
-    from sqlalchemy import text
-
-    async with vs.engine.connect() as conn:
-        for sql in statements:
-            await conn.execute(text(sql))
-        await conn.commit()
 
 
 class PGLexical(InStoreLexical):
@@ -216,7 +207,8 @@ END $body$"""
         found = self._run(f"SELECT t.term, t.df, s.n FROM {self._t('terms')} t, {self._t('stats')} s "
                           "WHERE t.term = ANY(:terms) AND t.df > 0", {"terms": terms})
         common = [r for r in found if 2 * int(r["df"]) > int(r["n"])]
-        rare = [t for t in terms if t not in {r["term"] for r in common}]
+        common_terms = {r["term"] for r in common}
+        rare = [t for t in terms if t not in common_terms]
         if not common or not rare:
             return [], 0.0
         bound = sum(math.log(1 + (int(r["n"]) - int(r["df"]) + 0.5) / (int(r["df"]) + 0.5)) * (K1 + 1) for r in common)

@@ -125,14 +125,27 @@ def _query(vs: Any, vector: list[float], k: int, flt: dict[str, Any] | None) -> 
 
 
 async def _rows(vs: Any, sql: str, params: dict[str, Any], settings: Sequence[tuple[str, str]] = ()) -> list[Any]:
-    """The rows of `sql`, run after `settings` (name, value) made for its transaction only."""
+    """The rows of `sql`, run after `settings` (name, value) made for its transaction only (one statement)."""
     from sqlalchemy import text
 
     async with vs.engine.connect() as conn:
-        for name, value in settings:
-            await conn.execute(text("SELECT set_config(:name, :value, true)"), {"name": name, "value": value})
+        if settings:
+            calls = ", ".join(f"set_config(:name{i}, :value{i}, true)" for i in range(len(settings)))
+            bound = {f"{part}{i}": item for i, (name, value) in enumerate(settings)
+                     for part, item in (("name", name), ("value", value))}
+            await conn.execute(text(f"SELECT {calls}"), bound)
         result = await conn.execute(text(sql), params)
         return list(result.mappings().fetchall())
+
+
+async def _in_one_transaction(vs: Any, statements: list[str]) -> None:
+    """Run `statements` (no parameters) in one transaction on the store's engine, and commit."""
+    from sqlalchemy import text
+
+    async with vs.engine.connect() as conn:
+        for sql in statements:
+            await conn.execute(text(sql))
+        await conn.commit()
 
 
 def _documents(store: Any, vs: Any, rows: list[Any]) -> list[tuple[Document, float]]:
@@ -357,7 +370,8 @@ def open_store(url: str, table: str, embedding: Any, *, schema: str = "public", 
         store = PGVectorStore.create_sync(engine=engine, table_name=table, schema_name=schema,
                                           embedding_service=embedding)
         if vector_index == "hnsw":
-            engine._run_as_sync(pg_ann.create_index(_inner(store)))   # its HNSW index (rag.stores.pg_ann)
+            vs = _inner(store)   # its HNSW index (rag.stores.pg_ann)
+            engine._run_as_sync(_in_one_transaction(vs, [pg_ann.create_index_sql(vs)]))
         return store
     except Exception as exc:
         raise StoreError(f"pgvector: cannot create the table {schema}.{table}: {_first_line(exc)}") from exc

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from rag.stores import pg_ann
-from rag.stores.pgvector import PGVectorChunks, _inner, _rows, open_store
+from rag.stores.pgvector import PGVectorChunks, _in_one_transaction, _inner, _rows, open_store
 
 DIM = 16
 EMB = DeterministicFakeEmbedding(size=DIM)
@@ -121,7 +121,8 @@ def test_a_bulk_load_can_create_its_table_without_the_index_and_add_it_afterward
     chunks = PGVectorChunks(config.open(EMB))
     assert _hnsw_indexes(chunks) == []
     chunks.add(["b" * 32], [[0.0, 1.0] + [0.0] * (DIM - 2)], ["two"], [{"team": "rare"}])
-    chunks.store._engine._run_as_sync(pg_ann.create_index(_inner(chunks.store)))
+    vs = _inner(chunks.store)
+    chunks.store._engine._run_as_sync(_in_one_transaction(vs, [pg_ann.create_index_sql(vs)]))
     assert [r["indexname"] for r in _hnsw_indexes(chunks)] == [pg_ann.index_name(name)]
     assert [d.page_content for d, _ in chunks.search([0.0, 1.0] + [0.0] * (DIM - 2), k=3, filter=None)] == ["two"]
 
